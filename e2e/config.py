@@ -1,0 +1,308 @@
+"""The experiment config: TOML files validated once into immutable pydantic models.
+
+Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file into an
+``Experiment`` and ``RunSpec.resolve`` merges it with a command's flags.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from e2e.errors import ConfigError
+
+__all__ = [
+    "BuildSpec",
+    "ServerConfig",
+    "LoadConfig",
+    "ArmConfig",
+    "Experiment",
+    "RunSpec",
+    "DEFAULT_CONFIG",
+    "load_experiment",
+    "safe_name",
+]
+
+DEFAULT_CONFIG = "default.toml"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def safe_name(value: str, what: str = "name") -> str:
+    """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError."""
+    if not isinstance(value, str) or not _NAME.match(value) or ".." in value:
+        raise ValueError(
+            f"{what} {value!r} must be 1-64 letters, digits, '.', '_' or '-', start with a "
+            "letter or digit, and not contain '..' (it names a folder under results/)"
+        )
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class BuildSpec(_Strict):
+    """Where a server's Python environment comes from: an existing interpreter, or a managed
+    environment that e2e creates from pip requirements (and owns)."""
+
+    python: str | None = Field(None, description="Interpreter of an existing environment.")
+    requirements: list[str] = Field(
+        default_factory=list, description="pip requirements of a managed environment."
+    )
+    remove: list[str] = Field(
+        default_factory=list, description="Packages to uninstall after installing."
+    )
+    base_python: str | None = Field(
+        None, description="Interpreter that creates the managed environment (default: e2e's)."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BuildSpec:
+        if bool(self.python) == bool(self.requirements):
+            raise ValueError("give exactly one of 'python' (an existing env) or 'requirements'")
+        return self
+
+
+class ServerConfig(_Strict):
+    kind: Literal["vllm"] = "vllm"
+    model: str = Field(
+        "e2e:tiny-llama",
+        description="Path or name passed to --model; 'e2e:tiny-llama' is built offline by e2e.",
+    )
+    host: str = "127.0.0.1"
+    args: list[str] = Field(default_factory=list, description="Extra server arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
+    build: BuildSpec
+    api_key: str | None = None
+    startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
+    secret_pattern: str = Field(
+        r"(?i)(token|key|secret|passw|auth|credential)",
+        description="Environment variables and arguments whose name matches are redacted.",
+    )
+
+    @field_validator("secret_pattern")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from exc
+        return value
+
+
+class LoadConfig(_Strict):
+    input_len: PositiveInt = 1031
+    output_len: Annotated[int, Field(gt=1)] = 509
+    prompts_per_concurrency: PositiveInt = 32
+    concurrencies: list[PositiveInt] = Field(default_factory=lambda: [1, 4, 64], min_length=1)
+    warmup_requests: Annotated[int, Field(ge=0)] = 2
+    request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
+    stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    seed: int = 0
+
+
+class ArmConfig(_Strict):
+    description: str = ""
+    build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
+    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = Field(default_factory=list)
+    plugin: dict[str, Any] = Field(
+        default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
+    )
+
+
+class Experiment(_Strict):
+    name: str
+    server: ServerConfig
+    arms: dict[str, ArmConfig] = Field(min_length=1)
+    speculators: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Named vLLM speculative_config profiles ('dspark')."
+    )
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    repeats: PositiveInt = 4
+    report_from_run: PositiveInt = Field(2, description="Runs before this one are warmups.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return safe_name(value, "experiment name")
+
+    @field_validator("arms")
+    @classmethod
+    def _arm_names(cls, value: dict[str, ArmConfig]) -> dict[str, ArmConfig]:
+        for name in value:
+            safe_name(name, "arm name")
+        return value
+
+    def arm(self, name: str) -> ArmConfig:
+        try:
+            return self.arms[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown arm {name!r}; this config's arms are: {', '.join(self.arms)}"
+            ) from None
+
+    def speculator(self, name: str = "dspark") -> dict[str, Any]:
+        try:
+            return self.speculators[name]
+        except KeyError:
+            raise ConfigError(
+                f"this config has no [speculators.{name}] profile; add one (a vLLM "
+                f"speculative_config) or run without --{name}"
+            ) from None
+
+
+class RunSpec(_Strict):
+    """One run: an arm, a load at one concurrency, one spec mode, one repeat."""
+
+    arm: str
+    concurrency: PositiveInt
+    dspark: bool
+    prompts: PositiveInt
+    input_len: PositiveInt
+    output_len: Annotated[int, Field(gt=1)]
+    seed: int
+    warmup_requests: Annotated[int, Field(ge=0)]
+    repeat: PositiveInt = 1
+
+    @property
+    def spec_mode(self) -> str:
+        return "dspark" if self.dspark else "base"
+
+    @property
+    def cell(self) -> str:
+        return f"{self.arm}-c{self.concurrency}-{self.spec_mode}"
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.cell}-r{self.repeat}"
+
+    @classmethod
+    def resolve(
+        cls,
+        experiment: Experiment,
+        *,
+        arm: str,
+        concurrency: int,
+        dspark: bool,
+        prompts: int | None = None,
+        input_len: int | None = None,
+        output_len: int | None = None,
+        seed: int | None = None,
+        repeat: int = 1,
+    ) -> RunSpec:
+        """Merge a command's flags over the experiment's defaults, validated once."""
+        experiment.arm(arm)
+        if dspark:
+            experiment.speculator("dspark")
+        load = experiment.load
+        try:
+            return cls(
+                arm=arm,
+                concurrency=concurrency,
+                dspark=dspark,
+                prompts=prompts if prompts is not None else load.prompts_per_concurrency * concurrency,
+                input_len=input_len if input_len is not None else load.input_len,
+                output_len=output_len if output_len is not None else load.output_len,
+                seed=seed if seed is not None else load.seed,
+                warmup_requests=load.warmup_requests,
+                repeat=repeat,
+            )
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, "command-line flags", cls)) from None
+
+
+def _field_type(model: type[BaseModel], key: str) -> Any:
+    field = model.model_fields.get(key)
+    return field.annotation if field else None
+
+
+def _unwrap(tp: Any) -> Any:
+    """The model class inside Optional[...] / Annotated[...], or the type itself."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            inner = _unwrap(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return tp
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk ``loc`` (a pydantic error location) down from ``root`` to the model it names."""
+    current: Any = root
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            current = _field_type(current, str(part))
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _describe(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            parent = _model_at(root, loc[:-1])
+            allowed = ", ".join(parent.model_fields) if parent else "?"
+            lines.append(f"  {key}: unknown key; allowed here: {allowed}")
+        elif error["type"] == "missing":
+            lines.append(f"  {key}: required key is missing")
+        else:
+            got = error.get("input")
+            shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            lines.append(f"  {key}: {error['msg']} (got {shown})")
+    return "\n".join(lines)
+
+
+def default_config_path() -> Path:
+    return Path(str(resources.files("e2e") / "configs" / DEFAULT_CONFIG))
+
+
+def load_experiment(path: Path | str | None = None) -> Experiment:
+    """Read and validate a TOML config; ``None`` means the embedded default."""
+    path = Path(path) if path is not None else default_config_path()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_experiment(raw, source=str(path))
+
+
+def parse_experiment(raw: dict[str, Any], *, source: str = "<config>") -> Experiment:
+    try:
+        return Experiment.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source, Experiment)) from None
+    except (TypeError, ValueError, RecursionError) as exc:  # pragma: no cover - defensive
+        raise ConfigError(f"{source}: invalid configuration: {exc}") from None
+
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    raise ImportError("e2e needs Python 3.11 or newer (tomllib)")

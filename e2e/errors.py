@@ -1,0 +1,61 @@
+"""The errors e2e raises, each with a message a user can act on.
+
+    E2EError
+     ├── ConfigError          a config file or flag is wrong (names the file and the key)
+     ├── BuildError           a server environment or model could not be made
+     ├── ServerError          the server could not be started, reached or stopped
+     │    ├── ServerStartError    it exited or never became healthy (carries the log's tail)
+     │    └── ServerBusyError     another e2e holds the one-server-per-host lock
+     ├── LoadError            the load generator could not drive the server
+     └── ResultsError         results could not be written or read
+
+Lower-level errors (OSError, httpx, pydantic) are translated at the boundary with
+``raise ... from exc``; the CLI prints ``str(error)`` and exits 1 (2 for bad input).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "E2EError",
+    "ConfigError",
+    "BuildError",
+    "ServerError",
+    "ServerStartError",
+    "ServerBusyError",
+    "LoadError",
+    "ResultsError",
+]
+
+
+class E2EError(Exception):
+    """Base of every error e2e reports to a user."""
+
+    exit_code = 1
+
+
+class ConfigError(E2EError):
+    exit_code = 2
+
+
+class BuildError(E2EError):
+    pass
+
+
+class ServerError(E2EError):
+    pass
+
+
+class ServerStartError(ServerError):
+    pass
+
+
+class ServerBusyError(ServerError):
+    pass
+
+
+class LoadError(E2EError):
+    pass
+
+
+class ResultsError(E2EError):
+    pass

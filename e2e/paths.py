@@ -1,0 +1,98 @@
+"""Where e2e keeps what it builds (server environments, the tiny model) and how it writes files.
+
+Every result file is written atomically: to a temporary file in the same folder, flushed and
+fsynced, then renamed over the target, so a crash or Ctrl-C leaves the old file or the new
+one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from e2e.errors import ResultsError
+
+__all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
+           "atomic_dir", "sha256_file", "tree_hash"]
+
+
+def e2e_home() -> Path:
+    """``$E2E_HOME``, or ``~/.cache/e2e``: server environments, models, the server lock."""
+    return Path(os.environ.get("E2E_HOME") or Path.home() / ".cache" / "e2e")
+
+
+def _explain(exc: OSError, path: Path) -> str:
+    if exc.errno == errno.ENOSPC:
+        return f"cannot write {path}: the disk is full; free space and rerun (finished results are intact)"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"cannot write {path}: {exc.strerror}; choose a writable --results folder"
+    return f"cannot write {path}: {exc}"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise ResultsError(_explain(exc, path)) from exc
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_dir(final: Path) -> Iterator[Path]:
+    """Yield a temporary sibling folder; on success rename it to ``final`` (which must not
+    exist), on any error remove it, so ``final`` is either complete or absent."""
+    import shutil
+
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_hash(root: Path) -> str:
+    """One sha256 over every file's relative path and content under ``root``."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()

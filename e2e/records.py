@@ -1,0 +1,107 @@
+"""Typed, immutable records that e2e persists: a request, a run's metrics, a run.
+
+``run.json`` carries ``schema_version``; bump it when a persisted field changes meaning.
+  1: first version (request records, run metrics, validity, provenance).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from e2e.config import RunSpec
+
+__all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
+           "RunRecord"]
+
+SCHEMA_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RequestRecord(_Record):
+    """One measured request. Times are seconds since the run's load started (monotonic)."""
+
+    index: int
+    send_s: float
+    first_token_s: float | None = None
+    end_s: float | None = None
+    chunk_times_s: tuple[float, ...] = ()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    status: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end_s is not None and self.first_token_s is not None
+
+
+class SpecCounters(_Record):
+    """Speculative-decoding counters scraped from /metrics (sums over engines)."""
+
+    accepted: float = 0.0
+    drafts: float = 0.0
+    draft_tokens: float = 0.0
+
+
+class RunMetrics(_Record):
+    """Per-run summary. Latencies in ms; None where undefined (no successful request)."""
+
+    requests: int
+    ok_requests: int
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    ttft_ms_mean: float | None = None
+    ttft_ms_median: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_median: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_mean: float | None = None
+    itl_ms_median: float | None = None
+    itl_ms_p99: float | None = None
+    e2el_ms_mean: float | None = None
+    e2el_ms_median: float | None = None
+    e2el_ms_p99: float | None = None
+    output_throughput_tok_s: float | None = None
+    request_throughput_req_s: float | None = None
+    server_tpot_ms_mean: float | None = Field(
+        None, description="Server's own mean TPOT, from vllm:request_time_per_output_token_seconds."
+    )
+    acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    ms_per_verify_step: float | None = None
+
+
+class ServerInfo(_Record):
+    argv: list[str]
+    env: dict[str, str] = Field(description="Environment given to the server, secrets redacted.")
+    base_url: str
+    model: str
+    model_hash: str | None = None
+
+
+class RunRecord(_Record):
+    """Everything ``run.json`` holds about one run."""
+
+    schema_version: int = SCHEMA_VERSION
+    experiment: str
+    run_id: str
+    spec: RunSpec
+    arm_settings: dict[str, Any]
+    config: dict[str, Any] = Field(description="Snapshot of the whole experiment config.")
+    server: ServerInfo
+    provenance: dict[str, Any]
+    started_at: str
+    finished_at: str
+    counters_before: SpecCounters | None = None
+    counters_after: SpecCounters | None = None
+    metrics: RunMetrics | None = None
+    valid: bool
+    invalid_reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
