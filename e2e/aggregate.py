@@ -1,0 +1,432 @@
+"""Run records -> one pandas frame of runs -> cells, comparisons with the baseline, warnings.
+
+``summarize`` is the whole stage: pure (no I/O), deterministic, and it returns one immutable
+``Summary`` that every renderer reads. A *cell* is all runs of one (arm, concurrency, spec
+mode); its figure for a metric is the median (range) of the *reported* runs: valid runs whose
+repeat number is at least ``report_from_run`` (earlier ones are warmups). Invalid runs are
+never used; they are counted and warned about next to the cell they belong to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from e2e import stats
+from e2e.records import RunRecord
+
+__all__ = [
+    "Metric",
+    "METRICS",
+    "metric",
+    "Cell",
+    "Comparison",
+    "ReportWarning",
+    "RunCounts",
+    "Summary",
+    "runs_frame",
+    "summarize",
+    "MIN_RUNS",
+    "MAX_SPREAD",
+    "MAX_ACCEPTANCE_MOVE",
+    "DEFAULT_MIN_EFFECT_PCT",
+    "DEFAULT_CONFIDENCE",
+]
+
+MIN_RUNS = 3
+MAX_SPREAD = 0.05
+MAX_ACCEPTANCE_MOVE = 0.10
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MIN_EFFECT_PCT = 1.0
+DEFAULT_REPORT_FROM_RUN = 2
+SPEC_MODES = ("base", "dspark")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-run figure from ``RunMetrics`` (``key`` is its field name there)."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    definition: str
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("tpot_ms_mean", "mean TPOT", "ms", False,
+           "mean over a run's requests of (end-to-end latency − TTFT) / (completion tokens − 1), "
+           "completion tokens from the server's usage"),
+    Metric("tpot_ms_median", "median TPOT", "ms", False,
+           "median over a run's requests of the same per-request TPOT"),
+    Metric("ttft_ms_mean", "mean TTFT", "ms", False,
+           "mean over a run's requests of the time from sending to the first token"),
+    Metric("output_throughput_tok_s", "output throughput", "tok/s", True,
+           "completion tokens of a run divided by the duration of its measured load"),
+    Metric("acceptance_length", "acceptance length", "tokens/step", True,
+           "1 + Δaccepted / Δdrafts of the server's spec-decode counters around the measured load"),
+    Metric("ms_per_verify_step", "ms per verify step", "ms", False,
+           "mean TPOT × acceptance length of the same run"),
+)
+_BY_KEY = {m.key: m for m in METRICS}
+
+
+def metric(key: str) -> Metric:
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}; known: {', '.join(_BY_KEY)}") from None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One metric of one (arm, concurrency, spec mode): its reported runs and median (range)."""
+
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    repeats: tuple[int, ...]
+    values: tuple[float, ...]
+    median: float
+    low: float
+    high: float
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def spread(self) -> float:
+        """(max − min) / median of the reported runs."""
+        return stats.relative_range(self.values)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``arm`` against ``baseline`` for one metric of one (concurrency, spec mode).
+
+    ``ratio`` = median(arm) / median(baseline); ``pct`` = (ratio − 1) × 100; ``interval``
+    is (low %, high %) at ``confidence`` or None with fewer than 2 runs on a side."""
+
+    arm: str
+    baseline: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    ratio: float
+    pct: float
+    interval: tuple[float, float] | None
+    confidence: float
+    verdict: stats.Verdict
+    method: str
+    n_arm: int
+    n_baseline: int
+
+
+@dataclass(frozen=True)
+class ReportWarning:
+    """A data-quality problem, attached to the numbers it affects.
+
+    ``arm``/``concurrency``/``spec_mode`` name the cell (None: the whole report);
+    ``metric`` None means every metric of that cell."""
+
+    message: str
+    arm: str | None = None
+    concurrency: int | None = None
+    spec_mode: str | None = None
+    metric: str | None = None
+
+    def applies_to(self, arm: str, concurrency: int, spec_mode: str, metric_key: str) -> bool:
+        return (
+            self.arm == arm
+            and self.concurrency == concurrency
+            and self.spec_mode == spec_mode
+            and self.metric in (None, metric_key)
+        )
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    total: int
+    reported: int
+    warmup: int
+    invalid: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a renderer needs; built by ``summarize``."""
+
+    experiment: str
+    baseline: str
+    arms: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    spec_modes: tuple[str, ...]
+    report_from_run: int
+    counts: RunCounts
+    cells: tuple[Cell, ...]
+    comparisons: tuple[Comparison, ...]
+    warnings: tuple[ReportWarning, ...]
+    confidence: float
+    min_effect_pct: float
+    interval_method: str = stats.INTERVAL_METHOD
+    metrics: tuple[Metric, ...] = METRICS
+
+    @property
+    def compared_arms(self) -> tuple[str, ...]:
+        return tuple(a for a in self.arms if a != self.baseline and self.baseline in self.arms)
+
+    def cell(self, arm: str, concurrency: int, spec_mode: str, metric_key: str) -> Cell | None:
+        for c in self.cells:
+            if (c.arm, c.concurrency, c.spec_mode, c.metric) == (arm, concurrency, spec_mode, metric_key):
+                return c
+        return None
+
+    def comparison(
+        self, arm: str, concurrency: int, spec_mode: str, metric_key: str
+    ) -> Comparison | None:
+        for c in self.comparisons:
+            if (c.arm, c.concurrency, c.spec_mode, c.metric) == (arm, concurrency, spec_mode, metric_key):
+                return c
+        return None
+
+    def warnings_for(
+        self, arm: str, concurrency: int, spec_mode: str, metric_key: str
+    ) -> tuple[ReportWarning, ...]:
+        return tuple(w for w in self.warnings if w.applies_to(arm, concurrency, spec_mode, metric_key))
+
+    def metrics_in(self, spec_mode: str) -> tuple[Metric, ...]:
+        """Metrics with at least one cell in ``spec_mode``, in ``METRICS`` order."""
+        have = {c.metric for c in self.cells if c.spec_mode == spec_mode}
+        return tuple(m for m in self.metrics if m.key in have)
+
+
+_FRAME_COLUMNS = ["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
+                  "invalid_reasons", "report_from_run"] + [m.key for m in METRICS]
+
+
+def _metric_value(record: RunRecord, key: str) -> float | None:
+    m = record.metrics
+    if m is None:
+        return None
+    value = getattr(m, key)
+    if key == "ms_per_verify_step" and value is None:
+        if m.tpot_ms_mean is not None and m.acceptance_length is not None:
+            value = m.tpot_ms_mean * m.acceptance_length
+    return None if value is None else float(value)
+
+
+def runs_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
+    """One row per run: identity, validity and every metric in ``METRICS`` (NaN if absent)."""
+    rows = []
+    for r in records:
+        rows.append({
+            "experiment": r.experiment,
+            "run_id": r.run_id,
+            "arm": r.spec.arm,
+            "concurrency": int(r.spec.concurrency),
+            "spec_mode": r.spec.spec_mode,
+            "repeat": int(r.spec.repeat),
+            "valid": bool(r.valid and r.metrics is not None),
+            "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
+            else ("" if r.metrics is not None else "no metrics"),
+            "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
+            **{m.key: _metric_value(r, m.key) for m in METRICS},
+        })
+    frame = pd.DataFrame(rows, columns=_FRAME_COLUMNS)
+    for m in METRICS:
+        frame[m.key] = pd.to_numeric(frame[m.key], errors="coerce").astype(float)
+    return frame.sort_values(["arm", "spec_mode", "concurrency", "repeat", "run_id"],
+                             kind="stable").reset_index(drop=True)
+
+
+def _arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:
+    """Baseline first, then the arms in the config snapshot's order, then any others sorted."""
+    order: list[str] = []
+    for r in records:
+        arms = r.config.get("arms") if isinstance(r.config, dict) else None
+        if isinstance(arms, dict):
+            order.extend(a for a in arms if a not in order)
+    ordered = [a for a in order if a in present]
+    ordered += sorted(present - set(ordered))
+    if baseline in ordered:
+        ordered.remove(baseline)
+        ordered.insert(0, baseline)
+    return tuple(ordered)
+
+
+def _resolve_report_from_run(
+    frame: pd.DataFrame, override: int | None
+) -> tuple[int, list[ReportWarning]]:
+    if override is not None:
+        if override < 1:
+            raise ValueError(f"report_from_run must be >= 1, got {override}")
+        return override, []
+    seen = sorted({int(v) for v in frame["report_from_run"].dropna()})
+    if not seen:
+        return DEFAULT_REPORT_FROM_RUN, []
+    if len(seen) == 1:
+        return seen[0], []
+    chosen = max(seen)
+    return chosen, [ReportWarning(
+        f"runs were recorded with different report_from_run settings ({', '.join(map(str, seen))}); "
+        f"using {chosen}"
+    )]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f} %"
+
+
+def _cell_warnings(
+    arm: str, conc: int, mode: str, group: pd.DataFrame, report_from_run: int
+) -> list[ReportWarning]:
+    out: list[ReportWarning] = []
+    where = {"arm": arm, "concurrency": conc, "spec_mode": mode}
+    invalid = group[~group["valid"]]
+    if len(invalid):
+        reasons = "; ".join(
+            f"run {int(r.repeat)}: {r.invalid_reasons or 'marked invalid'}" for r in invalid.itertuples()
+        )
+        out.append(ReportWarning(
+            f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
+    reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
+    warmups = group[group["repeat"] < report_from_run]
+    if len(reported) == 0:
+        out.append(ReportWarning(
+            f"no reported runs ({len(warmups)} warmup, {len(invalid)} invalid; reported runs are "
+            f"valid runs {report_from_run} and later)", **where))
+    elif len(reported) < MIN_RUNS:
+        out.append(ReportWarning(
+            f"only {len(reported)} reported run{'s' if len(reported) != 1 else ''} (fewer than {MIN_RUNS})",
+            **where))
+    dupes = reported["repeat"][reported["repeat"].duplicated()]
+    if len(dupes):
+        out.append(ReportWarning(
+            f"repeat {', '.join(str(int(d)) for d in sorted(set(dupes)))} recorded more than once; all copies used",
+            **where))
+    return out
+
+
+def summarize(
+    records: Iterable[RunRecord],
+    *,
+    baseline: str = "main",
+    report_from_run: int | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
+    extra_warnings: Sequence[ReportWarning] = (),
+) -> Summary:
+    """Aggregate run records into cells, comparisons with ``baseline`` and warnings.
+
+    ``report_from_run`` None takes the value from the records' config snapshot (2 if absent).
+    Comparisons use ``stats.compare_runs`` and ``stats.verdict_for`` (see e2e.stats)."""
+    records = list(records)
+    if not records:
+        raise ValueError("no run records to summarize")
+    frame = runs_frame(records)
+    start, warnings = _resolve_report_from_run(frame, report_from_run)
+    warnings = list(extra_warnings) + warnings
+
+    experiments = sorted(set(frame["experiment"]))
+    if len(experiments) > 1:
+        warnings.append(ReportWarning(f"runs of several experiments mixed: {', '.join(experiments)}"))
+    arms = _arm_order(records, set(frame["arm"]), baseline)
+    if baseline not in arms:
+        warnings.append(ReportWarning(
+            f"no runs of the baseline arm {baseline!r}; no comparisons (arms: {', '.join(arms)})"))
+    concurrencies = tuple(sorted({int(c) for c in frame["concurrency"]}))
+    spec_modes = tuple(m for m in SPEC_MODES if m in set(frame["spec_mode"]))
+
+    reported_mask = frame["valid"] & (frame["repeat"] >= start)
+    cells: list[Cell] = []
+    for (arm, conc, mode), group in frame.groupby(["arm", "concurrency", "spec_mode"], sort=False):
+        arm, conc, mode = str(arm), int(conc), str(mode)
+        warnings.extend(_cell_warnings(arm, conc, mode, group, start))
+        reported = group[reported_mask.loc[group.index]]
+        for m in METRICS:
+            rows = reported[reported[m.key].notna()]
+            if rows.empty:
+                continue
+            values = tuple(float(v) for v in rows[m.key])
+            mr = stats.median_range(values)
+            cell = Cell(arm, conc, mode, m.key, tuple(int(r) for r in rows["repeat"]), values,
+                        mr.median, mr.low, mr.high)
+            cells.append(cell)
+            spread = cell.spread
+            if m.key == "acceptance_length":
+                if spread > MAX_ACCEPTANCE_MOVE:
+                    warnings.append(ReportWarning(
+                        f"acceptance length moved {_pct(spread)} between runs "
+                        f"({cell.low:.2f}–{cell.high:.2f}; more than {_pct(MAX_ACCEPTANCE_MOVE)}); "
+                        "raw TPOT follows it, compare ms per verify step",
+                        arm, conc, mode, m.key))
+            elif spread > MAX_SPREAD:
+                warnings.append(ReportWarning(
+                    f"spread {_pct(spread)} of the median (more than {_pct(MAX_SPREAD)})",
+                    arm, conc, mode, m.key))
+
+    arm_rank = {a: i for i, a in enumerate(arms)}
+    metric_rank = {m.key: i for i, m in enumerate(METRICS)}
+    mode_rank = {m: i for i, m in enumerate(SPEC_MODES)}
+
+    def cell_key(c: Cell) -> tuple[int, int, int, int]:
+        return (mode_rank[c.spec_mode], c.concurrency, metric_rank[c.metric], arm_rank[c.arm])
+
+    cells.sort(key=cell_key)
+    index = {(c.arm, c.concurrency, c.spec_mode, c.metric): c for c in cells}
+
+    comparisons: list[Comparison] = []
+    if baseline in arms:
+        for c in cells:
+            if c.arm == baseline:
+                continue
+            base = index.get((baseline, c.concurrency, c.spec_mode, c.metric))
+            if base is None:
+                continue
+            if min(c.values + base.values) <= 0:
+                warnings.append(ReportWarning(
+                    "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
+                continue
+            m = metric(c.metric)
+            est = stats.compare_runs(c.values, base.values, confidence=confidence)
+            interval = None if est.pct_low is None else (est.pct_low, est.pct_high)
+            comparisons.append(Comparison(
+                arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
+                metric=c.metric, ratio=est.ratio, pct=est.pct, interval=interval,  # type: ignore[arg-type]
+                confidence=confidence,
+                verdict=stats.verdict_for(est, higher_is_better=m.higher_is_better,
+                                          min_effect_pct=min_effect_pct),
+                method=est.method, n_arm=c.n, n_baseline=base.n,
+            ))
+
+    def warning_key(w: ReportWarning) -> tuple:
+        if w.arm is None:
+            return (0, 0, 0, 0, 0)
+        return (1, mode_rank.get(w.spec_mode or "", 9), w.concurrency or 0,
+                arm_rank.get(w.arm, 99), -1 if w.metric is None else metric_rank[w.metric])
+
+    warnings.sort(key=warning_key)
+    invalid = int((~frame["valid"]).sum())
+    return Summary(
+        experiment=experiments[0] if len(experiments) == 1 else "+".join(experiments),
+        baseline=baseline,
+        arms=arms,
+        concurrencies=concurrencies,
+        spec_modes=spec_modes,
+        report_from_run=start,
+        counts=RunCounts(
+            total=len(frame),
+            reported=int(reported_mask.sum()),
+            warmup=int((frame["valid"] & (frame["repeat"] < start)).sum()),
+            invalid=invalid,
+        ),
+        cells=tuple(cells),
+        comparisons=tuple(comparisons),
+        warnings=tuple(warnings),
+        confidence=confidence,
+        min_effect_pct=min_effect_pct,
+    )

@@ -1,0 +1,207 @@
+"""RunRecords -> cells, comparisons and warnings (e2e.aggregate), on hand-made records."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from e2e.aggregate import METRICS, Summary, runs_frame, summarize
+from e2e.config import RunSpec
+from e2e.records import RunMetrics, RunRecord, ServerInfo
+
+ARMS_CONFIG = {"main": {}, "main-repeat": {}, "flag-off": {}, "pr": {}}
+
+
+def make_record(
+    arm: str,
+    concurrency: int,
+    repeat: int,
+    *,
+    dspark: bool = False,
+    tpot: float = 10.0,
+    tpot_median: float | None = None,
+    ttft: float = 50.0,
+    throughput: float = 100.0,
+    acceptance: float | None = None,
+    valid: bool = True,
+    reasons: tuple[str, ...] = (),
+    report_from_run: int | None = 2,
+    experiment: str = "exp",
+    arms: dict[str, Any] | None = None,
+    metrics: bool = True,
+) -> RunRecord:
+    """A RunRecord as the runner would write it; ms per verify step = tpot × acceptance."""
+    spec = RunSpec(arm=arm, concurrency=concurrency, dspark=dspark, prompts=32 * concurrency,
+                   input_len=1031, output_len=509, seed=0, warmup_requests=2, repeat=repeat)
+    config: dict[str, Any] = {"name": experiment, "arms": arms if arms is not None else ARMS_CONFIG}
+    if report_from_run is not None:
+        config["report_from_run"] = report_from_run
+    run_metrics = RunMetrics(
+        requests=32 * concurrency, ok_requests=32 * concurrency, duration_s=10.0,
+        input_tokens=1031 * 32 * concurrency, output_tokens=509 * 32 * concurrency,
+        ttft_ms_mean=ttft, tpot_ms_mean=tpot,
+        tpot_ms_median=tpot if tpot_median is None else tpot_median,
+        output_throughput_tok_s=throughput,
+        acceptance_length=acceptance,
+        ms_per_verify_step=None if acceptance is None else tpot * acceptance,
+    )
+    return RunRecord(
+        experiment=experiment, run_id=spec.run_id, spec=spec, arm_settings={}, config=config,
+        server=ServerInfo(argv=["vllm"], env={}, base_url="http://127.0.0.1:8000", model="m"),
+        provenance={}, started_at="2026-11-29T00:00:00Z", finished_at="2026-11-29T00:01:00Z",
+        metrics=run_metrics if metrics else None, valid=valid, invalid_reasons=list(reasons),
+    )
+
+
+def cell_runs(arm: str, conc: int, tpots: list[float], **kw: Any) -> list[RunRecord]:
+    """Runs 1..N of one cell with the given mean TPOTs (run 1 is the warmup)."""
+    return [make_record(arm, conc, i, tpot=t, **kw) for i, t in enumerate(tpots, start=1)]
+
+
+def test_frame_has_one_row_per_run_and_every_metric() -> None:
+    frame = runs_frame(cell_runs("main", 1, [9.0, 10.0, 11.0]))
+    assert list(frame["repeat"]) == [1, 2, 3]
+    assert {m.key for m in METRICS} <= set(frame.columns)
+    assert math.isnan(frame.loc[0, "acceptance_length"])
+
+
+def test_cell_is_median_and_range_of_runs_from_report_from_run() -> None:
+    s = summarize(cell_runs("main", 1, [99.0, 6.65, 6.74, 6.73]))
+    cell = s.cell("main", 1, "base", "tpot_ms_mean")
+    assert cell is not None
+    assert cell.repeats == (2, 3, 4)
+    assert (cell.median, cell.low, cell.high) == (6.73, 6.65, 6.74)
+    assert s.counts.total == 4 and s.counts.reported == 3 and s.counts.warmup == 1
+    assert s.report_from_run == 2
+
+
+def test_report_from_run_override_and_config_value() -> None:
+    recs = cell_runs("main", 1, [1.0, 2.0, 3.0, 4.0], report_from_run=3)
+    assert summarize(recs).cell("main", 1, "base", "tpot_ms_mean").values == (3.0, 4.0)
+    assert summarize(recs, report_from_run=1).cell("main", 1, "base", "tpot_ms_mean").values == (
+        1.0, 2.0, 3.0, 4.0)
+    missing = cell_runs("main", 1, [1.0, 2.0, 3.0], report_from_run=None)
+    assert summarize(missing).report_from_run == 2
+
+
+def test_invalid_runs_are_never_averaged_and_are_warned_next_to_the_cell() -> None:
+    recs = cell_runs("main", 4, [10.0, 10.0, 10.1, 10.2])
+    recs.append(make_record("main", 4, 5, tpot=1000.0, valid=False, reasons=("3 requests failed",)))
+    s = summarize(recs)
+    cell = s.cell("main", 4, "base", "tpot_ms_mean")
+    assert cell.values == (10.0, 10.1, 10.2)
+    assert s.counts.invalid == 1
+    msgs = [w.message for w in s.warnings_for("main", 4, "base", "tpot_ms_mean")]
+    assert any("1 invalid run excluded" in m and "3 requests failed" in m for m in msgs)
+    # the warning applies to every metric of the cell
+    assert s.warnings_for("main", 4, "base", "ttft_ms_mean")
+
+
+def test_few_runs_and_spread_warnings() -> None:
+    s = summarize(cell_runs("main", 1, [5.0, 10.0, 10.6]))  # 2 reported, spread 5.8 %
+    msgs = [w.message for w in s.warnings_for("main", 1, "base", "tpot_ms_mean")]
+    assert any("only 2 reported runs" in m for m in msgs)
+    assert any("spread 5.8 %" in m for m in msgs)
+    # throughput is identical across runs: no spread warning on it
+    assert not any("spread" in w.message for w in s.warnings_for("main", 1, "base", "output_throughput_tok_s"))
+    calm = summarize(cell_runs("main", 1, [5.0, 10.0, 10.2, 10.4]))  # spread 3.9 %, 3 runs
+    assert not calm.warnings
+
+
+def test_acceptance_moving_more_than_10_percent_is_warned_on_acceptance_only() -> None:
+    # TPOT follows acceptance so that ms per verify step stays put, as on a real server
+    recs = [make_record("main", 1, i, dspark=True, tpot=9.0 / a, acceptance=a)
+            for i, a in enumerate([1.7, 1.64, 1.94, 1.8], start=1)]
+    s = summarize(recs)
+    acc = [w.message for w in s.warnings_for("main", 1, "dspark", "acceptance_length")]
+    assert any("acceptance length moved 16.7 %" in m for m in acc)
+    assert not s.warnings_for("main", 1, "dspark", "ms_per_verify_step")
+    small = [make_record("main", 1, i, dspark=True, tpot=9.0 / a, acceptance=a)
+             for i, a in enumerate([1.0, 1.80, 1.85, 1.90], start=1)]  # 5.4 %: under 10 %
+    quiet = summarize(small)
+    assert not quiet.warnings_for("main", 1, "dspark", "acceptance_length")
+    assert not quiet.warnings_for("main", 1, "dspark", "ms_per_verify_step")
+
+
+def test_ms_per_verify_step_falls_back_to_tpot_times_acceptance() -> None:
+    rec = make_record("main", 1, 2, dspark=True, tpot=4.0, acceptance=1.5)
+    rec = rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"ms_per_verify_step": None})})
+    s = summarize([rec])
+    assert s.cell("main", 1, "dspark", "ms_per_verify_step").median == pytest.approx(6.0)
+
+
+def test_arm_order_is_baseline_then_config_order() -> None:
+    recs = []
+    for arm in ["pr", "flag-off", "main-repeat", "main"]:
+        recs += cell_runs(arm, 1, [10.0, 10.0, 10.0, 10.0],
+                          arms={"pr": {}, "main": {}, "flag-off": {}, "main-repeat": {}})
+    s = summarize(recs)
+    assert s.arms == ("main", "pr", "flag-off", "main-repeat")
+    assert s.compared_arms == ("pr", "flag-off", "main-repeat")
+
+
+@pytest.mark.parametrize(
+    ("key", "pr_factor", "expected"),
+    [
+        ("tpot_ms_mean", 0.9, "faster"),   # lower latency is better
+        ("tpot_ms_mean", 1.1, "slower"),
+        ("output_throughput_tok_s", 1.1, "faster"),  # higher throughput is better
+        ("output_throughput_tok_s", 0.9, "slower"),
+        ("acceptance_length", 1.1, "faster"),  # longer acceptance is better
+        ("ms_per_verify_step", 1.1, "slower"),
+    ],
+)
+def test_verdict_direction_per_metric(key: str, pr_factor: float, expected: str) -> None:
+    noise = [1.0, 0.99, 1.0, 1.01]
+    recs = []
+    for arm, f in (("main", 1.0), ("pr", pr_factor)):
+        for i, e in enumerate(noise, start=1):
+            kw: dict[str, Any] = dict(tpot=10.0 * e, throughput=100.0 * e, acceptance=1.8 * e, dspark=True)
+            if key == "tpot_ms_mean":
+                kw["tpot"] *= f
+            elif key == "output_throughput_tok_s":
+                kw["throughput"] *= f
+            elif key == "acceptance_length":
+                kw["acceptance"] *= f
+            else:
+                kw["tpot"] *= f  # ms/verify = tpot × acceptance
+            recs.append(make_record(arm, 1, i, **kw))
+    comp = summarize(recs).comparison("pr", 1, "dspark", key)
+    assert comp is not None
+    assert comp.verdict == expected
+    assert comp.pct == pytest.approx((pr_factor - 1) * 100)
+    assert comp.interval[0] < comp.pct < comp.interval[1]
+
+
+def test_a_a_with_identical_distributions_reads_within_noise() -> None:
+    recs = cell_runs("main", 1, [7.0, 6.70, 6.75, 6.80]) + cell_runs("main-repeat", 1, [7.0, 6.78, 6.72, 6.74])
+    comp = summarize(recs).comparison("main-repeat", 1, "base", "tpot_ms_mean")
+    assert comp.verdict == "within noise"
+    assert comp.interval[0] < 0 < comp.interval[1]
+    assert comp.method.startswith("Welch t-interval on log values")
+
+
+def test_one_reported_run_gives_no_interval() -> None:
+    recs = cell_runs("main", 1, [7.0, 6.7]) + cell_runs("pr", 1, [7.0, 5.0, 5.1, 5.2])
+    comp = summarize(recs).comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comp.interval is None and comp.verdict == "too few runs"
+
+
+def test_missing_baseline_is_a_report_warning_without_comparisons() -> None:
+    s = summarize(cell_runs("pr", 1, [1.0, 1.0, 1.0, 1.0]))
+    assert s.comparisons == ()
+    assert any("baseline arm 'main'" in w.message and w.arm is None for w in s.warnings)
+
+
+def test_all_warmups_leaves_no_cell_but_a_warning() -> None:
+    s = summarize([make_record("main", 1, 1)])
+    assert s.cells == ()
+    assert any("no reported runs" in w.message for w in s.warnings)
+
+
+def test_summary_is_immutable() -> None:
+    s: Summary = summarize(cell_runs("main", 1, [1.0, 1.0, 1.0, 1.0]))
+    with pytest.raises(AttributeError):
+        s.baseline = "pr"  # type: ignore[misc]
