@@ -281,6 +281,10 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f} %"
 
 
+def _limit(x: float) -> str:
+    return f"{x * 100:g} %"
+
+
 def _cell_warnings(
     arm: str, conc: int, mode: str, group: pd.DataFrame, report_from_run: int
 ) -> list[ReportWarning]:
@@ -361,12 +365,12 @@ def summarize(
                 if spread > MAX_ACCEPTANCE_MOVE:
                     warnings.append(ReportWarning(
                         f"acceptance length moved {_pct(spread)} between runs "
-                        f"({cell.low:.2f}–{cell.high:.2f}; more than {_pct(MAX_ACCEPTANCE_MOVE)}); "
+                        f"({cell.low:.2f}–{cell.high:.2f}; more than {_limit(MAX_ACCEPTANCE_MOVE)}); "
                         "raw TPOT follows it, compare ms per verify step",
                         arm, conc, mode, m.key))
             elif spread > MAX_SPREAD:
                 warnings.append(ReportWarning(
-                    f"spread {_pct(spread)} of the median (more than {_pct(MAX_SPREAD)})",
+                    f"spread {_pct(spread)} of the median (more than {_limit(MAX_SPREAD)})",
                     arm, conc, mode, m.key))
 
     arm_rank = {a: i for i, a in enumerate(arms)}
