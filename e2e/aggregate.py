@@ -298,7 +298,7 @@ def _cell_warnings(
         out.append(ReportWarning(
             f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
     reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
-    warmups = group[group["repeat"] < report_from_run]
+    warmups = group[group["valid"] & (group["repeat"] < report_from_run)]
     if len(reported) == 0:
         out.append(ReportWarning(
             f"no reported runs ({len(warmups)} warmup, {len(invalid)} invalid; reported runs are "
@@ -397,10 +397,11 @@ def summarize(
                 continue
             m = metric(c.metric)
             est = stats.compare_runs(c.values, base.values, confidence=confidence)
-            interval = None if est.pct_low is None else (est.pct_low, est.pct_high)
+            lo, hi = est.pct_low, est.pct_high
+            interval = (lo, hi) if lo is not None and hi is not None else None
             comparisons.append(Comparison(
                 arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
-                metric=c.metric, ratio=est.ratio, pct=est.pct, interval=interval,  # type: ignore[arg-type]
+                metric=c.metric, ratio=est.ratio, pct=est.pct, interval=interval,
                 confidence=confidence,
                 verdict=stats.verdict_for(est, higher_is_better=m.higher_is_better,
                                           min_effect_pct=min_effect_pct),

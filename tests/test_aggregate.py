@@ -198,7 +198,10 @@ def test_missing_baseline_is_a_report_warning_without_comparisons() -> None:
 def test_all_warmups_leaves_no_cell_but_a_warning() -> None:
     s = summarize([make_record("main", 1, 1)])
     assert s.cells == ()
-    assert any("no reported runs" in w.message for w in s.warnings)
+    assert any("no reported runs (1 warmup, 0 invalid" in w.message for w in s.warnings)
+    bad = summarize([make_record("main", 1, i, valid=False) for i in (1, 2)])
+    assert any("no reported runs (0 warmup, 2 invalid" in w.message for w in bad.warnings)
+    assert (bad.counts.warmup, bad.counts.invalid, bad.counts.reported) == (0, 2, 0)
 
 
 def test_summary_is_immutable() -> None:
