@@ -126,8 +126,12 @@ def test_csv_has_every_cell_and_comparison(summary: Summary) -> None:
     assert c["verdict"] == "faster" and c["pct_low"] < c["pct"] < c["pct_high"] < 0
 
 
-def test_plots_are_pngs_one_per_metric_and_mode(summary: Summary) -> None:
-    plots = render_plots(summary)
+@pytest.fixture(scope="module")
+def plots(summary: Summary) -> dict[str, bytes]:
+    return render_plots(summary)
+
+
+def test_plots_are_pngs_one_per_metric_and_mode(plots: dict[str, bytes]) -> None:
     assert "tpot_ms_mean-base.png" in plots and "ms_per_verify_step-dspark.png" in plots
     assert "acceptance_length-base.png" not in plots
     assert all(data.startswith(b"\x89PNG\r\n\x1a\n") for data in plots.values())
@@ -142,7 +146,7 @@ def write_results(root: Path, records: list[RunRecord]) -> Path:
     return exp
 
 
-def test_build_report_writes_every_output(tmp_path: Path) -> None:
+def test_build_report_writes_every_output(tmp_path: Path, plots: dict[str, bytes]) -> None:
     exp = write_results(tmp_path, golden_records())
     (exp / "in-progress").mkdir()  # no run.json: skipped
     (exp / "broken").mkdir()
@@ -156,16 +160,19 @@ def test_build_report_writes_every_output(tmp_path: Path) -> None:
     assert {p.name for p in out.csv_paths} == {"cells.csv", "comparisons.csv"}
     assert all(p.is_file() for p in out.paths)
     assert not (exp / "report" / "plots" / "gone-base.png").exists()
+    assert {p.name: p.read_bytes() for p in out.plot_paths} == plots  # deterministic PNGs
     assert out.summary.counts.total == len(golden_records())
     # the same records give the golden report, apart from the skipped-file warning
     assert out.summary.cells == summarize(golden_records()).cells
 
 
 def test_build_report_override_and_errors(tmp_path: Path) -> None:
-    exp = write_results(tmp_path, golden_records())
+    small = [r for r in golden_records() if r.spec.concurrency == 1 and not r.spec.dspark]
+    exp = write_results(tmp_path, small)
     out = build_report(exp, report_from_run=1, baseline="pr")
     assert out.summary.report_from_run == 1 and out.summary.arms[0] == "pr"
     assert out.summary.cell("main", 1, "base", "tpot_ms_median").n == 4
+    assert out.summary.comparison("main", 1, "base", "tpot_ms_mean").baseline == "pr"
     with pytest.raises(ResultsError, match="no run.json"):
         build_report(tmp_path / "exp" / "report")
     with pytest.raises(ResultsError, match="no such results folder"):
