@@ -1,0 +1,146 @@
+"""``e2e micro``: the pure statistics and renderers, and the command end to end (a CPU dry
+run in a subprocess under ``TRITON_INTERPRET=1``; with a GPU, a tiny real run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from e2e.errors import ConfigError
+from e2e.micro import (
+    FLOOR,
+    MicroSpec,
+    check_targets,
+    make_inputs,
+    median_of_runs,
+    parse_int_list,
+    render_markdown,
+    render_plot,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _result(med: dict[int, dict[str, tuple[float, float]]]) -> dict:
+    """A hand-made result: rows → path → (eager µs, graph µs)."""
+    shapes = [{"rows": r, "median_us": {p: {"eager": e, "graph": g} for p, (e, g) in paths.items()},
+               "runs_us": {}, "counts": {}, "correct": {p: True for p in paths if p != FLOOR}}
+              for r, paths in med.items()]
+    spec = MicroSpec(rows=tuple(med), runs=4, report_from=2)
+    from dataclasses import asdict
+
+    return {"schema_version": 1, "spec": asdict(spec), "shapes": shapes, "warnings": [],
+            "environment": {"device": "cuda:0", "gpu": "Test GPU", "torch": "x", "triton": "y",
+                            "cuda": "z", "driver": "d", "python": "3"}}
+
+
+def test_median_of_runs_drops_warmup_runs():
+    assert median_of_runs([100.0, 1.0, 3.0, 2.0], 2) == 2.0
+    assert median_of_runs([100.0, 1.0, 3.0, 2.0], 1) == 2.5
+    assert median_of_runs([None, None], 2) is None
+
+
+def test_parse_int_list():
+    assert parse_int_list(["1,2", "4"], (9,)) == (1, 2, 4)
+    assert parse_int_list(None, (9,)) == (9,)
+    with pytest.raises(ConfigError):
+        parse_int_list(["1,x"], (9,))
+
+
+def test_spec_validation():
+    with pytest.raises(ConfigError):
+        MicroSpec(runs=2, report_from=3)
+    with pytest.raises(ConfigError):
+        MicroSpec(paths=("main", "bogus"))
+    with pytest.raises(ConfigError):
+        MicroSpec(rows=())
+
+
+def test_check_targets_judges_worst_shape():
+    good = {"main": (100.0, 9.0), "inplace": (60.0, 6.0), "fused": (20.0, 3.0), FLOOR: (18.0, 1.0)}
+    bad = {"main": (100.0, 9.0), "inplace": (80.0, 6.0), "fused": (30.0, 7.0), FLOOR: (18.0, 1.0)}
+    targets = {t["target"]: t for t in check_targets(_result({1: good, 384: bad}))}
+    assert len(targets) == 4
+    inplace = targets["in-place eager ≥ 25 % faster than main"]
+    assert not inplace["met"] and inplace["worst_rows"] == 384 and inplace["worst_ratio"] == pytest.approx(0.8)
+    assert targets["fused eager ≥ 2× faster than main"]["met"]
+    assert not targets["fused eager within 1.5× of the empty launch"]["met"]
+    assert not targets["fused in a CUDA graph ≤ in-place in a graph"]["met"]
+    assert all(t["met"] for t in check_targets(_result({1: good, 2: good})))
+
+
+def test_render_markdown_and_plot():
+    result = _result({1: {"main": (100.0, 9.0), "inplace": (60.0, 6.0), "fused": (20.0, 3.0),
+                          FLOOR: (18.0, 1.0)}})
+    result["targets"] = check_targets(result)
+    md = render_markdown(result)
+    assert "| rows | main eager | inplace eager | fused eager | empty eager |" in md
+    assert "| 1 | 100.0 | 60.0 | 20.0 | 18.0 | 9.00 | 6.00 | 3.00 | 1.00 |" in md
+    assert "Test GPU" in md and "median of runs 2–4" in md
+    png = render_plot(result)
+    if png is not None:
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_inputs_are_deterministic_and_have_the_negative_fraction():
+    a, la = make_inputs(64, 128, frac_negative=0.05, num_rows=1000, seed=0, device="cpu")
+    b, lb = make_inputs(64, 128, frac_negative=0.05, num_rows=1000, seed=0, device="cpu")
+    assert torch.equal(a, b) and torch.equal(la, lb)
+    assert 0.03 < (a == -1).float().mean().item() < 0.07
+    assert a.max().item() < 1000 and la.max().item() <= 128 and la.min().item() >= 0
+
+
+def test_micro_command_dry_run_end_to_end(tmp_path):
+    """The whole command on the CPU: JSON, Markdown and PNG exist and are well formed."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "e2e.micro", "--dry-run", "--rows", "1,5", "--rows", "17", "--cols", "16",
+         "--runs", "2", "--report-from", "2", "--calls", "2", "--graph-calls", "1", "--out", str(tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "micro.json").read_text())
+    assert data["schema_version"] == 1 and data["spec"]["dry_run"] is True
+    assert [s["rows"] for s in data["shapes"]] == [1, 5, 17]
+    for shape in data["shapes"]:
+        assert all(shape["correct"].values())
+        assert set(shape["median_us"]) == {"main", "inplace", "fused", FLOOR}
+        assert all(len(v["eager"]) == 2 for v in shape["runs_us"].values())
+    md = (tmp_path / "micro.md").read_text()
+    assert "| 17 |" in md and "Dry run" in md
+    png = tmp_path / "micro.png"
+    if png.exists():
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_micro_command_rejects_bad_options(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "e2e.micro", "--dry-run", "--runs", "2", "--report-from", "3",
+                           "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "report-from" in proc.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_micro_on_gpu_counts_and_graphs(tmp_path):
+    from e2e.micro import run_micro, write_outputs
+
+    result = run_micro(MicroSpec(rows=(1, 64), runs=2, report_from=2, calls=20, graph_calls=5), log=lambda m: None)
+    write_outputs(result, tmp_path)
+    for shape in result["shapes"]:
+        assert all(shape["correct"].values())
+        counts = shape["counts"]
+        assert counts["inplace"]["kernels"] == 3 and counts["inplace"]["allocations"] == 0
+        assert counts["inplace"]["copies"] == 0
+        assert counts["fused"]["kernels"] == 1 and counts["fused"]["allocations"] == 0
+        assert counts["main"]["kernels"] == 3 and counts["main"]["copies"] == 2
+        assert counts["main"]["allocations"] == 3
+        assert all(v["graph"] is not None for v in shape["median_us"].values())
+    assert len(result["targets"]) == 4
+    assert (tmp_path / "micro.json").exists() and (tmp_path / "micro.md").exists()
