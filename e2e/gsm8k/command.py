@@ -1,0 +1,54 @@
+"""``e2e gsm8k``: thin typer command; the work is in ``e2e.gsm8k.run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.config import load_experiment
+from e2e.errors import E2EError
+from e2e.gsm8k.run import DEFAULT_CONCURRENCY, Runner, resolve_plan, run_gsm8k
+
+__all__ = ["gsm8k_command"]
+
+
+def _log(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def gsm8k_command(
+    arms: Annotated[str, typer.Option(
+        help="Arms in run order, comma-separated; a repeated name is another fresh server "
+             "(main,main gives the noise floor). Must include main.")] = "main,main,flag-off,pr",
+    dspark: Annotated[bool, typer.Option(
+        "--dspark/--no-dspark", help="Serve with the experiment's speculator profile and "
+                                     "report the acceptance length over the eval.")] = False,
+    limit: Annotated[Optional[int], typer.Option(
+        help="Evaluate only the first N test documents (default: all 1319).", min=1)] = None,
+    concurrency: Annotated[int, typer.Option(
+        help="Requests lm-eval keeps in flight.", min=1)] = DEFAULT_CONCURRENCY,
+    data: Annotated[Optional[Path], typer.Option(
+        help="Folder with GSM8K train.jsonl and test.jsonl (offline); default: the hub "
+             "dataset through lm-eval's own gsm8k task.")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        help="Experiment TOML (default: the embedded tiny CPU default).")] = None,
+    results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
+) -> None:
+    """GSM8K 5-shot (strict-match, greedy, seed 1234) through lm-eval for every arm, each on
+    a fresh server, with per-sample verdict agreement against main. Resumable per arm."""
+    try:
+        experiment = load_experiment(config)
+        plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
+                            concurrency=concurrency, data=data, results=results)
+        run_gsm8k(plan, Runner(log=_log))
+    except E2EError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the server was stopped; finished arms are kept", err=True)
+        raise typer.Exit(130) from None
+    root = plan.results / plan.experiment.name / "gsm8k"
+    typer.echo((root / "gsm8k.md").read_text(encoding="utf-8"))
+    _log(f"report: {root / 'gsm8k.md'} and {root / 'gsm8k.csv'}")

@@ -1,0 +1,129 @@
+"""Where GSM8K results live and how they are read back.
+
+    results/<experiment>/gsm8k/
+        gsm8k.md, gsm8k.csv                     the report over every evaluation below
+        <spec mode>-<all|n<limit>>/             one evaluation: same data, limit, spec mode
+            eval.json                           EvalInfo
+            task/e2e_gsm8k_local.yaml           the local task (with --data)
+            <label>/                            one arm on one fresh server (main, main.r2, pr)
+                arm.json  verdicts.jsonl  server.log  lm_eval.log  lm_eval/...
+            <label>.partial/                    an arm in progress or failed (failure.json)
+
+An arm's folder appears only complete (renamed from ``.partial`` at the end), so a finished
+arm is skipped on resume and an interrupted one is redone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from e2e.errors import ResultsError
+from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
+from e2e.gsm8k.summary import GSM8KReport, Section, summarize
+from e2e.paths import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+__all__ = ["gsm8k_dir", "eval_dir_name", "read_eval_info", "write_eval_info", "read_arm",
+           "write_verdicts", "read_verdicts", "is_complete", "load_section", "load_report",
+           "write_report"]
+
+ARM_FILE = "arm.json"
+VERDICTS_FILE = "verdicts.jsonl"
+EVAL_FILE = "eval.json"
+
+
+def gsm8k_dir(results: Path, experiment: str) -> Path:
+    return Path(results) / experiment / "gsm8k"
+
+
+def eval_dir_name(spec_mode: str, limit: int | None) -> str:
+    return f"{spec_mode}-{'all' if limit is None else f'n{limit}'}"
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"cannot read {path}: {exc}") from exc
+
+
+def read_eval_info(eval_dir: Path) -> EvalInfo | None:
+    path = Path(eval_dir) / EVAL_FILE
+    if not path.exists():
+        return None
+    try:
+        return EvalInfo.model_validate(_read_json(path))
+    except ValidationError as exc:
+        raise ResultsError(f"{path}: not an e2e GSM8K eval record: {exc}") from exc
+
+
+def write_eval_info(eval_dir: Path, info: EvalInfo) -> None:
+    atomic_write_json(Path(eval_dir) / EVAL_FILE, info.model_dump(mode="json"))
+
+
+def is_complete(arm_dir: Path) -> bool:
+    return (Path(arm_dir) / ARM_FILE).is_file() and (Path(arm_dir) / VERDICTS_FILE).is_file()
+
+
+def read_arm(arm_dir: Path) -> ArmResult:
+    path = Path(arm_dir) / ARM_FILE
+    try:
+        return ArmResult.model_validate(_read_json(path))
+    except ValidationError as exc:
+        raise ResultsError(f"{path}: not an e2e GSM8K arm record: {exc}") from exc
+
+
+def write_verdicts(path: Path, verdicts: Iterable[SampleVerdict]) -> None:
+    text = "".join(v.model_dump_json() + "\n" for v in verdicts)
+    atomic_write_text(path, text)
+
+
+def read_verdicts(path: Path) -> tuple[SampleVerdict, ...]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc}") from exc
+    try:
+        return tuple(SampleVerdict.model_validate_json(line) for line in lines if line.strip())
+    except ValidationError as exc:
+        raise ResultsError(f"{path}: not e2e verdicts: {exc}") from exc
+
+
+def load_section(eval_dir: Path) -> Section | None:
+    """Summarize one evaluation folder's finished arms; None if it has none."""
+    info = read_eval_info(eval_dir)
+    if info is None:
+        return None
+    arms = []
+    for arm_dir in sorted(p for p in Path(eval_dir).iterdir() if p.is_dir()):
+        if arm_dir.name.endswith(".partial") or not is_complete(arm_dir):
+            continue
+        arms.append((read_arm(arm_dir), read_verdicts(arm_dir / VERDICTS_FILE)))
+    return summarize(info, arms) if arms else None
+
+
+def load_report(results: Path, experiment: str) -> GSM8KReport | None:
+    """Every GSM8K evaluation of ``experiment`` under ``results``; None if there is none.
+    Sections are ordered base before dspark, full runs before limited ones."""
+    root = gsm8k_dir(results, experiment)
+    if not root.is_dir():
+        return None
+    sections: list[Section] = []
+    for eval_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        section = load_section(eval_dir)
+        if section is not None:
+            sections.append(section)
+    sections.sort(key=lambda s: (s.spec_mode != "base", s.spec_mode, s.limit is not None,
+                                 -(s.limit or 0)))
+    return GSM8KReport(sections=tuple(sections)) if sections else None
+
+
+def write_report(results: Path, experiment: str, markdown: bytes, csv: bytes) -> Sequence[Path]:
+    root = gsm8k_dir(results, experiment)
+    paths = [root / "gsm8k.md", root / "gsm8k.csv"]
+    atomic_write_bytes(paths[0], markdown)
+    atomic_write_bytes(paths[1], csv)
+    return paths
