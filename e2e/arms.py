@@ -1,0 +1,103 @@
+"""Arms: one server build plus its settings, turned into the exact command and environment
+that start its server. Arguments are lists and never pass through a shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from e2e.builds import resolve_python
+from e2e.config import Experiment
+from e2e.tinymodel import resolve_model
+
+__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env",
+           "redact_argv", "REDACTED"]
+
+PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
+ARM_ENV = "E2E_ARM"
+REDACTED = "***"
+_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+@dataclass(frozen=True)
+class ServerLaunch:
+    """What starts one arm's server, except the port (chosen when it starts)."""
+
+    arm: str
+    python: Path
+    args: tuple[str, ...]  # after ``python -m <module>``, without --host/--port
+    env: dict[str, str] = field(default_factory=dict)  # added to the parent's environment
+    host: str = "127.0.0.1"
+    model: str = ""
+    model_hash: str | None = None
+    api_key: str | None = None
+
+    def argv(self, port: int) -> list[str]:
+        return [str(self.python), "-m", _MODULE, *self.args, "--host", self.host,
+                "--port", str(port)]
+
+
+def server_launch(
+    experiment: Experiment, arm: str, *, dspark: bool, python: Path | None = None,
+    progress=lambda message: None,
+) -> ServerLaunch:
+    """Resolve an arm into its server launch: build (creating a managed env if needed), model,
+    flags, environment and plugin settings."""
+    settings = experiment.arm(arm)
+    server = experiment.server
+    build = settings.build or server.build
+    if python is None:
+        python = resolve_python(build, progress=progress)
+    model, model_hash = resolve_model(server.model)
+    args = ["--model", model, *server.args, *settings.args]
+    if dspark:
+        args += ["--speculative-config", json.dumps(experiment.speculator("dspark"),
+                                                    sort_keys=True)]
+    if server.api_key:
+        args += ["--api-key", server.api_key]
+    env = {**server.env, **settings.env, ARM_ENV: arm}
+    if settings.plugin:
+        env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
+    return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
+                        host=server.host, model=model, model_hash=model_hash,
+                        api_key=server.api_key)
+
+
+def redact_env(env: dict[str, str], pattern: str) -> dict[str, str]:
+    regex = re.compile(pattern)
+    return {k: (REDACTED if regex.search(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[str], pattern: str, secrets: list[str] | None = None) -> list[str]:
+    """Replace the value after any ``--flag`` whose name matches ``pattern`` and any literal
+    secret (an API key) wherever it appears."""
+    regex = re.compile(pattern)
+    secrets = [s for s in (secrets or []) if s]
+    out: list[str] = []
+    hide_next = False
+    for item in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if item.startswith("--") and regex.search(item):
+            if "=" in item:
+                out.append(item.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(item)
+                hide_next = True
+            continue
+        for secret in secrets:
+            item = item.replace(secret, REDACTED)
+        out.append(item)
+    return out
+
+
+def environment_for(launch: ServerLaunch) -> dict[str, str]:
+    """The full environment the server process gets."""
+    env = dict(os.environ)
+    env.update(launch.env)
+    return env

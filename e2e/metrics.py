@@ -1,0 +1,160 @@
+"""Metric math: pure functions from request records and /metrics text to a run summary.
+
+Definitions (DESIGN.md):
+- TTFT = first token time - send time.
+- TPOT (per request) = (end-to-end latency - TTFT) / (completion_tokens - 1), with
+  completion_tokens from the server's ``usage``, never from counting stream chunks.
+- inter-chunk latency (ITL) = gaps between consecutive content chunks of one stream.
+- acceptance length = 1 + delta(accepted tokens) / delta(drafts), from the Prometheus counters
+  ``vllm:spec_decode_num_accepted_tokens_total`` and ``vllm:spec_decode_num_drafts_total``.
+- acceptance rate = delta(accepted tokens) / delta(draft tokens).
+- ms per verify step = mean TPOT x acceptance length.
+Percentiles are numpy's linear interpolation (type 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from e2e.records import RequestRecord, RunMetrics, SpecCounters
+
+__all__ = [
+    "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
+    "parse_samples", "spec_counters", "histogram_mean_delta",
+    "request_tpot_s", "acceptance", "summarize_run",
+]
+
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SERVER_TPOT = "vllm:request_time_per_output_token_seconds"
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Sum every sample of a Prometheus text exposition by sample name (labels such as
+    ``engine`` and ``model_name`` are summed over)."""
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("le") is not None or sample.labels.get("quantile") is not None:
+                continue  # histogram buckets and summary quantiles do not add up
+            totals[sample.name] = totals.get(sample.name, 0.0) + float(sample.value)
+    return totals
+
+
+def spec_counters(text: str) -> SpecCounters:
+    samples = parse_samples(text)
+    return SpecCounters(
+        accepted=samples.get(ACCEPTED, 0.0),
+        drafts=samples.get(DRAFTS, 0.0),
+        draft_tokens=samples.get(DRAFT_TOKENS, 0.0),
+    )
+
+
+def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
+    """Mean of the observations a histogram gained between two scrapes, or None if none."""
+    b, a = parse_samples(before), parse_samples(after)
+    count = a.get(name + "_count", 0.0) - b.get(name + "_count", 0.0)
+    if count <= 0:
+        return None
+    return (a.get(name + "_sum", 0.0) - b.get(name + "_sum", 0.0)) / count
+
+
+def acceptance(before: SpecCounters, after: SpecCounters) -> tuple[float | None, float | None]:
+    """(acceptance length, acceptance rate) from counter deltas; None where undefined."""
+    drafts = after.drafts - before.drafts
+    accepted = after.accepted - before.accepted
+    draft_tokens = after.draft_tokens - before.draft_tokens
+    length = 1.0 + accepted / drafts if drafts > 0 else None
+    rate = accepted / draft_tokens if draft_tokens > 0 else None
+    return length, rate
+
+
+def request_tpot_s(record: RequestRecord) -> float | None:
+    """TPOT of one request in seconds, or None when it is undefined (failed, < 2 tokens)."""
+    if not record.ok or record.completion_tokens is None or record.completion_tokens < 2:
+        return None
+    latency = record.end_s - record.send_s  # type: ignore[operator]
+    ttft = record.first_token_s - record.send_s  # type: ignore[operator]
+    return (latency - ttft) / (record.completion_tokens - 1)
+
+
+def _stats_ms(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    if len(values) == 0:
+        return None, None, None
+    arr = np.asarray(values, dtype=float) * 1000.0
+    return float(arr.mean()), float(np.median(arr)), float(np.percentile(arr, 99))
+
+
+def summarize_run(
+    records: Sequence[RequestRecord],
+    *,
+    counters_before: SpecCounters | None = None,
+    counters_after: SpecCounters | None = None,
+    server_tpot_s: float | None = None,
+) -> RunMetrics:
+    """The per-run summary of the measured requests (warmups excluded by the caller)."""
+    ok = [r for r in records if r.ok]
+    ttft = [r.first_token_s - r.send_s for r in ok]  # type: ignore[operator]
+    e2el = [r.end_s - r.send_s for r in ok]  # type: ignore[operator]
+    tpot = [t for t in (request_tpot_s(r) for r in ok) if t is not None]
+    itl = [b - a for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])]
+    if records:
+        start = min(r.send_s for r in records)
+        end = max((r.end_s for r in records if r.end_s is not None), default=start)
+        duration = max(end - start, 0.0)
+    else:
+        duration = 0.0
+    output_tokens = sum(r.completion_tokens or 0 for r in ok)
+    length = rate = None
+    if counters_before is not None and counters_after is not None:
+        length, rate = acceptance(counters_before, counters_after)
+    ttft_s, tpot_s, itl_s, e2el_s = (_stats_ms(v) for v in (ttft, tpot, itl, e2el))
+    return RunMetrics(
+        requests=len(records),
+        ok_requests=len(ok),
+        duration_s=duration,
+        input_tokens=sum(r.prompt_tokens or 0 for r in ok),
+        output_tokens=output_tokens,
+        ttft_ms_mean=ttft_s[0], ttft_ms_median=ttft_s[1], ttft_ms_p99=ttft_s[2],
+        tpot_ms_mean=tpot_s[0], tpot_ms_median=tpot_s[1], tpot_ms_p99=tpot_s[2],
+        itl_ms_mean=itl_s[0], itl_ms_median=itl_s[1], itl_ms_p99=itl_s[2],
+        e2el_ms_mean=e2el_s[0], e2el_ms_median=e2el_s[1], e2el_ms_p99=e2el_s[2],
+        output_throughput_tok_s=output_tokens / duration if duration > 0 else None,
+        request_throughput_req_s=len(ok) / duration if duration > 0 else None,
+        server_tpot_ms_mean=server_tpot_s * 1000.0 if server_tpot_s is not None else None,
+        acceptance_length=length,
+        acceptance_rate=rate,
+        ms_per_verify_step=(tpot_s[0] * length) if (tpot_s[0] is not None and length) else None,
+    )
+
+
+def validity_reasons(
+    records: Sequence[RequestRecord], *, input_len: int, output_len: int, expected: int
+) -> list[str]:
+    """Why a run must not be averaged in: failed requests, wrong token counts, missing ones."""
+    reasons: list[str] = []
+    if len(records) != expected:
+        reasons.append(f"{len(records)} of {expected} requests were measured")
+    failed = [r for r in records if not r.ok]
+    if failed:
+        first = failed[0]
+        reasons.append(
+            f"{len(failed)} request(s) failed; first: request {first.index}: {first.error}"
+        )
+    bad_prompt = [r for r in records if r.ok and r.prompt_tokens != input_len]
+    if bad_prompt:
+        reasons.append(
+            f"{len(bad_prompt)} request(s) had a prompt of other than {input_len} tokens "
+            f"(e.g. {bad_prompt[0].prompt_tokens})"
+        )
+    bad_out = [r for r in records if r.ok and r.completion_tokens != output_len]
+    if bad_out:
+        reasons.append(
+            f"{len(bad_out)} request(s) completed other than {output_len} tokens "
+            f"(e.g. {bad_out[0].completion_tokens})"
+        )
+    return reasons

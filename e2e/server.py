@@ -1,0 +1,249 @@
+"""A fresh vLLM server as a context manager that owns its process group.
+
+``serve()`` takes the host's one-server lock, starts the server in a new session (its own
+process group) on a free port, logs to the run's folder, and waits for ``/health``. If the
+process exits first it fails at once with the log's tail. Every exit path (success, error,
+Ctrl-C) stops it: SIGTERM to the group, SIGKILL after a grace period, then wait until no
+process of the group is alive and the port is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from e2e.arms import ServerLaunch, environment_for, server_launch
+from e2e.config import Experiment
+from e2e.errors import ServerBusyError, ServerError, ServerStartError
+from e2e.paths import e2e_home
+
+__all__ = ["Server", "serve", "start", "server_lock", "free_port", "log_tail",
+           "group_alive"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no server log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    if os.path.isdir("/proc"):
+        return bool(_group_members(pgid))
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def server_lock(*, wait_s: float = 0.0) -> Iterator[None]:
+    """One server on the host at a time. The lock is an flock: the kernel drops it when its
+    holder dies, so a crashed e2e never leaves a stale lock behind. A second e2e waits up to
+    ``wait_s`` and then refuses, naming the holder's pid."""
+    path = e2e_home() / "server.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "unknown"
+                    raise ServerBusyError(
+                        f"another e2e (pid {holder}) is running a server on this host "
+                        f"(lock {path}); wait for it to finish, or stop it, then rerun"
+                    ) from None
+                time.sleep(1.0)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+@dataclass
+class Server:
+    """A running server. ``stop()`` is idempotent."""
+
+    launch: ServerLaunch
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+    argv: list[str]
+    stop_grace_s: float = 30.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.launch.host}:{self.port}"
+
+    @property
+    def model(self) -> str:
+        return self.launch.model
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid  # the leader of its own session and group
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.launch.api_key}"} if self.launch.api_key else {}
+
+    def scrape_metrics(self, timeout_s: float = 30.0) -> str:
+        try:
+            response = httpx.get(self.base_url + "/metrics", timeout=timeout_s,
+                                 headers=self.headers())
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ServerError(f"could not read {self.base_url}/metrics: {exc}") from exc
+        return response.text
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"the {self.launch.arm} server exited with code {code} before it became "
+                    f"healthy; its log is {self.log_path}\n--- last lines ---\n"
+                    f"{log_tail(self.log_path)}"
+                )
+            try:
+                if httpx.get(self.base_url + "/health", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"the {self.launch.arm} server was not healthy after {timeout_s:.0f} s "
+                    f"(server.startup_timeout_s); its log is {self.log_path}\n"
+                    f"--- last lines ---\n{log_tail(self.log_path)}"
+                )
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """SIGTERM the group, SIGKILL it after the grace period, then wait until every process
+        of the group is gone and the port is free."""
+        pgid = self.pgid
+        if group_alive(pgid) or self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGCONT)  # a stopped (SIGSTOP) server cannot exit
+                os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_grace_s
+            while time.monotonic() < deadline and (group_alive(pgid) or self.process.poll() is None):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=0.2)
+            if group_alive(pgid) or self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (group_alive(pgid) or
+                                               port_in_use(self.launch.host, self.port)):
+            time.sleep(0.2)
+        if group_alive(pgid):
+            raise ServerError(f"server process group {pgid} survived SIGKILL; "
+                              f"kill it by hand: kill -9 -{pgid}")
+
+
+def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
+          stop_grace_s: float = 30.0, port: int | None = None) -> Server:
+    """Start a server and wait until it is healthy; on failure nothing is left running."""
+    port = port or free_port(launch.host)
+    if port_in_use(launch.host, port):
+        raise ServerStartError(f"port {port} on {launch.host} is taken by another program; "
+                               "stop it or let e2e pick a free port")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = launch.argv(port)
+    with open(log_path, "ab") as log:
+        try:
+            process = subprocess.Popen(argv, env=environment_for(launch), stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        except OSError as exc:
+            raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
+    server = Server(launch=launch, process=process, port=port, log_path=log_path, argv=argv,
+                    stop_grace_s=stop_grace_s)
+    try:
+        server.wait_healthy(startup_timeout_s)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def serve(
+    experiment: Experiment,
+    arm: str,
+    *,
+    dspark: bool,
+    log_path: Path,
+    launch: ServerLaunch | None = None,
+    lock_wait_s: float = 0.0,
+) -> Iterator[Server]:
+    """A fresh server for ``arm``, stopped on every exit path."""
+    launch = launch or server_launch(experiment, arm, dspark=dspark)
+    with server_lock(wait_s=lock_wait_s):
+        server = start(launch, log_path, startup_timeout_s=experiment.server.startup_timeout_s,
+                       stop_grace_s=experiment.server.stop_grace_s)
+        try:
+            yield server
+        finally:
+            server.stop()
