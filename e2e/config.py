@@ -87,6 +87,8 @@ class ServerConfig(_Strict):
     api_key: str | None = None
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
+    lock_wait_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="How long to wait for another e2e's server to finish (0: refuse).")
     secret_pattern: str = Field(
         r"(?i)(token|key|secret|passw|auth|credential)",
         description="Environment variables and arguments whose name matches are redacted.",

@@ -4,13 +4,14 @@ why the run is invalid if it is."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from e2e import metrics as m
 from e2e.arms import redact_argv, redact_env, server_launch
 from e2e.config import Experiment, RunSpec
-from e2e.errors import E2EError, ServerError
+from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
 from e2e.paths import atomic_write_text
 from e2e.provenance import provenance
@@ -78,7 +79,7 @@ def run_one(
         say(f"starting the {spec.arm} server ({'with' if spec.dspark else 'without'} "
             f"speculator); log: {partial / 'server.log'}")
         with serve(experiment, spec.arm, dspark=spec.dspark, log_path=partial / "server.log",
-                   launch=launch) as server:
+                   launch=launch, lock_wait_s=experiment.server.lock_wait_s) as server:
             server_argv, base_url = server.argv, server.base_url
             if plugin_check is not None:
                 problem = plugin_check(partial / "server.log", experiment.arm(spec.arm).plugin)
@@ -95,6 +96,9 @@ def run_one(
                 metrics_after = server.scrape_metrics()
             else:
                 reasons.append(f"the server exited (code {server.process.poll()}) during the load")
+    except ServerBusyError:
+        shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no run folder
+        raise
     except KeyboardInterrupt as exc:
         interrupted = exc
         reasons.append("interrupted (Ctrl-C or SIGTERM) before the load finished")

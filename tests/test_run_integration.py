@@ -1,0 +1,142 @@
+"""`e2e run` against the real vLLM CPU server: exact token counts, moving spec counters, the
+files a run writes, and a server whose engine is killed mid-load."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+
+import pytest
+
+import e2e.runner as runner
+from conftest import small
+from e2e.config import RunSpec
+from e2e.server import group_alive
+from e2e.store import read_requests, read_run
+
+pytestmark = pytest.mark.server
+
+
+def port_open(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+@pytest.fixture(scope="module")
+def dspark_run(default_experiment, server_python, tmp_path_factory):
+    """One short speculative run shared by the tests below (one server start)."""
+    experiment = small(default_experiment)
+    spec = RunSpec.resolve(experiment, arm="pr", concurrency=2, dspark=True, prompts=4,
+                           output_len=64)
+    results = tmp_path_factory.mktemp("results")
+    folder, record = runner.run_one(experiment, spec, results, progress=False)
+    return folder, record
+
+
+def test_run_is_valid_with_exact_token_counts(dspark_run):
+    folder, record = dspark_run
+    assert record.valid, record.invalid_reasons
+    requests = read_requests(folder / "requests.parquet")
+    assert len(requests) == 4
+    assert {r.prompt_tokens for r in requests} == {1031}
+    assert {r.completion_tokens for r in requests} == {64}
+    assert all(r.first_token_s <= r.chunk_times_s[-1] <= r.end_s for r in requests)
+
+
+def test_spec_counters_move_and_verify_step_is_reported(dspark_run):
+    _, record = dspark_run
+    assert record.counters_after.drafts > record.counters_before.drafts
+    assert record.counters_after.accepted > record.counters_before.accepted
+    mx = record.metrics
+    assert mx.acceptance_length > 1.0
+    assert mx.ms_per_verify_step == pytest.approx(mx.tpot_ms_mean * mx.acceptance_length)
+    assert mx.server_tpot_ms_mean is not None and mx.server_tpot_ms_mean > 0
+
+
+def test_run_folder_contents(dspark_run):
+    folder, record = dspark_run
+    names = {p.name for p in folder.iterdir()}
+    assert {"run.json", "requests.parquet", "server.log", "metrics_before.prom",
+            "metrics_after.prom"} <= names
+    assert read_run(folder) == record
+    raw = json.loads((folder / "run.json").read_text())
+    assert raw["schema_version"] == 1
+    assert raw["provenance"]["server_env"]["engine_version"] == "0.32.0"
+    assert raw["provenance"]["server_env"]["torch"].startswith("2.13.0")
+    assert "--speculative-config" in raw["server"]["argv"]
+    assert raw["server"]["model_hash"]
+    assert not port_open(record.server.base_url), "the server's port is still open"
+    assert not list((folder.parent / ".partial").iterdir()), "a partial folder was left behind"
+
+
+def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monkeypatch):
+    """Kill the engine process after two requests finished: the run is invalid with a reason,
+    the finished requests are kept, and nothing of the server's process group survives."""
+    experiment = small(default_experiment, stall_timeout_s=20.0, request_timeout_s=60.0)
+    spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=12,
+                           output_len=128)
+    seen = {}
+    real_serve, real_load = runner.serve, runner.run_load
+
+    def spy_serve(*args, **kwargs):
+        cm = real_serve(*args, **kwargs)
+
+        class Wrapper:
+            def __enter__(self):
+                seen["server"] = cm.__enter__()
+                return seen["server"]
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+
+        return Wrapper()
+
+    def killing_load(load_spec, *, on_done=None, **kwargs):
+        if on_done is None:  # warmup
+            return real_load(load_spec, on_done=on_done, **kwargs)
+        done = []
+
+        def hook(record):
+            on_done(record)
+            done.append(record)
+            if len(done) == 2:
+                leader = seen["server"].pgid
+                for pid in _group(leader):
+                    if pid != leader:
+                        os.kill(pid, signal.SIGKILL)  # the engine core, not the API server
+
+        return real_load(load_spec, on_done=hook, **kwargs)
+
+    monkeypatch.setattr(runner, "serve", spy_serve)
+    monkeypatch.setattr(runner, "run_load", killing_load)
+    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+
+    assert not record.valid
+    assert any("failed" in r or "exited" in r for r in record.invalid_reasons), record.invalid_reasons
+    kept = [r for r in read_requests(folder / "requests.parquet") if r.ok]
+    assert len(kept) >= 2 and {r.completion_tokens for r in kept} == {128}
+    assert not group_alive(seen["server"].pgid)
+    assert not port_open(seen["server"].base_url)
+
+
+def _group(pgid: int) -> list[int]:
+    from e2e.server import _group_members
+
+    return _group_members(pgid)
+
+
+def test_bad_server_flag_fails_fast_with_log_tail(default_experiment, server_python, tmp_path):
+    arm = default_experiment.arms["main"].model_copy(update={"args": ["--no-such-flag"]})
+    experiment = small(default_experiment).model_copy(
+        update={"arms": {**default_experiment.arms, "main": arm}})
+    spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=1,
+                           output_len=8)
+    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    assert not record.valid
+    reason = record.invalid_reasons[0]
+    assert "exited with code" in reason and "--no-such-flag" in reason  # the log's tail
+    assert (folder / "server.log").exists()
