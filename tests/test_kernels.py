@@ -130,17 +130,20 @@ def test_edges(name):
 
 
 def test_fused_multi_program_and_chunked():
-    """Force the fused kernel into many tiny programs (prefix loop of several steps) and
-    column chunks narrower than W, on a shape cheap enough for the interpreter."""
+    """Force the fused kernel into many tiny programs (a long look-back chain) and column
+    chunks narrower than W, on shapes cheap enough for the interpreter; the look-back
+    workspace must be all zeros again after every launch."""
     n, w = 23, 40
     try:
-        tp._FUSED[(n, w)] = (triton_cdiv(n, 2), 2, 16, 4, False, 4)
+        tp._FUSED[(n, w)] = (triton_cdiv(n, 2), 2, 16, 16, False, 4)
         for seed in (1, 2):
             idx, lens = random_case(n, w, seed)
             assert_matches_reference("fused", idx, lens, num_rows=40)
+            assert not tp._workspace(idx).any()
         tp._FUSED[(n, w)] = (triton_cdiv(n, 4), 4, 64, 8, True, 4)
         idx, lens = random_case(n, w, 3)
         assert_matches_reference("fused", idx, lens)
+        assert not tp._workspace(idx).any()
     finally:
         tp._FUSED.pop((n, w), None)
 

@@ -15,6 +15,7 @@ import torch
 from e2e.errors import ConfigError
 from e2e.micro import (
     FLOOR,
+    FLOOR_DIRECT,
     MicroSpec,
     check_targets,
     make_inputs,
@@ -109,7 +110,7 @@ def test_micro_command_dry_run_end_to_end(tmp_path):
     assert [s["rows"] for s in data["shapes"]] == [1, 5, 17]
     for shape in data["shapes"]:
         assert all(shape["correct"].values())
-        assert set(shape["median_us"]) == {"main", "inplace", "fused", FLOOR}
+        assert set(shape["median_us"]) == {"main", "inplace", "fused", FLOOR, FLOOR_DIRECT}
         assert all(len(v["eager"]) == 2 for v in shape["runs_us"].values())
     md = (tmp_path / "micro.md").read_text()
     assert "| 17 |" in md and "Dry run" in md

@@ -27,6 +27,9 @@ the kernels on CPU tensors.
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -41,6 +44,7 @@ __all__ = [
     "build_ragged_indices_from_dense",
     "refresh_decode_swa_ragged",
     "empty_launch",
+    "empty_launch_direct",
     "fused_config",
 ]
 
@@ -63,7 +67,7 @@ def _tile(idx_ptr, rows, rmask, lens, c0, W, stride, limit, HAS_LIMIT: tl.conste
     return v, keep.to(tl.int32)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N", "limit"])
 def _count_kernel(idx_ptr, len_ptr, counts_ptr, N, W, stride, limit,
                   HAS_LIMIT: tl.constexpr, COUNT_OFF: tl.constexpr,
                   ROWS: tl.constexpr, BW: tl.constexpr):
@@ -78,7 +82,7 @@ def _count_kernel(idx_ptr, len_ptr, counts_ptr, N, W, stride, limit,
     tl.store(counts_ptr + COUNT_OFF + rows, tl.sum(acc, axis=1), mask=rmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _scan_kernel(src_ptr, indptr_ptr, N, SRC_OFF: tl.constexpr, BLOCK: tl.constexpr):
     """indptr[0] = 0, indptr[1 + i] = sum(src[SRC_OFF : SRC_OFF + i + 1]); one program.
 
@@ -94,7 +98,7 @@ def _scan_kernel(src_ptr, indptr_ptr, N, SRC_OFF: tl.constexpr, BLOCK: tl.conste
         carry += tl.sum(c, axis=0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N", "limit"])
 def _compact_kernel(idx_ptr, len_ptr, indptr_ptr, out_ptr, N, W, stride, limit,
                     HAS_LIMIT: tl.constexpr, ROWS: tl.constexpr, BW: tl.constexpr):
     """out[indptr[r] + j] = the j-th kept entry of row r, ``ROWS`` rows per program."""
@@ -109,50 +113,60 @@ def _compact_kernel(idx_ptr, len_ptr, indptr_ptr, out_ptr, N, W, stride, limit,
         run += tl.sum(k, axis=1)
 
 
-@triton.jit
-def _fused_kernel(idx_ptr, len_ptr, out_ptr, indptr_ptr, N, W, stride, limit,
+@triton.jit(do_not_specialize=["N", "limit"])
+def _fused_kernel(idx_ptr, len_ptr, out_ptr, indptr_ptr, ws_ptr, N, W, stride, limit,
                   HAS_LIMIT: tl.constexpr, ROWS: tl.constexpr, BW: tl.constexpr,
-                  PRE_ROWS: tl.constexpr, ONE_CHUNK: tl.constexpr):
-    """Count, scan and compact in one launch; see the module docstring for the design."""
-    pid = tl.program_id(0)
-    row0 = pid * ROWS
-    # 1. prefix: kept entries of rows [0, row0), counted redundantly by this program.
-    acc = tl.zeros([PRE_ROWS, BW], dtype=tl.int32)
-    for p0 in range(0, row0, PRE_ROWS):
-        prow = p0 + tl.arange(0, PRE_ROWS)
-        pmask = prow < row0
-        plens = tl.load(len_ptr + prow, mask=pmask, other=0)
-        for c0 in range(0, W, BW):
-            _pv, pk = _tile(idx_ptr, prow, pmask, plens, c0, W, stride, limit, HAS_LIMIT, BW)
-            acc += pk
-    prefix = tl.sum(tl.sum(acc, axis=1), axis=0)
-    # 2. this program's rows.
-    rows = row0 + tl.arange(0, ROWS)
+                  MAXP: tl.constexpr, ONE_CHUNK: tl.constexpr, LOOKBACK: tl.constexpr):
+    """Count, scan and compact in one launch; see the module docstring for the design.
+
+    Workspace ``ws``: [0] ticket counter, [1] finished counter, [2 + b] block ``b``'s kept
+    count + 1 (0: not yet published). All zero on entry; the last program to finish
+    zeroes what the launch used."""
+    if LOOKBACK:
+        b = tl.atomic_add(ws_ptr, 1, sem="relaxed")  # logical block id, in start order
+    else:
+        b = tl.program_id(0)
+    rows = b * ROWS + tl.arange(0, ROWS)
     rmask = rows < N
     lens = tl.load(len_ptr + rows, mask=rmask, other=0)
     if ONE_CHUNK:
         v, k = _tile(idx_ptr, rows, rmask, lens, 0, W, stride, limit, HAS_LIMIT, BW)
         cnt = tl.sum(k, axis=1)
-        incl = tl.cumsum(cnt, axis=0) + prefix
-        tl.store(indptr_ptr + 1 + rows, incl, mask=rmask)
-        pos = (incl - cnt)[:, None] + tl.cumsum(k, axis=1) - k
-        tl.store(out_ptr + pos, v, mask=k != 0)
     else:
         cacc = tl.zeros([ROWS, BW], dtype=tl.int32)
         for c0 in range(0, W, BW):
-            _v, k = _tile(idx_ptr, rows, rmask, lens, c0, W, stride, limit, HAS_LIMIT, BW)
-            cacc += k
+            _v, kc = _tile(idx_ptr, rows, rmask, lens, c0, W, stride, limit, HAS_LIMIT, BW)
+            cacc += kc
         cnt = tl.sum(cacc, axis=1)
-        incl = tl.cumsum(cnt, axis=0) + prefix
-        tl.store(indptr_ptr + 1 + rows, incl, mask=rmask)
+    incl = tl.cumsum(cnt, axis=0)
+    prefix = tl.sum(cnt, axis=0) * 0
+    if LOOKBACK:
+        # publish this block's total, then wait for every earlier block's total.
+        tl.atomic_xchg(ws_ptr + 2 + b, tl.sum(cnt, axis=0) + 1, sem="relaxed")
+        offs = tl.arange(0, MAXP)
+        before = offs < b
+        flags = tl.load(ws_ptr + 2 + offs, mask=before, other=1, volatile=True)
+        while tl.min(flags, axis=0) == 0:
+            flags = tl.load(ws_ptr + 2 + offs, mask=before, other=1, volatile=True)
+        prefix = tl.sum(tl.where(before, flags - 1, 0), axis=0)
+        nprog = tl.num_programs(0)
+        if tl.atomic_add(ws_ptr + 1, 1) == nprog - 1:  # last to finish: reset the workspace
+            tl.store(ws_ptr + 2 + offs, 0, mask=offs < nprog)
+            tl.store(ws_ptr + tl.arange(0, 2), 0)
+    incl = incl + prefix
+    tl.store(indptr_ptr + 1 + rows, incl, mask=rmask)
+    if b == 0:
+        tl.store(indptr_ptr, 0)
+    if ONE_CHUNK:
+        pos = (incl - cnt)[:, None] + tl.cumsum(k, axis=1) - k
+        tl.store(out_ptr + pos, v, mask=k != 0)
+    else:
         run = incl - cnt
         for c0 in range(0, W, BW):
             v, k = _tile(idx_ptr, rows, rmask, lens, c0, W, stride, limit, HAS_LIMIT, BW)
             pos = run[:, None] + tl.cumsum(k, axis=1) - k
             tl.store(out_ptr + pos, v, mask=k != 0)
             run += tl.sum(k, axis=1)
-    if pid == 0:
-        tl.store(indptr_ptr, 0)
 
 
 @triton.jit
@@ -161,11 +175,45 @@ def _empty_kernel(x_ptr):
     pass
 
 
+# --------------------------------------------------------------------------- launching
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_DIRECT = not _INTERPRET and os.environ.get("E2E_TRITON_DIRECT_LAUNCH", "1") != "0"
+_RUNNERS: dict[tuple, Any] = {}
+
+
+def _launch(kernel, grid: int, warps: int, tensors: tuple, ints: tuple, consts: tuple) -> None:
+    """``kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)``, the kernel's
+    parameters being in that order.
+
+    Direct launch: Triton's JIT dispatch (argument binding, specialisation key, option
+    knobs) costs several µs per launch on the host. The first launch of each
+    specialisation goes through it and keeps the compiled kernel's runner; later launches
+    call that runner. The key holds everything the compiled code depends on: the kernel,
+    grid, warps, constexpr values, tensor dtypes, 16-byte alignment of each pointer, the
+    device, and Triton's specialisation of each int argument (== 1, divisible by 16; all
+    ints are below 2**31, and ``N`` and ``limit`` are ``do_not_specialize``). Off under
+    the interpreter and with ``E2E_TRITON_DIRECT_LAUNCH=0``."""
+    if _DIRECT:
+        key = (kernel, grid, warps, consts, tensors[0].get_device(),
+               tuple((t.dtype, t.data_ptr() & 15) for t in tensors),
+               tuple((i == 1, i & 15) for i in ints))
+        runner = _RUNNERS.get(key)
+        if runner is not None:
+            runner(*tensors, *ints, *consts)
+            return
+    compiled = kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
+    if _DIRECT and compiled is not None:
+        _RUNNERS[key] = compiled[(grid, 1, 1)]
+
+
 # --------------------------------------------------------------------------- launch configs
 
 _STAGED: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 _FUSED: dict[tuple[int, int], tuple[int, int, int, int, bool, int]] = {}
 _SCAN_BLOCK = 1024
+_MAX_BLOCKS = 1024  # fused programs per launch (workspace slots)
+_WORKSPACE: dict[int, torch.Tensor] = {}
 
 
 def _pow2(x: int) -> int:
@@ -184,39 +232,55 @@ def _staged_config(n: int, w: int) -> tuple[int, int, int, int]:
 
 
 def fused_config(n: int, w: int) -> tuple[int, int, int, int, bool, int]:
-    """(grid, ROWS, BW, PRE_ROWS, ONE_CHUNK, num_warps) for the fused kernel at ``N x W``.
+    """(grid, ROWS, BW, MAXP, ONE_CHUNK, num_warps) for the fused kernel at ``N x W``.
 
-    Few rows: one program owns them all. More rows: ``ROWS`` rows per program, and the
-    redundant prefix pass reads ``PRE_ROWS x BW`` values per step with 8 warps."""
+    Up to 8 rows: one program owns them all (no look-back). More: 4 rows per program
+    (more if that would exceed ``_MAX_BLOCKS`` programs) chained by a decoupled look-back.
+    Chosen with ``python -m e2e.kernels.tune`` on an H200 (docs/kernels.md)."""
     cfg = _FUSED.get((n, w))
     if cfg is None:
         bw = min(max(_pow2(w), 16), 128)
-        if n <= 16:
-            rows, pre, warps = max(_pow2(n), 1), 16, 4
+        if n <= 8:
+            rows, warps = max(_pow2(n), 1), 4
         else:
-            rows, pre, warps = 16, max(16, 8192 // bw), 8
-        cfg = (max(1, triton.cdiv(n, rows)), rows, bw, pre, w <= bw, warps)
+            rows, warps = max(4, _pow2(triton.cdiv(n, _MAX_BLOCKS))), 4
+        grid = max(1, triton.cdiv(n, rows))
+        cfg = (grid, rows, bw, max(2, _pow2(grid)), w <= bw, warps)
         _FUSED[(n, w)] = cfg
     return cfg
+
+
+def _workspace(like: torch.Tensor) -> torch.Tensor:
+    """The fused kernel's look-back workspace on ``like``'s device: zeros, allocated once,
+    left zeroed by every launch. Make the first multi-program call before any graph
+    capture. One fused launch in flight per device at a time (calls on one stream are)."""
+    ws = _WORKSPACE.get(like.get_device())
+    if ws is None:
+        device = like.device
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("pack_fused: call it once outside CUDA-graph capture first "
+                               "(its workspace is allocated on first use)")
+        ws = _WORKSPACE[like.get_device()] = torch.zeros(2 + _MAX_BLOCKS, dtype=torch.int32, device=device)
+    return ws
 
 
 def _prep(indices: torch.Tensor, lengths: torch.Tensor, indptr_out: torch.Tensor, num_rows):
     if indices.dim() != 2:
         indices = as_rows(indices)
-    if indices.shape[1] > 1 and indices.stride(1) != 1:
+    n, w = indices.shape
+    if w > 1 and indices.stride(1) != 1:
         indices = indices.contiguous()
-    if lengths.dim() != 1 or not lengths.is_contiguous():
+    if lengths.dim() != 1 or (n > 1 and lengths.stride(0) != 1):
         lengths = lengths.reshape(-1).contiguous()
-    n = indices.shape[0]
     if lengths.shape[0] != n:
         raise ValueError(f"expected one length per row: {lengths.shape[0]} lengths for {n} rows")
-    if indptr_out.numel() < n + 1:
+    if indptr_out.numel() <= n:
         raise ValueError(f"indptr_out holds {indptr_out.numel()} entries, needs {n + 1}")
+    if n * w >= _INT32_MAX or indices.stride(0) * n >= _INT32_MAX:
+        raise ValueError("indices must span fewer than 2**31 elements")
     if num_rows is None or num_rows > _INT32_MAX:
-        has_limit, limit = False, 0
-    else:
-        has_limit, limit = True, max(int(num_rows), -1)
-    return indices, lengths, n, indices.shape[1], has_limit, limit
+        return indices, lengths, n, w, False, 0
+    return indices, lengths, n, w, True, max(int(num_rows), -1)
 
 
 # --------------------------------------------------------------------------- paths
@@ -227,12 +291,10 @@ def pack_inplace(indices, lengths, indices_out, indptr_out, num_rows=None) -> No
     ``indices_out``. 3 kernels, no allocation, no copy; CUDA-graph capturable."""
     indices, lengths, n, w, has_limit, limit = _prep(indices, lengths, indptr_out, num_rows)
     grid, rows, bw, warps = _staged_config(n, w)
-    stride = indices.stride(0)
-    _count_kernel[(grid,)](indices, lengths, indptr_out, n, w, stride, limit,
-                           HAS_LIMIT=has_limit, COUNT_OFF=1, ROWS=rows, BW=bw, num_warps=warps)
-    _scan_kernel[(1,)](indptr_out, indptr_out, n, SRC_OFF=1, BLOCK=_SCAN_BLOCK, num_warps=4)
-    _compact_kernel[(grid,)](indices, lengths, indptr_out, indices_out, n, w, stride, limit,
-                             HAS_LIMIT=has_limit, ROWS=rows, BW=bw, num_warps=warps)
+    ints = (n, w, indices.stride(0), limit)
+    _launch(_count_kernel, grid, warps, (indices, lengths, indptr_out), ints, (has_limit, 1, rows, bw))
+    _launch(_scan_kernel, 1, 4, (indptr_out, indptr_out), (n,), (1, _SCAN_BLOCK))
+    _launch(_compact_kernel, grid, warps, (indices, lengths, indptr_out, indices_out), ints, (has_limit, rows, bw))
 
 
 def pack_main(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
@@ -242,33 +304,37 @@ def pack_main(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
     if indices_out.numel() < n * w:
         raise ValueError(f"indices_out holds {indices_out.numel()} entries, the main path copies {n * w}")
     grid, rows, bw, warps = _staged_config(n, w)
-    stride = indices.stride(0)
+    ints = (n, w, indices.stride(0), limit)
     dev = indices.device
     counts = torch.empty(n, dtype=torch.int32, device=dev)
     indptr = torch.empty(n + 1, dtype=torch.int32, device=dev)
     flat = torch.empty(n * w, dtype=torch.int32, device=dev)
-    _count_kernel[(grid,)](indices, lengths, counts, n, w, stride, limit,
-                           HAS_LIMIT=has_limit, COUNT_OFF=0, ROWS=rows, BW=bw, num_warps=warps)
-    _scan_kernel[(1,)](counts, indptr, n, SRC_OFF=0, BLOCK=_SCAN_BLOCK, num_warps=4)
-    _compact_kernel[(grid,)](indices, lengths, indptr, flat, n, w, stride, limit,
-                             HAS_LIMIT=has_limit, ROWS=rows, BW=bw, num_warps=warps)
+    _launch(_count_kernel, grid, warps, (indices, lengths, counts), ints, (has_limit, 0, rows, bw))
+    _launch(_scan_kernel, 1, 4, (counts, indptr), (n,), (0, _SCAN_BLOCK))
+    _launch(_compact_kernel, grid, warps, (indices, lengths, indptr, flat), ints, (has_limit, rows, bw))
     indptr_out[: n + 1].copy_(indptr)
     indices_out[: n * w].copy_(flat)
 
 
 def pack_fused(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
-    """Fused path: one launch, ``ceil(N / ROWS)`` programs, each with a redundant prefix
-    count; writes ``indptr_out[:N + 1]`` and ``indices_out[:indptr[N]]`` only."""
+    """Fused path: one launch of ``ceil(N / ROWS)`` programs chained by a decoupled
+    look-back; writes ``indptr_out[:N + 1]`` and ``indices_out[:indptr[N]]`` only."""
     indices, lengths, n, w, has_limit, limit = _prep(indices, lengths, indptr_out, num_rows)
-    grid, rows, bw, pre, one, warps = fused_config(n, w)
-    _fused_kernel[(grid,)](indices, lengths, indices_out, indptr_out, n, w, indices.stride(0), limit,
-                           HAS_LIMIT=has_limit, ROWS=rows, BW=bw, PRE_ROWS=pre, ONE_CHUNK=one,
-                           num_warps=warps)
+    grid, rows, bw, maxp, one, warps = fused_config(n, w)
+    ws = _workspace(indices) if grid > 1 else indptr_out
+    _launch(_fused_kernel, grid, warps, (indices, lengths, indices_out, indptr_out, ws),
+            (n, w, indices.stride(0), limit), (has_limit, rows, bw, maxp, one, grid > 1))
 
 
 def empty_launch(x: torch.Tensor) -> None:
-    """Launch a kernel that does nothing (the eager floor, timed beside the paths)."""
+    """Launch a kernel that does nothing through Triton's ordinary JIT dispatch: the floor
+    every eager path pays at least once."""
     _empty_kernel[(1,)](x)
+
+
+def empty_launch_direct(x: torch.Tensor) -> None:
+    """The same empty kernel through ``_launch``'s direct runner (the paths' launch cost)."""
+    _launch(_empty_kernel, 1, 4, (x,), (), ())
 
 
 build_ragged_indices_from_dense_out = pack_inplace
