@@ -1,0 +1,52 @@
+"""One short GSM8K run against the real vLLM CPU server of the embedded default: lm-eval
+over the local files, a fresh server per arm, the speculator's counters, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from e2e.config import load_experiment
+from e2e.gsm8k import store
+from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+
+pytest.importorskip("lm_eval")
+DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k").resolve()
+
+
+def _serve_waiting(experiment, arm, *, dspark, log_path):
+    from e2e.server import serve
+
+    # Other e2e processes on this host may hold the one-server lock for a while.
+    return serve(experiment, arm, dspark=dspark, log_path=log_path, lock_wait_s=900)
+
+
+@pytest.mark.server
+@pytest.mark.skipif(not (DATA / "test.jsonl").is_file(), reason=f"no GSM8K data at {DATA}")
+def test_gsm8k_main_and_pr_with_speculator(tmp_path):
+    plan = resolve_plan(load_experiment(None), arms="main,pr", dspark=True, limit=5,
+                        concurrency=4, data=DATA, results=tmp_path)
+    report = run_gsm8k(plan, Runner(serve=_serve_waiting, log=print))
+
+    section = report.sections[0]
+    assert (section.spec_mode, section.limit) == ("dspark", 5)
+    assert [a.label for a in section.arms] == ["main", "pr"]
+    assert all(a.n == 5 for a in section.arms)
+    pr = section.arms[1]
+    assert pr.agreement is not None and pr.agreement.n == 5
+    for arm in section.arms:
+        # n-gram drafts on the tiny model's repetitive output move the counters
+        assert arm.acceptance_length is not None and arm.acceptance_length >= 1.0
+        result = store.read_arm(plan.eval_dir / arm.label)
+        assert result.lm_eval_results["sample_len"] == 5
+        assert "--log_samples" in result.lm_eval_argv
+        assert (plan.eval_dir / arm.label / "server.log").stat().st_size > 0
+        samples = list((plan.eval_dir / arm.label / "lm_eval").glob("*/samples_e2e_gsm8k_local_*.jsonl"))
+        rows = [json.loads(line) for line in samples[0].read_text().splitlines()]
+        assert {r["filter"] for r in rows} == {"strict-match", "flexible-extract"}
+        assert sorted({r["doc_id"] for r in rows}) == [0, 1, 2, 3, 4]
+    md = (tmp_path / "default" / "gsm8k" / "gsm8k.md").read_text()
+    assert "| dspark (limit 5) acceptance length |" in md
+    assert "pr matches main's verdict on" in md
