@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.builds import resolve_python
+from e2e.builds import python_path, resolve_python
 from e2e.config import Experiment
-from e2e.tinymodel import resolve_model
+from e2e.tinymodel import model_path, resolve_model
 
 __all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env",
            "redact_argv", "REDACTED"]
@@ -42,16 +42,17 @@ class ServerLaunch:
 
 def server_launch(
     experiment: Experiment, arm: str, *, dspark: bool, python: Path | None = None,
-    progress=lambda message: None,
+    progress=lambda message: None, dry: bool = False,
 ) -> ServerLaunch:
     """Resolve an arm into its server launch: build (creating a managed env if needed), model,
-    flags, environment and plugin settings."""
+    flags, environment and plugin settings. ``dry`` builds nothing: it names the paths a
+    build would have."""
     settings = experiment.arm(arm)
     server = experiment.server
     build = settings.build or server.build
     if python is None:
-        python = resolve_python(build, progress=progress)
-    model, model_hash = resolve_model(server.model)
+        python = python_path(build) if dry else resolve_python(build, progress=progress)
+    model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
     args = ["--model", model, *server.args, *settings.args]
     if dspark:
         args += ["--speculative-config", json.dumps(experiment.speculator("dspark"),

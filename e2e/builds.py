@@ -23,7 +23,7 @@ from e2e.config import BuildSpec
 from e2e.errors import BuildError
 from e2e.paths import e2e_home
 
-__all__ = ["resolve_python", "managed_env_dir", "environment_facts", "project_root"]
+__all__ = ["python_path", "resolve_python", "managed_env_dir", "environment_facts", "project_root"]
 
 MARKER = ".e2e-env.json"
 
@@ -86,6 +86,13 @@ def _create(build: BuildSpec, env: Path, log: Path, progress) -> None:
               "installing e2e (its vLLM plugin) into the server environment")
     (env / MARKER).write_text(json.dumps(
         {"requirements": build.requirements, "remove": build.remove, "base_python": base}) + "\n")
+
+
+def python_path(build: BuildSpec) -> Path:
+    """The interpreter a build has or will have, without creating anything."""
+    if build.python:
+        return Path(build.python).expanduser()
+    return managed_env_dir(build) / "bin" / "python"
 
 
 def resolve_python(build: BuildSpec, *, progress=lambda message: None) -> Path:

@@ -93,15 +93,21 @@ def run(
     _guard(body)
 
 
-def _print_run(folder: Path, record) -> None:
+def _print_run(folder: Path, record, brief: bool = False) -> None:
     mx = record.metrics
     status = "[green]valid[/]" if record.valid else "[bold red]INVALID[/]"
-    out.print(f"{record.run_id}: {status}  ->  {folder}", highlight=False)
+    headline = ""
+    if brief and mx is not None:
+        headline = (f"  ms/verify step {_fmt(mx.ms_per_verify_step, '', 3)}  acceptance "
+                    f"{_fmt(mx.acceptance_length, '', 3)}" if record.spec.dspark else
+                    f"  TPOT mean {_fmt(mx.tpot_ms_mean, '', 3)} ms  median "
+                    f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
+    out.print(f"{record.run_id}: {status}{headline}  ->  {folder}", highlight=False)
     for reason in record.invalid_reasons:
         out.print(f"  [red]invalid:[/] {reason}", highlight=False)
     for warning in record.warnings:
         out.print(f"  [yellow]warning:[/] {warning}", highlight=False)
-    if mx is None:
+    if mx is None or brief:
         return
     rows = [
         ("requests ok", f"{mx.ok_requests} / {mx.requests}"),
@@ -122,6 +128,104 @@ def _print_run(folder: Path, record) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         out.print(f"  {key:<{width}}  {value}", highlight=False)
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@app.command()
+def sweep(
+    arms: Annotated[Optional[str], typer.Option(
+        "--arms", help="Comma-separated arms (default: all of the config's, in its order).")] = None,
+    concurrency: Annotated[Optional[list[int]], typer.Option(
+        "--concurrency", help="Concurrency to run; repeat the flag for several (default: config).")] = None,
+    dspark: Annotated[bool, typer.Option("--dspark", help="Only with the speculator.")] = False,
+    no_dspark: Annotated[bool, typer.Option("--no-dspark", help="Only without it.")] = False,
+    both: Annotated[bool, typer.Option("--both", help="With and without it (the default).")] = False,
+    runs: Annotated[Optional[int], typer.Option(
+        help="Runs per cell (default: the config's repeats).", min=1)] = None,
+    max_attempts: Annotated[int, typer.Option(
+        help="Attempts per run before an invalid run is given up.", min=1)] = 2,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
+    report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
+    config: ConfigOpt = None,
+    results: ResultsOpt = Path("results"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Run the experiment matrix: arms x concurrencies x spec modes x runs, interleaved
+    (round k of every cell before round k+1, arm order rotated), resumable."""
+
+    def body() -> None:
+        from e2e.errors import ConfigError
+        from e2e.plan import make_plan
+        from e2e.plugin_check import plugin_check
+        from e2e.sweep import describe_plan, run_sweep
+
+        if sum([dspark, no_dspark, both]) > 1:
+            raise ConfigError("give at most one of --dspark, --no-dspark, --both")
+        modes = [True] if dspark else [False] if no_dspark else [False, True]
+        experiment = load_experiment(config)
+        plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
+                         spec_modes=modes, runs=runs)
+        if dry_run:
+            for line in describe_plan(experiment, plan, results):
+                out.print(line, highlight=False, soft_wrap=True)
+            return
+        outcome = run_sweep(
+            experiment, plan, results, max_attempts=max_attempts, progress=not quiet,
+            say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
+            on_run=lambda folder, record: _print_run(folder, record, brief=True),
+            plugin_check=plugin_check)
+        out.print(f"sweep: {len(outcome.ran)} run(s) made, {len(outcome.skipped)} already done, "
+                  f"{len(outcome.invalid)} invalid, {len(outcome.given_up)} given up", highlight=False)
+        for run_id in outcome.given_up:
+            out.print(f"  [red]given up:[/] {run_id} (see its run.json)", highlight=False)
+        if report:
+            _report(results / experiment.name)
+        if outcome.given_up:
+            raise typer.Exit(1)
+
+    _guard(body)
+
+
+def _report(folder: Path, report_from_run: int | None = None, baseline: str = "main") -> None:
+    from e2e.errors import ResultsError
+    from e2e.gsm8k import load_report, render_csv, render_markdown
+    from e2e.paths import atomic_write_bytes
+    from e2e.report import build_report
+
+    folder = Path(folder)
+    gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
+    try:
+        output = build_report(folder, report_from_run=report_from_run, baseline=baseline)
+    except ResultsError:
+        if gsm8k is None:
+            raise
+        output = None  # only GSM8K results here
+    if output is not None:
+        out.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
+        err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
+    if gsm8k is not None:
+        text = render_markdown(gsm8k)
+        atomic_write_bytes(folder / "report" / "gsm8k.md", text)
+        atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
+        out.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
+        err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
+
+
+@app.command()
+def report(
+    results_dir: Annotated[Path, typer.Argument(
+        help="An experiment's results folder, e.g. results/default.")],
+    report_from_run: Annotated[Optional[int], typer.Option(
+        help="First reported run of each cell (default: the config's report_from_run).",
+        min=1)] = None,
+    baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
+) -> None:
+    """Render a results folder: Markdown (PR-description tables), CSV and PNG plots."""
+    _guard(lambda: _report(results_dir, report_from_run, baseline))
 
 
 @app.command()
@@ -174,6 +278,18 @@ def build(
                   highlight=False)
 
     _guard(body)
+
+
+def _register_optional() -> None:
+    """Commands whose modules need heavier imports are registered lazily by name."""
+    from e2e.gsm8k.command import gsm8k_command
+    from e2e.micro import micro_command
+
+    app.command("gsm8k")(gsm8k_command)
+    app.command("micro")(micro_command)
+
+
+_register_optional()
 
 
 def main() -> None:  # pragma: no cover

@@ -18,7 +18,8 @@ import numpy as np
 from e2e.errors import BuildError
 from e2e.paths import atomic_dir, e2e_home, tree_hash
 
-__all__ = ["TINY_LLAMA", "TinyLlamaSpec", "build_tiny_llama", "resolve_model"]
+__all__ = ["TINY_LLAMA", "TinyLlamaSpec", "build_tiny_llama", "tiny_llama_dir", "model_path",
+           "resolve_model"]
 
 SPECIALS = ["<s>", "</s>", "<unk>"]
 
@@ -163,10 +164,15 @@ def _write_weights(spec: type[TinyLlamaSpec], vocab: int, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
+def tiny_llama_dir(root: Path | None = None, spec: type[TinyLlamaSpec] = TinyLlamaSpec) -> Path:
+    root = Path(root) if root is not None else e2e_home() / "models"
+    return root / f"{spec.name}-{spec.fingerprint()}"
+
+
 def build_tiny_llama(root: Path | None = None, spec: type[TinyLlamaSpec] = TinyLlamaSpec) -> Path:
     """Build (once) and return the tiny model's folder under ``$E2E_HOME/models``."""
-    root = Path(root) if root is not None else e2e_home() / "models"
-    final = root / f"{spec.name}-{spec.fingerprint()}"
+    final = tiny_llama_dir(root, spec)
+    root = final.parent
     if (final / "config.json").exists():
         return final
     try:
@@ -185,6 +191,14 @@ def build_tiny_llama(root: Path | None = None, spec: type[TinyLlamaSpec] = TinyL
 
 def special_token_ids() -> list[int]:
     return list(range(len(SPECIALS)))
+
+
+def model_path(model: str) -> str:
+    """What ``--model`` gets, without building anything."""
+    if model == TINY_LLAMA:
+        return str(tiny_llama_dir())
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.is_dir() else model
 
 
 def resolve_model(model: str) -> tuple[str, str | None]:

@@ -1,0 +1,102 @@
+"""The sweep plan's order and the resume logic (no server: run_one is replaced)."""
+
+from __future__ import annotations
+
+import pytest
+
+import e2e.sweep as sweep_mod
+from e2e.config import RunSpec
+from e2e.errors import ConfigError
+from e2e.plan import make_plan, run_state
+from e2e.records import RunRecord, ServerInfo
+from e2e.store import finalize, new_partial_dir, write_run
+
+
+def test_rounds_interleave_and_rotate(default_experiment):
+    plan = make_plan(default_experiment, concurrencies=[1, 4], spec_modes=[False, True], runs=3)
+    assert len(plan) == 3 * 2 * 2 * 3
+    rounds = [s.repeat for s in plan]
+    assert rounds == sorted(rounds)  # run k of every cell before run k+1
+    first_cell = [s.arm for s in plan if s.concurrency == 1 and not s.dspark]
+    assert first_cell == ["main", "flag-off", "pr",   # round 1
+                          "flag-off", "pr", "main",   # round 2, rotated by one
+                          "pr", "main", "flag-off"]   # round 3
+    # within a round the arms of one cell run back to back
+    assert [s.cell for s in plan[:3]] == ["main-c1-base", "flag-off-c1-base", "pr-c1-base"]
+    assert make_plan(default_experiment, concurrencies=[1, 4], runs=3) == make_plan(
+        default_experiment, concurrencies=[1, 4], runs=3)
+
+
+def test_plan_narrowing_and_bad_arms(default_experiment):
+    plan = make_plan(default_experiment, arms=["pr", "main"], concurrencies=[4],
+                     spec_modes=[True], runs=2)
+    assert [s.run_id for s in plan] == ["pr-c4-dspark-r1", "main-c4-dspark-r1",
+                                        "main-c4-dspark-r2", "pr-c4-dspark-r2"]
+    with pytest.raises(ConfigError, match="unknown arm"):
+        make_plan(default_experiment, arms=["nope"])
+    with pytest.raises(ConfigError, match="twice"):
+        make_plan(default_experiment, arms=["main", "main"])
+
+
+def fake_record(experiment, spec: RunSpec, valid: bool) -> RunRecord:
+    return RunRecord(
+        experiment=experiment.name, run_id=spec.run_id, spec=spec, arm_settings={}, config={},
+        server=ServerInfo(argv=["x"], env={}, base_url="http://127.0.0.1:1", model="m"),
+        provenance={}, started_at="t", finished_at="t", valid=valid,
+        invalid_reasons=[] if valid else ["boom"])
+
+
+def store(tmp_path, experiment, spec, valid):
+    partial = new_partial_dir(tmp_path, experiment.name, spec.run_id)
+    write_run(partial, fake_record(experiment, spec, valid))
+    return finalize(partial, tmp_path, experiment.name, spec.run_id)
+
+
+def test_run_state(tmp_path, default_experiment):
+    spec = make_plan(default_experiment, runs=1)[0]
+    assert run_state(tmp_path, "default", spec).attempts == 0
+    store(tmp_path, default_experiment, spec, valid=False)
+    state = run_state(tmp_path, "default", spec)
+    assert (state.done, state.attempts, state.last_reason) == (False, 1, "boom")
+    store(tmp_path, default_experiment, spec, valid=True)  # the invalid one moves to .attempts
+    state = run_state(tmp_path, "default", spec)
+    assert (state.done, state.attempts) == (True, 2)
+    assert (tmp_path / "default" / ".attempts" / f"{spec.run_id}.1" / "run.json").exists()
+    other = spec.model_copy(update={"output_len": 7})
+    assert not run_state(tmp_path, "default", other).done  # other settings: not reused
+
+
+def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default_experiment,
+                                                               monkeypatch):
+    plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=2)
+    calls = []
+    failing = {"flag-off-c1-base-r1"}
+
+    def fake_run_one(experiment, spec, results, **kwargs):
+        calls.append(spec.run_id)
+        folder = store(results, experiment, spec, valid=spec.run_id not in failing)
+        return folder, fake_record(experiment, spec, spec.run_id not in failing)
+
+    monkeypatch.setattr(sweep_mod, "run_one", fake_run_one)
+    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=2,
+                                  progress=False)
+    assert calls.count("flag-off-c1-base-r1") == 2 and len(calls) == len(plan) + 1
+    assert outcome.given_up == ["flag-off-c1-base-r1"]
+
+    calls.clear()
+    failing.clear()
+    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=3,
+                                  progress=False)
+    assert calls == ["flag-off-c1-base-r1"]  # only the invalid run is made again
+    assert len(outcome.skipped) == len(plan) - 1 and not outcome.given_up
+
+
+def test_dry_run_describes_every_run_without_starting(tmp_path, default_experiment):
+    from e2e.sweep import describe_plan
+
+    plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[True], runs=1)
+    text = "\n".join(describe_plan(default_experiment, plan, tmp_path))
+    assert text.count("command: ") == 3
+    assert "--speculative-config" in text and '"method": "ngram"' in text
+    assert "E2E_PLUGIN_SETTINGS=" in text and "E2E_ARM=pr" in text
+    assert not (tmp_path / "default").exists()

@@ -1,0 +1,79 @@
+"""`e2e sweep` as a user runs it, against the real CPU server: Ctrl-C midway leaves finished
+runs intact and no server behind; the same command then finishes the remaining runs only;
+`e2e report` renders what is there."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.server
+
+CONFIG = ROOT / "configs" / "default.toml"
+
+
+def small_config(tmp_path: Path) -> Path:
+    text = CONFIG.read_text()
+    text = text.split("[arms.main]")[0]  # keep server, speculator, load; replace the arms
+    text = text.replace("prompts_per_concurrency = 32", "prompts_per_concurrency = 3")
+    text = text.replace("output_len = 509", "output_len = 32")
+    text = text.replace("warmup_requests = 2", "warmup_requests = 1")
+    text = text.replace("startup_timeout_s = 300", "startup_timeout_s = 300\nlock_wait_s = 900")
+    text = text.replace('name = "default"', 'name = "sweeptest"')
+    text += '\n[arms.main]\n\n[arms.main-repeat]\ndescription = "A/A"\n'
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def e2e(*args, cwd):
+    return [sys.executable, "-m", "e2e.cli", *args]
+
+
+def vllm_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "vllm.entrypoints" in line and "sweeptest" not in line
+            and str(os.getpid()) not in line]
+
+
+def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
+    config = small_config(tmp_path)
+    results = tmp_path / "results"
+    args = ["sweep", "--config", str(config), "--results", str(results), "--concurrency", "1",
+            "--no-dspark", "--runs", "1", "-q"]
+    exp = results / "sweeptest"
+    before = set(vllm_processes())
+
+    proc = subprocess.Popen([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (exp / "main-c1-base-r1" / "run.json").exists():
+        time.sleep(1)
+    assert (exp / "main-c1-base-r1" / "run.json").exists(), proc.communicate(timeout=5)[0]
+    time.sleep(8)  # the second run's server is starting
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    assert set(vllm_processes()) <= before, "a server survived the interrupt"
+    first = json.loads((exp / "main-c1-base-r1" / "run.json").read_text())
+    assert first["valid"] is True
+
+    done = subprocess.run([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 run(s) made, 1 already done" in done.stdout
+    assert json.loads((exp / "main-repeat-c1-base-r1" / "run.json").read_text())["valid"]
+    # the report came with the sweep: one run per cell is flagged, not hidden
+    report = (exp / "report" / "report.md").read_text()
+    assert "main-repeat" in report and "fewer than 3" in report.lower()
+    assert (exp / "report" / "cells.csv").exists()
