@@ -175,6 +175,8 @@ def test_registry_and_errors():
             PATHS[name](idx, lens[:3], out, torch.empty(5, dtype=torch.int32, device=DEVICE))
         with pytest.raises(ValueError):
             PATHS[name](idx, lens, out, torch.empty(4, dtype=torch.int32, device=DEVICE))
+        with pytest.raises(TypeError):
+            PATHS[name](idx, lens, out.long(), torch.empty(5, dtype=torch.int32, device=DEVICE))
     with pytest.raises(ValueError):
         PATHS["main"](idx, lens, out[:31], torch.empty(5, dtype=torch.int32, device=DEVICE))
     with pytest.raises(ValueError):

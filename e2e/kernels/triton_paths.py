@@ -150,13 +150,13 @@ def _fused_kernel(idx_ptr, len_ptr, out_ptr, indptr_ptr, ws_ptr, N, W, stride, l
             flags = tl.load(ws_ptr + 2 + offs, mask=before, other=1, volatile=True)
         prefix = tl.sum(tl.where(before, flags - 1, 0), axis=0)
         nprog = tl.num_programs(0)
-        if tl.atomic_add(ws_ptr + 1, 1) == nprog - 1:  # last to finish: reset the workspace
-            tl.store(ws_ptr + 2 + offs, 0, mask=offs < nprog)
-            tl.store(ws_ptr + tl.arange(0, 2), 0)
+        done = tl.atomic_add(ws_ptr + 1, 1)  # the last program to finish resets the workspace
+        last = (tl.zeros([MAXP], dtype=tl.int32) + done) == nprog - 1
+        tl.store(ws_ptr + 2 + offs, 0, mask=(offs < nprog) & last)
+        tl.store(ws_ptr + offs, 0, mask=(offs < 2) & last)
     incl = incl + prefix
     tl.store(indptr_ptr + 1 + rows, incl, mask=rmask)
-    if b == 0:
-        tl.store(indptr_ptr, 0)
+    tl.store(indptr_ptr + tl.arange(0, 1), 0, mask=(tl.arange(0, 1) + b) == 0)
     if ONE_CHUNK:
         pos = (incl - cnt)[:, None] + tl.cumsum(k, axis=1) - k
         tl.store(out_ptr + pos, v, mask=k != 0)
@@ -184,27 +184,40 @@ _RUNNERS: dict[tuple, Any] = {}
 
 def _launch(kernel, grid: int, warps: int, tensors: tuple, ints: tuple, consts: tuple) -> None:
     """``kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)``, the kernel's
-    parameters being in that order.
+    parameters being in that order (``ints``: ``N, W, stride, limit`` or a prefix of them).
 
     Direct launch: Triton's JIT dispatch (argument binding, specialisation key, option
     knobs) costs several µs per launch on the host. The first launch of each
     specialisation goes through it and keeps the compiled kernel's runner; later launches
     call that runner. The key holds everything the compiled code depends on: the kernel,
-    grid, warps, constexpr values, tensor dtypes, 16-byte alignment of each pointer, the
-    device, and Triton's specialisation of each int argument (== 1, divisible by 16; all
-    ints are below 2**31, and ``N`` and ``limit`` are ``do_not_specialize``). Off under
+    grid, warps, constexpr values, device, the input dtypes (outputs are int32, checked by
+    ``_prep``), Triton's specialisation of ``W`` and ``stride`` (== 1, divisible by 16;
+    ``N`` and ``limit`` are ``do_not_specialize``, and every int is below 2**31), and
+    pointer alignment: only launches whose pointers are all 16-byte aligned (every
+    tensor torch allocates) use a runner; others always go through the JIT. Off under
     the interpreter and with ``E2E_TRITON_DIRECT_LAUNCH=0``."""
     if _DIRECT:
-        key = (kernel, grid, warps, consts, tensors[0].get_device(),
-               tuple((t.dtype, t.data_ptr() & 15) for t in tensors),
-               tuple((i == 1, i & 15) for i in ints))
-        runner = _RUNNERS.get(key)
-        if runner is not None:
-            runner(*tensors, *ints, *consts)
+        ptrs = 0
+        for t in tensors:
+            ptrs |= t.data_ptr()
+        if ptrs & 15 == 0:
+            t0 = tensors[0]
+            if len(ints) > 2:
+                w, st = ints[1], ints[2]
+                spec = (w == 1, w & 15 == 0, st == 1, st & 15 == 0)
+            else:
+                spec = None
+            key = (kernel, grid, warps, consts, t0.get_device(), t0.dtype,
+                   tensors[1].dtype if len(tensors) > 1 else None, spec)
+            runner = _RUNNERS.get(key)
+            if runner is not None:
+                runner(*tensors, *ints, *consts)
+                return
+            compiled = kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
+            if compiled is not None:
+                _RUNNERS[key] = compiled[(grid, 1, 1)]
             return
-    compiled = kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
-    if _DIRECT and compiled is not None:
-        _RUNNERS[key] = compiled[(grid, 1, 1)]
+    kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
 
 
 # --------------------------------------------------------------------------- launch configs
@@ -264,23 +277,31 @@ def _workspace(like: torch.Tensor) -> torch.Tensor:
     return ws
 
 
-def _prep(indices: torch.Tensor, lengths: torch.Tensor, indptr_out: torch.Tensor, num_rows):
+def _prep(indices: torch.Tensor, lengths: torch.Tensor, indices_out: torch.Tensor,
+          indptr_out: torch.Tensor, num_rows):
+    """Normalise and check one call's arguments; return
+    ``(indices [N, W] with unit column stride, lengths [N] contiguous, ints, has_limit)``
+    with ``ints = (N, W, row stride, limit)``."""
     if indices.dim() != 2:
         indices = as_rows(indices)
     n, w = indices.shape
-    if w > 1 and indices.stride(1) != 1:
+    s0, s1 = indices.stride()
+    if s1 != 1 and w > 1:
         indices = indices.contiguous()
+        s0 = w
     if lengths.dim() != 1 or (n > 1 and lengths.stride(0) != 1):
         lengths = lengths.reshape(-1).contiguous()
     if lengths.shape[0] != n:
         raise ValueError(f"expected one length per row: {lengths.shape[0]} lengths for {n} rows")
     if indptr_out.numel() <= n:
         raise ValueError(f"indptr_out holds {indptr_out.numel()} entries, needs {n + 1}")
-    if n * w >= _INT32_MAX or indices.stride(0) * n >= _INT32_MAX:
+    if indices_out.dtype is not torch.int32 or indptr_out.dtype is not torch.int32:
+        raise TypeError("indices_out and indptr_out must be int32")
+    if (s0 + w) * n >= _INT32_MAX:
         raise ValueError("indices must span fewer than 2**31 elements")
     if num_rows is None or num_rows > _INT32_MAX:
-        return indices, lengths, n, w, False, 0
-    return indices, lengths, n, w, True, max(int(num_rows), -1)
+        return indices, lengths, (n, w, s0, 0), False
+    return indices, lengths, (n, w, s0, max(int(num_rows), -1)), True
 
 
 # --------------------------------------------------------------------------- paths
@@ -289,9 +310,9 @@ def _prep(indices: torch.Tensor, lengths: torch.Tensor, indptr_out: torch.Tensor
 def pack_inplace(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
     """In-place path: count into ``indptr_out[1:]``, scan in place, compact into
     ``indices_out``. 3 kernels, no allocation, no copy; CUDA-graph capturable."""
-    indices, lengths, n, w, has_limit, limit = _prep(indices, lengths, indptr_out, num_rows)
-    grid, rows, bw, warps = _staged_config(n, w)
-    ints = (n, w, indices.stride(0), limit)
+    indices, lengths, ints, has_limit = _prep(indices, lengths, indices_out, indptr_out, num_rows)
+    n = ints[0]
+    grid, rows, bw, warps = _staged_config(n, ints[1])
     _launch(_count_kernel, grid, warps, (indices, lengths, indptr_out), ints, (has_limit, 1, rows, bw))
     _launch(_scan_kernel, 1, 4, (indptr_out, indptr_out), (n,), (1, _SCAN_BLOCK))
     _launch(_compact_kernel, grid, warps, (indices, lengths, indptr_out, indices_out), ints, (has_limit, rows, bw))
@@ -300,11 +321,11 @@ def pack_inplace(indices, lengths, indices_out, indptr_out, num_rows=None) -> No
 def pack_main(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
     """Main path, as the reference builds it: 3 allocations (counts, indptr, flat scratch),
     count → scan → compact into them, then 2 device copies into the caller's buffers."""
-    indices, lengths, n, w, has_limit, limit = _prep(indices, lengths, indptr_out, num_rows)
+    indices, lengths, ints, has_limit = _prep(indices, lengths, indices_out, indptr_out, num_rows)
+    n, w = ints[0], ints[1]
     if indices_out.numel() < n * w:
         raise ValueError(f"indices_out holds {indices_out.numel()} entries, the main path copies {n * w}")
     grid, rows, bw, warps = _staged_config(n, w)
-    ints = (n, w, indices.stride(0), limit)
     dev = indices.device
     counts = torch.empty(n, dtype=torch.int32, device=dev)
     indptr = torch.empty(n + 1, dtype=torch.int32, device=dev)
@@ -319,11 +340,11 @@ def pack_main(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
 def pack_fused(indices, lengths, indices_out, indptr_out, num_rows=None) -> None:
     """Fused path: one launch of ``ceil(N / ROWS)`` programs chained by a decoupled
     look-back; writes ``indptr_out[:N + 1]`` and ``indices_out[:indptr[N]]`` only."""
-    indices, lengths, n, w, has_limit, limit = _prep(indices, lengths, indptr_out, num_rows)
-    grid, rows, bw, maxp, one, warps = fused_config(n, w)
+    indices, lengths, ints, has_limit = _prep(indices, lengths, indices_out, indptr_out, num_rows)
+    grid, rows, bw, maxp, one, warps = fused_config(ints[0], ints[1])
     ws = _workspace(indices) if grid > 1 else indptr_out
     _launch(_fused_kernel, grid, warps, (indices, lengths, indices_out, indptr_out, ws),
-            (n, w, indices.stride(0), limit), (has_limit, rows, bw, maxp, one, grid > 1))
+            ints, (has_limit, rows, bw, maxp, one, grid > 1))
 
 
 def empty_launch(x: torch.Tensor) -> None:
