@@ -247,14 +247,14 @@ def _staged_config(n: int, w: int) -> tuple[int, int, int, int]:
 def fused_config(n: int, w: int) -> tuple[int, int, int, int, bool, int]:
     """(grid, ROWS, BW, MAXP, ONE_CHUNK, num_warps) for the fused kernel at ``N x W``.
 
-    Up to 8 rows: one program owns them all (no look-back). More: 4 rows per program
+    Up to 16 rows: one program owns them all (no look-back). More: 4 rows per program
     (more if that would exceed ``_MAX_BLOCKS`` programs) chained by a decoupled look-back.
     Chosen with ``python -m e2e.kernels.tune`` on an H200 (docs/kernels.md)."""
     cfg = _FUSED.get((n, w))
     if cfg is None:
         bw = min(max(_pow2(w), 16), 128)
-        if n <= 8:
-            rows, warps = max(_pow2(n), 1), 4
+        if n <= 16:
+            rows, warps = max(_pow2(n), 1), (4 if n <= 8 else 8)
         else:
             rows, warps = max(4, _pow2(triton.cdiv(n, _MAX_BLOCKS))), 4
         grid = max(1, triton.cdiv(n, rows))

@@ -60,8 +60,6 @@ def triton_cdiv(a: int, b: int) -> int:
 
 def host_breakdown(n: int = 64, cols: int = 128, calls: int = 2000) -> None:
     """Host µs per call of each piece of an eager fused call (``--host``)."""
-    import time
-
     dev = torch.device("cuda")
     idx, lens = make_inputs(n, cols, frac_negative=0.05, num_rows=65536, seed=0, device=dev)
     out = torch.empty(n * cols, dtype=torch.int32, device=dev)
@@ -73,19 +71,13 @@ def host_breakdown(n: int = 64, cols: int = 128, calls: int = 2000) -> None:
     ws = tp._workspace(idx)
     tensors, ints = (idx, lens, out, ptr, ws), (n, cols, cols, 65536)
     consts = (True, rows, bw, maxp, one, grid > 1)
-    key = (tp._fused_kernel, grid, warps, consts, idx.get_device(),
-           tuple((t.dtype, t.data_ptr() & 15) for t in tensors), tuple((i == 1, i & 15) for i in ints))
-    runner = tp._RUNNERS[key]
     pieces = {
         "empty (jit)": lambda: tp.empty_launch(idx),
         "empty (direct)": lambda: tp.empty_launch_direct(idx),
-        "prep": lambda: tp._prep(idx, lens, ptr, 65536),
+        "prep": lambda: tp._prep(idx, lens, out, ptr, 65536),
         "config": lambda: tp.fused_config(n, cols),
         "workspace": lambda: tp._workspace(idx),
-        "launch key": lambda: (tp._fused_kernel, grid, warps, consts, idx.get_device(),
-                               tuple((t.dtype, t.data_ptr() & 15) for t in tensors),
-                               tuple((i == 1, i & 15) for i in ints)),
-        "runner": lambda: runner(*tensors, *ints, *consts),
+        "_launch (fused)": lambda: tp._launch(tp._fused_kernel, grid, warps, tensors, ints, consts),
         "pack_fused": lambda: tp.pack_fused(idx, lens, out, ptr, 65536),
         "pack_inplace": lambda: tp.pack_inplace(idx, lens, out, ptr, 65536),
     }
