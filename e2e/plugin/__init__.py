@@ -1,34 +1,94 @@
-"""e2e's vLLM general plugin (entry point group ``vllm.general_plugins``).
+"""e2e's vLLM general plugin (entry point ``e2e.plugin:register`` in ``vllm.general_plugins``).
 
-vLLM calls ``register()`` in every process it starts. The arm's settings arrive as JSON in
-``E2E_PLUGIN_SETTINGS``; with none, the plugin does nothing. Each call logs one line that
-starts with ``e2e-plugin:`` saying what it applied or why it applied nothing; e2e reads the
-server log for it before measuring.
+vLLM calls ``register()`` in every process it starts (the API server, the engine core, each
+worker). The arm's settings arrive as JSON in ``E2E_PLUGIN_SETTINGS`` (its name in
+``E2E_ARM``); with none, the plugin does nothing. ``register()`` installs import hooks and
+logs one line per process; the settings take effect where vLLM creates the object they
+change, and that process logs the line e2e checks before measuring::
+
+    e2e-plugin: applied in worker (pid N, <where>): arm=<arm> <what> | settings=<json>
+
+- builds with the DeepSeek-V4/V4.1 ROCm SWA builders (ROCm): ``e2e.plugin.rocm`` patches
+  them; the line comes from the first builder constructed in a worker.
+- other builds (the CPU default): ``e2e.plugin.inject`` wraps the model runner; the line
+  comes from the model runner's constructor, which runs only in a worker.
+
+Every line starts with ``e2e-plugin:``; ``e2e.plugin_check`` reads them from the server log.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import multiprocessing
 import os
+import sys
+
+from e2e.plugin._hooks import when_imported
+from e2e.plugin.settings import PluginSettings, SettingsError, canonical
+
+__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
-log = logging.getLogger("e2e.plugin")
+ARM_ENV = "E2E_ARM"
+APPLIED = "e2e-plugin: applied in worker"
+RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 
 
 def _say(message: str) -> None:
     # vLLM configures its own loggers; print keeps the line in the server log whatever they do.
-    print(f"e2e-plugin: {message} (pid {os.getpid()})", flush=True)
+    print(f"e2e-plugin: {message}", flush=True)
+
+
+def _role() -> str:
+    name = multiprocessing.current_process().name
+    return "api-server" if name == "MainProcess" else name
+
+
+def rocm_build() -> bool:
+    """True on a ROCm torch: the build whose DeepSeek-V4/V4.1 SWA builders import."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return getattr(torch.version, "hip", None) is not None
 
 
 def register() -> None:
+    pid = os.getpid()
+    role = _role()
     raw = os.environ.get(PLUGIN_ENV)
     if not raw:
-        _say(f"nothing to apply ({PLUGIN_ENV} is not set)")
+        _say(f"nothing to apply in {role} (pid {pid}): {PLUGIN_ENV} is not set")
         return
+    arm = os.environ.get(ARM_ENV, "?")
     try:
-        settings = json.loads(raw)
-    except ValueError as exc:
-        _say(f"not applied: {PLUGIN_ENV} is not JSON: {exc}")
+        settings, data = PluginSettings.parse(raw)
+    except SettingsError as exc:
+        _say(f"not applied in {role} (pid {pid}): arm {arm}: {exc}")
         return
-    _say(f"not applied: settings {settings} need the packing hooks, which this e2e lacks")
+    text = canonical(data)
+
+    def applied(where: str, what: str) -> None:
+        _say(f"applied in worker (pid {os.getpid()}, {where}): arm={arm} {what} "
+             f"| settings={text}")
+
+    if rocm_build():
+        from e2e.plugin.rocm import ROCM_MODULES, patch_rocm_module
+
+        for name in ROCM_MODULES:
+            when_imported(name, lambda module: patch_rocm_module(module, settings, applied))
+        target = "a DeepSeek-V4/V4.1 ROCm SWA metadata builder"
+    else:
+        from e2e.plugin.inject import patch_model_runner
+
+        def patch(module) -> None:
+            patch_model_runner(module.GPUModelRunner, settings, applied, _say)
+
+        when_imported(RUNNER_MODULE, patch)
+        target = "a model runner"
+    if role == "api-server" and "vllm.v1.worker.worker_base" not in sys.modules:
+        _say(f"nothing applied in api-server (pid {pid}): the API server runs no model "
+             f"runner; arm {arm}'s settings {text} apply in the worker (hooks installed "
+             f"for processes forked from here)")
+    else:
+        _say(f"hooks installed in {role} (pid {pid}): arm {arm}'s settings {text} apply "
+             f"when this process creates {target}")
