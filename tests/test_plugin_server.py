@@ -1,0 +1,38 @@
+"""A real vLLM CPU server of the ``pr`` arm: e2e's plugin applies the arm's settings in the
+worker process, logs it, and ``plugin_check`` accepts the log (and refuses other settings)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import e2e.runner as runner
+from conftest import small
+from e2e.config import RunSpec
+from e2e.plugin_check import plugin_check
+
+pytestmark = pytest.mark.server
+
+
+def test_pr_server_applies_settings_in_worker(default_experiment, server_python, tmp_path):
+    experiment = small(default_experiment)
+    spec = RunSpec.resolve(experiment, arm="pr", concurrency=1, dspark=False, prompts=2,
+                           output_len=16)
+    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False,
+                                    plugin_check=plugin_check)
+    assert record.valid, record.invalid_reasons
+    log = folder / "server.log"
+    text = log.read_text(errors="replace")
+    settings = experiment.arm("pr").plugin
+    applied = re.findall(r"e2e-plugin: applied in worker \(pid (\d+), (\w+)\): arm=pr "
+                         r"mode=inject packing=inplace -> cpu-inplace", text)
+    assert applied, text[-3000:]
+    front = re.search(r"e2e-plugin: nothing applied in api-server \(pid (\d+)\)", text)
+    assert front, "the API server process logged no line"
+    assert front.group(1) not in {pid for pid, _ in applied}  # applied in another process
+    assert re.search(r"e2e-plugin: first decode step in worker \(pid \d+\): 1 decode "
+                     r"token\(s\), window indices packed 7 times", text)
+    assert plugin_check(log, settings) is None
+    reason = plugin_check(log, {"packing": "main"})
+    assert reason and "not this arm's" in reason
