@@ -9,8 +9,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.builds import python_path, resolve_python
+from e2e.builds import prepare, python_path
 from e2e.config import Experiment
+from e2e.kinds import KINDS, VLLM, ServerKind
 from e2e.tinymodel import model_path, resolve_model
 
 __all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env",
@@ -19,7 +20,6 @@ __all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"
 REDACTED = "***"
-_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,12 @@ class ServerLaunch:
     model: str = ""
     model_hash: str | None = None
     api_key: str | None = None
+    build: dict = field(default_factory=dict)  # what the build was made from (provenance)
+
+    kind: ServerKind = VLLM
 
     def argv(self, port: int) -> list[str]:
-        return [str(self.python), "-m", _MODULE, *self.args, "--host", self.host,
+        return [str(self.python), *self.kind.entry, *self.args, "--host", self.host,
                 "--port", str(port)]
 
 
@@ -50,13 +53,18 @@ def server_launch(
     settings = experiment.arm(arm)
     server = experiment.server
     build = settings.build or server.build
+    build_info: dict = {"kind": build.kind}
     if python is None:
-        python = python_path(build) if dry else resolve_python(build, progress=progress)
+        if dry:
+            python = python_path(build)
+        else:
+            prepared = prepare(build, progress=progress)
+            python, build_info = prepared.python, prepared.describe()
     model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
     args = ["--model", model, *server.args, *settings.args]
+    kind = KINDS[server.kind]
     if dspark:
-        args += ["--speculative-config", json.dumps(experiment.speculator("dspark"),
-                                                    sort_keys=True)]
+        args += kind.speculative_args(experiment.speculator("dspark"))
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
@@ -64,7 +72,7 @@ def server_launch(
         env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
     return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
                         host=server.host, model=model, model_hash=model_hash,
-                        api_key=server.api_key)
+                        api_key=server.api_key, build=build_info, kind=kind)
 
 
 def redact_env(env: dict[str, str], pattern: str) -> dict[str, str]:

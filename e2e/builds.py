@@ -1,7 +1,12 @@
 """Server builds: the Python environment an arm's server runs in.
 
-Two kinds of ``BuildSpec``: an existing interpreter (``python = "/path/bin/python"``), or a
-managed environment that e2e creates from pip requirements under ``$E2E_HOME/envs`` and owns.
+Three kinds of ``BuildSpec``:
+- ``python``: an existing interpreter, used as it is;
+- ``requirements``: a managed environment that e2e creates with pip under ``$E2E_HOME/envs``;
+- ``git``: a managed environment with a git ref checked out as a worktree under
+  ``$E2E_HOME/src`` and installed editable (the ref is resolved to a commit first, so a moving
+  branch gets a new environment when it moves).
+
 A managed environment is complete when its marker file exists; a failed build removes the
 folder, so no half-made environment is ever used. e2e installs itself into every managed
 environment (no dependencies) so that vLLM loads its plugin in every server process.
@@ -13,19 +18,34 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.config import BuildSpec
+from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
 from e2e.paths import e2e_home
 
-__all__ = ["python_path", "resolve_python", "managed_env_dir", "environment_facts", "project_root"]
+__all__ = ["Build", "prepare", "python_path", "resolve_python", "managed_env_dir",
+           "environment_facts", "project_root", "resolve_git"]
 
 MARKER = ".e2e-env.json"
+
+
+@dataclass(frozen=True)
+class Build:
+    """A prepared build: its interpreter and what it was made from."""
+
+    python: Path
+    kind: str
+    source: dict
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "python": str(self.python), **self.source}
 
 
 def project_root() -> Path | None:
@@ -34,9 +54,56 @@ def project_root() -> Path | None:
     return root if (root / "pyproject.toml").exists() else None
 
 
-def managed_env_dir(build: BuildSpec) -> Path:
-    base = build.base_python or sys.executable
-    key = json.dumps([build.requirements, build.remove, base], sort_keys=True)
+def _git(*args: str, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=600, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise BuildError(f"cannot run git: {exc}; install git") from exc
+    if done.returncode != 0:
+        raise BuildError(f"git {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
+
+
+def _local_repo(source: GitSource) -> Path:
+    """A local repository holding ``source``'s commits: the path itself, or a clone of the
+    URL kept under ``$E2E_HOME/repos`` and fetched on each build."""
+    path = Path(source.repo).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    mirror = e2e_home() / "repos" / hashlib.sha256(source.repo.encode()).hexdigest()[:12]
+    if not (mirror / ".git").exists() and not (mirror / "HEAD").exists():
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        _git("clone", "--no-checkout", source.repo, str(mirror))
+    else:
+        _git("fetch", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*", cwd=mirror)
+    return mirror
+
+
+def resolve_git(source: GitSource) -> tuple[Path, str]:
+    """(local repository, full commit sha) of ``source.ref``; a bad ref is a clear error."""
+    repo = _local_repo(source)
+    for candidate in (source.ref, f"origin/{source.ref}"):
+        with contextlib.suppress(BuildError):
+            return repo, _git("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}",
+                              cwd=repo)
+    raise BuildError(f"git ref {source.ref!r} does not name a commit in {source.repo}; "
+                     "fix build.git.ref (a branch, tag or commit)")
+
+
+def base_python(build: BuildSpec) -> str:
+    """The interpreter that creates a managed environment: the config's, or the one e2e's own
+    Python was made from (resolved, so python and python3 name the same environment)."""
+    base = build.base_python or getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+def managed_env_dir(build: BuildSpec, commit: str | None = None) -> Path:
+    base = base_python(build)
+    parts: list = [build.requirements, build.remove, base]
+    if build.git or build.env:
+        parts += [build.env, build.git.repo if build.git else None, commit]
+    key = json.dumps(parts, sort_keys=True)
     return e2e_home() / "envs" / f"env-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -58,25 +125,48 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
-def _step(argv: list[str], log: Path, what: str) -> None:
+def _step(argv: list[str], log: Path, what: str, env: dict[str, str] | None = None) -> None:
     with open(log, "a") as handle:
         handle.write(f"\n$ {' '.join(argv)}\n")
         handle.flush()
         code = subprocess.call(argv, stdout=handle, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL,
+                               env={**os.environ, **(env or {})})
     if code != 0:
         raise BuildError(f"{what} failed (exit {code}); log: {log}\n--- last lines ---\n"
                          f"{_tail(log)}")
 
 
-def _create(build: BuildSpec, env: Path, log: Path, progress) -> None:
-    base = build.base_python or sys.executable
+def _worktree(repo: Path, commit: str, log: Path) -> Path:
+    tree = e2e_home() / "src" / commit[:16]
+    if (tree / ".git").exists():
+        return tree
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(BuildError):
+        _git("worktree", "prune", cwd=repo)
+    _step(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), commit], log,
+          f"checking out {commit[:12]}")
+    return tree
+
+
+def _create(build: BuildSpec, env: Path, log: Path, progress, git: tuple[Path, str] | None) -> dict:
+    base = base_python(build)
     python = str(env / "bin" / "python")
-    progress(f"creating the server environment {env} (once; a few minutes)")
+    progress(f"creating the server environment {env} (once; a few minutes); log: {log}")
     _step([base, "-m", "venv", str(env)], log, "creating the virtual environment")
     pip = [python, "-m", "pip", "--disable-pip-version-check"]
-    _step(pip + ["install", *build.requirements], log,
-          f"pip install {' '.join(build.requirements)}")
+    if build.requirements:
+        _step(pip + ["install", *build.requirements], log,
+              f"pip install {' '.join(build.requirements)}", build.env)
+    source: dict = {"requirements": build.requirements}
+    if git is not None:
+        repo, commit = git
+        tree = _worktree(repo, commit, log)
+        _step(pip + ["install", "-e", str(tree)], log,
+              f"pip install -e {tree} ({build.git.ref} = {commit[:12]})", build.env)
+        source.update(git_repo=build.git.repo, git_ref=build.git.ref, git_commit=commit,
+                      worktree=str(tree))
     if build.remove:
         _step(pip + ["uninstall", "-y", *build.remove], log,
               f"pip uninstall {' '.join(build.remove)}")
@@ -84,39 +174,47 @@ def _create(build: BuildSpec, env: Path, log: Path, progress) -> None:
     if root is not None:
         _step(pip + ["install", "--no-deps", "-e", str(root)], log,
               "installing e2e (its vLLM plugin) into the server environment")
-    (env / MARKER).write_text(json.dumps(
-        {"requirements": build.requirements, "remove": build.remove, "base_python": base}) + "\n")
+    (env / MARKER).write_text(json.dumps({**source, "base_python": base}) + "\n")
+    return source
 
 
 def python_path(build: BuildSpec) -> Path:
-    """The interpreter a build has or will have, without creating anything."""
+    """The interpreter a build has or will have, without creating anything (a git build is
+    named by its ref, not its commit, until it is prepared)."""
     if build.python:
         return Path(build.python).expanduser()
-    return managed_env_dir(build) / "bin" / "python"
+    return managed_env_dir(build, build.git.ref if build.git else None) / "bin" / "python"
 
 
-def resolve_python(build: BuildSpec, *, progress=lambda message: None) -> Path:
-    """The interpreter that runs the server; creates a managed environment when missing."""
+def prepare(build: BuildSpec, *, progress=lambda message: None) -> Build:
+    """Make sure a build exists (creating a managed environment when missing) and describe it."""
     if build.python:
         path = Path(build.python).expanduser()
         if not path.exists():
             raise BuildError(f"server interpreter {path} does not exist; fix server.build.python")
-        return path
-    env = managed_env_dir(build)
-    if (env / MARKER).exists():
-        return env / "bin" / "python"
-    log = env.with_name(env.name + ".build.log")
-    with _build_lock(env.with_name(env.name + ".lock")):
-        if (env / MARKER).exists():
-            return env / "bin" / "python"
-        shutil.rmtree(env, ignore_errors=True)  # a half-made env from an interrupted build
-        log.write_text("")
-        try:
-            _create(build, env, log, progress)
-        except BaseException:
-            shutil.rmtree(env, ignore_errors=True)
-            raise
-    return env / "bin" / "python"
+        return Build(python=path, kind="python", source={})
+    git = resolve_git(build.git) if build.git else None
+    env = managed_env_dir(build, git[1] if git else None)
+    marker = env / MARKER
+    if not marker.exists():
+        log = env.with_name(env.name + ".build.log")
+        with _build_lock(env.with_name(env.name + ".lock")):
+            if not marker.exists():
+                shutil.rmtree(env, ignore_errors=True)  # a half-made env from an interrupted build
+                log.write_text("")
+                try:
+                    _create(build, env, log, progress, git)
+                except BaseException:
+                    shutil.rmtree(env, ignore_errors=True)
+                    raise
+    source = json.loads(marker.read_text())
+    source.pop("base_python", None)
+    return Build(python=env / "bin" / "python", kind=build.kind, source=source)
+
+
+def resolve_python(build: BuildSpec, *, progress=lambda message: None) -> Path:
+    """The interpreter that runs the server; creates a managed environment when missing."""
+    return prepare(build, progress=progress).python
 
 
 _FACTS = r"""
@@ -154,8 +252,8 @@ print(json.dumps({
 
 
 def environment_facts(python: Path) -> dict:
-    """Versions and a hash of installed packages of the server's environment (no imports of
-    the engine itself, so it takes a moment)."""
+    """Versions and a hash of installed packages of the server's environment (read from
+    package metadata: the engine itself is not imported)."""
     try:
         out = subprocess.run([str(python), "-c", _FACTS], capture_output=True, text=True,
                              timeout=120, check=True).stdout

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from e2e.errors import ConfigError
 
 __all__ = [
+    "GitSource",
     "BuildSpec",
     "ServerConfig",
     "LoadConfig",
@@ -52,13 +53,27 @@ class _Strict(BaseModel):
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
+class GitSource(_Strict):
+    """A git repository and ref that e2e checks out (a worktree) and installs editable."""
+
+    repo: str = Field(description="A URL or a local path of a git repository.")
+    ref: str = Field(description="A branch, tag or commit; resolved to a commit at build time.")
+
+
 class BuildSpec(_Strict):
-    """Where a server's Python environment comes from: an existing interpreter, or a managed
-    environment that e2e creates from pip requirements (and owns)."""
+    """Where a server's Python environment comes from: an existing interpreter, a managed
+    environment that e2e creates from pip requirements, or one that e2e creates from a git
+    ref (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so
+    that Python-only changes need no compile). Managed environments are e2e's own."""
 
     python: str | None = Field(None, description="Interpreter of an existing environment.")
+    git: GitSource | None = Field(None, description="Repository and ref to install editable.")
     requirements: list[str] = Field(
-        default_factory=list, description="pip requirements of a managed environment."
+        default_factory=list,
+        description="pip requirements of a managed environment (with git: installed first).",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment for the install steps."
     )
     remove: list[str] = Field(
         default_factory=list, description="Packages to uninstall after installing."
@@ -69,9 +84,16 @@ class BuildSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> BuildSpec:
-        if bool(self.python) == bool(self.requirements):
-            raise ValueError("give exactly one of 'python' (an existing env) or 'requirements'")
+        sources = [bool(self.python), self.git is not None,
+                   bool(self.requirements) and self.git is None]
+        if sum(sources) != 1 or (self.python and (self.requirements or self.remove)):
+            raise ValueError("give exactly one of 'python' (an existing env), 'requirements' "
+                             "(a managed env) or 'git' (a managed env from a git ref)")
         return self
+
+    @property
+    def kind(self) -> str:
+        return "python" if self.python else "git" if self.git else "requirements"
 
 
 class ServerConfig(_Strict):

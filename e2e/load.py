@@ -41,14 +41,31 @@ class LoadSpec:
     path: str = "/v1/completions"
 
 
+def _tokenizer_file(model: str) -> Path | None:
+    """tokenizer.json of a local model folder, or of a hub model in the Hugging Face cache."""
+    import os
+
+    local = Path(model).expanduser() / "tokenizer.json"
+    if local.exists():
+        return local
+    if "/" not in model or Path(model).expanduser().exists():
+        return None
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    snapshots = hub / ("models--" + model.replace("/", "--")) / "snapshots"
+    found = sorted(snapshots.glob("*/tokenizer.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def vocabulary(model: str) -> tuple[int, list[int]]:
-    """(vocabulary size, special token ids) from a local model folder's tokenizer.json."""
-    path = Path(model)
-    tokenizer = path / "tokenizer.json"
-    if not tokenizer.exists():
+    """(vocabulary size, special token ids) from the model's tokenizer.json (a local folder,
+    or the Hugging Face cache for a hub name)."""
+    tokenizer = _tokenizer_file(model)
+    if tokenizer is None:
         raise ConfigError(
-            f"cannot find {tokenizer}: e2e draws prompt token ids from the model's tokenizer; "
-            "point server.model at a local model folder (with tokenizer.json)"
+            f"cannot find tokenizer.json for model {model!r}: e2e draws prompt token ids from "
+            "the model's tokenizer; point server.model at a local model folder, or download "
+            "the model into the Hugging Face cache first"
         )
     from tokenizers import Tokenizer
 

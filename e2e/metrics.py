@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.kinds import VLLM, ServerKind
 from e2e.records import RequestRecord, RunMetrics, SpecCounters
 
 __all__ = [
@@ -27,10 +28,10 @@ __all__ = [
     "request_tpot_s", "acceptance", "summarize_run",
 ]
 
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-SERVER_TPOT = "vllm:request_time_per_output_token_seconds"
+ACCEPTED = VLLM.accepted_metric
+DRAFTS = VLLM.drafts_metric
+DRAFT_TOKENS = VLLM.draft_tokens_metric
+SERVER_TPOT = VLLM.server_tpot_metric
 
 
 def parse_samples(text: str) -> dict[str, float]:
@@ -45,12 +46,12 @@ def parse_samples(text: str) -> dict[str, float]:
     return totals
 
 
-def spec_counters(text: str) -> SpecCounters:
+def spec_counters(text: str, kind: ServerKind = VLLM) -> SpecCounters:
     samples = parse_samples(text)
     return SpecCounters(
-        accepted=samples.get(ACCEPTED, 0.0),
-        drafts=samples.get(DRAFTS, 0.0),
-        draft_tokens=samples.get(DRAFT_TOKENS, 0.0),
+        accepted=samples.get(kind.accepted_metric, 0.0),
+        drafts=samples.get(kind.drafts_metric, 0.0),
+        draft_tokens=samples.get(kind.draft_tokens_metric, 0.0),
     )
 
 

@@ -68,10 +68,11 @@ def _git_sha(root: Path | None) -> str | None:
         return None
 
 
-def provenance(server_python: Path) -> dict:
+def provenance(server_python: Path, build: dict | None = None) -> dict:
     from e2e.builds import project_root
 
     return {
+        "build": build or {},
         "e2e": {"version": e2e.__version__, "git_sha": _git_sha(project_root()),
                 "python": platform.python_version()},
         "server_env": {"python_path": str(server_python), **environment_facts(server_python)},

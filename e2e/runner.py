@@ -106,9 +106,10 @@ def run_one(
         reasons.append(str(exc))
 
     finished.sort(key=lambda r: r.index)
-    before = m.spec_counters(metrics_before) if metrics_before else None
-    after = m.spec_counters(metrics_after) if metrics_after else None
-    server_tpot = (m.histogram_mean_delta(metrics_before, metrics_after, m.SERVER_TPOT)
+    before = m.spec_counters(metrics_before, launch.kind) if metrics_before else None
+    after = m.spec_counters(metrics_after, launch.kind) if metrics_after else None
+    server_tpot = (m.histogram_mean_delta(metrics_before, metrics_after,
+                                          launch.kind.server_tpot_metric)
                    if metrics_before and metrics_after else None)
     summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
                               counters_after=after if spec.dspark else None,
@@ -134,7 +135,7 @@ def run_one(
             model=launch.model,
             model_hash=launch.model_hash,
         ),
-        provenance=provenance(launch.python),
+        provenance=provenance(launch.python, launch.build),
         started_at=started,
         finished_at=utc_now(),
         counters_before=before,

@@ -163,7 +163,8 @@ class Server:
                     f"{log_tail(self.log_path)}"
                 )
             try:
-                if httpx.get(self.base_url + "/health", timeout=2.0).status_code == 200:
+                url = self.base_url + self.launch.kind.health_path
+                if httpx.get(url, timeout=2.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

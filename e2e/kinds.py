@@ -1,0 +1,37 @@
+"""Server kinds: how to start one, where its health check is, and which Prometheus metrics
+carry what e2e measures. vLLM is the one kind today; a second (SGLang) is one more value."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ServerKind", "VLLM", "KINDS"]
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    name: str
+    entry: tuple[str, ...]          # argv after the interpreter
+    health_path: str
+    accepted_metric: str            # counter: accepted draft tokens
+    drafts_metric: str              # counter: verify steps that carried drafts
+    draft_tokens_metric: str        # counter: proposed draft tokens
+    server_tpot_metric: str         # histogram: the server's per-request TPOT (seconds)
+
+    def speculative_args(self, profile: dict[str, Any]) -> list[str]:
+        return ["--speculative-config", json.dumps(profile, sort_keys=True)]
+
+
+VLLM = ServerKind(
+    name="vllm",
+    entry=("-m", "vllm.entrypoints.openai.api_server"),
+    health_path="/health",
+    accepted_metric="vllm:spec_decode_num_accepted_tokens_total",
+    drafts_metric="vllm:spec_decode_num_drafts_total",
+    draft_tokens_metric="vllm:spec_decode_num_draft_tokens_total",
+    server_tpot_metric="vllm:request_time_per_output_token_seconds",
+)
+
+KINDS: dict[str, ServerKind] = {VLLM.name: VLLM}
