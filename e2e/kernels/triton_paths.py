@@ -13,13 +13,20 @@ helper, ``_tile``, so there is one implementation of the filtering:
   ``indptr_out[1:]``, the scan runs in place, compaction writes into ``indices_out``:
   3 kernels, no allocation, no copy, capturable in a CUDA graph. Nothing past
   ``indptr[N]`` is written.
-- ``pack_fused``: one launch. Program ``p`` owns ``ROWS`` rows; it first counts the kept
-  entries of every earlier row (a redundant, read-only prefix pass over at most ``N * W``
-  values, which sit in L2), then packs its own rows. No inter-program communication, no
-  workspace, no atomics, so it is deterministic and graph-safe, and the work is spread over
-  ``ceil(N / ROWS)`` programs instead of one program holding the whole tile (which spills
-  and serialises at 384 rows). Rows wider than ``BW`` are handled by looping over column
-  chunks. Nothing past ``indptr[N]`` is written.
+- ``pack_fused``: one launch. Up to 16 rows one program does everything. Beyond, programs
+  of ``ROWS`` rows take a ticket (so each waits only on programs that have started), count
+  their rows, publish the total to a workspace slot, wait for every earlier slot (a
+  decoupled look-back), then write their ``indptr`` slots and compact their rows from
+  registers; the last program to finish zeroes the workspace, so launches and graph replays
+  always start clean. This spreads the work over ``ceil(N / ROWS)`` programs instead of
+  one program holding the whole tile (which spills and serialises at 384 rows), without
+  the redundant re-counting of earlier rows that an earlier version did (13 µs at 384 rows
+  in a graph, against 3.9 µs now; docs/kernels.md). Rows wider than ``BW`` loop over
+  column chunks. Nothing past ``indptr[N]`` is written. One fused launch in flight per
+  device at a time (the workspace is shared).
+
+All three launch through ``_launch``, which calls a cached compiled-kernel runner after the
+first launch of each specialisation (Triton's JIT dispatch costs several µs on the host).
 
 Importing this module imports Triton; set ``TRITON_INTERPRET=1`` before importing it to run
 the kernels on CPU tensors.
