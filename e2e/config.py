@@ -102,7 +102,8 @@ class ServerConfig(_Strict):
         "e2e:tiny-llama",
         description="Path or name passed to --model; 'e2e:tiny-llama' is built offline by e2e.",
     )
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", description="Address the server binds to (loopback).")
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
     args: list[str] = Field(default_factory=list, description="Extra server arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
     build: BuildSpec

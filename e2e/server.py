@@ -28,7 +28,7 @@ from e2e.errors import ServerBusyError, ServerError, ServerStartError
 from e2e.paths import e2e_home
 
 __all__ = ["Server", "serve", "start", "server_lock", "free_port", "log_tail",
-           "group_alive"]
+           "group_alive", "reap_leftover"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -107,11 +107,60 @@ def server_lock(*, wait_s: float = 0.0) -> Iterator[None]:
         handle.truncate()
         handle.write(str(os.getpid()))
         handle.flush()
+        reap_leftover()
         yield
     finally:
         with contextlib.suppress(OSError):
             fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
+
+
+def _state_path() -> Path:
+    return e2e_home() / "server.json"
+
+
+def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGCONT)
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.2)
+    if group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.2)
+
+
+def reap_leftover() -> str | None:
+    """Stop a server that a crashed e2e left running (its process group outlives e2e: it runs
+    in its own session). Called with the server lock held, so its owner is gone. Returns what
+    was done, also printed to stderr."""
+    import json
+    import sys
+
+    path = _state_path()
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        path.unlink(missing_ok=True)
+        return None
+    pgid = int(state.get("pgid", 0))
+    message = None
+    if pgid > 1 and group_alive(pgid):
+        _kill_group(pgid)
+        message = (f"stopped a server left running by a crashed e2e (pid {state.get('owner')}, "
+                   f"server process group {pgid}, port {state.get('port')})")
+        if group_alive(pgid):
+            raise ServerBusyError(f"a server left by a crashed e2e (process group {pgid}) "
+                                  f"survived SIGKILL; kill it by hand: kill -9 -{pgid}")
+        print(f"e2e: {message}", file=sys.stderr)
+    path.unlink(missing_ok=True)
+    return message
 
 
 @dataclass
@@ -200,6 +249,7 @@ class Server:
         if group_alive(pgid):
             raise ServerError(f"server process group {pgid} survived SIGKILL; "
                               f"kill it by hand: kill -9 -{pgid}")
+        _state_path().unlink(missing_ok=True)
 
 
 def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
@@ -208,7 +258,8 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     port = port or free_port(launch.host)
     if port_in_use(launch.host, port):
         raise ServerStartError(f"port {port} on {launch.host} is taken by another program; "
-                               "stop it or let e2e pick a free port")
+                               "stop that program, or set server.port = 0 to let e2e pick a "
+                               "free port")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = launch.argv(port)
@@ -219,6 +270,10 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
                                        start_new_session=True)
         except OSError as exc:
             raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
+    from e2e.paths import atomic_write_json
+
+    atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
+                                      "owner": os.getpid(), "log": str(log_path)})
     server = Server(launch=launch, process=process, port=port, log_path=log_path, argv=argv,
                     stop_grace_s=stop_grace_s)
     try:
@@ -243,7 +298,8 @@ def serve(
     launch = launch or server_launch(experiment, arm, dspark=dspark)
     with server_lock(wait_s=lock_wait_s):
         server = start(launch, log_path, startup_timeout_s=experiment.server.startup_timeout_s,
-                       stop_grace_s=experiment.server.stop_grace_s)
+                       stop_grace_s=experiment.server.stop_grace_s,
+                       port=experiment.server.port or None)
         try:
             yield server
         finally:
