@@ -1,0 +1,17 @@
+"""``e2e nightly``: the reference matrix every night, judged against the last passing night.
+
+    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
+    judge     pure: a night's cells against a baseline night's -> verdicts, status, exit code
+    history   results/nightly/history.parquet: rows per night cell, atomic append, baseline
+    render    pure: the Markdown summary and the trend plots (bytes)
+    run       the pipeline (builds -> sweep -> GSM8K -> judge -> history -> outputs)
+    command   the typer command (registered by e2e.cli as ``nightly``)
+"""
+
+from e2e.nightly.judge import (EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell,
+                               Rules, judge_cell, judge_night, night_status)
+from e2e.nightly.settings import NightlyConfig, NightlySettings, load_nightly, parse_nightly
+
+__all__ = ["EXIT_CODES", "Baseline", "CellKey", "CellVerdict", "Judgement", "NightCell",
+           "Rules", "judge_cell", "judge_night", "night_status", "NightlyConfig",
+           "NightlySettings", "load_nightly", "parse_nightly"]

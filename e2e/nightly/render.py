@@ -1,0 +1,228 @@
+"""Renderers of a night: the Markdown summary and the trend plots, as text/bytes (no I/O).
+
+The summary is short enough for a CI step summary or a chat message: the status, the build
+and the baseline on top, then what regressed (by how much, against which night, with links
+to both nights' run folders), what improved, the problems, and a table of every judged cell.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from e2e.aggregate import METRICS
+from e2e.nightly.judge import CellVerdict, Judgement, NightCell
+from e2e.nightly.settings import GSM8K_METRIC
+
+__all__ = ["SummaryContext", "render_summary", "render_trends", "metric_label"]
+
+_HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
+
+
+def metric_label(key: str) -> tuple[str, str]:
+    """(label, unit) of a metric key."""
+    if key == GSM8K_METRIC:
+        return "GSM8K strict-match", "%"
+    m = next((m for m in METRICS if m.key == key), None)
+    return (m.label, m.unit) if m else (key, "")
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    """What the summary says about the night besides the judgement."""
+
+    experiment: str
+    config_hash: str
+    night_dir: str                        # relative to the results folder
+    builds: Mapping[str, Mapping[str, Any]]
+    arm_overrides: Mapping[str, Any]
+    report_path: str | None = None        # relative to the results folder
+    trends_dir: str | None = None
+    link_base: str | None = None
+    confidence: float = 0.95
+
+
+def _link(ctx: SummaryContext, text: str, path: str) -> str:
+    if ctx.link_base:
+        return f"[{text}]({ctx.link_base.rstrip('/')}/{path})"
+    return f"{text} `{path}`"
+
+
+def _value(cell: NightCell | None, metric: str) -> str:
+    if cell is None:
+        return "—"
+    scale = 100.0 if metric == GSM8K_METRIC else 1.0
+    med, lo, hi = cell.median * scale, cell.low * scale, cell.high * scale
+    digits = 2 if metric == GSM8K_METRIC else 3
+    if len(cell.values) == 1:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({lo:.{digits}f}–{hi:.{digits}f})"
+
+
+def _change(v: CellVerdict) -> str:
+    if v.pct is None:
+        return "—"
+    if v.key.kind == "gsm8k":
+        return f"{v.pct:+.2f} pp"
+    return f"{v.pct:+.1f} %"
+
+
+def _interval(v: CellVerdict) -> str:
+    if v.key.kind == "gsm8k":
+        return f"floor ±{v.floor_pp:.2f} pp" if v.floor_pp is not None else "—"
+    if v.interval is None:
+        return "—"
+    return f"{v.interval[0]:+.1f} … {v.interval[1]:+.1f} %"
+
+
+def _threshold(v: CellVerdict) -> str:
+    if v.threshold is None:
+        return "—"
+    return f"{v.threshold:g} pp" if v.key.kind == "gsm8k" else f"{v.threshold:g} %"
+
+
+def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
+    parts = []
+    if v.tonight is not None and v.tonight.run_dirs:
+        parts.append(_link(ctx, "tonight", v.tonight.run_dirs[0].rsplit("/", 1)[0]))
+    if v.baseline is not None and v.baseline.run_dirs:
+        parts.append(_link(ctx, "baseline", v.baseline.run_dirs[0].rsplit("/", 1)[0]))
+    return " · ".join(parts) or "—"
+
+
+def _row(ctx: SummaryContext, v: CellVerdict, *, with_verdict: bool) -> str:
+    label, unit = metric_label(v.key.metric)
+    cells = [v.key.label(), f"{label} ({unit})", _value(v.baseline, v.key.metric),
+             _value(v.tonight, v.key.metric), _change(v), _interval(v), _threshold(v)]
+    if with_verdict:
+        cells.append(v.verdict)
+    else:
+        cells.append(_runs(ctx, v))
+    return "| " + " | ".join(cells) + " |"
+
+
+def _build_line(ctx: SummaryContext) -> str:
+    parts = []
+    for arm, facts in ctx.builds.items():
+        engine = facts.get("engine_distribution") or "engine"
+        version = facts.get("engine_version") or "?"
+        sha = facts.get("engine_git_sha")
+        pkgs = facts.get("packages_sha256")
+        text = f"{arm}: {engine} {version}"
+        if sha:
+            text += f" @ {str(sha)[:12]}"
+        if pkgs:
+            text += f" (packages {str(pkgs)[:12]})"
+        parts.append(text)
+    line = "; ".join(parts) or "?"
+    if ctx.arm_overrides:
+        line += " · arm settings " + ", ".join(f"{k}={v}" for k, v in ctx.arm_overrides.items())
+    return line
+
+
+def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
+    """The night's Markdown summary."""
+    j = judgement
+    judged = [v for v in j.verdicts if v.verdict != "not judged"]
+    regressed = j.by_verdict("regressed")
+    improved = j.by_verdict("improved")
+    head = _HEADLINE[j.status]
+    if j.status == "regression":
+        head += f": {len(regressed)} of {len(judged)} judged cells regressed"
+    elif j.status == "incomplete":
+        head += ": some cells could not be judged"
+    lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
+    lines.append(f"- **Build**: {_build_line(ctx)}")
+    lines.append(f"- **Config**: `{ctx.config_hash[:12]}` · night folder "
+                 + _link(ctx, "runs", ctx.night_dir))
+    if j.baseline is None:
+        lines.append("- **Baseline**: none (no earlier passing night with this config hash); "
+                     "tonight's cells are recorded and, if the night passes, become the baseline")
+    else:
+        status = "" if j.baseline.status == "pass" else f" (its status: {j.baseline.status})"
+        lines.append(f"- **Baseline**: night {j.baseline.date}, {j.baseline.reason}{status}")
+    lines.append("")
+    header = ("| cell | metric | baseline | tonight | change | interval / floor | threshold | {} |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- |")
+    if regressed:
+        lines += ["## Regressed", "", header.format("runs")]
+        lines += [_row(ctx, v, with_verdict=False) for v in regressed]
+        lines.append("")
+    if improved:
+        lines += ["## Improved", "", header.format("runs")]
+        lines += [_row(ctx, v, with_verdict=False) for v in improved]
+        lines.append("")
+    blocked = j.by_verdict("missing", "too few runs")
+    if blocked or j.problems:
+        lines += ["## Problems", ""]
+        lines += [f"- {v.key.label()} {metric_label(v.key.metric)[0]}: {v.verdict} ({v.reason})"
+                  for v in blocked]
+        lines += [f"- {p}" for p in j.problems]
+        lines.append("")
+    if judged:
+        lines += ["## Every judged cell", "", header.format("verdict")]
+        lines += [_row(ctx, v, with_verdict=True) for v in judged]
+        lines.append("")
+    lines.append("Values: median (min–max) of the reported runs; change: ratio of medians "
+                 f"with a {ctx.confidence * 100:g} % Welch t-interval on log values (runs of both nights); a cell "
+                 "regresses when the interval excludes no change and the change is at least "
+                 "the threshold. GSM8K: strict-match drop beyond the repeat-of-main noise floor.")
+    links = []
+    if ctx.report_path:
+        links.append(_link(ctx, "full report", ctx.report_path))
+    if ctx.trends_dir:
+        links.append(_link(ctx, "trend plots", ctx.trends_dir))
+    if links:
+        lines += ["", " · ".join(links)]
+    return "\n".join(lines) + "\n"
+
+
+def render_trends(history: pd.DataFrame, *, experiment: str, config_hash: str) -> dict[str, bytes]:
+    """{"<metric>.png": PNG bytes}: each metric over the nights of one config, one line per
+    cell (median with min–max bars), regressed nights marked with a red cross."""
+    rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)]
+    out: dict[str, bytes] = {}
+    if rows.empty:
+        return out
+    dates = sorted(set(rows["date"]))
+    x_of = {d: i for i, d in enumerate(dates)}
+    for key in sorted(set(rows["metric"])):
+        label, unit = metric_label(key)
+        scale = 100.0 if key == GSM8K_METRIC else 1.0
+        fig = Figure(figsize=(7.0, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        metric_rows = rows[rows["metric"] == key]
+        for (arm, conc, mode, kind), g in metric_rows.groupby(
+                ["arm", "concurrency", "spec_mode", "kind"], sort=True):
+            g = g.sort_values("date")
+            xs = [x_of[d] for d in g["date"]]
+            med = [float(v) * scale for v in g["median"]]
+            lo = [float(v) * scale for v in g["low"]]
+            hi = [float(v) * scale for v in g["high"]]
+            name = f"{arm} GSM8K {mode}" if kind == "gsm8k" else f"{arm} c{conc} {mode}"
+            ax.errorbar(xs, med, yerr=[[m - l for m, l in zip(med, lo)],
+                                       [h - m for m, h in zip(med, hi)]],
+                        marker="o", capsize=3, label=name)
+            bad = [(x, m) for x, m, v in zip(xs, med, g["verdict"]) if v == "regressed"]
+            if bad:
+                ax.scatter([b[0] for b in bad], [b[1] for b in bad], marker="x", s=120,
+                           color="red", zorder=5, label=f"{name}: regressed")
+        ax.set_xticks(range(len(dates)))
+        ax.set_xticklabels(dates, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(f"{label} ({unit})")
+        ax.set_title(f"nightly {experiment} ({config_hash[:12]}): {label}\n"
+                     "median (min–max) of the reported runs per night", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+        out[f"{key}.png"] = buf.getvalue()
+    return out

@@ -1,0 +1,294 @@
+"""The nightly pipeline, one function: ``run_nightly``.
+
+    builds -> night folder (resume check) -> sweep -> GSM8K subset -> night cells
+      -> history -> baseline -> judgement -> history append -> trends, report, summary
+
+Tonight's folder is ``<results>/nightly/<date>/``: the sweep writes its runs under
+``<date>/<experiment>/<run id>/`` (so ``e2e report`` reads it as any experiment folder), the
+GSM8K subset under ``<date>/<experiment>/gsm8k/``, and the night's own files beside them:
+
+    night.json        what the night measures: config hash, build, arm overrides (resume check)
+    summary.md        the Markdown summary (CI step summary, chat)
+    judgement.json    every cell's verdict, the baseline, the status
+    trends/*.png      each metric over the history of this config
+    report/           the full report of the night (``e2e report``)
+
+A night killed midway and restarted with the same date continues: valid runs and finished
+GSM8K arms are kept, and the night's rows in the history are replaced, never duplicated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.aggregate import summarize
+from e2e.config import Experiment
+from e2e.errors import E2EError, ResultsError
+from e2e.nightly.history import append_night, history_path, night_rows, read_history, select_baseline
+from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell, Rules, judge_night
+from e2e.nightly.render import SummaryContext, render_summary, render_trends
+from e2e.nightly.settings import GSM8K_METRIC, MAX_ATTEMPTS, NightlyConfig, with_arm_settings
+from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.records import RunRecord
+from e2e.store import utc_now
+
+__all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
+           "plan_night", "expected_cells", "load_cells"]
+
+NIGHT_FILE = "night.json"
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class NightlyOptions:
+    results: Path
+    date: str
+    pinned: str | None = None
+    arm_overrides: dict[str, Any] = field(default_factory=dict)
+    link_base: str | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class NightOutcome:
+    judgement: Judgement
+    summary: str
+    folder: Path              # <results>/nightly/<date>/<experiment>
+    summary_path: Path
+    history_path: Path
+    trend_paths: tuple[Path, ...]
+    report_dir: Path | None
+
+
+def night_dir(results: Path, date: str) -> Path:
+    return Path(results) / "nightly" / date
+
+
+def _rel(path: Path, results: Path) -> str:
+    return Path(path).relative_to(results).as_posix()
+
+
+def prepare_builds(experiment: Experiment, arms: tuple[str, ...], say: Say) -> dict[str, dict]:
+    """Create (if managed and missing) each arm's server environment and read what it holds:
+    engine version and commit, a hash of its packages, e2e's commit, the host."""
+    from e2e.builds import resolve_python
+    from e2e.provenance import provenance
+
+    seen: dict[str, dict] = {}
+    out: dict[str, dict] = {}
+    for arm in arms:
+        build = experiment.arm(arm).build or experiment.server.build
+        python = resolve_python(build, progress=say)
+        if str(python) not in seen:
+            facts = provenance(python)
+            seen[str(python)] = {**facts["server_env"],
+                                 "e2e_git_sha": facts["e2e"].get("git_sha"),
+                                 "host": facts["host"].get("hostname")}
+        out[arm] = seen[str(python)]
+        if "error" in out[arm]:
+            raise ResultsError(f"arm {arm}: {out[arm]['error']}")
+    return out
+
+
+def _check_night(folder: Path, state: dict[str, Any]) -> None:
+    """Write ``night.json``, or on a resumed night check that it measures the same thing."""
+    import json
+
+    path = folder / NIGHT_FILE
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ResultsError(f"cannot read {path}: {exc}") from exc
+        for key, what in (("config_hash", "config"), ("arm_overrides", "--arm-setting values"),
+                          ("packages", "server build (its packages changed)")):
+            if old.get(key) != state[key]:
+                raise ResultsError(
+                    f"{folder} was started on {old.get('started_at')} with another {what} "
+                    f"({old.get(key)!r}, now {state[key]!r}); a night measures one build and "
+                    "one config: give another --date or --results, or remove that folder")
+        return
+    atomic_write_json(path, state)
+
+
+def plan_night(cfg: NightlyConfig, experiment: Experiment):
+    from e2e.plan import make_plan
+
+    return make_plan(experiment, arms=list(cfg.arms), concurrencies=list(cfg.concurrencies),
+                     spec_modes=[m == "dspark" for m in cfg.spec_modes], runs=cfg.runs)
+
+
+def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
+    """Every judged cell the plan should produce (so a cell whose runs all failed is seen)."""
+    keys = []
+    for arm in cfg.arms:
+        for conc in cfg.concurrencies:
+            for mode in cfg.spec_modes:
+                for metric in cfg.settings.thresholds.get(mode, {}):
+                    keys.append(CellKey("load", arm, conc, mode, metric))
+        if cfg.settings.gsm8k.enabled:
+            mode = "dspark" if cfg.settings.gsm8k.dspark else "base"
+            keys.append(CellKey("gsm8k", arm, 0, mode, GSM8K_METRIC))
+    return keys
+
+
+def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
+    """Night cells of the sweep's run records (reported runs only; see e2e.aggregate)."""
+    if not records:
+        return []
+    summary = summarize(records, baseline=records[0].spec.arm)
+    return [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
+                      values=c.values, repeats=c.repeats,
+                      run_dirs=tuple(f"{prefix}/{c.arm}-c{c.concurrency}-{c.spec_mode}-r{k}"
+                                     for k in c.repeats))
+            for c in summary.cells]
+
+
+def _run_gsm8k(cfg: NightlyConfig, experiment: Experiment, folder_root: Path,
+               results: Path, say: Say) -> tuple[list[NightCell], list[str]]:
+    from e2e.gsm8k import store as gstore
+    from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+    from e2e.server import serve
+
+    g = cfg.settings.gsm8k
+    labels = [arm for arm in cfg.arms for _ in range(g.repeats)]
+    if "main" in labels:  # run_gsm8k compares verdicts with main's first server
+        labels = ["main"] * g.repeats + [a for a in labels if a != "main"]
+
+    def serve_waiting(experiment, arm, *, dspark, log_path):
+        return serve(experiment, arm, dspark=dspark, log_path=log_path,
+                     lock_wait_s=experiment.server.lock_wait_s)
+
+    problems: list[str] = []
+    plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
+                        concurrency=g.concurrency, data=cfg.gsm8k_data, results=folder_root)
+    try:
+        run_gsm8k(plan, Runner(serve=serve_waiting, log=say))
+    except E2EError as exc:
+        problems.append(f"GSM8K subset failed: {exc}")
+    by_arm: dict[str, list[tuple[int, float, str]]] = {}
+    for label in plan.labels:
+        arm_dir = plan.eval_dir / label
+        if not gstore.is_complete(arm_dir):
+            if not problems:
+                problems.append(f"GSM8K arm {label} did not finish")
+            continue
+        result = gstore.read_arm(arm_dir)
+        by_arm.setdefault(result.arm, []).append(
+            (result.occurrence, result.accuracy_strict, _rel(arm_dir, results)))
+    cells = []
+    for arm, items in by_arm.items():
+        items.sort()
+        cells.append(NightCell(key=CellKey("gsm8k", arm, 0, plan.spec_mode, GSM8K_METRIC),
+                               values=tuple(i[1] for i in items),
+                               repeats=tuple(i[0] for i in items),
+                               run_dirs=tuple(i[2] for i in items)))
+    return cells, problems
+
+
+def run_nightly(
+    cfg: NightlyConfig,
+    options: NightlyOptions,
+    *,
+    say: Say = lambda message: None,
+    on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
+    plugin_check=None,
+) -> NightOutcome:
+    """Run one night end to end and judge it (see the module docstring)."""
+    from e2e.report import build_report, load_records
+    from e2e.sweep import run_sweep
+
+    results = Path(options.results)
+    experiment = with_arm_settings(cfg.experiment, cfg.arms, options.arm_overrides)
+    root = night_dir(results, options.date)
+    folder = root / experiment.name
+    prefix = _rel(folder, results)
+    plan = plan_night(cfg, experiment)
+
+    builds = prepare_builds(experiment, cfg.arms, say)
+    _check_night(folder, {
+        "date": options.date, "experiment": experiment.name, "config_hash": cfg.config_hash,
+        "config": cfg.source, "arm_overrides": options.arm_overrides,
+        "packages": {arm: b.get("packages_sha256") for arm, b in builds.items()},
+        "builds": builds, "started_at": utc_now()})
+
+    say(f"night {options.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
+    outcome = run_sweep(experiment, plan, root, max_attempts=MAX_ATTEMPTS,
+                        progress=options.progress, say=say, on_run=on_run,
+                        plugin_check=plugin_check)
+    problems = [f"run {run_id} invalid after {MAX_ATTEMPTS} attempts (see "
+                f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
+
+    cells: list[NightCell] = []
+    if folder.is_dir():
+        records, unreadable = load_records(folder)
+        problems += [w.message for w in unreadable]
+        cells += load_cells(list(records), prefix=prefix)
+    if cfg.settings.gsm8k.enabled:
+        g_cells, g_problems = _run_gsm8k(cfg, experiment, root, results, say)
+        cells += g_cells
+        problems += g_problems
+
+    hist_path = history_path(results)
+    baseline: Baseline | None = select_baseline(
+        read_history(hist_path), date=options.date, experiment=experiment.name,
+        config_hash=cfg.config_hash, pinned=options.pinned or cfg.settings.baseline)
+    rules = Rules(thresholds={k: dict(v) for k, v in cfg.settings.thresholds.items()},
+                  gsm8k_drop_pp=cfg.settings.gsm8k.drop_pp,
+                  confidence=cfg.settings.confidence)
+    judgement = judge_night(options.date, cells, baseline, rules,
+                            expected=expected_cells(cfg), problems=problems)
+
+    some = next(iter(builds.values()), {})
+    rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
+                      recorded_at=utc_now(), cells=cells, builds=builds,
+                      arm_overrides=options.arm_overrides, e2e_git_sha=some.get("e2e_git_sha"),
+                      host=str(some.get("host")))
+    history = append_night(hist_path, rows)
+
+    trend_paths = []
+    for name, data in render_trends(history, experiment=experiment.name,
+                                    config_hash=cfg.config_hash).items():
+        atomic_write_bytes(folder / "trends" / name, data)
+        trend_paths.append(folder / "trends" / name)
+
+    report_dir = None
+    try:
+        report = build_report(folder, baseline=cfg.arms[0])
+        report_dir = report.report_dir
+    except ResultsError as exc:
+        say(f"no full report: {exc}")
+
+    ctx = SummaryContext(
+        experiment=experiment.name, config_hash=cfg.config_hash, night_dir=prefix,
+        builds=builds, arm_overrides=options.arm_overrides,
+        report_path=_rel(report_dir / "report.md", results) if report_dir else None,
+        trends_dir=_rel(folder / "trends", results) if trend_paths else None,
+        link_base=options.link_base, confidence=cfg.settings.confidence)
+    text = render_summary(judgement, ctx)
+    summary_path = folder / "summary.md"
+    atomic_write_bytes(summary_path, text.encode("utf-8"))
+    atomic_write_json(folder / "judgement.json", _judgement_json(judgement, cfg))
+    return NightOutcome(judgement=judgement, summary=text, folder=folder,
+                        summary_path=summary_path, history_path=hist_path,
+                        trend_paths=tuple(trend_paths), report_dir=report_dir)
+
+
+def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
+    return {
+        "date": judgement.date, "status": judgement.status, "exit_code": judgement.exit_code,
+        "config_hash": cfg.config_hash,
+        "baseline": None if judgement.baseline is None else {
+            "date": judgement.baseline.date, "reason": judgement.baseline.reason,
+            "status": judgement.baseline.status},
+        "problems": list(judgement.problems),
+        "verdicts": [{**asdict(v.key), "verdict": v.verdict, "pct": v.pct,
+                      "interval": v.interval, "threshold": v.threshold, "floor_pp": v.floor_pp,
+                      "reason": v.reason,
+                      "tonight": list(v.tonight.values) if v.tonight else None,
+                      "baseline": list(v.baseline.values) if v.baseline else None}
+                     for v in judgement.verdicts],
+    }

@@ -1,0 +1,229 @@
+"""The nightly config: a normal experiment config plus one ``[nightly]`` table.
+
+``load_nightly`` reads the TOML, takes the ``[nightly]`` table out, validates the rest as an
+``e2e.config.Experiment`` (unknown keys there stay errors) and the table as
+``NightlySettings``. One file is one nightly: what to measure, and how to judge it.
+
+The **config hash** names what a night measures: the validated experiment and the resolved
+plan (arms, concurrencies, spec modes, runs, GSM8K subset). Judgement settings (thresholds,
+confidence, a pinned baseline) and operational ones (server start/stop timeouts, the lock
+wait, arm descriptions, the GSM8K data path) are left out, so tuning them keeps the history
+comparable. What a night's *build* carries (the engine's commit, ``--arm-setting``
+overrides) is provenance, not config: it is recorded beside the hash, never in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from e2e.aggregate import METRICS
+from e2e.config import Experiment, _describe, parse_experiment
+from e2e.errors import ConfigError
+
+__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
+           "NightlySettings", "NightlyConfig", "load_nightly", "parse_nightly",
+           "parse_arm_settings", "with_arm_settings", "default_nightly_path"]
+
+NIGHTLY_CONFIG = "nightly.toml"
+GSM8K_METRIC = "gsm8k_strict_match"
+MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+SpecMode = Literal["base", "dspark"]
+_LOAD_METRICS = {m.key for m in METRICS}
+_SPEC_ONLY = {"acceptance_length", "ms_per_verify_step"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GSM8KNightly(_Strict):
+    """An optional GSM8K subset: every nightly arm on ``repeats`` fresh servers."""
+
+    enabled: bool = False
+    limit: Annotated[int, Field(gt=0)] | None = Field(
+        50, description="First N test documents (None: all 1319).")
+    repeats: Annotated[int, Field(ge=2)] = Field(
+        2, description="Fresh servers per arm; their spread is the repeat-of-main noise floor.")
+    dspark: bool = False
+    concurrency: Annotated[int, Field(gt=0)] = 8
+    data: str | None = Field(
+        None, description="Folder with train.jsonl and test.jsonl (relative to the config "
+                          "file); None reads the hub dataset through lm-eval.")
+    drop_pp: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="Percentage points a strict-match drop may exceed the noise floor by.")
+
+
+def _default_thresholds() -> dict[str, dict[str, float]]:
+    return {"base": {"tpot_ms_median": 2.0}, "dspark": {"ms_per_verify_step": 2.0}}
+
+
+class NightlySettings(_Strict):
+    """The ``[nightly]`` table. ``None`` means "as the experiment says"."""
+
+    arms: list[str] | None = Field(None, description="Arms to run (default: every arm).")
+    concurrencies: list[Annotated[int, Field(gt=0)]] | None = None
+    spec_modes: list[SpecMode] = Field(default_factory=lambda: ["base", "dspark"], min_length=1)
+    runs: Annotated[int, Field(gt=0)] | None = Field(None, description="Default: repeats.")
+    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
+        default_factory=_default_thresholds,
+        description="Per spec mode: metric key -> minimum change in % that counts.")
+    baseline: str | None = Field(
+        None, description="Pin the baseline to this night (YYYY-MM-DD); default: the last "
+                          "passing night with the same config hash.")
+    gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for mode, table in value.items():
+            unknown = sorted(set(table) - _LOAD_METRICS)
+            if unknown:
+                raise ValueError(f"thresholds.{mode}: unknown metric(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(m.key for m in METRICS)}")
+            spec_only = sorted(set(table) & _SPEC_ONLY)
+            if mode == "base" and spec_only:
+                raise ValueError(f"thresholds.base: {', '.join(spec_only)} exist only with the "
+                                 "speculator; put them under thresholds.dspark")
+        return value
+
+    @field_validator("baseline")
+    @classmethod
+    def _date(cls, value: str | None) -> str | None:
+        if value is not None and not _DATE.match(value):
+            raise ValueError(f"baseline must be a night's date YYYY-MM-DD, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _no_duplicates(self) -> NightlySettings:
+        for name in ("arms", "concurrencies", "spec_modes"):
+            items = getattr(self, name) or []
+            if len(set(items)) != len(items):
+                raise ValueError(f"{name} names a value twice: {items}")
+        return self
+
+
+@dataclass(frozen=True)
+class NightlyConfig:
+    """A nightly config resolved once: what to run, how to judge, and its hash."""
+
+    experiment: Experiment
+    settings: NightlySettings
+    arms: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    spec_modes: tuple[SpecMode, ...]
+    runs: int
+    config_hash: str
+    source: str
+    gsm8k_data: Path | None
+
+    def threshold(self, spec_mode: str, metric_key: str) -> float | None:
+        """The judging threshold in % for a load metric, None if it is not judged."""
+        return self.settings.thresholds.get(spec_mode, {}).get(metric_key)  # type: ignore[call-overload]
+
+
+def default_nightly_path() -> Path:
+    return Path(str(resources.files("e2e") / "configs" / NIGHTLY_CONFIG))
+
+
+def config_hash(experiment: Experiment, plan: dict[str, Any]) -> str:
+    """sha256 of what a night measures (see the module docstring for what is left out)."""
+    data = experiment.model_dump(mode="json")
+    for key in ("startup_timeout_s", "stop_grace_s", "lock_wait_s"):
+        data["server"].pop(key, None)
+    for arm in data["arms"].values():
+        arm.pop("description", None)
+    text = json.dumps({"experiment": data, "plan": plan}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
+                  base_dir: Path | None = None) -> NightlyConfig:
+    """Split ``raw`` into the experiment and its ``[nightly]`` table, validate both."""
+    raw = dict(raw)
+    table = raw.pop("nightly", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [nightly] must be a table")
+    experiment = parse_experiment(raw, source=source)
+    try:
+        settings = NightlySettings.model_validate(table)
+    except ValidationError as exc:
+        text = _describe(exc, source, NightlySettings).replace("\n  ", "\n  nightly.")
+        raise ConfigError(text) from None
+    arms = tuple(settings.arms or experiment.arms)
+    for arm in arms:
+        experiment.arm(arm)
+    if "dspark" in settings.spec_modes or settings.gsm8k.dspark:
+        experiment.speculator("dspark")
+    if settings.gsm8k.enabled and "main" not in arms:
+        raise ConfigError(f"{source}: [nightly.gsm8k] needs the arm 'main' among the nightly "
+                          f"arms (GSM8K verdicts are compared with main); arms: {', '.join(arms)}")
+    concurrencies = tuple(settings.concurrencies or experiment.load.concurrencies)
+    runs = settings.runs or experiment.repeats
+    gsm8k = settings.gsm8k.model_dump(mode="json", exclude={"data", "drop_pp"})
+    plan = {"arms": list(arms), "concurrencies": list(concurrencies),
+            "spec_modes": list(settings.spec_modes), "runs": runs,
+            "gsm8k": gsm8k if settings.gsm8k.enabled else None}
+    data = None
+    if settings.gsm8k.enabled and settings.gsm8k.data:
+        data = Path(settings.gsm8k.data).expanduser()
+        if not data.is_absolute() and base_dir is not None:
+            data = (base_dir / data).resolve()
+    return NightlyConfig(experiment=experiment, settings=settings, arms=arms,
+                         concurrencies=concurrencies, spec_modes=tuple(settings.spec_modes),
+                         runs=runs, config_hash=config_hash(experiment, plan), source=source,
+                         gsm8k_data=data)
+
+
+def load_nightly(path: Path | str | None = None) -> NightlyConfig:
+    """Read a nightly TOML; ``None`` means the embedded ``configs/nightly.toml``."""
+    path = Path(path) if path is not None else default_nightly_path()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_nightly(raw, source=str(path), base_dir=path.resolve().parent)
+
+
+def parse_arm_settings(items: list[str]) -> dict[str, Any]:
+    """``["step_delay_us=500", "packing=main"]`` -> ``{"step_delay_us": 500, "packing": "main"}``.
+    A value is read as JSON when it parses (numbers, true/false), else kept as a string."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--arm-setting {item!r}: give KEY=VALUE, e.g. step_delay_us=500")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        out[key] = value
+    return out
+
+
+def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
+                      overrides: dict[str, Any]) -> Experiment:
+    """The experiment with ``overrides`` merged into each listed arm's plugin settings."""
+    if not overrides:
+        return experiment
+    new_arms = dict(experiment.arms)
+    for name in arms:
+        arm = experiment.arm(name)
+        new_arms[name] = arm.model_copy(update={"plugin": {**arm.plugin, **overrides}})
+    return experiment.model_copy(update={"arms": new_arms})

@@ -1,0 +1,116 @@
+"""The nightly config: a normal experiment config plus a [nightly] table, the config hash,
+--arm-setting, and the command's exit code on bad input. No server."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from e2e.config import Experiment
+from e2e.errors import ConfigError
+from e2e.nightly.command import nightly_command
+from e2e.nightly.settings import (load_nightly, parse_arm_settings, parse_nightly,
+                                  with_arm_settings)
+
+NIGHTLY = ROOT / "configs" / "nightly.toml"
+
+
+def raw() -> dict:
+    return tomllib.loads(NIGHTLY.read_text())
+
+
+def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
+    cfg = load_nightly()
+    data = raw()
+    data.pop("nightly")
+    assert Experiment.model_validate(data) == cfg.experiment
+    assert (cfg.arms, cfg.concurrencies, cfg.spec_modes, cfg.runs) == (
+        ("main",), (1, 4), ("base", "dspark"), 4)
+    assert cfg.threshold("base", "tpot_ms_median") == 2.0
+    assert cfg.threshold("dspark", "ms_per_verify_step") == 2.0
+    assert cfg.threshold("base", "ttft_ms_mean") is None
+    assert not cfg.settings.gsm8k.enabled
+    assert load_nightly().config_hash == cfg.config_hash  # deterministic
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["nightly"].update(bogus=1), "nightly.bogus: unknown key"),
+    (lambda d: d["nightly"]["thresholds"].update(base={"tpot": 2.0}), "unknown metric"),
+    (lambda d: d["nightly"]["thresholds"].update(base={"ms_per_verify_step": 2.0}),
+     "only with the speculator"),
+    (lambda d: d["nightly"].update(arms=["pr"]), "unknown arm 'pr'"),
+    (lambda d: d["nightly"].update(baseline="yesterday"), "YYYY-MM-DD"),
+    (lambda d: d["nightly"]["gsm8k"].update(repeats=1), "nightly.gsm8k.repeats"),
+    (lambda d: d.update(surprise=True), "surprise: unknown key"),
+])
+def test_bad_configs_name_the_key(change, message) -> None:
+    data = raw()
+    change(data)
+    with pytest.raises(ConfigError, match=message):
+        parse_nightly(data)
+
+
+def test_config_hash_follows_what_is_measured_only() -> None:
+    base = parse_nightly(raw()).config_hash
+
+    def hashed(change) -> str:
+        data = raw()
+        change(data)
+        return parse_nightly(data).config_hash
+
+    # judgement and operational settings keep the history comparable
+    assert hashed(lambda d: d["nightly"]["thresholds"].update(base={"tpot_ms_median": 5.0})) == base
+    assert hashed(lambda d: d["nightly"].update(baseline="2026-01-01", confidence=0.9)) == base
+    assert hashed(lambda d: d["server"].update(lock_wait_s=0, startup_timeout_s=10)) == base
+    assert hashed(lambda d: d["nightly"].update(runs=4)) == base  # explicit = the default
+    # what a night measures changes it
+    assert hashed(lambda d: d["load"].update(output_len=32)) != base
+    assert hashed(lambda d: d["nightly"].update(concurrencies=[1])) != base
+    assert hashed(lambda d: d["nightly"].update(runs=3)) != base
+    assert hashed(lambda d: d["nightly"]["gsm8k"].update(enabled=True)) != base
+
+
+def test_arm_settings_merge_into_the_plugin_not_the_hash() -> None:
+    cfg = load_nightly()
+    overrides = parse_arm_settings(["step_delay_us=500", "packing=main", "draft_update=false"])
+    assert overrides == {"step_delay_us": 500, "packing": "main", "draft_update": False}
+    exp = with_arm_settings(cfg.experiment, cfg.arms, overrides)
+    assert exp.arms["main"].plugin == {"packing": "main", "step_delay_us": 500,
+                                       "draft_update": False}
+    assert cfg.experiment.arms["main"].plugin == {"packing": "main"}  # not mutated
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_arm_settings(["step_delay_us"])
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("nightly")(nightly_command)
+    app.command("other")(lambda: None)
+    return app
+
+
+def test_command_exits_2_on_bad_input(tmp_path) -> None:
+    runner = CliRunner()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(NIGHTLY.read_text().replace("[nightly]", "[nightly]\nbogus = 1"))
+    result = runner.invoke(_app(), ["nightly", "--config", str(bad), "--results",
+                                    str(tmp_path), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    result = runner.invoke(_app(), ["nightly", "--date", "01/02/2026", "--dry-run",
+                                    "--results", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+
+
+def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
+    result = CliRunner().invoke(_app(), ["nightly", "--results", str(tmp_path), "--date",
+                                         "2026-01-02", "--dry-run",
+                                         "--arm-setting", "step_delay_us=500"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("main-c") == 16  # 1 arm x 2 concurrencies x 2 modes x 4 runs
+    assert '"step_delay_us": 500' in result.output
+    assert f"config hash {load_nightly().config_hash[:12]}; baseline: none" in result.output
+    assert not (tmp_path / "nightly").exists()  # started nothing

