@@ -31,6 +31,9 @@ ConfigOpt = Annotated[Optional[Path], typer.Option(
     exists=False, dir_okay=False)]
 ResultsOpt = Annotated[Path, typer.Option(
     "--results", help="Folder that receives results/<experiment>/<run id>/.")]
+LockWaitOpt = Annotated[Optional[float], typer.Option(
+    "--lock-wait", help="Seconds to wait for another e2e's server to finish "
+    "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
 
 
 def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
@@ -69,6 +72,7 @@ def run(
     seed: Annotated[Optional[int], typer.Option(help="Prompt seed (same prompts on every arm).")] = None,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
+    lock_wait: LockWaitOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """One run: a fresh server for ARM, the reference load at one concurrency, its metrics
@@ -76,16 +80,18 @@ def run(
     /metrics before and after)."""
 
     def body() -> None:
+        from e2e.plugin_check import plugin_check
         from e2e.runner import run_one
         from e2e.store import next_repeat
 
-        experiment = load_experiment(config)
+        experiment = load_experiment(config).override("server", lock_wait_s=lock_wait)
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
         folder, record = run_one(experiment, spec, results, progress=not quiet,
-                                 say=lambda s: err.print(f"[dim]{s}[/]", highlight=False))
+                                 say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
+                                 plugin_check=plugin_check)
         _print_run(folder, record)
         if not record.valid:
             raise typer.Exit(1)
@@ -150,6 +156,11 @@ def sweep(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
     report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
+    prompts_per_concurrency: Annotated[Optional[int], typer.Option(
+        help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
+    input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
+    output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
+    lock_wait: LockWaitOpt = None,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -166,7 +177,9 @@ def sweep(
         if sum([dspark, no_dspark, both]) > 1:
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
         modes = [True] if dspark else [False] if no_dspark else [False, True]
-        experiment = load_experiment(config)
+        experiment = load_experiment(config).override(
+            "load", prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
+            output_len=output_len).override("server", lock_wait_s=lock_wait)
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:

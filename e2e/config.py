@@ -171,6 +171,19 @@ class Experiment(_Strict):
             safe_name(name, "arm name")
         return value
 
+    def override(self, section: str, **values: Any) -> Experiment:
+        """A copy with ``values`` (those not None) set in ``section`` ("load", "server"),
+        validated like the file; flags use this to narrow an experiment."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        raw = self.model_dump(mode="json")
+        raw[section].update(values)
+        try:
+            return Experiment.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, "command-line flags", Experiment)) from None
+
     def arm(self, name: str) -> ArmConfig:
         try:
             return self.arms[name]
