@@ -36,7 +36,7 @@ from e2e.records import RunRecord
 from e2e.store import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells"]
+           "plan_night", "expected_cells", "load_cells", "gsm8k_cells"]
 
 NIGHT_FILE = "night.json"
 Say = Callable[[str], None]
@@ -147,8 +147,11 @@ def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
             for c in summary.cells]
 
 
-def _run_gsm8k(cfg: NightlyConfig, experiment: Experiment, folder_root: Path,
-               results: Path, say: Say) -> tuple[list[NightCell], list[str]]:
+def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,
+                say: Say, runner=None) -> tuple[list[NightCell], list[str]]:
+    """Run the GSM8K subset into ``root`` (resumable per arm) and return its cells (one value
+    per fresh server of an arm) and the problems met. ``runner`` (an ``e2e.gsm8k.run.Runner``)
+    replaces the real servers and lm-eval in tests."""
     from e2e.gsm8k import store as gstore
     from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
     from e2e.server import serve
@@ -164,9 +167,9 @@ def _run_gsm8k(cfg: NightlyConfig, experiment: Experiment, folder_root: Path,
 
     problems: list[str] = []
     plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
-                        concurrency=g.concurrency, data=cfg.gsm8k_data, results=folder_root)
+                        concurrency=g.concurrency, data=cfg.gsm8k_data, results=root)
     try:
-        run_gsm8k(plan, Runner(serve=serve_waiting, log=say))
+        run_gsm8k(plan, runner or Runner(serve=serve_waiting, log=say))
     except E2EError as exc:
         problems.append(f"GSM8K subset failed: {exc}")
     by_arm: dict[str, list[tuple[int, float, str]]] = {}
@@ -196,6 +199,7 @@ def run_nightly(
     say: Say = lambda message: None,
     on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
     plugin_check=None,
+    gsm8k_runner=None,
 ) -> NightOutcome:
     """Run one night end to end and judge it (see the module docstring)."""
     from e2e.report import build_report, load_records
@@ -228,7 +232,7 @@ def run_nightly(
         problems += [w.message for w in unreadable]
         cells += load_cells(list(records), prefix=prefix)
     if cfg.settings.gsm8k.enabled:
-        g_cells, g_problems = _run_gsm8k(cfg, experiment, root, results, say)
+        g_cells, g_problems = gsm8k_cells(cfg, experiment, root, results, say, gsm8k_runner)
         cells += g_cells
         problems += g_problems
 
