@@ -233,8 +233,29 @@ def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
     assert "REGRESSION: 1 of 1 judged cells regressed" in text
     assert "| main c1 base | median TPOT (ms) |" in text
     assert "night 2026-01-02" in text and "step_delay_us=500" in text
-    assert "(https://ci/artifacts/nightly/2026-01-03/x)" in text
-    assert "(https://ci/artifacts/nightly/2026-01-02/x)" in text
+    assert "tonight [r2](https://ci/artifacts/nightly/2026-01-03/x/main-c1-base-r2)" in text
+    assert "baseline [r2](https://ci/artifacts/nightly/2026-01-02/x/main-c1-base-r2)" in text
+    plain = render_summary(j, SummaryContext(experiment="nightly", config_hash="H1" * 8,
+                                             night_dir="n", builds={}, arm_overrides={}))
+    assert "tonight `nightly/2026-01-03/x/main-c1-base-r*`" in plain
     plots = render_trends(read_history(path), experiment="nightly", config_hash="H1")
     assert list(plots) == ["tpot_ms_median.png"]
     assert plots["tpot_ms_median.png"].startswith(b"\x89PNG")
+
+
+def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
+    import json
+
+    from e2e.nightly.run import retried_attempts
+
+    attempt = tmp_path / ".attempts" / "main-c1-base-r2.1"
+    attempt.mkdir(parents=True)
+    (attempt / "run.json").write_text(json.dumps({
+        "run_id": "main-c1-base-r2", "invalid_reasons": ["request 3 failed: timeout"]}))
+    notes = retried_attempts(tmp_path)
+    assert notes == ["main-c1-base-r2: an attempt was invalid and retried "
+                     "(request 3 failed: timeout)"]
+    j = judge_night("2026-01-02", [cell(TPOT, BASE_RUNS)], None, RULES)
+    text = render_summary(j, SummaryContext(experiment="n", config_hash="h" * 12, night_dir="n",
+                                            builds={}, arm_overrides={}, notes=tuple(notes)))
+    assert "## Notes" in text and "request 3 failed: timeout" in text

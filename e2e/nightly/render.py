@@ -46,6 +46,7 @@ class SummaryContext:
     trends_dir: str | None = None
     link_base: str | None = None
     confidence: float = 0.95
+    notes: tuple[str, ...] = ()           # e.g. invalid attempts that were retried
 
 
 def _link(ctx: SummaryContext, text: str, path: str) -> str:
@@ -87,13 +88,19 @@ def _threshold(v: CellVerdict) -> str:
     return f"{v.threshold:g} pp" if v.key.kind == "gsm8k" else f"{v.threshold:g} %"
 
 
+def _run_links(ctx: SummaryContext, which: str, dirs: tuple[str, ...]) -> str:
+    if not dirs:
+        return ""
+    if ctx.link_base:
+        return f"{which} " + " ".join(_link(ctx, d.rsplit("-", 1)[-1], d) for d in dirs)
+    common = dirs[0].rsplit("-", 1)[0] + "-r*" if len(dirs) > 1 else dirs[0]
+    return f"{which} `{common}`"
+
+
 def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
-    parts = []
-    if v.tonight is not None and v.tonight.run_dirs:
-        parts.append(_link(ctx, "tonight", v.tonight.run_dirs[0].rsplit("/", 1)[0]))
-    if v.baseline is not None and v.baseline.run_dirs:
-        parts.append(_link(ctx, "baseline", v.baseline.run_dirs[0].rsplit("/", 1)[0]))
-    return " · ".join(parts) or "—"
+    parts = [_run_links(ctx, "tonight", v.tonight.run_dirs if v.tonight else ()),
+             _run_links(ctx, "baseline", v.baseline.run_dirs if v.baseline else ())]
+    return " · ".join(p for p in parts if p) or "—"
 
 
 def _row(ctx: SummaryContext, v: CellVerdict, *, with_verdict: bool) -> str:
@@ -165,6 +172,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
                   for v in blocked]
         lines += [f"- {p}" for p in j.problems]
         lines.append("")
+    if ctx.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in ctx.notes] + [""]
     if judged:
         lines += ["## Every judged cell", "", header.format("verdict")]
         lines += [_row(ctx, v, with_verdict=True) for v in judged]

@@ -36,7 +36,7 @@ from e2e.records import RunRecord
 from e2e.store import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells", "gsm8k_cells"]
+           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts"]
 
 NIGHT_FILE = "night.json"
 Say = Callable[[str], None]
@@ -192,6 +192,23 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     return cells, problems
 
 
+def retried_attempts(folder: Path) -> list[str]:
+    """One line per invalid attempt kept in ``<folder>/.attempts/`` (a run that was retried)."""
+    import json
+
+    notes = []
+    attempts = folder / ".attempts"
+    for path in sorted(attempts.glob("*/run.json")) if attempts.is_dir() else []:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        reasons = "; ".join(record.get("invalid_reasons") or []) or "invalid"
+        notes.append(f"{record.get('run_id', path.parent.name)}: an attempt was invalid and "
+                     f"retried ({reasons})")
+    return notes
+
+
 def run_nightly(
     cfg: NightlyConfig,
     options: NightlyOptions,
@@ -271,7 +288,8 @@ def run_nightly(
         builds=builds, arm_overrides=options.arm_overrides,
         report_path=_rel(report_dir / "report.md", results) if report_dir else None,
         trends_dir=_rel(folder / "trends", results) if trend_paths else None,
-        link_base=options.link_base, confidence=cfg.settings.confidence)
+        link_base=options.link_base, confidence=cfg.settings.confidence,
+        notes=tuple(retried_attempts(folder)))
     text = render_summary(judgement, ctx)
     summary_path = folder / "summary.md"
     atomic_write_bytes(summary_path, text.encode("utf-8"))
