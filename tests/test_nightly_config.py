@@ -30,7 +30,8 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     assert Experiment.model_validate(data) == cfg.experiment
     assert (cfg.arms, cfg.concurrencies, cfg.spec_modes, cfg.runs) == (
         ("main",), (1, 4), ("base", "dspark"), 4)
-    assert cfg.threshold("base", "tpot_ms_median") == 2.0
+    assert cfg.threshold("base", "server_tpot_ms_mean") == 2.0
+    assert cfg.threshold("base", "tpot_ms_median") is None
     assert cfg.threshold("dspark", "ms_per_verify_step") == 2.0
     assert cfg.threshold("base", "ttft_ms_mean") is None
     assert not cfg.settings.gsm8k.enabled

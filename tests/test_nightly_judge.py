@@ -259,3 +259,22 @@ def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
     text = render_summary(j, SummaryContext(experiment="n", config_hash="h" * 12, night_dir="n",
                                             builds={}, arm_overrides={}, notes=tuple(notes)))
     assert "## Notes" in text and "request 3 failed: timeout" in text
+
+
+def test_load_cells_take_the_reported_runs_as_the_report_does() -> None:
+    from e2e.nightly.run import load_cells
+    from test_aggregate import make_record
+
+    records = [make_record("main", 1, 1, tpot=50.0),              # warmup (report_from_run 2)
+               make_record("main", 1, 2, tpot=10.0),
+               make_record("main", 1, 3, tpot=12.0, valid=False, reasons=("boom",)),
+               make_record("main", 1, 4, tpot=11.0),
+               make_record("main", 4, 2, dspark=True, tpot=8.0, acceptance=2.0)]
+    cells = {(c.key.concurrency, c.key.spec_mode, c.key.metric): c
+             for c in load_cells(records, prefix="nightly/d/x")}
+    tpot = cells[(1, "base", "tpot_ms_mean")]
+    assert tpot.values == (10.0, 11.0) and tpot.repeats == (2, 4)
+    assert tpot.run_dirs == ("nightly/d/x/main-c1-base-r2", "nightly/d/x/main-c1-base-r4")
+    assert cells[(4, "dspark", "ms_per_verify_step")].values == (16.0,)
+    assert (1, "base", "server_tpot_ms_mean") not in cells  # not measured: no cell
+    assert (1, "base", "ms_per_verify_step") not in cells

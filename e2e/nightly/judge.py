@@ -4,7 +4,7 @@ A *night cell* is one metric of one (arm, concurrency, spec mode) of one night, 
 per-run values (the reported runs: valid, repeat >= report_from_run). Tonight's cell is
 compared with the baseline night's cell of the same key; the rules are:
 
-* **load metrics** (``e2e.aggregate.METRICS``) with a threshold for their spec mode:
+* **load metrics** (``e2e.nightly.settings.NIGHTLY_METRICS``) with a threshold for their spec mode:
   ``e2e.stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
   values at the configured confidence), then ``e2e.stats.verdict_for`` with
   ``min_effect_pct = threshold``: **regressed** when the interval excludes 1 on the worse
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from e2e import stats
-from e2e.aggregate import metric as load_metric
+from e2e.nightly.settings import nightly_metric as load_metric
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
            "VerdictName", "NightStatus", "EXIT_CODES", "judge_cell", "judge_night",

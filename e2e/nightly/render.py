@@ -16,9 +16,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.aggregate import METRICS
 from e2e.nightly.judge import CellVerdict, Judgement, NightCell
-from e2e.nightly.settings import GSM8K_METRIC
+from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
 
 __all__ = ["SummaryContext", "render_summary", "render_trends", "metric_label"]
 
@@ -29,7 +28,7 @@ def metric_label(key: str) -> tuple[str, str]:
     """(label, unit) of a metric key."""
     if key == GSM8K_METRIC:
         return "GSM8K strict-match", "%"
-    m = next((m for m in METRICS if m.key == key), None)
+    m = next((m for m in NIGHTLY_METRICS if m.key == key), None)
     return (m.label, m.unit) if m else (key, "")
 
 

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.aggregate import summarize
 from e2e.config import Experiment
 from e2e.errors import E2EError, ResultsError
 from e2e.nightly.history import append_night, history_path, night_rows, read_history, select_baseline
 from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell, Rules, judge_night
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
-from e2e.nightly.settings import GSM8K_METRIC, MAX_ATTEMPTS, NightlyConfig, with_arm_settings
+from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
+                                  with_arm_settings)
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.records import RunRecord
 from e2e.store import utc_now
@@ -135,16 +135,36 @@ def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
     return keys
 
 
+def _value(record: RunRecord, key: str) -> float | None:
+    m = record.metrics
+    value = getattr(m, key, None) if m is not None else None
+    if key == "ms_per_verify_step" and value is None and m is not None:
+        if m.tpot_ms_mean is not None and m.acceptance_length is not None:
+            value = m.tpot_ms_mean * m.acceptance_length
+    return None if value is None else float(value)
+
+
 def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
-    """Night cells of the sweep's run records (reported runs only; see e2e.aggregate)."""
-    if not records:
-        return []
-    summary = summarize(records, baseline=records[0].spec.arm)
-    return [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
-                      values=c.values, repeats=c.repeats,
-                      run_dirs=tuple(f"{prefix}/{c.arm}-c{c.concurrency}-{c.spec_mode}-r{k}"
-                                     for k in c.repeats))
-            for c in summary.cells]
+    """Night cells of the sweep's run records: per (arm, concurrency, spec mode) and metric
+    of ``NIGHTLY_METRICS``, the values of the reported runs (valid, with metrics, repeat >=
+    the config's report_from_run), as ``e2e report`` counts them."""
+    groups: dict[tuple[str, int, str], list[RunRecord]] = {}
+    for r in records:
+        start = r.config.get("report_from_run", 2) if isinstance(r.config, dict) else 2
+        if r.valid and r.metrics is not None and r.spec.repeat >= int(start):
+            groups.setdefault((r.spec.arm, r.spec.concurrency, r.spec.spec_mode), []).append(r)
+    cells = []
+    for (arm, conc, mode), runs in sorted(groups.items()):
+        runs.sort(key=lambda r: r.spec.repeat)
+        for m in NIGHTLY_METRICS:
+            have = [(r, v) for r in runs if (v := _value(r, m.key)) is not None]
+            if not have:
+                continue
+            cells.append(NightCell(
+                key=CellKey("load", arm, conc, mode, m.key),
+                values=tuple(v for _, v in have), repeats=tuple(r.spec.repeat for r, _ in have),
+                run_dirs=tuple(f"{prefix}/{r.run_id}" for r, _ in have)))
+    return cells
 
 
 def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,

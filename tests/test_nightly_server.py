@@ -1,0 +1,63 @@
+"""`e2e nightly` against the real CPU server, with a tiny load (2 prompts x 1031 in / 32 out,
+2 runs, one arm, concurrency 1, no speculator): the first night has no baseline and passes,
+and rerunning the same date resumes (no run is made again, the history is not duplicated)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from e2e.nightly.command import nightly_command
+
+pytestmark = pytest.mark.server
+
+
+def tiny_config(tmp_path):
+    text = (ROOT / "configs" / "nightly.toml").read_text()
+    for old, new in [("report_from_run = 2", "report_from_run = 1"),
+                     ("prompts_per_concurrency = 32", "prompts_per_concurrency = 2"),
+                     ("output_len = 509", "output_len = 32"),
+                     ("warmup_requests = 2", "warmup_requests = 1"),
+                     ('spec_modes = ["base", "dspark"]', 'spec_modes = ["base"]'),
+                     ("concurrencies = [1, 4]\nspec", "concurrencies = [1]\nspec"),
+                     ("# runs = 4", "runs = 2\n#")]:
+        assert old in text, old
+        text = text.replace(old, new)
+    assert "lock_wait_s = 900" in text
+    path = tmp_path / "nightly.toml"
+    path.write_text(text)
+    return path
+
+
+def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
+    app = typer.Typer()
+    app.command("nightly")(nightly_command)
+    app.command("other")(lambda: None)
+    config, results = tiny_config(tmp_path), tmp_path / "results"
+    args = ["nightly", "--config", str(config), "--results", str(results), "--date",
+            "2026-01-01", "-q"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    night = results / "nightly" / "2026-01-01" / "nightly"
+    assert "PASS" in first.output and "Baseline**: none" in first.output
+    runs = sorted(p.name for p in night.glob("main-c1-base-r*") if (p / "run.json").exists())
+    assert runs == ["main-c1-base-r1", "main-c1-base-r2"]
+    history = pd.read_parquet(results / "nightly" / "history.parquet")
+    tpot = history[history["metric"] == "server_tpot_ms_mean"]
+    assert len(tpot) == 1 and tpot["n"].iloc[0] == 2 and tpot["verdict"].iloc[0] == "no baseline"
+    assert tpot["engine_version"].iloc[0] == "0.32.0"
+    assert (night / "summary.md").exists() and (night / "report" / "report.md").exists()
+    assert (night / "trends" / "server_tpot_ms_mean.png").read_bytes().startswith(b"\x89PNG")
+    stamp = (night / "main-c1-base-r2" / "run.json").stat().st_mtime_ns
+
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert (night / "main-c1-base-r2" / "run.json").stat().st_mtime_ns == stamp
+    assert pd.read_parquet(results / "nightly" / "history.parquet").shape == history.shape
+    judgement = json.loads((night / "judgement.json").read_text())
+    assert judgement["status"] == "pass" and judgement["baseline"] is None
