@@ -115,3 +115,17 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
     assert '"step_delay_us": 500' in result.output
     assert f"config hash {load_nightly().config_hash[:12]}; baseline: none" in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing
+
+
+def test_a_resumed_night_must_measure_the_same_build_and_settings(tmp_path) -> None:
+    from e2e.errors import ResultsError
+    from e2e.nightly.run import check_night
+
+    state = {"config_hash": "h", "arm_overrides": {}, "packages": {"main": "p1"},
+             "started_at": "t"}
+    check_night(tmp_path, state)
+    check_night(tmp_path, {**state, "started_at": "later"})  # same night resumed: fine
+    with pytest.raises(ResultsError, match="--arm-setting"):
+        check_night(tmp_path, {**state, "arm_overrides": {"step_delay_us": 500}})
+    with pytest.raises(ResultsError, match="packages changed"):
+        check_night(tmp_path, {**state, "packages": {"main": "p2"}})

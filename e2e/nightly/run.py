@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.config import Experiment
-from e2e.errors import E2EError, ResultsError
+from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.history import append_night, history_path, night_rows, read_history, select_baseline
 from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell, Rules, judge_night
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
@@ -36,7 +36,7 @@ from e2e.records import RunRecord
 from e2e.store import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts"]
+           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night"]
 
 NIGHT_FILE = "night.json"
 Say = Callable[[str], None]
@@ -89,11 +89,11 @@ def prepare_builds(experiment: Experiment, arms: tuple[str, ...], say: Say) -> d
                                  "host": facts["host"].get("hostname")}
         out[arm] = seen[str(python)]
         if "error" in out[arm]:
-            raise ResultsError(f"arm {arm}: {out[arm]['error']}")
+            raise BuildError(f"arm {arm}: {out[arm]['error']}")
     return out
 
 
-def _check_night(folder: Path, state: dict[str, Any]) -> None:
+def check_night(folder: Path, state: dict[str, Any]) -> None:
     """Write ``night.json``, or on a resumed night check that it measures the same thing."""
     import json
 
@@ -250,7 +250,7 @@ def run_nightly(
     plan = plan_night(cfg, experiment)
 
     builds = prepare_builds(experiment, cfg.arms, say)
-    _check_night(folder, {
+    check_night(folder, {
         "date": options.date, "experiment": experiment.name, "config_hash": cfg.config_hash,
         "config": cfg.source, "arm_overrides": options.arm_overrides,
         "packages": {arm: b.get("packages_sha256") for arm, b in builds.items()},
