@@ -17,6 +17,7 @@ from e2e.server import group_alive
 from e2e.store import read_requests, read_run
 
 pytestmark = pytest.mark.server
+SECRET = "sk-e2e-test-secret-123"
 
 
 def port_open(url: str) -> bool:
@@ -30,6 +31,9 @@ def port_open(url: str) -> bool:
 def dspark_run(default_experiment, server_python, tmp_path_factory):
     """One short speculative run shared by the tests below (one server start)."""
     experiment = small(default_experiment)
+    server = experiment.server.model_copy(update={
+        "api_key": SECRET, "env": {**experiment.server.env, "MY_SERVICE_TOKEN": SECRET}})
+    experiment = experiment.model_copy(update={"server": server})
     spec = RunSpec.resolve(experiment, arm="pr", concurrency=2, dspark=True, prompts=4,
                            output_len=64)
     results = tmp_path_factory.mktemp("results")
@@ -55,6 +59,19 @@ def test_spec_counters_move_and_verify_step_is_reported(dspark_run):
     assert mx.acceptance_length > 1.0
     assert mx.ms_per_verify_step == pytest.approx(mx.tpot_ms_mean * mx.acceptance_length)
     assert mx.server_tpot_ms_mean is not None and mx.server_tpot_ms_mean > 0
+
+
+def test_api_key_is_sent_and_secrets_are_redacted(dspark_run):
+    """The server required the key (so every request carried it), and neither the key nor the
+    secret variable appears in run.json."""
+    folder, record = dspark_run
+    assert record.valid
+    text = (folder / "run.json").read_text()
+    assert SECRET not in text
+    raw = json.loads(text)
+    assert raw["server"]["env"]["MY_SERVICE_TOKEN"] == "***"
+    assert raw["server"]["argv"][raw["server"]["argv"].index("--api-key") + 1] == "***"
+    assert raw["config"]["server"]["api_key"] == "***"
 
 
 def test_run_folder_contents(dspark_run):
