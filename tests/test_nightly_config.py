@@ -29,7 +29,7 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     data.pop("nightly")
     assert Experiment.model_validate(data) == cfg.experiment
     assert (cfg.arms, cfg.concurrencies, cfg.spec_modes, cfg.runs) == (
-        ("main",), (1, 4), ("base", "dspark"), 4)
+        ("main",), (1, 4), ("base", "dspark"), 6)
     assert cfg.threshold("base", "server_tpot_ms_mean") == 2.0
     assert cfg.threshold("base", "tpot_ms_median") is None
     assert cfg.threshold("dspark", "ms_per_verify_step") == 2.0
@@ -67,7 +67,9 @@ def test_config_hash_follows_what_is_measured_only() -> None:
     assert hashed(lambda d: d["nightly"]["thresholds"].update(base={"tpot_ms_median": 5.0})) == base
     assert hashed(lambda d: d["nightly"].update(baseline="2026-01-01", confidence=0.9)) == base
     assert hashed(lambda d: d["server"].update(lock_wait_s=0, startup_timeout_s=10)) == base
-    assert hashed(lambda d: d["nightly"].update(runs=4)) == base  # explicit = the default
+    # runs left to the experiment's repeats hashes as the same resolved plan
+    assert (hashed(lambda d: d.update(repeats=6) or d["nightly"].pop("runs"))
+            == hashed(lambda d: d.update(repeats=6)))
     # what a night measures changes it
     assert hashed(lambda d: d["load"].update(output_len=32)) != base
     assert hashed(lambda d: d["nightly"].update(concurrencies=[1])) != base
@@ -111,7 +113,7 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
                                          "2026-01-02", "--dry-run",
                                          "--arm-setting", "step_delay_us=500"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("main-c") == 16  # 1 arm x 2 concurrencies x 2 modes x 4 runs
+    assert result.output.count("main-c") == 24  # 1 arm x 2 concurrencies x 2 modes x 6 runs
     assert '"step_delay_us": 500' in result.output
     assert f"config hash {load_nightly().config_hash[:12]}; baseline: none" in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing

@@ -25,7 +25,7 @@ def tiny_config(tmp_path):
                      ("warmup_requests = 2", "warmup_requests = 1"),
                      ('spec_modes = ["base", "dspark"]', 'spec_modes = ["base"]'),
                      ("concurrencies = [1, 4]\nspec", "concurrencies = [1]\nspec"),
-                     ("# runs = 4", "runs = 2\n#")]:
+                     ("runs = 6", "runs = 2")]:
         assert old in text, old
         text = text.replace(old, new)
     assert "lock_wait_s = 900" in text
