@@ -131,3 +131,14 @@ def test_a_resumed_night_must_measure_the_same_build_and_settings(tmp_path) -> N
         check_night(tmp_path, {**state, "arm_overrides": {"step_delay_us": 500}})
     with pytest.raises(ResultsError, match="packages changed"):
         check_night(tmp_path, {**state, "packages": {"main": "p2"}})
+
+
+def test_an_unexpected_failure_exits_2_not_1(tmp_path, monkeypatch) -> None:
+    import e2e.nightly.settings as settings
+
+    def boom(path):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(settings, "load_nightly", boom)
+    result = CliRunner().invoke(_app(), ["nightly", "--results", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 2, result.output

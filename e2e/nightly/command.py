@@ -73,6 +73,10 @@ def nightly_command(
         _err.print("[yellow]interrupted[/]: the server was stopped; finished runs are kept "
                    "(rerun with the same --date to resume)")
         raise typer.Exit(130) from None
+    except Exception:  # a bug must not read as "regression" (1) to the CI that runs this
+        _err.print_exception()
+        _err.print("[bold red]error:[/] the nightly failed unexpectedly (above); exit 2")
+        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 
