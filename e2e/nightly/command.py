@@ -35,7 +35,7 @@ def _today() -> str:
 
 def nightly_command(
     config: Annotated[Optional[Path], typer.Option(
-        "--config", "-c", help="Nightly config: an experiment TOML with a [nightly] table. "
+        "--config", "-c", help="Nightly config: an experiment TOML plus a nightly table. "
                                "Default: the embedded configs/nightly.toml.",
         dir_okay=False)] = None,
     results: Annotated[Path, typer.Option(
@@ -46,7 +46,7 @@ def nightly_command(
              "night; a new date starts a fresh one.")] = None,
     baseline: Annotated[Optional[str], typer.Option(
         help="Judge against this night (YYYY-MM-DD) instead of the last passing night with "
-             "the same config hash; overrides [nightly].baseline.")] = None,
+             "the same config hash; overrides the config's nightly.baseline.")] = None,
     arm_setting: Annotated[Optional[list[str]], typer.Option(
         "--arm-setting", help="KEY=VALUE merged into the plugin settings of every nightly arm "
                               "(e.g. step_delay_us=500, the calibration delay); recorded as "
