@@ -297,9 +297,11 @@ def _register_optional() -> None:
     """Commands whose modules need heavier imports are registered lazily by name."""
     from e2e.gsm8k.command import gsm8k_command
     from e2e.micro import micro_command
+    from e2e.nightly.command import nightly_command
 
     app.command("gsm8k")(gsm8k_command)
     app.command("micro")(micro_command)
+    app.command("nightly")(nightly_command)
 
 
 _register_optional()
