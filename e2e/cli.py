@@ -92,14 +92,14 @@ def run(
         folder, record = run_one(experiment, spec, results, progress=not quiet,
                                  say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
                                  plugin_check=plugin_check)
-        _print_run(folder, record)
+        print_run(folder, record)
         if not record.valid:
             raise typer.Exit(1)
 
     _guard(body)
 
 
-def _print_run(folder: Path, record, brief: bool = False) -> None:
+def print_run(folder: Path, record, brief: bool = False) -> None:
     mx = record.metrics
     status = "[green]valid[/]" if record.valid else "[bold red]INVALID[/]"
     headline = ""
@@ -189,7 +189,7 @@ def sweep(
         outcome = run_sweep(
             experiment, plan, results, max_attempts=max_attempts, progress=not quiet,
             say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
-            on_run=lambda folder, record: _print_run(folder, record, brief=True),
+            on_run=lambda folder, record: print_run(folder, record, brief=True),
             plugin_check=plugin_check)
         out.print(f"sweep: {len(outcome.ran)} run(s) made, {len(outcome.skipped)} already done, "
                   f"{len(outcome.invalid)} invalid, {len(outcome.given_up)} given up", highlight=False)

@@ -29,6 +29,8 @@ __all__ = [
     "RunSpec",
     "DEFAULT_CONFIG",
     "load_experiment",
+    "read_toml",
+    "describe_validation_error",
     "safe_name",
 ]
 
@@ -182,7 +184,7 @@ class Experiment(_Strict):
         try:
             return Experiment.model_validate(raw)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, "command-line flags", Experiment)) from None
+            raise ConfigError(describe_validation_error(exc, "command-line flags", Experiment)) from None
 
     def arm(self, name: str) -> ArmConfig:
         try:
@@ -259,7 +261,7 @@ class RunSpec(_Strict):
                 repeat=repeat,
             )
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, "command-line flags", cls)) from None
+            raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None
 
 
 def _field_type(model: type[BaseModel], key: str) -> Any:
@@ -295,7 +297,9 @@ def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | 
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _describe(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
+def describe_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
+    """One line per error: the key's dotted path, what is wrong, and for an unknown key
+    the keys allowed there."""
     lines = [f"{source}: invalid configuration"]
     for error in exc.errors():
         loc = tuple(error["loc"])
@@ -319,25 +323,29 @@ def default_config_path() -> Path:
     return Path(str(resources.files("e2e") / "configs" / DEFAULT_CONFIG))
 
 
-def load_experiment(path: Path | str | None = None) -> Experiment:
-    """Read and validate a TOML config; ``None`` means the embedded default."""
-    path = Path(path) if path is not None else default_config_path()
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable or malformed file is a ConfigError."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_experiment(raw, source=str(path))
+
+
+def load_experiment(path: Path | str | None = None) -> Experiment:
+    """Read and validate a TOML config; ``None`` means the embedded default."""
+    path = Path(path) if path is not None else default_config_path()
+    return parse_experiment(read_toml(path), source=str(path))
 
 
 def parse_experiment(raw: dict[str, Any], *, source: str = "<config>") -> Experiment:
     try:
         return Experiment.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source, Experiment)) from None
+        raise ConfigError(describe_validation_error(exc, source, Experiment)) from None
     except (TypeError, ValueError, RecursionError) as exc:  # pragma: no cover - defensive
         raise ConfigError(f"{source}: invalid configuration: {exc}") from None
 

@@ -108,11 +108,11 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                    highlight=False, markup=False)
         return 0
 
-    from e2e.cli import _print_run
+    from e2e.cli import print_run
     from e2e.plugin_check import plugin_check
 
     outcome = run_nightly(cfg, options, say=say,
-                          on_run=lambda folder, record: _print_run(folder, record, brief=True),
+                          on_run=lambda folder, record: print_run(folder, record, brief=True),
                           plugin_check=plugin_check)
     _out.print(outcome.summary, highlight=False, markup=False, soft_wrap=True)
     say(f"summary: {outcome.summary_path}; history: {outcome.history_path}")

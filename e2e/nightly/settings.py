@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from e2e.aggregate import METRICS, Metric
-from e2e.config import Experiment, _describe, parse_experiment
+from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
 
 __all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
@@ -178,7 +177,7 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
     try:
         settings = NightlySettings.model_validate(table)
     except ValidationError as exc:
-        text = _describe(exc, source, NightlySettings).replace("\n  ", "\n  nightly.")
+        text = describe_validation_error(exc, source, NightlySettings).replace("\n  ", "\n  nightly.")
         raise ConfigError(text) from None
     arms = tuple(settings.arms or experiment.arms)
     for arm in arms:
@@ -208,14 +207,7 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
 def load_nightly(path: Path | str | None = None) -> NightlyConfig:
     """Read a nightly TOML; ``None`` means the embedded ``configs/nightly.toml``."""
     path = Path(path) if path is not None else default_nightly_path()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    raw = read_toml(path)
     return parse_nightly(raw, source=str(path), base_dir=path.resolve().parent)
 
 
