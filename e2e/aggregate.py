@@ -61,6 +61,10 @@ METRICS: tuple[Metric, ...] = (
            "completion tokens from the server's usage"),
     Metric("tpot_ms_median", "median TPOT", "ms", False,
            "median over a run's requests of the same per-request TPOT"),
+    Metric("server_tpot_ms_mean", "server mean TPOT", "ms", False,
+           "the server's own mean per-request TPOT: Δsum / Δcount of "
+           "vllm:request_time_per_output_token_seconds around the measured load (immune to "
+           "how the stream's chunks reach the client)"),
     Metric("ttft_ms_mean", "mean TTFT", "ms", False,
            "mean over a run's requests of the time from sending to the first token"),
     Metric("output_throughput_tok_s", "output throughput", "tok/s", True,
