@@ -271,7 +271,12 @@ def _device(spec: MicroSpec):
             raise E2EError("--dry-run needs TRITON_INTERPRET=1 before Triton is imported; "
                            "run it in a fresh process")
         os.environ["TRITON_INTERPRET"] = "1"
-    import torch
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as exc:
+        raise E2EError(f"e2e micro needs torch and Triton ({exc.name} is missing); install "
+                       "the kernels extra: pip install -e '.[kernels]'") from None
 
     if spec.dry_run:
         return torch.device("cpu")
