@@ -153,6 +153,8 @@ def sweep(
         help="Runs per cell (default: the config's repeats).", min=1)] = None,
     max_attempts: Annotated[int, typer.Option(
         help="Attempts per run before an invalid run is given up.", min=1)] = 2,
+    fail_fast: Annotated[bool, typer.Option(
+        "--fail-fast", help="Stop at the first run given up (default: move on).")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
     report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
@@ -190,7 +192,10 @@ def sweep(
             experiment, plan, results, max_attempts=max_attempts, progress=not quiet,
             say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
             on_run=lambda folder, record: print_run(folder, record, brief=True),
-            plugin_check=plugin_check)
+            plugin_check=plugin_check, fail_fast=fail_fast)
+        if outcome.stopped_early:
+            out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
+                      highlight=False)
         out.print(f"sweep: {len(outcome.ran)} run(s) made, {len(outcome.skipped)} already done, "
                   f"{len(outcome.invalid)} invalid, {len(outcome.given_up)} given up", highlight=False)
         for run_id in outcome.given_up:

@@ -26,6 +26,7 @@ class SweepOutcome:
     ran: list[RunRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)       # done and valid already
     given_up: list[str] = field(default_factory=list)      # invalid after max attempts
+    stopped_early: bool = False                             # --fail-fast stopped the sweep
 
     @property
     def invalid(self) -> list[RunRecord]:
@@ -64,7 +65,10 @@ def run_sweep(
     say: Callable[[str], None] = lambda message: None,
     on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
     plugin_check: PluginCheck | None = None,
+    fail_fast: bool = False,
 ) -> SweepOutcome:
+    """Run every planned run not yet done; with ``fail_fast`` stop at the first run that is
+    still invalid after ``max_attempts`` (else give it up and move on)."""
     outcome = SweepOutcome()
     for i, spec in enumerate(plan, 1):
         state = run_state(results, experiment.name, spec)
@@ -84,4 +88,7 @@ def run_sweep(
         else:
             if not run_state(results, experiment.name, spec).done:
                 outcome.given_up.append(spec.run_id)
+                if fail_fast:
+                    outcome.stopped_early = True
+                    break
     return outcome

@@ -100,3 +100,20 @@ def test_dry_run_describes_every_run_without_starting(tmp_path, default_experime
     assert "--speculative-config" in text and '"method": "ngram"' in text
     assert "E2E_PLUGIN_SETTINGS=" in text and "E2E_ARM=pr" in text
     assert not (tmp_path / "default").exists()
+
+
+def test_fail_fast_stops_at_the_first_run_given_up(tmp_path, default_experiment, monkeypatch):
+    plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=1)
+    calls = []
+
+    def always_invalid(experiment, spec, results, **kwargs):
+        calls.append(spec.run_id)
+        return store(results, experiment, spec, valid=False), fake_record(experiment, spec, False)
+
+    monkeypatch.setattr(sweep_mod, "run_one", always_invalid)
+    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=1,
+                                  progress=False, fail_fast=True)
+    assert calls == [plan[0].run_id] and outcome.stopped_early
+    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=2,
+                                  progress=False)  # moves on by default
+    assert len(outcome.given_up) == len(plan) and not outcome.stopped_early
