@@ -142,3 +142,11 @@ def test_an_unexpected_failure_exits_2_not_1(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(settings, "load_nightly", boom)
     result = CliRunner().invoke(_app(), ["nightly", "--results", str(tmp_path), "--dry-run"])
     assert result.exit_code == 2, result.output
+
+
+def test_nightly_metrics_are_unique():
+    """A metric listed twice would record every cell twice in the history."""
+    from e2e.nightly.settings import NIGHTLY_METRICS
+
+    keys = [m.key for m in NIGHTLY_METRICS]
+    assert len(keys) == len(set(keys))

@@ -39,14 +39,10 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SpecMode = Literal["base", "dspark"]
 
-# The report's metrics plus two more a nightly records, judges if asked, and plots. On the
-# CPU default the client-side TPOT of the tiny model says little (the API server often
-# flushes a request's tokens in one burst on a busy host); the engine's own TPOT does not
-# depend on how the stream is delivered.
+# The report's metrics (the server's own TPOT among them: on the CPU default the client-side
+# TPOT of the tiny model says little, as the API server often flushes a request's tokens in
+# one burst on a busy host) plus one more a nightly records, judges if asked, and plots.
 NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
-    Metric("server_tpot_ms_mean", "server mean TPOT", "ms", False,
-           "the server's own mean time per output token over the measured load, from "
-           "vllm:request_time_per_output_token_seconds"),
     Metric("e2el_ms_mean", "mean E2E latency", "ms", False,
            "mean over a run's requests of the time from sending to the last token"),
 )
