@@ -299,7 +299,8 @@ def build(
 
 
 def _register_optional() -> None:
-    """Commands whose modules need heavier imports are registered lazily by name."""
+    """Commands that live in their own packages (they import torch, lm-eval and the like only
+    when they run)."""
     from e2e.gsm8k.command import gsm8k_command
     from e2e.micro import micro_command
     from e2e.nightly.command import nightly_command

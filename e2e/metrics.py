@@ -25,7 +25,7 @@ from e2e.records import RequestRecord, RunMetrics, SpecCounters
 __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
     "parse_samples", "spec_counters", "histogram_mean_delta",
-    "request_tpot_s", "acceptance", "summarize_run",
+    "request_tpot_s", "acceptance", "summarize_run", "validity_reasons",
 ]
 
 ACCEPTED = VLLM.accepted_metric

@@ -66,14 +66,13 @@ def run_one(
     server_argv: list[str] = launch.argv(0)
     base_url = f"http://{launch.host}"
     interrupted: BaseException | None = None
-    headers = {"Authorization": f"Bearer {launch.api_key}"} if launch.api_key else {}
     load = experiment.load
 
-    def load_spec(base_url: str, batch: list[list[int]], concurrency: int) -> LoadSpec:
-        return LoadSpec(base_url=base_url, model=launch.model, prompts=batch,
+    def load_spec(server, batch: list[list[int]], concurrency: int) -> LoadSpec:
+        return LoadSpec(base_url=server.base_url, model=launch.model, prompts=batch,
                         output_len=spec.output_len, concurrency=concurrency,
                         request_timeout_s=load.request_timeout_s,
-                        stall_timeout_s=load.stall_timeout_s, headers=headers)
+                        stall_timeout_s=load.stall_timeout_s, headers=server.headers())
 
     try:
         say(f"starting the {spec.arm} server ({'with' if spec.dspark else 'without'} "
@@ -86,11 +85,11 @@ def run_one(
                 if problem:
                     raise ServerError(f"arm settings not applied: {problem}")
             if warmups:
-                run_load(load_spec(server.base_url, warmups, min(spec.concurrency, len(warmups))),
+                run_load(load_spec(server, warmups, min(spec.concurrency, len(warmups))),
                          progress=progress, label="warmup")
             metrics_before = server.scrape_metrics()
             say(f"measuring {spec.prompts} requests at concurrency {spec.concurrency}")
-            run_load(load_spec(server.base_url, prompts, spec.concurrency), progress=progress,
+            run_load(load_spec(server, prompts, spec.concurrency), progress=progress,
                      label=spec.run_id, on_done=finished.append)
             if server.alive():
                 metrics_after = server.scrape_metrics()
@@ -114,7 +113,7 @@ def run_one(
     summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
                               counters_after=after if spec.dspark else None,
                               server_tpot_s=server_tpot) if finished else None
-    if not reasons or finished:
+    if not reasons or finished:  # a server that never served has its reason already
         reasons += m.validity_reasons(finished, input_len=spec.input_len,
                                       output_len=spec.output_len, expected=spec.prompts)
     if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
@@ -122,12 +121,13 @@ def run_one(
     if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
         warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
 
+    config = redacted_config(experiment)
     record = RunRecord(
         experiment=experiment.name,
         run_id=spec.run_id,
         spec=spec,
-        arm_settings=redacted_config(experiment)["arms"][spec.arm],
-        config=redacted_config(experiment),
+        arm_settings=config["arms"][spec.arm],
+        config=config,
         server=ServerInfo(
             argv=redact_argv(server_argv, pattern, [launch.api_key or ""]),
             env=redact_env(launch.env, pattern),

@@ -4,6 +4,7 @@ finished result. Real processes wherever the fault can be made on them; a monkey
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -54,7 +55,7 @@ def test_second_e2e_is_refused_with_the_holders_pid_and_the_lock_never_goes_stal
         pass
 
 
-SLEEPER = VLLM.__class__(**{**VLLM.__dict__, "entry": ("-c", "import time; time.sleep(600)")})
+SLEEPER = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))
 
 
 def test_leftover_server_of_a_crashed_e2e_is_stopped(home, tmp_path):
@@ -62,9 +63,10 @@ def test_leftover_server_of_a_crashed_e2e_is_stopped(home, tmp_path):
         import sys
         from pathlib import Path
         from e2e.arms import ServerLaunch
+        import dataclasses
         from e2e.kinds import VLLM
         from e2e.server import start
-        SLEEPER = VLLM.__class__(**{{**VLLM.__dict__, "entry": ("-c", "import time; time.sleep(600)")}})
+        SLEEPER = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))
         launch = ServerLaunch(arm="main", python=Path(sys.executable), args=(), kind=SLEEPER)
         start(launch, Path({str(tmp_path / 'server.log')!r}), startup_timeout_s=600)
     """)
