@@ -1,10 +1,14 @@
 """Run records -> one pandas frame of runs -> cells, comparisons with the baseline, warnings.
 
 ``summarize`` is the whole stage: pure (no I/O), deterministic, and it returns one immutable
-``Summary`` that every renderer reads. A *cell* is all runs of one (arm, concurrency, spec
-mode); its figure for a metric is the median (range) of the *reported* runs: valid runs whose
-repeat number is at least ``report_from_run`` (earlier ones are warmups). Invalid runs are
-never used; they are counted and warned about next to the cell they belong to.
+``Summary`` that every renderer reads (and that the nightly judges). A *cell* is all runs of
+one (arm, concurrency, spec mode) made with the same workload (input and output length,
+prompts, seed, warmup) and the same server settings (``e2e.config.comparable_settings``);
+runs that differ in any of these are never averaged: ``summarize`` refuses them, naming the
+field (``comparable`` checks; ``select`` keeps one kind). A cell's figure for a metric is the
+median (range) of the *reported* runs: valid runs whose repeat number is at least
+``report_from_run`` (earlier ones are warmups). Invalid runs are never used; they are counted
+and warned about next to the cell they belong to.
 """
 
 from __future__ import annotations
@@ -12,9 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import json
+
 import pandas as pd
 
 from e2e import stats
+from e2e.config import comparable_settings
+from e2e.metrics import metric_value
 from e2e.records import RunRecord
 
 __all__ = [
@@ -28,6 +36,9 @@ __all__ = [
     "Summary",
     "runs_frame",
     "summarize",
+    "comparable",
+    "select",
+    "WORKLOAD_FIELDS",
     "MIN_RUNS",
     "MAX_SPREAD",
     "MAX_ACCEPTANCE_MOVE",
@@ -208,23 +219,30 @@ class Summary:
         return tuple(m for m in self.metrics if m.key in have)
 
 
-_FRAME_COLUMNS = ["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
-                  "invalid_reasons", "report_from_run"] + [m.key for m in METRICS]
+# What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
+WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "warmup_requests")
+_SETTINGS = ("server_settings", "arm_settings")
+_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
+                   "invalid_reasons", "report_from_run", *WORKLOAD_FIELDS, *_SETTINGS]
+                  + [m.key for m in METRICS])
 
 
-def _metric_value(record: RunRecord, key: str) -> float | None:
-    m = record.metrics
-    if m is None:
-        return None
-    value = getattr(m, key)
-    if key == "ms_per_verify_step" and value is None:
-        if m.tpot_ms_mean is not None and m.acceptance_length is not None:
-            value = m.tpot_ms_mean * m.acceptance_length
-    return None if value is None else float(value)
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def runs_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
-    """One row per run: identity, validity and every metric in ``METRICS`` (NaN if absent)."""
+def _settings(record: RunRecord) -> dict[str, str]:
+    config = record.config if isinstance(record.config, dict) else {}
+    settings = comparable_settings(config, record.spec.arm)
+    arm = settings.pop("arm")
+    if not record.spec.dspark:  # the speculator profile does not touch a run without it
+        settings.pop("speculators", None)
+    return {"server_settings": _canonical(settings), "arm_settings": _canonical(arm)}
+
+
+def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
+    """One row per run: identity, workload, settings, validity and every metric in
+    ``metrics`` (NaN if absent)."""
     rows = []
     for r in records:
         rows.append({
@@ -238,13 +256,70 @@ def runs_frame(records: Iterable[RunRecord]) -> pd.DataFrame:
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
-            **{m.key: _metric_value(r, m.key) for m in METRICS},
+            **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
+            **_settings(r),
+            **{m.key: metric_value(r.metrics, m.key) for m in metrics},
         })
-    frame = pd.DataFrame(rows, columns=_FRAME_COLUMNS)
-    for m in METRICS:
+    columns = _FRAME_COLUMNS[:-len(METRICS)] + [m.key for m in metrics]
+    frame = pd.DataFrame(rows, columns=columns)
+    for m in metrics:
         frame[m.key] = pd.to_numeric(frame[m.key], errors="coerce").astype(float)
     return frame.sort_values(["arm", "spec_mode", "concurrency", "repeat", "run_id"],
                              kind="stable").reset_index(drop=True)
+
+
+def _diff_keys(a: object, b: object, prefix: str = "") -> list[str]:
+    """Dotted keys where two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".") or "(value)"]
+
+
+def comparable(frame: pd.DataFrame) -> None:
+    """Raise ValueError, naming the field and its values, when runs that would share a
+    comparison differ in their workload (per concurrency and spec mode, across arms) or in
+    their server settings; or when runs of one arm differ in that arm's settings."""
+    def refuse(field: str, groups: pd.core.groupby.DataFrameGroupBy, where: str) -> None:
+        parts = []
+        for value, rows in groups:
+            ids = ", ".join(list(rows["run_id"])[:3]) + (", ..." if len(rows) > 3 else "")
+            parts.append(f"{value!s:.60} in {len(rows)} run(s) ({ids})")
+        hint = (f"report one of them: e2e report DIR --only {field}=VALUE" if field in WORKLOAD_FIELDS
+                else "put the runs of each setting in their own --results folder")
+        raise ValueError(f"runs that would be compared differ in {field} ({where}): "
+                         f"{'; '.join(parts)}; they are not averaged together; {hint}")
+
+    for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
+        where = f"concurrency {conc}, {mode}"
+        for field in WORKLOAD_FIELDS:
+            if group[field].nunique() > 1:
+                refuse(field, group.groupby(field), where)
+        if group["server_settings"].nunique() > 1:
+            values = [json.loads(v) for v in group["server_settings"].unique()]
+            keys = sorted({k for v in values[1:] for k in _diff_keys(values[0], v)})
+            refuse("server settings (" + ", ".join(keys) + ")",
+                   group.groupby("server_settings"), where)
+    for arm, group in frame.groupby("arm", sort=True):
+        if group["arm_settings"].nunique() > 1:
+            values = [json.loads(v) for v in group["arm_settings"].unique()]
+            keys = sorted({k for v in values[1:] for k in _diff_keys(values[0], v)})
+            refuse(f"arms.{arm} settings (" + ", ".join(keys) + ")",
+                   group.groupby("arm_settings"), f"arm {arm}")
+
+
+def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord]:
+    """The records whose spec matches every ``field=value`` of ``only`` (fields:
+    ``WORKLOAD_FIELDS``, arm, concurrency, spec_mode)."""
+    allowed = (*WORKLOAD_FIELDS, "arm", "concurrency", "spec_mode")
+    for field in only:
+        if field not in allowed:
+            raise ValueError(f"--only {field}: not a field runs can be selected by "
+                             f"(allowed: {', '.join(allowed)})")
+    return [r for r in records
+            if all(str(getattr(r.spec, f)) == str(v) for f, v in only.items())]
 
 
 def _arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:
@@ -327,6 +402,7 @@ def summarize(
     confidence: float = DEFAULT_CONFIDENCE,
     min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
     extra_warnings: Sequence[ReportWarning] = (),
+    metrics: Sequence[Metric] = METRICS,
 ) -> Summary:
     """Aggregate run records into cells, comparisons with ``baseline`` and warnings.
 
@@ -335,7 +411,8 @@ def summarize(
     records = list(records)
     if not records:
         raise ValueError("no run records to summarize")
-    frame = runs_frame(records)
+    frame = runs_frame(records, metrics)
+    comparable(frame)
     start, warnings = _resolve_report_from_run(frame, report_from_run)
     warnings = list(extra_warnings) + warnings
 
@@ -355,7 +432,7 @@ def summarize(
         arm, conc, mode = str(arm), int(conc), str(mode)
         warnings.extend(_cell_warnings(arm, conc, mode, group, start))
         reported = group[reported_mask.loc[group.index]]
-        for m in METRICS:
+        for m in metrics:
             rows = reported[reported[m.key].notna()]
             if rows.empty:
                 continue
@@ -378,7 +455,7 @@ def summarize(
                     arm, conc, mode, m.key))
 
     arm_rank = {a: i for i, a in enumerate(arms)}
-    metric_rank = {m.key: i for i, m in enumerate(METRICS)}
+    metric_rank = {m.key: i for i, m in enumerate(metrics)}
     mode_rank = {m: i for i, m in enumerate(SPEC_MODES)}
 
     def cell_key(c: Cell) -> tuple[int, int, int, int]:
@@ -399,7 +476,7 @@ def summarize(
                 warnings.append(ReportWarning(
                     "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
                 continue
-            m = metric(c.metric)
+            m = next(x for x in metrics if x.key == c.metric)
             est = stats.compare_runs(c.values, base.values, confidence=confidence)
             lo, hi = est.pct_low, est.pct_high
             interval = (lo, hi) if lo is not None and hi is not None else None
@@ -438,4 +515,5 @@ def summarize(
         warnings=tuple(warnings),
         confidence=confidence,
         min_effect_pct=min_effect_pct,
+        metrics=tuple(metrics),
     )

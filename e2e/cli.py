@@ -1,19 +1,22 @@
-"""The command line. Commands are thin: flags merge with the config into one validated object,
-then one function does the work. Errors from e2e print as one clear message (exit 1; 2 for
-bad input); Ctrl-C and SIGTERM stop the server and keep what finished (exit 130)."""
+"""The command line: thin typer commands on top of everything else (nothing imports this
+module). Flags merge with the config into one validated object, then one function does the
+work; printing, errors, exit codes and signals are ``e2e.console``'s.
+
+    e2e run | sweep | gsm8k | nightly      plan -> executor -> server session -> results
+    e2e report                             results -> aggregate -> render
+    e2e arms | build | micro               inspect the arms, prepare builds, the kernels
+"""
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from e2e.config import RunSpec, load_experiment
-from e2e.errors import E2EError
+from e2e.console import err, guard, out, print_run, say
 
 app = typer.Typer(
     help="e2e: prove what a change to an LLM serving engine (vLLM) does, end to end.\n\n"
@@ -23,8 +26,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
-out = Console()
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Experiment config (TOML). Default: the embedded configs/default.toml.",
@@ -34,27 +35,9 @@ ResultsOpt = Annotated[Path, typer.Option(
 LockWaitOpt = Annotated[Optional[float], typer.Option(
     "--lock-wait", help="Seconds to wait for another e2e's server to finish "
     "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
-
-
-def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
-    raise KeyboardInterrupt
-
-
-def _guard(fn):
-    """Run a command body, mapping e2e's errors and interrupts to exit codes."""
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        return fn()
-    except E2EError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]: the server was stopped; finished results are kept")
-        raise typer.Exit(130) from None
-
-
-def _fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}{unit}"
+NoPluginCheckOpt = Annotated[bool, typer.Option(
+    "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
+    "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
 
 
 @app.command()
@@ -73,6 +56,7 @@ def run(
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     lock_wait: LockWaitOpt = None,
+    no_plugin_check: NoPluginCheckOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """One run: a fresh server for ARM, the reference load at one concurrency, its metrics
@@ -80,8 +64,7 @@ def run(
     /metrics before and after)."""
 
     def body() -> None:
-        from e2e.plugin_check import plugin_check
-        from e2e.runner import run_one
+        from e2e.session import SessionOptions, run_unit
         from e2e.store import next_repeat
 
         experiment = load_experiment(config).override("server", lock_wait_s=lock_wait)
@@ -89,51 +72,13 @@ def run(
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
-        folder, record = run_one(experiment, spec, results, progress=not quiet,
-                                 say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
-                                 plugin_check=plugin_check)
+        session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
+        folder, record = run_unit(experiment, spec, results, session)
         print_run(folder, record)
         if not record.valid:
-            raise typer.Exit(1)
+            raise SystemExit(1)
 
-    _guard(body)
-
-
-def print_run(folder: Path, record, brief: bool = False) -> None:
-    mx = record.metrics
-    status = "[green]valid[/]" if record.valid else "[bold red]INVALID[/]"
-    headline = ""
-    if brief and mx is not None:
-        headline = (f"  ms/verify step {_fmt(mx.ms_per_verify_step, '', 3)}  acceptance "
-                    f"{_fmt(mx.acceptance_length, '', 3)}" if record.spec.dspark else
-                    f"  TPOT mean {_fmt(mx.tpot_ms_mean, '', 3)} ms  median "
-                    f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
-    out.print(f"{record.run_id}: {status}{headline}  ->  {folder}", highlight=False)
-    for reason in record.invalid_reasons:
-        out.print(f"  [red]invalid:[/] {reason}", highlight=False)
-    for warning in record.warnings:
-        out.print(f"  [yellow]warning:[/] {warning}", highlight=False)
-    if mx is None or brief:
-        return
-    rows = [
-        ("requests ok", f"{mx.ok_requests} / {mx.requests}"),
-        ("TTFT mean / median / p99", f"{_fmt(mx.ttft_ms_mean)} / {_fmt(mx.ttft_ms_median)} / {_fmt(mx.ttft_ms_p99)} ms"),
-        ("TPOT mean / median / p99", f"{_fmt(mx.tpot_ms_mean, '', 3)} / {_fmt(mx.tpot_ms_median, '', 3)} / {_fmt(mx.tpot_ms_p99, '', 3)} ms"),
-        ("server TPOT mean", f"{_fmt(mx.server_tpot_ms_mean, ' ms', 3)}"),
-        ("inter-chunk mean / p99", f"{_fmt(mx.itl_ms_mean, '', 3)} / {_fmt(mx.itl_ms_p99, '', 3)} ms"),
-        ("E2E latency mean / p99", f"{_fmt(mx.e2el_ms_mean)} / {_fmt(mx.e2el_ms_p99)} ms"),
-        ("output throughput", f"{_fmt(mx.output_throughput_tok_s, ' tok/s', 1)}"),
-        ("request throughput", f"{_fmt(mx.request_throughput_req_s, ' req/s', 3)}"),
-    ]
-    if record.spec.dspark:
-        rows += [
-            ("acceptance length", _fmt(mx.acceptance_length, "", 3)),
-            ("acceptance rate", _fmt(mx.acceptance_rate, "", 3)),
-            ("ms per verify step", f"{_fmt(mx.ms_per_verify_step, ' ms', 3)}  (= mean TPOT x acceptance length)"),
-        ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        out.print(f"  {key:<{width}}  {value}", highlight=False)
+    guard(body)
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -163,6 +108,7 @@ def sweep(
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     lock_wait: LockWaitOpt = None,
+    no_plugin_check: NoPluginCheckOpt = False,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -172,9 +118,10 @@ def sweep(
 
     def body() -> None:
         from e2e.errors import ConfigError
+        from e2e.pipeline import execute
         from e2e.plan import make_plan
-        from e2e.plugin_check import plugin_check
-        from e2e.sweep import describe_plan, run_sweep
+        from e2e.session import SessionOptions
+        from e2e.sweep import describe_plan
 
         if sum([dspark, no_dspark, both]) > 1:
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
@@ -186,13 +133,12 @@ def sweep(
                          spec_modes=modes, runs=runs)
         if dry_run:
             for line in describe_plan(experiment, plan, results):
-                out.print(line, highlight=False, soft_wrap=True)
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
             return
-        outcome = run_sweep(
-            experiment, plan, results, max_attempts=max_attempts, progress=not quiet,
-            say=lambda s: err.print(f"[dim]{s}[/]", highlight=False),
-            on_run=lambda folder, record: print_run(folder, record, brief=True),
-            plugin_check=plugin_check, fail_fast=fail_fast)
+        session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
+        outcome = execute(experiment, plan, results, session=session, max_attempts=max_attempts,
+                          fail_fast=fail_fast,
+                          on_unit=lambda folder, record: print_run(folder, record, brief=True))
         if outcome.stopped_early:
             out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
                       highlight=False)
@@ -203,25 +149,35 @@ def sweep(
         if report:
             _report(results / experiment.name)
         if outcome.given_up:
-            raise typer.Exit(1)
+            raise SystemExit(1)
 
-    _guard(body)
+    guard(body)
 
 
-def _report(folder: Path, report_from_run: int | None = None, baseline: str = "main") -> None:
-    from e2e.errors import ResultsError
+def _only(items: list[str] | None) -> dict[str, str]:
+    from e2e.errors import ConfigError
+
+    out_: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--only {item!r}: give FIELD=VALUE, e.g. output_len=128")
+        out_[key.strip()] = value.strip()
+    return out_
+
+
+def _report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
+            only: dict[str, str] | None = None) -> None:
     from e2e.gsm8k import load_report, render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
     from e2e.report import build_report
 
     folder = Path(folder)
     gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
-    try:
-        output = build_report(folder, report_from_run=report_from_run, baseline=baseline)
-    except ResultsError:
-        if gsm8k is None:
-            raise
-        output = None  # only GSM8K results here
+    output = None
+    if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
+        output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
+                              only=only)
     if output is not None:
         out.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
@@ -241,9 +197,13 @@ def report(
         help="First reported run of each cell (default: the config's report_from_run).",
         min=1)] = None,
     baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
+        "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
+        "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
 ) -> None:
     """Render a results folder: Markdown (PR-description tables), CSV and PNG plots."""
-    _guard(lambda: _report(results_dir, report_from_run, baseline))
+    guard(lambda: _report(results_dir, report_from_run, baseline, _only(only)))
 
 
 @app.command()
@@ -270,7 +230,7 @@ def arms(config: ConfigOpt = None) -> None:
             out.print(f"  args:    {[*experiment.server.args, *arm.args]}", highlight=False)
             out.print(f"  plugin:  {arm.plugin or '(none)'}", highlight=False)
 
-    _guard(body)
+    guard(body)
 
 
 @app.command()
@@ -295,7 +255,7 @@ def build(
         out.print(f"model: {model}" + (f" (sha256 {digest[:12]})" if digest else ""),
                   highlight=False)
 
-    _guard(body)
+    guard(body)
 
 
 def _register_optional() -> None:

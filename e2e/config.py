@@ -13,7 +13,7 @@ import types
 import typing
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -27,6 +27,9 @@ __all__ = [
     "ArmConfig",
     "Experiment",
     "RunSpec",
+    "EvalSpec",
+    "Unit",
+    "comparable_settings",
     "DEFAULT_CONFIG",
     "load_experiment",
     "read_toml",
@@ -205,7 +208,10 @@ class Experiment(_Strict):
 
 
 class RunSpec(_Strict):
-    """One run: an arm, a load at one concurrency, one spec mode, one repeat."""
+    """A load unit: an arm, the reference load at one concurrency, one spec mode, one repeat
+    (its round in a sweep). Its folder is ``<experiment>/<run_id>`` and its record run.json."""
+
+    kind: ClassVar[str] = "load"
 
     arm: str
     concurrency: PositiveInt
@@ -228,6 +234,14 @@ class RunSpec(_Strict):
     @property
     def run_id(self) -> str:
         return f"{self.cell}-r{self.repeat}"
+
+    @property
+    def unit_id(self) -> str:
+        return self.run_id
+
+    def describe(self) -> str:
+        return (f"{self.prompts} prompts x {self.input_len} in / {self.output_len} out, "
+                f"concurrency {self.concurrency}, seed {self.seed}, {self.warmup_requests} warmup")
 
     @classmethod
     def resolve(
@@ -262,6 +276,72 @@ class RunSpec(_Strict):
             )
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None
+
+
+class EvalSpec(_Strict):
+    """A GSM8K unit: an arm's ``repeat``-th fresh server running one lm-eval GSM8K evaluation
+    (5-shot, strict-match, greedy) of the first ``limit`` test documents (None: all) with
+    ``concurrency`` requests in flight, on ``data`` (a folder of train/test JSONL; None: the
+    hub dataset). Its folder is ``<experiment>/gsm8k/<spec mode>-<n|all>/<label>``."""
+
+    kind: ClassVar[str] = "gsm8k"
+
+    arm: str
+    dspark: bool
+    limit: PositiveInt | None
+    concurrency: PositiveInt
+    data: str | None = None
+    repeat: PositiveInt = 1
+
+    @property
+    def spec_mode(self) -> str:
+        return "dspark" if self.dspark else "base"
+
+    @property
+    def label(self) -> str:
+        """``main`` for an arm's first server, ``main.r2`` for its second, ..."""
+        return self.arm if self.repeat == 1 else f"{self.arm}.r{self.repeat}"
+
+    @property
+    def eval_name(self) -> str:
+        return f"{self.spec_mode}-{'all' if self.limit is None else f'n{self.limit}'}"
+
+    @property
+    def cell(self) -> str:
+        return f"gsm8k-{self.eval_name}-{self.arm}"
+
+    @property
+    def unit_id(self) -> str:
+        return f"gsm8k-{self.eval_name}-{self.label}"
+
+    def describe(self) -> str:
+        docs = "all" if self.limit is None else str(self.limit)
+        return (f"GSM8K 5-shot, {docs} docs, concurrency {self.concurrency}, "
+                f"data {self.data or 'hub'}")
+
+
+Unit = RunSpec | EvalSpec
+"""A unit of work: what one fresh server does (a load run or a GSM8K evaluation)."""
+
+# Keys of a config snapshot that change how a run is operated, not what it measures.
+_OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port"),
+                "load": ("request_timeout_s", "stall_timeout_s")}
+
+
+def comparable_settings(config: dict[str, Any], arm: str | None = None) -> dict[str, Any]:
+    """What of an experiment config (``Experiment.model_dump(mode="json")``) must be equal for
+    two runs to measure the same thing: the server settings and speculators without the
+    operational keys (timeouts, lock wait, port), and with ``arm`` that arm's settings
+    without its description. Runs whose comparable settings differ are never averaged."""
+    server = dict(config.get("server") or {})
+    for key in _OPERATIONAL["server"]:
+        server.pop(key, None)
+    out: dict[str, Any] = {"server": server, "speculators": config.get("speculators") or {}}
+    if arm is not None:
+        settings = dict((config.get("arms") or {}).get(arm) or {})
+        settings.pop("description", None)
+        out["arm"] = settings
+    return out
 
 
 def _field_type(model: type[BaseModel], key: str) -> Any:

@@ -26,6 +26,7 @@ __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
     "parse_samples", "spec_counters", "histogram_mean_delta",
     "request_tpot_s", "acceptance", "summarize_run", "validity_reasons",
+    "ms_per_verify_step", "metric_value",
 ]
 
 ACCEPTED = VLLM.accepted_metric
@@ -83,6 +84,25 @@ def request_tpot_s(record: RequestRecord) -> float | None:
     return (latency - ttft) / (record.completion_tokens - 1)
 
 
+def ms_per_verify_step(tpot_ms_mean: float | None, acceptance_length: float | None) -> float | None:
+    """ms per verify step = mean TPOT (ms) x acceptance length; None when either is missing.
+    The one definition: run summaries, the report and the nightly all call this."""
+    if tpot_ms_mean is None or not acceptance_length:
+        return None
+    return tpot_ms_mean * acceptance_length
+
+
+def metric_value(metrics: RunMetrics | None, key: str) -> float | None:
+    """A run's figure for a metric key of ``RunMetrics``; derived figures (ms per verify
+    step) are recomputed from their parts when a record predates them."""
+    if metrics is None:
+        return None
+    value = getattr(metrics, key, None)
+    if value is None and key == "ms_per_verify_step":
+        value = ms_per_verify_step(metrics.tpot_ms_mean, metrics.acceptance_length)
+    return None if value is None else float(value)
+
+
 def _stats_ms(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
     if len(values) == 0:
         return None, None, None
@@ -129,7 +149,7 @@ def summarize_run(
         server_tpot_ms_mean=server_tpot_s * 1000.0 if server_tpot_s is not None else None,
         acceptance_length=length,
         acceptance_rate=rate,
-        ms_per_verify_step=(tpot_s[0] * length) if (tpot_s[0] is not None and length) else None,
+        ms_per_verify_step=ms_per_verify_step(tpot_s[0], length),
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from e2e.errors import ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "atomic_dir", "sha256_file", "tree_hash"]
+           "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash"]
 
 
 def e2e_home() -> Path:
@@ -48,6 +48,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
         tmp_name = None
+        fsync_dir(path.parent)
     except OSError as exc:
         raise ResultsError(_explain(exc, path)) from exc
     finally:
@@ -64,6 +65,70 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def fsync_dir(folder: Path) -> None:
+    """Make the entries of ``folder`` (a rename into it) durable: fsync the directory."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where the kernel,
+    the C library or the file system cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def replace_dir(new: Path, final: Path, keep_old: Path | None = None) -> None:
+    """Put the folder ``new`` at ``final`` with one atomic step, so that ``final`` is always
+    either the old folder or the new one, never absent or half of either. An old ``final`` is
+    moved to ``keep_old`` (or removed when None) only after the new one is in place. Both
+    parent folders are fsynced. Raises OSError."""
+    new, final = Path(new), Path(final)
+    if not final.exists():
+        os.rename(new, final)
+    elif _exchange(new, final):  # the old folder now sits at ``new``
+        if keep_old is not None:
+            keep_old.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(new, keep_old)
+            fsync_dir(keep_old.parent)
+        else:
+            import shutil
+
+            shutil.rmtree(new)
+    else:  # no atomic exchange here: the old folder is set aside first, for a moment
+        aside = keep_old or final.with_name(f".{final.name}.old")
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(final, aside)
+        os.rename(new, final)
+        if keep_old is None:
+            import shutil
+
+            shutil.rmtree(aside, ignore_errors=True)
+    fsync_dir(final.parent)
+    if new.parent != final.parent:
+        fsync_dir(new.parent)
+
+
 @contextlib.contextmanager
 def atomic_dir(final: Path) -> Iterator[Path]:
     """Yield a temporary sibling folder; on success rename it to ``final`` (which must not
@@ -76,6 +141,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, final)
+        fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

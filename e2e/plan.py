@@ -1,20 +1,19 @@
-"""The sweep plan: arms x concurrencies x spec modes x repeats, interleaved.
+"""The plan: a list of units. For a sweep, arms x concurrencies x spec modes x repeats,
+interleaved.
 
 Round k holds run k of every cell and arm; the arm order rotates by one between rounds, so
 that drift of the machine (thermal, background load) lands on every arm alike. Within a round
-the arms of one cell run back to back. The plan is a pure function of its inputs.
+the arms of one cell run back to back. The plan is a pure function of its inputs. (GSM8K
+units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is read by
+``e2e.store.unit_state``.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 from e2e.config import Experiment, RunSpec
 from e2e.errors import ConfigError
-from e2e.store import RUN_JSON, experiment_dir, read_run
 
-__all__ = ["make_plan", "RunState", "run_state"]
+__all__ = ["make_plan", "rounds"]
 
 
 def make_plan(
@@ -46,27 +45,9 @@ def make_plan(
     return plan
 
 
-@dataclass(frozen=True)
-class RunState:
-    """What the results folder says of one planned run."""
-
-    done: bool          # a valid run exists: skip it
-    attempts: int       # finished attempts so far (valid or not)
-    last_reason: str | None = None
-
-
-def run_state(results: Path, experiment: str, spec: RunSpec) -> RunState:
-    root = experiment_dir(results, experiment)
-    folder = root / spec.run_id
-    old = len(list((root / ".attempts").glob(f"{spec.run_id}.*"))) if (root / ".attempts").is_dir() else 0
-    if not (folder / RUN_JSON).is_file():
-        return RunState(done=False, attempts=old)
-    try:
-        record = read_run(folder)
-    except Exception as exc:  # an unreadable run.json is rerun, never trusted
-        return RunState(done=False, attempts=old + 1, last_reason=str(exc))
-    if record.spec != spec:
-        return RunState(done=False, attempts=old + 1,
-                        last_reason="the run on disk was made with other settings")
-    reason = "; ".join(record.invalid_reasons) or None
-    return RunState(done=record.valid, attempts=old + 1, last_reason=reason)
+def rounds(units: list[RunSpec]) -> list[list[RunSpec]]:
+    """The plan's units grouped by round (their ``repeat``), in plan order."""
+    out: dict[int, list[RunSpec]] = {}
+    for unit in units:
+        out.setdefault(unit.repeat, []).append(unit)
+    return [out[k] for k in sorted(out)]

@@ -4,9 +4,12 @@ whether the arm's settings were applied *in a worker process*, where they take e
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-__all__ = ["plugin_check", "applied_settings"]
+from e2e.records import PluginInfo
+
+__all__ = ["plugin_check", "check_plugin", "applied_settings"]
 
 _PREFIX = "e2e-plugin:"
 _APPLIED = "e2e-plugin: applied in worker"
@@ -27,6 +30,34 @@ def applied_settings(text: str) -> list[dict]:
         if isinstance(value, dict):
             found.append(value)
     return found
+
+
+def _applied_line(text: str, wanted: dict) -> str | None:
+    for line in text.splitlines():
+        if _APPLIED in line and _SETTINGS in line:
+            try:
+                if json.loads(line.rsplit(_SETTINGS, 1)[1].strip()) == wanted:
+                    return line
+            except ValueError:
+                continue
+    return None
+
+
+def check_plugin(log_path: Path, settings: dict) -> PluginInfo:
+    """``plugin_check`` as a record: ``check`` is ``passed``, ``no settings`` or ``failed``
+    (``detail`` then says why); on success ``mode`` (``inject``, ``rocm``) and ``where`` (the
+    process and class that applied the settings) come from the worker's applied line."""
+    problem = plugin_check(log_path, settings)
+    if problem:
+        return PluginInfo(check="failed", settings=settings, detail=problem)
+    if not settings:
+        return PluginInfo(check="no settings")
+    text = Path(log_path).read_text(errors="replace")
+    line = _applied_line(text, json.loads(json.dumps(settings))) or ""
+    mode = re.search(r" mode=(\S+)", line)
+    where = re.search(r"applied in worker \(([^)]*)\)", line)
+    return PluginInfo(check="passed", settings=settings, mode=mode.group(1) if mode else None,
+                      where=where.group(1) if where else None)
 
 
 def plugin_check(log_path: Path, settings: dict) -> str | None:

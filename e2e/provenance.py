@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 import e2e
 from e2e.builds import environment_facts
 
-__all__ = ["host_facts", "provenance"]
+__all__ = ["host_facts", "provenance", "source_facts"]
 
 
 def _cpu_model() -> str:
@@ -58,23 +59,61 @@ def host_facts() -> dict:
     }
 
 
-def _git_sha(root: Path | None) -> str | None:
-    if root is None or not (root / ".git").exists():
-        return None
+def _git(root: Path, *args: str) -> str | None:
     try:
-        return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=30,
+                              check=True).stdout.decode(errors="replace")
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def provenance(server_python: Path, build: dict | None = None) -> dict:
+def source_facts() -> dict:
+    """What e2e source ran: its version, the checkout's commit, whether the checkout had
+    changes not committed (``dirty``) and a hash of those changes (``diff_sha256``: the diff
+    against HEAD plus untracked files' names and contents), and ``source_sha256``, a hash of
+    the package's own files, which also identifies a non-git install."""
     from e2e.builds import project_root
 
+    package = Path(e2e.__file__).resolve().parent
+    facts: dict = {"version": e2e.__version__, "python": platform.python_version(),
+                   "git_sha": None, "dirty": None, "diff_sha256": None,
+                   "source_sha256": tree_hash_of(package)}
+    root = project_root()
+    if root is None or not (root / ".git").exists():
+        return facts
+    head = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=all")
+    if head is None or status is None:
+        return facts
+    facts["git_sha"] = head.strip()
+    facts["dirty"] = bool(status.strip())
+    if facts["dirty"]:
+        digest = hashlib.sha256((_git(root, "diff", "HEAD", "--binary") or "").encode())
+        for line in sorted(status.splitlines()):
+            if line.startswith("??"):
+                path = root / line[3:]
+                digest.update(line.encode())
+                if path.is_file():
+                    digest.update(path.read_bytes())
+        facts["diff_sha256"] = digest.hexdigest()
+    return facts
+
+
+def tree_hash_of(package: Path) -> str:
+    """sha256 over the relative paths and contents of a package's .py and .toml files."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".toml")
+                       and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def provenance(server_python: Path, build: dict | None = None) -> dict:
+    """The provenance block of every unit's record (load run and GSM8K alike)."""
     return {
         "build": build or {},
-        "e2e": {"version": e2e.__version__, "git_sha": _git_sha(project_root()),
-                "python": platform.python_version()},
+        "e2e": source_facts(),
         "server_env": {"python_path": str(server_python), **environment_facts(server_python)},
         "host": host_facts(),
     }

@@ -2,6 +2,9 @@
 
 ``run.json`` carries ``schema_version``; bump it when a persisted field changes meaning.
   1: first version (request records, run metrics, validity, provenance).
+  2: ``plugin`` (how the arm's settings reached the server), ``server.kind`` (fresh or
+     external), provenance's ``e2e.dirty``/``diff_sha256``/``source_sha256``. Version 1 files
+     read as before (the new fields are optional).
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from e2e.config import RunSpec
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
-           "RunRecord"]
+           "PluginInfo", "RunRecord"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class _Record(BaseModel):
@@ -79,11 +82,32 @@ class RunMetrics(_Record):
 
 
 class ServerInfo(_Record):
+    """The server a unit ran on: how it was started (argv and environment, secrets redacted)
+    and where it listened. ``kind`` is ``fresh`` (started by e2e for this unit) or
+    ``external`` (an already-running server e2e did not start: not a fresh server)."""
+
+    kind: str = "fresh"
     argv: list[str]
     env: dict[str, str] = Field(description="Environment given to the server, secrets redacted.")
     base_url: str
     model: str
     model_hash: str | None = None
+
+
+class PluginInfo(_Record):
+    """How the arm's settings reached the server through e2e's vLLM plugin.
+
+    ``check``: ``passed`` (a worker logged that it applied exactly the arm's settings),
+    ``no settings`` (the arm has none), ``skipped`` (``--no-plugin-check``: recorded, for
+    engines without the plugin), ``failed`` (the unit was not measured). ``mode`` is the
+    plugin's mode from the applied line (``inject`` on the CPU default, ``rocm`` when it
+    patched vLLM's ROCm builders), ``where`` the process and class that applied them."""
+
+    check: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    mode: str | None = None
+    where: str | None = None
+    detail: str | None = None
 
 
 class RunRecord(_Record):
@@ -97,6 +121,7 @@ class RunRecord(_Record):
     config: dict[str, Any] = Field(description="Snapshot of the whole experiment config.")
     server: ServerInfo
     provenance: dict[str, Any]
+    plugin: PluginInfo | None = None
     started_at: str
     finished_at: str
     counters_before: SpecCounters | None = None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from e2e.aggregate import ReportWarning, Summary, summarize
+from e2e.aggregate import ReportWarning, Summary, select, summarize
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_bytes
 from e2e.records import RunRecord
@@ -70,14 +70,22 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[Report
 
 
 def build_report(
-    results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main"
+    results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main",
+    only: dict[str, str] | None = None,
 ) -> ReportOutput:
     """Aggregate ``results_dir/*/run.json`` and write ``results_dir/report/``.
 
-    ``report_from_run`` None uses the experiment config's value. Raises ``ResultsError`` when
-    the folder holds no readable run or a file cannot be written."""
+    ``report_from_run`` None uses the experiment config's value; ``only`` keeps the runs whose
+    spec matches (e.g. ``{"output_len": "128"}``). Raises ``ResultsError`` when the folder
+    holds no readable run, when its runs are not comparable (naming the field that differs),
+    or when a file cannot be written."""
     results_dir = Path(results_dir)
     records, problems = load_records(results_dir)
+    if only:
+        try:
+            records = tuple(select(records, only))
+        except ValueError as exc:
+            raise ResultsError(str(exc)) from exc
     if not records:
         detail = f"; {len(problems)} unreadable run.json skipped" if problems else ""
         raise ResultsError(

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import httpx
 
-from e2e.arms import ServerLaunch, environment_for, server_launch
-from e2e.config import Experiment
+from e2e.arms import ServerLaunch, environment_for
+from e2e.config import ServerConfig
 from e2e.errors import ServerBusyError, ServerError, ServerStartError
 from e2e.paths import e2e_home
 
-__all__ = ["Server", "serve", "start", "server_lock", "free_port", "log_tail",
+__all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
            "group_alive", "reap_leftover"]
 
 
@@ -284,22 +284,29 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     return server
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How e2e operates a server (not what it measures): timeouts, the lock wait, the port."""
+
+    startup_timeout_s: float = 600.0
+    stop_grace_s: float = 30.0
+    lock_wait_s: float = 0.0
+    port: int = 0  # 0: a free port
+
+    @classmethod
+    def of(cls, server: ServerConfig) -> ServerOptions:
+        return cls(startup_timeout_s=server.startup_timeout_s, stop_grace_s=server.stop_grace_s,
+                   lock_wait_s=server.lock_wait_s, port=server.port)
+
+
 @contextlib.contextmanager
-def serve(
-    experiment: Experiment,
-    arm: str,
-    *,
-    dspark: bool,
-    log_path: Path,
-    launch: ServerLaunch | None = None,
-    lock_wait_s: float = 0.0,
-) -> Iterator[Server]:
-    """A fresh server for ``arm``, stopped on every exit path."""
-    launch = launch or server_launch(experiment, arm, dspark=dspark)
-    with server_lock(wait_s=lock_wait_s):
-        server = start(launch, log_path, startup_timeout_s=experiment.server.startup_timeout_s,
-                       stop_grace_s=experiment.server.stop_grace_s,
-                       port=experiment.server.port or None)
+def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Iterator[Server]:
+    """A fresh server for ``launch``, holding the host's server lock, stopped on every exit
+    path. The only place in e2e that starts a server process is ``start`` below, and the
+    only caller of this is the server session (``e2e.session``)."""
+    with server_lock(wait_s=options.lock_wait_s):
+        server = start(launch, log_path, startup_timeout_s=options.startup_timeout_s,
+                       stop_grace_s=options.stop_grace_s, port=options.port or None)
         try:
             yield server
         finally:

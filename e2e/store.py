@@ -1,31 +1,39 @@
-"""The results store: ``results/<experiment>/<run id>/`` with run.json written last.
+"""The results store: one folder per unit, its record written last.
 
-A run is assembled in a hidden ``.partial`` folder and renamed into place when its files are
-written, so a folder named after a run is always whole. A rerun of a run that exists (an
-invalid one being retried) moves the old folder to ``.attempts/`` first: nothing is lost.
+    results/<experiment>/<run id>/                          a load run (run.json)
+    results/<experiment>/gsm8k/<mode>-<n|all>/<label>/      a GSM8K evaluation (arm.json)
+
+A unit is assembled in a hidden ``<experiment>/.partial/`` folder and appears at its place
+by one atomic rename, so a unit folder is always whole. A rerun of a unit that exists (an
+invalid one being retried) swaps the new folder in atomically and then moves the old one to
+``.attempts/`` beside it: nothing is lost, and there is no moment without a folder.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
+from e2e.config import EvalSpec, Unit
 from e2e.errors import ResultsError
-from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir
 from e2e.records import RequestRecord, RunRecord
 
-__all__ = ["experiment_dir", "new_partial_dir", "finalize", "write_requests", "read_requests",
+__all__ = ["experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
+           "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
            "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
 
 RUN_JSON = "run.json"
+ARM_JSON = "arm.json"
 REQUESTS = "requests.parquet"
+ATTEMPTS = ".attempts"
 
 
 def utc_now() -> str:
@@ -34,6 +42,19 @@ def utc_now() -> str:
 
 def experiment_dir(results: Path, experiment: str) -> Path:
     return Path(results) / experiment
+
+
+def unit_dir(results: Path, experiment: str, unit: Unit) -> Path:
+    """Where a finished unit's folder lives."""
+    root = experiment_dir(results, experiment)
+    if isinstance(unit, EvalSpec):
+        return root / "gsm8k" / unit.eval_name / unit.label
+    return root / unit.run_id
+
+
+def record_name(unit: Unit) -> str:
+    """The record file of a unit's folder: run.json (load) or arm.json (GSM8K)."""
+    return ARM_JSON if isinstance(unit, EvalSpec) else RUN_JSON
 
 
 def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
@@ -45,21 +66,60 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
         raise ResultsError(f"cannot create a run folder under {root}: {exc}") from exc
 
 
-def finalize(partial: Path, results: Path, experiment: str, run_id: str) -> Path:
-    final = experiment_dir(results, experiment) / run_id
+def finalize_unit(partial: Path, final: Path) -> Path:
+    """Move a finished unit's folder into place atomically; an existing folder there (an
+    earlier attempt) goes to ``.attempts/<name>.<n>`` once the new one is in place."""
+    final = Path(final)
+    attempts = final.parent / ATTEMPTS
+    n = 1
+    while (attempts / f"{final.name}.{n}").exists():
+        n += 1
     try:
-        if final.exists():
-            attempts = final.parent / ".attempts"
-            attempts.mkdir(exist_ok=True)
-            n = 1
-            while (attempts / f"{run_id}.{n}").exists():
-                n += 1
-            os.replace(final, attempts / f"{run_id}.{n}")
-        os.replace(partial, final)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        replace_dir(partial, final, keep_old=attempts / f"{final.name}.{n}")
     except OSError as exc:
-        raise ResultsError(f"cannot move {partial} to {final}: {exc}; the run's files are in "
+        raise ResultsError(f"cannot move {partial} to {final}: {exc}; the unit's files are in "
                            f"{partial}") from exc
     return final
+
+
+def finalize(partial: Path, results: Path, experiment: str, run_id: str) -> Path:
+    """``finalize_unit`` for a load run's folder."""
+    return finalize_unit(partial, experiment_dir(results, experiment) / run_id)
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """What the results folder says of one planned unit."""
+
+    done: bool          # a valid record of exactly this unit exists: skip it
+    attempts: int       # finished attempts so far (valid or not)
+    last_reason: str | None = None
+
+
+def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
+    """Done (valid, same spec), or how many attempts were made and why the last failed. An
+    unreadable record, or one made with other settings, is never trusted: the unit is redone."""
+    final = unit_dir(results, experiment, unit)
+    attempts = final.parent / ATTEMPTS
+    old = len(list(attempts.glob(f"{final.name}.*"))) if attempts.is_dir() else 0
+    path = final / record_name(unit)
+    if not path.is_file():
+        return UnitState(done=False, attempts=old)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        spec = data.get("spec")
+        same = (type(unit).model_validate(spec) == unit) if spec is not None else True
+    except (OSError, ValueError) as exc:
+        return UnitState(done=False, attempts=old + 1, last_reason=f"unreadable record: {exc}")
+    if not same:
+        return UnitState(done=False, attempts=old + 1,
+                         last_reason="the unit on disk was made with other settings")
+    valid = bool(data.get("valid", True))
+    if valid and isinstance(unit, EvalSpec) and not (final / "verdicts.jsonl").is_file():
+        valid = False
+    reason = "; ".join(data.get("invalid_reasons") or []) or None
+    return UnitState(done=valid, attempts=old + 1, last_reason=reason)
 
 
 def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:

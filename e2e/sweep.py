@@ -1,4 +1,5 @@
-"""``e2e sweep``: run a plan, one fresh server per run, saving each run as it ends.
+"""``e2e sweep``'s plan, described without starting anything (``--dry-run``), and
+``run_sweep``: a plan of load units through the local executor (``e2e.pipeline.execute``).
 
 Rerunning the same sweep skips runs already done and valid, and reruns invalid ones until
 ``max_attempts`` is spent. Ctrl-C stops the server, keeps every finished run, and leaves a
@@ -8,87 +9,48 @@ sweep that the same command resumes.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e2e.arms import redact_argv, redact_env, server_launch
-from e2e.config import Experiment, RunSpec
-from e2e.plan import run_state
-from e2e.records import RunRecord
-from e2e.runner import PluginCheck, run_one
+from e2e.config import Experiment, Unit
+from e2e.executor import Outcome
+from e2e.pipeline import execute
+from e2e.session import Servers, SessionOptions
+from e2e.store import unit_state
 
-__all__ = ["SweepOutcome", "run_sweep", "describe_plan"]
+__all__ = ["describe_plan", "run_sweep", "SweepOutcome"]
 
-
-@dataclass
-class SweepOutcome:
-    ran: list[RunRecord] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)       # done and valid already
-    given_up: list[str] = field(default_factory=list)      # invalid after max attempts
-    stopped_early: bool = False                             # --fail-fast stopped the sweep
-
-    @property
-    def invalid(self) -> list[RunRecord]:
-        return [r for r in self.ran if not r.valid]
+SweepOutcome = Outcome
 
 
-def describe_plan(experiment: Experiment, plan: list[RunSpec], results: Path) -> list[str]:
-    """One block per planned run: its state, server command and environment (redacted).
-    Starts and builds nothing."""
+def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -> list[str]:
+    """One block per planned unit: its round, state, workload, server command and environment
+    (redacted). Starts and builds nothing."""
     pattern = experiment.server.secret_pattern
     lines = []
-    for i, spec in enumerate(plan, 1):
-        state = run_state(results, experiment.name, spec)
+    for i, unit in enumerate(plan, 1):
+        state = unit_state(results, experiment.name, unit)
         status = "done" if state.done else (f"rerun (attempt {state.attempts + 1})"
                                             if state.attempts else "to run")
-        launch = server_launch(experiment, spec.arm, dspark=spec.dspark, dry=True)
+        launch = server_launch(experiment, unit.arm, dspark=unit.dspark, dry=True)
         argv = redact_argv(launch.argv(0), pattern, [launch.api_key or ""])
         argv[-1] = "<free port>"
-        lines.append(f"[{i}/{len(plan)}] {spec.run_id}  round {spec.repeat}  {status}")
-        lines.append(f"  load:    {spec.prompts} prompts x {spec.input_len} in / "
-                     f"{spec.output_len} out, concurrency {spec.concurrency}, seed {spec.seed}, "
-                     f"{spec.warmup_requests} warmup")
+        lines.append(f"[{i}/{len(plan)}] {unit.unit_id}  round {unit.repeat}  {status}")
+        lines.append(f"  {unit.kind}:{' ' * (8 - len(unit.kind))}{unit.describe()}")
         lines.append(f"  command: {shlex.join(argv)}")
         env = redact_env(launch.env, pattern)
         lines.append("  env:     " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())))
     return lines
 
 
-def run_sweep(
-    experiment: Experiment,
-    plan: list[RunSpec],
-    results: Path,
-    *,
-    max_attempts: int = 2,
-    progress: bool = True,
-    say: Callable[[str], None] = lambda message: None,
-    on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
-    plugin_check: PluginCheck | None = None,
-    fail_fast: bool = False,
-) -> SweepOutcome:
-    """Run every planned run not yet done; with ``fail_fast`` stop at the first run that is
-    still invalid after ``max_attempts`` (else give it up and move on)."""
-    outcome = SweepOutcome()
-    for i, spec in enumerate(plan, 1):
-        state = run_state(results, experiment.name, spec)
-        if state.done:
-            outcome.skipped.append(spec.run_id)
-            continue
-        attempts = state.attempts
-        while attempts < max_attempts:
-            attempts += 1
-            say(f"[{i}/{len(plan)}] {spec.run_id} (attempt {attempts} of {max_attempts})")
-            folder, record = run_one(experiment, spec, results, progress=progress, say=say,
-                                     plugin_check=plugin_check)
-            outcome.ran.append(record)
-            on_run(folder, record)
-            if record.valid:
-                break
-        else:
-            if not run_state(results, experiment.name, spec).done:
-                outcome.given_up.append(spec.run_id)
-                if fail_fast:
-                    outcome.stopped_early = True
-                    break
-    return outcome
+def run_sweep(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
+              max_attempts: int = 2, progress: bool = True,
+              say: Callable[[str], None] = lambda message: None,
+              on_run: Callable = lambda folder, record: None, fail_fast: bool = False,
+              plugin_check: bool = True, servers: Servers | None = None) -> Outcome:
+    """Run every planned unit not yet done on this host (see ``e2e.pipeline.execute``)."""
+    session = SessionOptions(plugin_check=plugin_check, progress=progress, say=say,
+                             servers=servers or Servers())
+    return execute(experiment, plan, results, session=session, max_attempts=max_attempts,
+                   fail_fast=fail_fast, on_unit=on_run)

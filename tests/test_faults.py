@@ -192,12 +192,12 @@ def test_secrets_are_redacted():
 
 def test_missing_model_is_a_clear_error_before_any_server(tmp_path, default_experiment):
     from e2e.config import RunSpec
-    from e2e.runner import run_one
+    from e2e.session import SessionOptions, run_unit
 
     experiment = default_experiment.model_copy(update={"server": default_experiment.server.model_copy(
         update={"model": str(tmp_path / "no-model"), "build": default_experiment.server.build.model_copy(
             update={"requirements": [], "python": sys.executable})})})
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=1)
     with pytest.raises(ConfigError, match="cannot find tokenizer.json .* local model folder"):
-        run_one(experiment, spec, tmp_path / "results", progress=False)
+        run_unit(experiment, spec, tmp_path / "results", SessionOptions(progress=False))
     assert not (tmp_path / "results").exists()

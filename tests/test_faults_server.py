@@ -11,13 +11,15 @@ import time
 
 import pytest
 
-import e2e.runner as runner
+import e2e.session as session
+import e2e.workload as workload
 from conftest import ROOT, small
 from e2e.config import RunSpec
 from e2e.server import group_alive
 from e2e.store import read_requests
 
 pytestmark = pytest.mark.server
+OPTIONS = session.SessionOptions(progress=False)
 
 
 def test_hung_server_times_out_within_bounds(default_experiment, server_python, tmp_path,
@@ -29,7 +31,7 @@ def test_hung_server_times_out_within_bounds(default_experiment, server_python, 
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=3,
                            output_len=64)
     seen = {}
-    real_serve, real_load = runner.serve, runner.run_load
+    real_serve, real_load = session.serve, workload.run_load
 
     class Spy:
         def __init__(self, cm):
@@ -53,10 +55,10 @@ def test_hung_server_times_out_within_bounds(default_experiment, server_python, 
 
         return real_load(load_spec, on_done=hook, **kwargs)
 
-    monkeypatch.setattr(runner, "serve", lambda *a, **k: Spy(real_serve(*a, **k)))
-    monkeypatch.setattr(runner, "run_load", stopping_load)
+    monkeypatch.setattr(workload, "run_load", stopping_load)
     started = time.monotonic()
-    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    folder, record = session.run_unit(experiment, spec, tmp_path, session.SessionOptions(
+        progress=False, servers=session.Servers(serve=lambda *a, **k: Spy(real_serve(*a, **k)))))
     assert not record.valid
     assert any("no data for 4 s" in r or "timed out" in r for r in record.invalid_reasons), \
         record.invalid_reasons

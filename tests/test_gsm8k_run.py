@@ -4,7 +4,6 @@ arm, resume, failures, mixed data refused, acceptance length, the report and the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from e2e.errors import ConfigError, LoadError, ResultsError
 from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalOutput, find_output
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
-from e2e.records import SpecCounters
+from scripted import Scripted
 
 SAMPLES = Path(__file__).parent / "data" / "gsm8k_samples"
 GSM8K_DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k").resolve()
@@ -31,38 +30,22 @@ class Fake:
 
     logs: list[str]
     fail_at: int | None = None
-    served: list[tuple[str, bool]] = field(default_factory=list)
-    stopped: int = 0
+    fails: int = 1  # lm-eval fails on this many calls from fail_at on
     jobs: list = field(default_factory=list)
-    drafts: float = 0.0
+    scripted: Scripted = field(default_factory=Scripted)
 
-    @contextlib.contextmanager
-    def serve(self, experiment, arm, *, dspark, log_path):
-        self.served.append((arm, dspark))
-        Path(log_path).write_text(f"fake server for {arm}\n")
-        fake = self
+    @property
+    def served(self):
+        return self.scripted.served
 
-        class Handle:
-            base_url = f"http://127.0.0.1:{9000 + len(fake.served)}"
-            model = "tiny"
-
-            def scrape_metrics(self):
-                fake.drafts += 10
-                return f"{fake.drafts}"
-
-        try:
-            yield Handle()
-        finally:
-            self.stopped += 1
-
-    def counters(self, text: str) -> SpecCounters:
-        drafts = float(text)
-        return SpecCounters(accepted=drafts * 0.8, drafts=drafts, draft_tokens=drafts * 3)
+    @property
+    def stopped(self):
+        return self.scripted.stopped
 
     def lmeval(self, job, log_path):
         index = len(self.jobs)
         self.jobs.append(job)
-        if index == self.fail_at:
+        if self.fail_at is not None and self.fail_at <= index < self.fail_at + self.fails:
             raise LoadError("lm-eval exited with status 1")
         out = job.output_dir / "__tiny"
         out.mkdir(parents=True)
@@ -71,8 +54,7 @@ class Fake:
         return find_output(job.output_dir, job.source.task)
 
     def runner(self) -> Runner:
-        return Runner(serve=self.serve, lmeval=self.lmeval, counters=self.counters,
-                      check=lambda: "0.4.13")
+        return Runner(servers=self.scripted.servers, lmeval=self.lmeval, check=lambda: "0.4.13")
 
 
 @pytest.fixture
@@ -102,8 +84,8 @@ def test_every_arm_on_its_own_server_and_report(experiment, tmp_path, data):
     report = run_gsm8k(p, fake.runner())
     assert fake.served == [("main", False), ("main", False), ("pr", False)]
     assert fake.stopped == 3
-    assert fake.jobs[0].include_path == p.eval_dir / "task"
-    assert (p.eval_dir / "task" / "e2e_gsm8k_local.yaml").is_file()
+    for label in p.labels:  # each arm's folder holds the task it ran
+        assert (p.eval_dir / label / "task" / "e2e_gsm8k_local.yaml").is_file()
     section = report.sections[0]
     assert [(a.name, a.correct, a.n) for a in section.arms] == [
         ("main", 4, 12), ("main (repeat)", 4, 12), ("pr", 10, 12)]
@@ -118,20 +100,21 @@ def test_every_arm_on_its_own_server_and_report(experiment, tmp_path, data):
 
 def test_resume_skips_finished_arms_and_redoes_a_failed_one(experiment, tmp_path, data):
     p = plan(experiment, tmp_path, data)
-    fake = Fake(["main.jsonl", "main_repeat.jsonl"], fail_at=1)
-    with pytest.raises(LoadError):
-        run_gsm8k(p, fake.runner())
-    assert fake.stopped == 2  # the failed arm's server was stopped too
+    fake = Fake(["main.jsonl", "main_repeat.jsonl", "pr.jsonl"], fail_at=1)
+    with pytest.raises(ResultsError, match="main.r2 invalid after 1 attempt.*lm-eval exited"):
+        run_gsm8k(p, fake.runner(), max_attempts=1)
+    assert fake.stopped == 3  # every server was stopped, the failed arm's too; pr still ran
     assert store.is_complete(p.eval_dir / "main")
-    failure = json.loads((p.eval_dir / "main.r2.partial" / "failure.json").read_text())
-    assert "lm-eval exited" in failure["error"]
-    assert not (p.eval_dir / "main.r2").exists()
+    failed = store.read_arm(p.eval_dir / "main.r2")  # the failed attempt is kept, as invalid
+    assert not failed.valid and "lm-eval exited" in failed.invalid_reasons[0]
+    assert not store.is_complete(p.eval_dir / "main.r2")
 
-    fake = Fake(["main_repeat.jsonl", "pr.jsonl"])
+    fake = Fake(["main_repeat.jsonl"])
     run_gsm8k(p, fake.runner())
-    assert fake.served == [("main", False), ("pr", False)]
-    assert not (p.eval_dir / "main.r2.partial").exists()
+    assert fake.served == [("main", False)]  # only the failed arm is made again
     assert store.read_arm(p.eval_dir / "main.r2").occurrence == 2
+    assert store.read_arm(p.eval_dir / "main.r2").valid
+    assert (p.eval_dir / ".attempts" / "main.r2.1" / "arm.json").is_file()  # nothing lost
 
 
 def test_other_data_in_the_same_folder_is_refused(experiment, tmp_path, data):

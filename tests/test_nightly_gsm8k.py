@@ -47,7 +47,7 @@ def test_gsm8k_subset_gives_one_value_per_server(cfg, tmp_path):
 
 def test_failed_gsm8k_arm_is_reported_and_blocks_a_pass(cfg, tmp_path):
     results = tmp_path / "results"
-    fake = Fake(["main.jsonl", "main_repeat.jsonl"], fail_at=1)
+    fake = Fake(["main.jsonl", "main_repeat.jsonl"], fail_at=1, fails=2)  # and its retry
     cells, problems = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "d", results,
                                   print, fake.runner())
     assert len(problems) == 1 and "GSM8K subset failed" in problems[0]

@@ -1,13 +1,15 @@
-"""The sweep plan's order and the resume logic (no server: run_one is replaced)."""
+"""The sweep plan's order and the local executor's resume logic (no server: the session is
+replaced by a function that writes records)."""
 
 from __future__ import annotations
 
 import pytest
 
-import e2e.sweep as sweep_mod
 from e2e.config import RunSpec
 from e2e.errors import ConfigError
-from e2e.plan import make_plan, run_state
+from e2e.executor import LocalExecutor, format_eta
+from e2e.plan import make_plan
+from e2e.store import unit_state as _unit_state
 from e2e.records import RunRecord, ServerInfo
 from e2e.store import finalize, new_partial_dir, write_run
 
@@ -52,6 +54,15 @@ def store(tmp_path, experiment, spec, valid):
     return finalize(partial, tmp_path, experiment.name, spec.run_id)
 
 
+def run_state(results, experiment, spec):
+    return _unit_state(results, experiment, spec)
+
+
+def execute(experiment, plan, results, run_unit, **kwargs):
+    return LocalExecutor().run(experiment.name, plan, results,
+                               lambda spec: run_unit(experiment, spec, results), **kwargs)
+
+
 def test_run_state(tmp_path, default_experiment):
     spec = make_plan(default_experiment, runs=1)[0]
     assert run_state(tmp_path, "default", spec).attempts == 0
@@ -77,16 +88,17 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
         folder = store(results, experiment, spec, valid=spec.run_id not in failing)
         return folder, fake_record(experiment, spec, spec.run_id not in failing)
 
-    monkeypatch.setattr(sweep_mod, "run_one", fake_run_one)
-    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=2,
-                                  progress=False)
+    lines = []
+    outcome = execute(default_experiment, plan, tmp_path, fake_run_one, max_attempts=2,
+                      say=lines.append)
     assert calls.count("flag-off-c1-base-r1") == 2 and len(calls) == len(plan) + 1
     assert outcome.given_up == ["flag-off-c1-base-r1"]
 
     calls.clear()
     failing.clear()
-    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=3,
-                                  progress=False)
+    assert lines[0] == f"[1/6] main-c1-base-r1 (attempt 1 of 2) · 0 of 6 done · ETA after the first unit"
+    assert lines[1].startswith("[2/6] flag-off-c1-base-r1 (attempt 1 of 2) · 1 of 6 done · ETA ")
+    outcome = execute(default_experiment, plan, tmp_path, fake_run_one, max_attempts=3)
     assert calls == ["flag-off-c1-base-r1"]  # only the invalid run is made again
     assert len(outcome.skipped) == len(plan) - 1 and not outcome.given_up
 
@@ -110,10 +122,26 @@ def test_fail_fast_stops_at_the_first_run_given_up(tmp_path, default_experiment,
         calls.append(spec.run_id)
         return store(results, experiment, spec, valid=False), fake_record(experiment, spec, False)
 
-    monkeypatch.setattr(sweep_mod, "run_one", always_invalid)
-    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=1,
-                                  progress=False, fail_fast=True)
+    outcome = execute(default_experiment, plan, tmp_path, always_invalid, max_attempts=1,
+                      fail_fast=True)
     assert calls == [plan[0].run_id] and outcome.stopped_early
-    outcome = sweep_mod.run_sweep(default_experiment, plan, tmp_path, max_attempts=2,
-                                  progress=False)  # moves on by default
+    outcome = execute(default_experiment, plan, tmp_path, always_invalid,
+                      max_attempts=2)  # moves on by default
     assert len(outcome.given_up) == len(plan) and not outcome.stopped_early
+
+
+def test_eta_comes_from_the_units_made_so_far(tmp_path, default_experiment, monkeypatch):
+    import e2e.executor as executor
+
+    clock = iter(range(0, 1000, 30))  # every unit takes 30 s of (fake) wall time
+    monkeypatch.setattr(executor.time, "monotonic", lambda: next(clock))
+    plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=2)
+
+    def ok(experiment, spec, results):
+        return store(results, experiment, spec, valid=True), fake_record(experiment, spec, True)
+
+    lines = []
+    execute(default_experiment, plan, tmp_path, ok, say=lines.append)
+    assert [line.rsplit("· ", 1)[1] for line in lines] == [
+        "ETA after the first unit", "ETA 2m30s", "ETA 2m00s", "ETA 1m30s", "ETA 1m00s", "ETA 0m30s"]
+    assert format_eta(3725) == "1h02m"

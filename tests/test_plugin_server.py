@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-import e2e.runner as runner
+import e2e.session as session
+import e2e.workload as workload
 from conftest import small
 from e2e.config import RunSpec
 from e2e.plugin_check import plugin_check
@@ -19,8 +20,7 @@ def test_pr_server_applies_settings_in_worker(default_experiment, server_python,
     experiment = small(default_experiment)
     spec = RunSpec.resolve(experiment, arm="pr", concurrency=1, dspark=False, prompts=2,
                            output_len=16)
-    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False,
-                                    plugin_check=plugin_check)
+    folder, record = session.run_unit(experiment, spec, tmp_path, session.SessionOptions(progress=False))
     assert record.valid, record.invalid_reasons
     log = folder / "server.log"
     text = log.read_text(errors="replace")

@@ -10,13 +10,15 @@ import socket
 
 import pytest
 
-import e2e.runner as runner
+import e2e.session as session
+import e2e.workload as workload
 from conftest import small
 from e2e.config import RunSpec
 from e2e.server import group_alive
 from e2e.store import read_requests, read_run
 
 pytestmark = pytest.mark.server
+OPTIONS = session.SessionOptions(progress=False)
 SECRET = "sk-e2e-test-secret-123"
 
 
@@ -37,7 +39,7 @@ def dspark_run(default_experiment, server_python, tmp_path_factory):
     spec = RunSpec.resolve(experiment, arm="pr", concurrency=2, dspark=True, prompts=4,
                            output_len=64)
     results = tmp_path_factory.mktemp("results")
-    folder, record = runner.run_one(experiment, spec, results, progress=False)
+    folder, record = session.run_unit(experiment, spec, results, OPTIONS)
     return folder, record
 
 
@@ -97,7 +99,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=12,
                            output_len=128)
     seen = {}
-    real_serve, real_load = runner.serve, runner.run_load
+    real_serve, real_load = session.serve, workload.run_load
 
     def spy_serve(*args, **kwargs):
         cm = real_serve(*args, **kwargs)
@@ -128,9 +130,9 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
 
         return real_load(load_spec, on_done=hook, **kwargs)
 
-    monkeypatch.setattr(runner, "serve", spy_serve)
-    monkeypatch.setattr(runner, "run_load", killing_load)
-    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    monkeypatch.setattr(workload, "run_load", killing_load)
+    folder, record = session.run_unit(experiment, spec, tmp_path, session.SessionOptions(
+        progress=False, servers=session.Servers(serve=spy_serve)))
 
     assert not record.valid
     assert any("failed" in r or "exited" in r for r in record.invalid_reasons), record.invalid_reasons
@@ -152,7 +154,7 @@ def test_bad_server_flag_fails_fast_with_log_tail(default_experiment, server_pyt
         update={"arms": {**default_experiment.arms, "main": arm}})
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=1,
                            output_len=8)
-    folder, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    folder, record = session.run_unit(experiment, spec, tmp_path, OPTIONS)
     assert not record.valid
     reason = record.invalid_reasons[0]
     assert "exited with code" in reason and "--no-such-flag" in reason  # the log's tail
@@ -171,7 +173,7 @@ def test_existing_environment_arm_records_its_own_provenance(dspark_run, default
         update={"arms": {**default_experiment.arms, "existing": arm}})
     spec = RunSpec.resolve(experiment, arm="existing", concurrency=1, dspark=False, prompts=2,
                            output_len=16)
-    _, record = runner.run_one(experiment, spec, tmp_path, progress=False)
+    _, record = session.run_unit(experiment, spec, tmp_path, OPTIONS)
     assert record.valid, record.invalid_reasons
     mine, managed = record.provenance["build"], dspark_run[1].provenance["build"]
     assert mine == {"kind": "python", "python": str(server_python)}

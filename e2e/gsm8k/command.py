@@ -8,14 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.config import load_experiment
-from e2e.errors import E2EError
+from e2e.console import guard, out, print_run, say
 from e2e.gsm8k.run import DEFAULT_CONCURRENCY, Runner, resolve_plan, run_gsm8k
 
 __all__ = ["gsm8k_command"]
-
-
-def _log(message: str) -> None:
-    typer.echo(message, err=True)
 
 
 def gsm8k_command(
@@ -32,23 +28,27 @@ def gsm8k_command(
     data: Annotated[Optional[Path], typer.Option(
         help="Folder with GSM8K train.jsonl and test.jsonl (offline); default: the hub "
              "dataset through lm-eval's own gsm8k task.")] = None,
+    max_attempts: Annotated[int, typer.Option(
+        help="Attempts per arm server before an invalid one is given up.", min=1)] = 2,
+    no_plugin_check: Annotated[bool, typer.Option(
+        "--no-plugin-check", help="Do not require the worker's e2e-plugin line (for engines "
+                                  "without e2e's plugin); recorded in every arm.json.")] = False,
     config: Annotated[Optional[Path], typer.Option(
         help="Experiment TOML (default: the embedded tiny CPU default).")] = None,
     results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
 ) -> None:
     """GSM8K 5-shot (strict-match, greedy, seed 1234) through lm-eval for every arm, each on
     a fresh server, with per-sample verdict agreement against main. Resumable per arm."""
-    try:
+
+    def body() -> None:
         experiment = load_experiment(config)
         plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
                             concurrency=concurrency, data=data, results=results)
-        run_gsm8k(plan, Runner(log=_log))
-    except E2EError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted: the server was stopped; finished arms are kept", err=True)
-        raise typer.Exit(130) from None
-    root = plan.results / plan.experiment.name / "gsm8k"
-    typer.echo((root / "gsm8k.md").read_text(encoding="utf-8"))
-    _log(f"report: {root / 'gsm8k.md'} and {root / 'gsm8k.csv'}")
+        run_gsm8k(plan, Runner(log=say, on_unit=print_run), max_attempts=max_attempts,
+                  plugin_check=not no_plugin_check)
+        root = plan.results / plan.experiment.name / "gsm8k"
+        out.print((root / "gsm8k.md").read_text(encoding="utf-8"), highlight=False,
+                  markup=False, soft_wrap=True)
+        say(f"report: {root / 'gsm8k.md'} and {root / 'gsm8k.csv'}")
+
+    guard(body, interrupted="the server was stopped; finished arms are kept")

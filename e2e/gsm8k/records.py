@@ -2,6 +2,10 @@
 
 ``arm.json`` and ``eval.json`` carry ``schema_version``; bump it when a field changes meaning.
   1: first version.
+  2: arm.json is a unit record like run.json: ``spec``, ``config``, ``arm_settings``,
+     ``server`` (argv, environment), ``provenance``, ``plugin``, ``valid`` and
+     ``invalid_reasons``. An invalid arm is written too (and retried); version 1 files read
+     as valid arms without those blocks.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from e2e.records import SpecCounters
+from e2e.config import EvalSpec
+from e2e.records import PluginInfo, ServerInfo, SpecCounters
 
 __all__ = ["GSM8K_SCHEMA_VERSION", "REFERENCE_ARM", "SampleVerdict", "EvalInfo", "ArmResult",
            "arm_label", "label_occurrence"]
 
-GSM8K_SCHEMA_VERSION = 1
+GSM8K_SCHEMA_VERSION = 2
 REFERENCE_ARM = "main"
 
 
@@ -57,11 +62,12 @@ class ArmResult(_Record):
     concurrency: int = Field(gt=0)
     data: dict[str, Any]
     lm_eval_version: str
-    lm_eval_argv: list[str] = Field(description="The lm-eval command, secrets left out.")
+    lm_eval_argv: list[str] = Field(default_factory=list,
+                                    description="The lm-eval command, secrets left out.")
     base_url: str
     model: str
-    n: int = Field(ge=0)
-    accuracy_strict: float
+    n: int = Field(0, ge=0)
+    accuracy_strict: float = 0.0
     accuracy_flexible: float | None = None
     lm_eval_results: dict[str, Any] = Field(
         default_factory=dict, description="lm-eval's own aggregate numbers for the task.")
@@ -72,6 +78,15 @@ class ArmResult(_Record):
     finished_at: str
     wall_s: float
     warnings: list[str] = Field(default_factory=list)
+    spec: EvalSpec | None = None
+    config: dict[str, Any] = Field(default_factory=dict,
+                                   description="Snapshot of the experiment config (redacted).")
+    arm_settings: dict[str, Any] = Field(default_factory=dict)
+    server: ServerInfo | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    plugin: PluginInfo | None = None
+    valid: bool = True
+    invalid_reasons: list[str] = Field(default_factory=list)
 
 
 def arm_label(arm: str, occurrence: int) -> str:

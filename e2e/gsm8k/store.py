@@ -7,10 +7,10 @@
             task/e2e_gsm8k_local.yaml           the local task (with --data)
             <label>/                            one arm on one fresh server (main, main.r2, pr)
                 arm.json  verdicts.jsonl  server.log  lm_eval.log  lm_eval/...
-            <label>.partial/                    an arm in progress or failed (failure.json)
+            .attempts/<label>.<n>/              earlier (invalid) attempts, kept
 
-An arm's folder appears only complete (renamed from ``.partial`` at the end), so a finished
-arm is skipped on resume and an interrupted one is redone.
+An arm's folder is written by the server session like a load run's and appears only whole
+(one atomic rename); a valid arm is skipped on resume, an invalid one is retried.
 """
 
 from __future__ import annotations
@@ -101,7 +101,9 @@ def load_section(eval_dir: Path) -> Section | None:
     for arm_dir in sorted(p for p in Path(eval_dir).iterdir() if p.is_dir()):
         if arm_dir.name.endswith(".partial") or not is_complete(arm_dir):
             continue
-        arms.append((read_arm(arm_dir), read_verdicts(arm_dir / VERDICTS_FILE)))
+        result = read_arm(arm_dir)
+        if result.valid:
+            arms.append((result, read_verdicts(arm_dir / VERDICTS_FILE)))
     return summarize(info, arms) if arms else None
 
 

@@ -8,25 +8,18 @@ judged (bad config, build failure, runs invalid after a retry, a cell without ru
 from __future__ import annotations
 
 import re
-import signal
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from e2e.errors import ConfigError, E2EError
+from e2e.console import guard, out, print_run, say
+from e2e.errors import ConfigError
 
 __all__ = ["nightly_command"]
 
-_err = Console(stderr=True)
-_out = Console()
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
-    raise KeyboardInterrupt
 
 
 def _today() -> str:
@@ -62,22 +55,12 @@ def nightly_command(
     subset), append every cell to the history, judge the night against the last passing
     night (or a pinned one) and write a Markdown summary, trend plots and the full report.
     Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        code = _nightly(config, results, date, baseline, arm_setting or [], link_base,
-                        dry_run, quiet)
-    except E2EError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        _err.print("[yellow]interrupted[/]: the server was stopped; finished runs are kept "
-                   "(rerun with the same --date to resume)")
-        raise typer.Exit(130) from None
-    except Exception:  # a bug must not read as "regression" (1) to the CI that runs this
-        _err.print_exception()
-        _err.print("[bold red]error:[/] the nightly failed unexpectedly (above); exit 2")
-        raise typer.Exit(2) from None
-    raise typer.Exit(code)
+    code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
+                                  dry_run, quiet),
+                 error_exit=2, unexpected_exit=2,
+                 interrupted="the server was stopped; finished runs are kept (rerun with the "
+                             "same --date to resume)")
+    raise SystemExit(code)
 
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet) -> int:
@@ -93,27 +76,22 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     overrides = parse_arm_settings(arm_setting)
     options = NightlyOptions(results=results, date=date, pinned=baseline,
                              arm_overrides=overrides, link_base=link_base, progress=not quiet)
-    say = lambda s: _err.print(f"[dim]{s}[/]", highlight=False, soft_wrap=True)  # noqa: E731
     if dry_run:
         from e2e.sweep import describe_plan
 
         experiment = with_arm_settings(cfg.experiment, cfg.arms, overrides)
         for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
-            _out.print(line, highlight=False, markup=False, soft_wrap=True)
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
         chosen = select_baseline(read_history(history_path(results)), date=date,
                                  experiment=experiment.name, config_hash=cfg.config_hash,
                                  pinned=baseline or cfg.settings.baseline)
-        _out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
+        out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
                    + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
                    highlight=False, markup=False)
         return 0
 
-    from e2e.cli import print_run
-    from e2e.plugin_check import plugin_check
-
     outcome = run_nightly(cfg, options, say=say,
-                          on_run=lambda folder, record: print_run(folder, record, brief=True),
-                          plugin_check=plugin_check)
-    _out.print(outcome.summary, highlight=False, markup=False, soft_wrap=True)
+                          on_run=lambda folder, record: print_run(folder, record, brief=True))
+    out.print(outcome.summary, highlight=False, markup=False, soft_wrap=True)
     say(f"summary: {outcome.summary_path}; history: {outcome.history_path}")
     return outcome.judgement.exit_code

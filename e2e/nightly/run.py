@@ -135,36 +135,25 @@ def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
     return keys
 
 
-def _value(record: RunRecord, key: str) -> float | None:
-    m = record.metrics
-    value = getattr(m, key, None) if m is not None else None
-    if key == "ms_per_verify_step" and value is None and m is not None:
-        if m.tpot_ms_mean is not None and m.acceptance_length is not None:
-            value = m.tpot_ms_mean * m.acceptance_length
-    return None if value is None else float(value)
-
-
 def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
-    """Night cells of the sweep's run records: per (arm, concurrency, spec mode) and metric
-    of ``NIGHTLY_METRICS``, the values of the reported runs (valid, with metrics, repeat >=
-    the config's report_from_run), as ``e2e report`` counts them."""
-    groups: dict[tuple[str, int, str], list[RunRecord]] = {}
-    for r in records:
-        start = r.config.get("report_from_run", 2) if isinstance(r.config, dict) else 2
-        if r.valid and r.metrics is not None and r.spec.repeat >= int(start):
-            groups.setdefault((r.spec.arm, r.spec.concurrency, r.spec.spec_mode), []).append(r)
-    cells = []
-    for (arm, conc, mode), runs in sorted(groups.items()):
-        runs.sort(key=lambda r: r.spec.repeat)
-        for m in NIGHTLY_METRICS:
-            have = [(r, v) for r in runs if (v := _value(r, m.key)) is not None]
-            if not have:
-                continue
-            cells.append(NightCell(
-                key=CellKey("load", arm, conc, mode, m.key),
-                values=tuple(v for _, v in have), repeats=tuple(r.spec.repeat for r, _ in have),
-                run_dirs=tuple(f"{prefix}/{r.run_id}" for r, _ in have)))
-    return cells
+    """Night cells of the sweep's run records: the report's own cells (``e2e.aggregate``:
+    comparable runs only, reported runs = valid with repeat >= report_from_run) for every
+    metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value."""
+    from e2e.aggregate import summarize
+
+    if not records:
+        return []
+    try:
+        summary = summarize(records, metrics=NIGHTLY_METRICS)
+    except ValueError as exc:
+        raise ResultsError(f"{prefix}: {exc}") from exc
+    run_ids = {(r.spec.arm, r.spec.concurrency, r.spec.spec_mode, r.spec.repeat): r.run_id
+               for r in records if r.valid}
+    return [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
+                      values=c.values, repeats=c.repeats,
+                      run_dirs=tuple(f"{prefix}/{run_ids[(c.arm, c.concurrency, c.spec_mode, k)]}"
+                                     for k in c.repeats))
+            for c in sorted(summary.cells, key=lambda c: (c.arm, c.concurrency, c.spec_mode))]
 
 
 def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,
@@ -174,22 +163,17 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     replaces the real servers and lm-eval in tests."""
     from e2e.gsm8k import store as gstore
     from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
-    from e2e.server import serve
 
     g = cfg.settings.gsm8k
     labels = [arm for arm in cfg.arms for _ in range(g.repeats)]
     if "main" in labels:  # run_gsm8k compares verdicts with main's first server
         labels = ["main"] * g.repeats + [a for a in labels if a != "main"]
 
-    def serve_waiting(experiment, arm, *, dspark, log_path):
-        return serve(experiment, arm, dspark=dspark, log_path=log_path,
-                     lock_wait_s=experiment.server.lock_wait_s)
-
     problems: list[str] = []
     plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
                         concurrency=g.concurrency, data=cfg.gsm8k_data, results=root)
     try:
-        run_gsm8k(plan, runner or Runner(serve=serve_waiting, log=say))
+        run_gsm8k(plan, runner or Runner(log=say), max_attempts=MAX_ATTEMPTS)
     except E2EError as exc:
         problems.append(f"GSM8K subset failed: {exc}")
     by_arm: dict[str, list[tuple[int, float, str]]] = {}
@@ -235,12 +219,14 @@ def run_nightly(
     *,
     say: Say = lambda message: None,
     on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
-    plugin_check=None,
     gsm8k_runner=None,
+    servers=None,
 ) -> NightOutcome:
-    """Run one night end to end and judge it (see the module docstring)."""
+    """Run one night end to end and judge it (see the module docstring). ``servers``
+    (an ``e2e.session.Servers``) replaces the real servers in tests."""
+    from e2e.pipeline import execute
     from e2e.report import build_report, load_records
-    from e2e.sweep import run_sweep
+    from e2e.session import Servers, SessionOptions
 
     results = Path(options.results)
     experiment = with_arm_settings(cfg.experiment, cfg.arms, options.arm_overrides)
@@ -257,9 +243,9 @@ def run_nightly(
         "builds": builds, "started_at": utc_now()})
 
     say(f"night {options.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
-    outcome = run_sweep(experiment, plan, root, max_attempts=MAX_ATTEMPTS,
-                        progress=options.progress, say=say, on_run=on_run,
-                        plugin_check=plugin_check)
+    session = SessionOptions(progress=options.progress, say=say, servers=servers or Servers())
+    outcome = execute(experiment, plan, root, session=session, max_attempts=MAX_ATTEMPTS,
+                      on_unit=on_run)
     problems = [f"run {run_id} invalid after {MAX_ATTEMPTS} attempts (see "
                 f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
 

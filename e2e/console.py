@@ -1,0 +1,105 @@
+"""The console: what every command prints, how errors and signals end a command.
+
+One ``guard`` for every command: an e2e error prints one clear message and exits with its
+code (1; 2 for bad input), Ctrl-C and SIGTERM stop the server (the session's ``finally``) and
+exit 130 keeping what finished. Commands that must never read "1" for an unexpected failure
+(the nightly: 1 means "regression") pass ``error_exit`` and ``unexpected_exit``.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rich.console import Console
+
+from e2e.errors import E2EError
+
+__all__ = ["out", "err", "say", "guard", "print_run", "EXIT_INTERRUPTED"]
+
+EXIT_INTERRUPTED = 130
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def say(message: str) -> None:
+    """A progress line on stderr (dim), never parsed as markup."""
+    err.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)
+
+
+def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
+    raise KeyboardInterrupt
+
+
+def guard(fn: Callable[[], T], *, error_exit: int | None = None,
+          unexpected_exit: int | None = None,
+          interrupted: str = "the server was stopped; finished results are kept") -> T:
+    """Run a command's body: SIGTERM behaves as Ctrl-C; an ``E2EError`` prints ``error:`` and
+    exits with its code (or ``error_exit``); Ctrl-C exits 130; any other exception exits
+    ``unexpected_exit`` after printing its traceback, or propagates when that is None."""
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        return fn()
+    except E2EError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        raise SystemExit(error_exit if error_exit is not None else exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: {interrupted}", highlight=False)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except Exception:
+        if unexpected_exit is None:
+            raise
+        err.print_exception()
+        err.print(f"[bold red]error:[/] failed unexpectedly (above); exit {unexpected_exit}")
+        raise SystemExit(unexpected_exit) from None
+
+
+def _fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def print_run(folder: Path, record: Any, brief: bool = False) -> None:
+    """A unit's outcome: one line (``brief``) or the run's metrics table; GSM8K arms print
+    their accuracy."""
+    status = "[green]valid[/]" if record.valid else "[bold red]INVALID[/]"
+    name = getattr(record, "run_id", None) or getattr(record, "label", "?")
+    mx = getattr(record, "metrics", None)
+    headline = ""
+    if hasattr(record, "accuracy_strict") and record.valid:
+        headline = f"  strict-match {record.accuracy_strict:.4f} on {record.n} docs"
+        if record.acceptance_length is not None:
+            headline += f", acceptance length {record.acceptance_length:.3f}"
+    elif brief and mx is not None:
+        headline = (f"  ms/verify step {_fmt(mx.ms_per_verify_step, '', 3)}  acceptance "
+                    f"{_fmt(mx.acceptance_length, '', 3)}" if record.spec.dspark else
+                    f"  TPOT mean {_fmt(mx.tpot_ms_mean, '', 3)} ms  median "
+                    f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
+    out.print(f"{name}: {status}{headline}  ->  {folder}", highlight=False)
+    for reason in record.invalid_reasons:
+        out.print(f"  [red]invalid:[/] {reason}", highlight=False)
+    for warning in record.warnings:
+        out.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+    if mx is None or brief:
+        return
+    rows = [
+        ("requests ok", f"{mx.ok_requests} / {mx.requests}"),
+        ("TTFT mean / median / p99", f"{_fmt(mx.ttft_ms_mean)} / {_fmt(mx.ttft_ms_median)} / {_fmt(mx.ttft_ms_p99)} ms"),
+        ("TPOT mean / median / p99", f"{_fmt(mx.tpot_ms_mean, '', 3)} / {_fmt(mx.tpot_ms_median, '', 3)} / {_fmt(mx.tpot_ms_p99, '', 3)} ms"),
+        ("server TPOT mean", f"{_fmt(mx.server_tpot_ms_mean, ' ms', 3)}"),
+        ("inter-chunk mean / p99", f"{_fmt(mx.itl_ms_mean, '', 3)} / {_fmt(mx.itl_ms_p99, '', 3)} ms"),
+        ("E2E latency mean / p99", f"{_fmt(mx.e2el_ms_mean)} / {_fmt(mx.e2el_ms_p99)} ms"),
+        ("output throughput", f"{_fmt(mx.output_throughput_tok_s, ' tok/s', 1)}"),
+        ("request throughput", f"{_fmt(mx.request_throughput_req_s, ' req/s', 3)}"),
+    ]
+    if record.spec.dspark:
+        rows += [
+            ("acceptance length", _fmt(mx.acceptance_length, "", 3)),
+            ("acceptance rate", _fmt(mx.acceptance_rate, "", 3)),
+            ("ms per verify step", f"{_fmt(mx.ms_per_verify_step, ' ms', 3)}  (= mean TPOT x acceptance length)"),
+        ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        out.print(f"  {key:<{width}}  {value}", highlight=False)

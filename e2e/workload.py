@@ -1,0 +1,97 @@
+"""The reference load as a session workload: seeded warmup requests, then the measured load,
+then the run's metrics and validity (``run.json``, ``requests.parquet``).
+
+``Workloads`` picks a unit's workload: a ``RunSpec`` is this load, an ``EvalSpec`` a GSM8K
+evaluation (``e2e.gsm8k.workload``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e import metrics as m
+from e2e.arms import ServerLaunch
+from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
+from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
+from e2e.records import RequestRecord, RunRecord
+from e2e.store import write_requests
+
+__all__ = ["LoadWorkload", "Workloads"]
+
+
+class LoadWorkload:
+    """``spec``'s prompts against a server: warmup (never measured), then the measured load."""
+
+    def __init__(self, spec: RunSpec, launch: ServerLaunch, load: LoadConfig, *,
+                 progress: bool = True, say: Callable[[str], None] = lambda message: None):
+        self.spec, self.launch, self.load = spec, launch, load
+        self.progress, self.say = progress, say
+        vocab, specials = vocabulary(launch.model)
+        self.prompts = make_prompts(spec.prompts, spec.input_len, vocab_size=vocab,
+                                    exclude=specials, seed=spec.seed, stream=0)
+        self.warmups = make_prompts(spec.warmup_requests, spec.input_len, vocab_size=vocab,
+                                    exclude=specials, seed=spec.seed, stream=1)
+        self.finished: list[RequestRecord] = []
+
+    def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
+        return LoadSpec(base_url=server.base_url, model=self.launch.model, prompts=batch,
+                        output_len=self.spec.output_len, concurrency=concurrency,
+                        request_timeout_s=self.load.request_timeout_s,
+                        stall_timeout_s=self.load.stall_timeout_s, headers=server.headers())
+
+    def warmup(self, server) -> None:
+        if self.warmups:
+            run_load(self._load(server, self.warmups, min(self.spec.concurrency, len(self.warmups))),
+                     progress=self.progress, label="warmup")
+
+    def measure(self, server, folder: Path) -> None:
+        self.say(f"measuring {self.spec.prompts} requests at concurrency {self.spec.concurrency}")
+        run_load(self._load(server, self.prompts, self.spec.concurrency), progress=self.progress,
+                 label=self.spec.run_id, on_done=self.finished.append)
+
+    def record(self, info, folder: Path) -> RunRecord:
+        spec, kind = self.spec, self.launch.kind
+        finished = sorted(self.finished, key=lambda r: r.index)
+        before = m.spec_counters(info.metrics_before, kind) if info.metrics_before else None
+        after = m.spec_counters(info.metrics_after, kind) if info.metrics_after else None
+        server_tpot = (m.histogram_mean_delta(info.metrics_before, info.metrics_after,
+                                              kind.server_tpot_metric)
+                       if info.metrics_before and info.metrics_after else None)
+        summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
+                                  counters_after=after if spec.dspark else None,
+                                  server_tpot_s=server_tpot) if finished else None
+        reasons = info.reasons
+        if not reasons or finished:  # a server that never served has its reason already
+            reasons += m.validity_reasons(finished, input_len=spec.input_len,
+                                          output_len=spec.output_len, expected=spec.prompts)
+        if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
+            reasons.append("the speculator made no drafts: the spec-decode counters did not move")
+        if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
+            info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
+        write_requests(folder / "requests.parquet", finished)
+        return RunRecord(
+            experiment=info.experiment, run_id=spec.run_id, spec=spec,
+            arm_settings=info.arm_settings, config=info.config, server=info.server,
+            provenance=info.provenance, plugin=info.plugin, started_at=info.started_at,
+            finished_at=info.finished_at, counters_before=before, counters_after=after,
+            metrics=summary, valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """Picks each unit's workload. ``lmeval`` and ``check`` reach lm-eval (replaced in tests
+    by scripted ones); None means the real lm-eval."""
+
+    lmeval: Callable | None = None
+    check: Callable[[], str] | None = None
+
+    def __call__(self, experiment: Experiment, unit: Unit, launch: ServerLaunch, options):
+        if isinstance(unit, EvalSpec):
+            from e2e.gsm8k.workload import GSM8KWorkload
+
+            return GSM8KWorkload(unit, launch, api_key=experiment.server.api_key,
+                                 lmeval=self.lmeval, check=self.check, say=options.say)
+        return LoadWorkload(unit, launch, experiment.load, progress=options.progress,
+                            say=options.say)
