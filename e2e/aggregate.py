@@ -278,36 +278,47 @@ def _diff_keys(a: object, b: object, prefix: str = "") -> list[str]:
     return [] if a == b else [prefix.rstrip(".") or "(value)"]
 
 
+def _pick(value: object, key: str) -> object:
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def comparable(frame: pd.DataFrame) -> None:
     """Raise ValueError, naming the field and its values, when runs that would share a
     comparison differ in their workload (per concurrency and spec mode, across arms) or in
     their server settings; or when runs of one arm differ in that arm's settings."""
-    def refuse(field: str, groups: pd.core.groupby.DataFrameGroupBy, where: str) -> None:
+    def refuse(field: str, column: str, group: pd.DataFrame, where: str,
+               keys: list[str] | None = None) -> None:
         parts = []
-        for value, rows in groups:
+        for value, rows in group.groupby(column, sort=True):
             ids = ", ".join(list(rows["run_id"])[:3]) + (", ..." if len(rows) > 3 else "")
-            parts.append(f"{value!s:.60} in {len(rows)} run(s) ({ids})")
-        hint = (f"report one of them: e2e report DIR --only {field}=VALUE" if field in WORKLOAD_FIELDS
+            if keys is not None:  # settings: show only the keys that differ
+                data = json.loads(value)
+                value = ", ".join(f"{k}={json.dumps(_pick(data, k))}" for k in keys)
+            parts.append(f"{value} in {len(rows)} run(s) ({ids})")
+        hint = (f"report one of them: e2e report DIR --only {field}=VALUE" if keys is None
                 else "put the runs of each setting in their own --results folder")
         raise ValueError(f"runs that would be compared differ in {field} ({where}): "
                          f"{'; '.join(parts)}; they are not averaged together; {hint}")
+
+    def differing(values: list[str]) -> list[str]:
+        data = [json.loads(v) for v in values]
+        return sorted({k for d in data[1:] for k in _diff_keys(data[0], d)})
 
     for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
         where = f"concurrency {conc}, {mode}"
         for field in WORKLOAD_FIELDS:
             if group[field].nunique() > 1:
-                refuse(field, group.groupby(field), where)
+                refuse(field, field, group, where)
         if group["server_settings"].nunique() > 1:
-            values = [json.loads(v) for v in group["server_settings"].unique()]
-            keys = sorted({k for v in values[1:] for k in _diff_keys(values[0], v)})
-            refuse("server settings (" + ", ".join(keys) + ")",
-                   group.groupby("server_settings"), where)
+            keys = differing(list(group["server_settings"].unique()))
+            refuse(f"server settings ({', '.join(keys)})", "server_settings", group, where, keys)
     for arm, group in frame.groupby("arm", sort=True):
         if group["arm_settings"].nunique() > 1:
-            values = [json.loads(v) for v in group["arm_settings"].unique()]
-            keys = sorted({k for v in values[1:] for k in _diff_keys(values[0], v)})
-            refuse(f"arms.{arm} settings (" + ", ".join(keys) + ")",
-                   group.groupby("arm_settings"), f"arm {arm}")
+            keys = differing(list(group["arm_settings"].unique()))
+            refuse(f"arms.{arm} settings ({', '.join(keys)})", "arm_settings", group,
+                   f"arm {arm}", keys)
 
 
 def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord]:

@@ -26,6 +26,7 @@ from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ServerBusyError, ServerError, ServerStartError
 from e2e.paths import e2e_home
+from e2e.shield import shielded
 
 __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
            "group_alive", "reap_leftover"]
@@ -279,7 +280,8 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     try:
         server.wait_healthy(startup_timeout_s)
     except BaseException:
-        server.stop()
+        with shielded():
+            server.stop()
         raise
     return server
 
@@ -310,4 +312,5 @@ def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Itera
         try:
             yield server
         finally:
-            server.stop()
+            with shielded():  # a second Ctrl-C must not leave the server running
+                server.stop()

@@ -34,6 +34,7 @@ from e2e.plugin_check import check_plugin
 from e2e.provenance import provenance
 from e2e.records import PluginInfo, ServerInfo
 from e2e.server import ServerOptions, serve
+from e2e.shield import shielded
 from e2e.store import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
 from e2e.workload import Workloads
 
@@ -182,15 +183,16 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
         info.reasons.append("interrupted (Ctrl-C or SIGTERM) before the workload finished")
     except E2EError as exc:
         info.reasons.append(str(exc))
-    info.provenance = provenance(launch.python, launch.build)
-    info.finished_at = utc_now()
-    record = workload.record(info, partial)
-    if info.metrics_before:
-        atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
-    if info.metrics_after:
-        atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
-    atomic_write_json(partial / record_name(unit), record.model_dump(mode="json"))
-    folder = finalize_unit(partial, unit_dir(results, experiment.name, unit))
+    with shielded():  # a second Ctrl-C must not lose what finished
+        info.provenance = provenance(launch.python, launch.build)
+        info.finished_at = utc_now()
+        record = workload.record(info, partial)
+        if info.metrics_before:
+            atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
+        if info.metrics_after:
+            atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
+        atomic_write_json(partial / record_name(unit), record.model_dump(mode="json"))
+        folder = finalize_unit(partial, unit_dir(results, experiment.name, unit))
     if interrupted is not None:
         raise interrupted
     return folder, record

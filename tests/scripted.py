@@ -25,6 +25,7 @@ class Scripted:
     skip the plugin (the log has no applied line)."""
 
     applies: bool = True
+    model: str = "tiny"  # a local model folder where the workload draws prompts from it
     served: list[tuple[str, bool]] = field(default_factory=list)
     stopped: int = 0
     drafts: float = 0.0
@@ -36,7 +37,7 @@ class Scripted:
             env["E2E_PLUGIN_SETTINGS"] = json.dumps(settings, sort_keys=True)
         args = ("--model", "tiny") + (("--speculative-config", "{}") if dspark else ())
         return ServerLaunch(arm=arm, python=Path(sys.executable), args=args, env=env,
-                            model="tiny", build={"kind": "python"},
+                            model=self.model, build={"kind": "python"},
                             api_key=experiment.server.api_key)
 
     @contextlib.contextmanager
@@ -51,7 +52,7 @@ class Scripted:
 
         class Handle:
             base_url = f"http://127.0.0.1:{9000 + len(fake.served)}"
-            model = "tiny"
+            model = fake.model
             argv = ["python", "-m", "fake", "--port", str(9000 + len(fake.served))]
 
             def __init__(self):

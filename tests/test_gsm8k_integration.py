@@ -16,19 +16,14 @@ pytest.importorskip("lm_eval")
 DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k").resolve()
 
 
-def _serve_waiting(experiment, arm, *, dspark, log_path):
-    from e2e.server import serve
-
-    # Other e2e processes on this host may hold the one-server lock for a while.
-    return serve(experiment, arm, dspark=dspark, log_path=log_path, lock_wait_s=900)
-
-
 @pytest.mark.server
 @pytest.mark.skipif(not (DATA / "test.jsonl").is_file(), reason=f"no GSM8K data at {DATA}")
 def test_gsm8k_main_and_pr_with_speculator(tmp_path):
-    plan = resolve_plan(load_experiment(None), arms="main,pr", dspark=True, limit=5,
+    # Other e2e processes on this host may hold the one-server lock for a while.
+    experiment = load_experiment(None).override("server", lock_wait_s=900)
+    plan = resolve_plan(experiment, arms="main,pr", dspark=True, limit=5,
                         concurrency=4, data=DATA, results=tmp_path)
-    report = run_gsm8k(plan, Runner(serve=_serve_waiting, log=print))
+    report = run_gsm8k(plan, Runner(log=print), progress=False)
 
     section = report.sections[0]
     assert (section.spec_mode, section.limit) == ("dspark", 5)
@@ -40,6 +35,9 @@ def test_gsm8k_main_and_pr_with_speculator(tmp_path):
         # n-gram drafts on the tiny model's repetitive output move the counters
         assert arm.acceptance_length is not None and arm.acceptance_length >= 1.0
         result = store.read_arm(plan.eval_dir / arm.label)
+        assert result.plugin.check == "passed" and result.plugin.mode == "inject"
+        assert result.provenance["server_env"]["engine_version"] == "0.32.0"
+        assert "--speculative-config" in result.server.argv
         assert result.lm_eval_results["sample_len"] == 5
         assert "--log_samples" in result.lm_eval_argv
         assert (plan.eval_dir / arm.label / "server.log").stat().st_size > 0

@@ -59,8 +59,9 @@ def check_lm_eval() -> str:
     """The installed lm-eval's version; an error unless it is the pinned one (the verdicts
     depend on how it builds prompts and extracts answers)."""
     if importlib.util.find_spec("lm_eval") is None:
-        raise BuildError("lm-eval is not installed in e2e's environment; install the GSM8K "
-                         f"extra: pip install 'e2e[gsm8k]' (lm-eval[api]=={LM_EVAL_VERSION})")
+        raise BuildError("lm-eval is not installed in e2e's environment (it is one of e2e's "
+                         "dependencies: reinstall e2e, e.g. pip install -e .); or pip install "
+                         f"'lm-eval[api]=={LM_EVAL_VERSION}'")
     try:
         version = importlib.metadata.version("lm_eval")
     except importlib.metadata.PackageNotFoundError:
