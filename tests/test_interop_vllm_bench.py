@@ -140,6 +140,10 @@ def test_summary_only_file() -> None:
     run = to_run(result, ImportOptions(experiment="exp", input_len=1031), source="f", repeat=2)
     assert run.requests is None and run.record.spec.output_len == 64  # 512 / 8
     assert run.record.valid
+    # vLLM keeps latencies and queue_times in a summary-only file; so does the export
+    exported = to_result(run.record, run.requests)
+    assert set(exported) == set(result) | {"spec_mode", "repeat", "input_len", "output_len"}
+    assert exported["latencies"] == result["latencies"]
 
 
 def test_bad_files_say_what_they_are(tmp_path: Path) -> None:
@@ -180,6 +184,18 @@ def test_append_result_file_holds_several_runs(tmp_path: Path) -> None:
     written = import_file(tmp_path / "appended.json", OPTS, tmp_path / "results")
     assert [f.name for f, _ in written] == ["main-c1-base-r2", "main-c1-base-r3"]
     assert written[1][1].warnings[0].endswith("appended.json (result 2)")
+    with pytest.raises(ConfigError, match="holds 2 results and --repeat numbers one run"):
+        import_file(tmp_path / "appended.json", ImportOptions(experiment="exp", repeat=5),
+                    tmp_path / "results")
+
+
+def test_imported_runs_are_numbered_from_the_folders_report_from_run(tmp_path: Path) -> None:
+    (tmp_path / "exp" / "main-c4-base-r1").mkdir(parents=True)
+    (tmp_path / "exp" / "main-c4-base-r1" / "run.json").write_text(
+        json.dumps({"config": {"report_from_run": 3}}))
+    (tmp_path / "exp" / "broken").mkdir()
+    (tmp_path / "exp" / "broken" / "run.json").write_text("{")
+    assert import_file(BASE, OPTS, tmp_path)[0][0].name == "main-c1-base-r3"
 
 
 # ----------------------------------------------------------------- round trip ----

@@ -42,7 +42,7 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.metrics import request_tpot_s
 from e2e.paths import atomic_write_json, sha256_file
 from e2e.records import RequestRecord, RunMetrics, RunRecord, ServerInfo
-from e2e.store import (REQUESTS, finalize, iter_runs, new_partial_dir, read_requests, read_run,
+from e2e.store import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
                        write_requests, write_run)
 
 __all__ = [
@@ -356,7 +356,9 @@ def to_run(result: dict[str, Any], options: ImportOptions, *, source: str,
         [r.prompt_tokens for r in ok if r.prompt_tokens is not None],
         [r.completion_tokens for r in ok if r.completion_tokens is not None])
     reasons, notes = _checks(result, spec, requests, options.strict_lengths)
-    consumed = {k for _, k in SUMMARY_KEYS} | {RATE_KEY} | set(PER_REQUEST_KEYS) | set(_SPEC_KEYS)
+    consumed = {k for _, k in SUMMARY_KEYS} | {RATE_KEY} | set(_SPEC_KEYS)
+    if requests is not None:  # else keep what arrays there are (latencies, queue_times)
+        consumed |= set(PER_REQUEST_KEYS)
     extra = {k: v for k, v in result.items() if k not in consumed}
     if defaulted:
         notes.append(f"the file does not record {' or '.join(defaulted)}; set to 0 (give "
@@ -393,8 +395,15 @@ def to_run(result: dict[str, Any], options: ImportOptions, *, source: str,
 def _first_repeat(results: Path, experiment: str) -> int:
     """Imported runs are numbered from the folder's report_from_run (2 when it has none), so
     the report counts them: the file's own warmups (--num-warmups) are already behind them."""
-    seen = [r.config.get("report_from_run") for _, r in iter_runs(results, experiment)]
-    seen = [int(s) for s in seen if isinstance(s, int)]
+    seen = []
+    for path in (Path(results) / experiment).glob("*/run.json"):
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("config", {}).get(
+                "report_from_run")
+        except (OSError, ValueError, AttributeError):
+            continue  # an unreadable run is the report's to warn about, not the import's
+        if isinstance(value, int) and not isinstance(value, bool):
+            seen.append(value)
     return max(seen) if seen else 2
 
 
@@ -404,6 +413,9 @@ def import_file(path: Path, options: ImportOptions, results: Path
     (run.json, and requests.parquet when the file has per-request arrays)."""
     path = Path(path)
     docs = read_results(path)
+    if options.repeat is not None and len(docs) > 1:
+        raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
+                          "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
     written = []
     for i, doc in enumerate(docs):
