@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from e2e.config import RunSpec
 from e2e.errors import ConfigError, ResultsError
-from e2e.interop.vllm_bench import (METADATA_KEYS, PER_REQUEST_KEYS, SUMMARY_KEYS,
+from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS,
                                     ImportOptions, export_dir, import_file, read_results,
                                     to_result, to_run)
 from e2e.metrics import summarize_run
@@ -34,7 +34,7 @@ def comparable(record: RunRecord) -> dict[str, Any]:
     """A record without what names the file it came from."""
     data = record.model_dump(mode="json")
     imported = data["provenance"]["imported"]
-    for key in ("source", "sha256", "index"):
+    for key in ("source", "path", "sha256", "index"):
         imported.pop(key, None)
     data["warnings"] = data["warnings"][1:]
     return data

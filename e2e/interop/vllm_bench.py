@@ -411,7 +411,7 @@ def import_file(path: Path, options: ImportOptions, results: Path
                 ) -> list[tuple[Path, RunRecord]]:
     """Import every result in ``path`` into ``results/<experiment>/``; one run folder each
     (run.json, and requests.parquet when the file has per-request arrays)."""
-    path = Path(path)
+    path, results = Path(path), Path(results)
     docs = read_results(path)
     if options.repeat is not None and len(docs) > 1:
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
@@ -429,7 +429,7 @@ def import_file(path: Path, options: ImportOptions, results: Path
             while taken and (results / options.experiment / f"{cell}-r{repeat}").exists():
                 repeat += 1
         run = to_run(doc, options, source=source, repeat=repeat,
-                     provenance={"sha256": digest, "index": i})
+                     provenance={"path": str(path.resolve()), "sha256": digest, "index": i})
         partial = new_partial_dir(results, options.experiment, run.record.run_id)
         if run.requests is not None:
             write_requests(partial / REQUESTS, run.requests)
