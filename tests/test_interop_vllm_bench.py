@@ -327,6 +327,18 @@ def test_report_renders_an_imported_run_beside_e2e_runs(tmp_path: Path) -> None:
     assert "vllm-bench" in output.markdown and "vllm-bench vs main" in output.markdown
 
 
+def test_joining_a_cell_of_e2e_runs_is_said(tmp_path: Path) -> None:
+    write_e2e_run(tmp_path, 2, 2.5)
+    (_, joined), = import_file(BASE, ImportOptions(experiment="exp"), tmp_path)  # arm main
+    assert joined.run_id == "main-c1-base-r3"
+    assert joined.warnings[-1].startswith("joins cell main-c1-base with e2e's own runs "
+                                          "(main-c1-base-r2)")
+    (_, apart), = import_file(BASE, ImportOptions(experiment="exp", arm="vb"), tmp_path)
+    assert not any("joins cell" in w for w in apart.warnings)
+    (_, again), = import_file(BASE, ImportOptions(experiment="exp", arm="vb"), tmp_path)
+    assert not any("joins cell" in w for w in again.warnings)  # only imported runs there
+
+
 # ----------------------------------------------------------------- command line ----
 
 def test_commands(tmp_path: Path) -> None:

@@ -407,6 +407,19 @@ def _first_repeat(results: Path, experiment: str) -> int:
     return max(seen) if seen else 2
 
 
+def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
+    """Run folders of ``cell`` that e2e made itself (not imported)."""
+    native = []
+    for path in sorted((results / experiment).glob(f"{cell}-r*/run.json")):
+        try:
+            provenance = json.loads(path.read_text(encoding="utf-8")).get("provenance") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(provenance, dict) and "imported" not in provenance:
+            native.append(path.parent.name)
+    return native
+
+
 def import_file(path: Path, options: ImportOptions, results: Path
                 ) -> list[tuple[Path, RunRecord]]:
     """Import every result in ``path`` into ``results/<experiment>/``; one run folder each
@@ -430,6 +443,13 @@ def import_file(path: Path, options: ImportOptions, results: Path
                 repeat += 1
         run = to_run(doc, options, source=source, repeat=repeat,
                      provenance={"path": str(path.resolve()), "sha256": digest, "index": i})
+        native = _native_runs(results, options.experiment, cell)
+        if native:
+            record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
+                f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
+                "vllm bench serve's (docs/interop.md says where they differ); give --arm to "
+                "keep it apart")]})
+            run = ImportedRun(record=record, requests=run.requests)
         partial = new_partial_dir(results, options.experiment, run.record.run_id)
         if run.requests is not None:
             write_requests(partial / REQUESTS, run.requests)
