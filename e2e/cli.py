@@ -262,12 +262,15 @@ def _register_optional() -> None:
     """Commands that live in their own packages (they import torch, lm-eval and the like only
     when they run)."""
     from e2e.gsm8k.command import gsm8k_command
+    from e2e.interop.command import export_command, import_app
     from e2e.micro import micro_command
     from e2e.nightly.command import nightly_command
 
     app.command("gsm8k")(gsm8k_command)
     app.command("micro")(micro_command)
     app.command("nightly")(nightly_command)
+    app.add_typer(import_app, name="import")
+    app.command("export")(export_command)
 
 
 _register_optional()

@@ -1,0 +1,136 @@
+"""``e2e import vllm-bench`` and ``e2e export``: thin typer commands over
+``e2e.interop.vllm_bench``. Registered in e2e.cli with::
+
+    app.add_typer(import_app, name="import")
+    app.command("export")(export_command)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.errors import ConfigError, E2EError
+
+__all__ = ["import_app", "import_vllm_bench", "export_command", "EXPORT_FORMATS"]
+
+EXPORT_FORMATS = ("vllm-bench",)
+
+import_app = typer.Typer(
+    help="Bring other tools' results into a results folder, beside e2e's own runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _guard(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except E2EError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+
+
+@import_app.command("vllm-bench")
+def import_vllm_bench(
+    files: Annotated[list[Path], typer.Argument(
+        help="vllm bench serve --save-result files (JSON; --append-result files too).")],
+    arm: Annotated[Optional[str], typer.Option(
+        help="Arm the runs belong to (default: the file's `arm` metadata, else its label).")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="Requests in flight (default: the file's max_concurrency).", min=1)] = None,
+    dspark: Annotated[Optional[bool], typer.Option(
+        "--dspark/--no-dspark", help="Spec mode (default: the file's `spec_mode` metadata, "
+        "else dspark when the file has spec-decode figures).", show_default=False)] = None,
+    prompts: Annotated[Optional[int], typer.Option(
+        help="Measured requests (default: the file's num_prompts).", min=1)] = None,
+    input_len: Annotated[Optional[int], typer.Option(
+        help="Prompt tokens asked for (default: the file's `input_len` metadata, else the "
+        "most common prompt length).", min=1)] = None,
+    output_len: Annotated[Optional[int], typer.Option(
+        help="Completion tokens asked for (default: as --input-len).", min=2)] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        help="Prompt seed (vllm bench serve does not record its --seed; default 0).")] = None,
+    warmup_requests: Annotated[Optional[int], typer.Option(
+        help="Warmup requests before the measured ones (not recorded by vllm bench serve; "
+        "default 0).", min=0)] = None,
+    repeat: Annotated[Optional[int], typer.Option(
+        help="Repeat number of the first run (default: the next free one from the folder's "
+        "report_from_run, so the report counts it).", min=1)] = None,
+    strict_lengths: Annotated[bool, typer.Option(
+        "--strict-lengths", help="A prompt or completion of other than the asked length "
+        "makes the run invalid (default: a warning; vLLM's random dataset can be a token off).")] = False,
+    experiment: Annotated[Optional[str], typer.Option(
+        help="Experiment folder the runs join (default: the config's name).")] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="Experiment config whose name is the default --experiment.",
+        dir_okay=False)] = None,
+    results: Annotated[Path, typer.Option(
+        help="Folder that receives results/<experiment>/<run id>/.")] = Path("results"),
+) -> None:
+    """Turn vllm bench serve result files into runs in results/<experiment>/ (run.json, and
+    requests.parquet when the file was saved with --save-detailed), so `e2e report` shows
+    them beside e2e's own runs."""
+
+    def body() -> None:
+        from e2e.interop.vllm_bench import ImportOptions, import_file
+
+        name = experiment
+        if name is None:
+            from e2e.config import load_experiment
+
+            name = load_experiment(config).name
+        if repeat is not None and len(files) > 1:
+            raise ConfigError("--repeat numbers one run; with several files leave it out "
+                              "(each takes the next free repeat)")
+        options = ImportOptions(
+            experiment=name, arm=arm, concurrency=concurrency, dspark=dspark, prompts=prompts,
+            input_len=input_len, output_len=output_len, seed=seed,
+            warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths)
+        for path in files:
+            for folder, record in import_file(path, options, results):
+                status = "valid" if record.valid else "INVALID"
+                typer.echo(f"{record.run_id}: {status}  <-  {path}  ->  {folder}")
+                for reason in record.invalid_reasons:
+                    typer.echo(f"  invalid: {reason}")
+                for warning in record.warnings[1:]:  # the first says where it came from
+                    typer.echo(f"  warning: {warning}")
+
+    _guard(body)
+
+
+def export_command(
+    results_dir: Annotated[Path, typer.Argument(
+        help="An experiment's results folder, e.g. results/default.")],
+    format: Annotated[str, typer.Option(
+        "--format", help=f"Output format: {', '.join(EXPORT_FORMATS)}.")] = "vllm-bench",
+    out: Annotated[Optional[Path], typer.Option(
+        help="Folder for the files (default: RESULTS_DIR/export/<format>).")] = None,
+    include_invalid: Annotated[bool, typer.Option(
+        "--include-invalid", help="Export invalid runs too (default: valid runs only).")] = False,
+) -> None:
+    """Write each run of a results folder in another tool's format: `vllm-bench` writes
+    <run id>.json as `vllm bench serve --save-result --save-detailed` does."""
+
+    def body() -> None:
+        from e2e.interop.vllm_bench import export_dir
+
+        if format not in EXPORT_FORMATS:
+            raise ConfigError(f"unknown --format {format!r}; known: {', '.join(EXPORT_FORMATS)}")
+        target = out if out is not None else Path(results_dir) / "export" / format
+        written, skipped = export_dir(results_dir, target, include_invalid=include_invalid)
+        for path in written:
+            typer.echo(str(path))
+        for line in skipped:
+            _say(f"skipped {line}")
+        _say(f"{len(written)} run(s) written to {target}, {len(skipped)} skipped")
+
+    _guard(body)

@@ -1,0 +1,615 @@
+"""``vllm bench serve --save-result`` files <-> e2e runs.
+
+    read_results(path)                 -> the result documents of a file (one, or one per line)
+    to_run(result, options, source)    -> ImportedRun(spec, record, requests): pure
+    import_file(path, options, results)-> runs written into results/<experiment>/<run id>/
+    to_result(record, requests)        -> one vllm bench result document: pure
+    export_dir(results_dir, out)       -> one <run id>.json per run
+
+The file format is vLLM's (vllm/benchmarks/serve.py, ``main_async`` and ``benchmark``; checked
+on vLLM 0.32): scalar summary keys always, the per-request arrays (``input_lens``,
+``output_lens``, ``ttfts``, ``itls``, ``start_times``, ``generated_texts``, ``errors``) only
+with ``--save-detailed``, and any ``--metadata KEY=VALUE`` pair as a top-level key.
+
+What maps to what, and where vLLM's definitions differ from e2e's, is in docs/interop.md (the
+table there is ``SUMMARY_KEYS`` below). In short: TTFT, TPOT (excluding the first token:
+(latency - TTFT) / (output tokens - 1), output tokens from the server's usage), inter-chunk
+latency and the percentile method (numpy linear) are the same in both; vLLM's latency ends at
+the last content chunk, e2e's at the end of the stream; vLLM's acceptance rate is a percentage,
+e2e's a fraction.
+
+An imported run keeps every key e2e has no field for in ``provenance["imported"]["extra"]``,
+so exporting it writes them back: ``to_result(import(f))`` holds the same keys and values as
+``f`` (arrays rebuilt from the requests), and importing that again gives the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from e2e.config import RunSpec, describe_validation_error
+from e2e.errors import ConfigError, ResultsError
+from e2e.metrics import request_tpot_s
+from e2e.paths import atomic_write_json, sha256_file
+from e2e.records import RequestRecord, RunMetrics, RunRecord, ServerInfo
+from e2e.store import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
+                       write_requests, write_run)
+
+__all__ = [
+    "FORMAT", "SUMMARY_KEYS", "PER_REQUEST_KEYS", "METADATA_KEYS", "ImportOptions",
+    "ImportedRun", "read_results", "to_run", "import_file", "to_result", "export_dir",
+    "import_note",
+]
+
+FORMAT = "vllm bench serve --save-result"
+
+# e2e RunMetrics field <- vllm bench result key (values copied as they are).
+SUMMARY_KEYS: tuple[tuple[str, str], ...] = (
+    ("duration_s", "duration"),
+    ("ok_requests", "completed"),
+    ("input_tokens", "total_input_tokens"),
+    ("output_tokens", "total_output_tokens"),
+    ("request_throughput_req_s", "request_throughput"),
+    ("output_throughput_tok_s", "output_throughput"),
+    ("ttft_ms_mean", "mean_ttft_ms"), ("ttft_ms_median", "median_ttft_ms"),
+    ("ttft_ms_p99", "p99_ttft_ms"),
+    ("tpot_ms_mean", "mean_tpot_ms"), ("tpot_ms_median", "median_tpot_ms"),
+    ("tpot_ms_p99", "p99_tpot_ms"),
+    ("itl_ms_mean", "mean_itl_ms"), ("itl_ms_median", "median_itl_ms"),
+    ("itl_ms_p99", "p99_itl_ms"),
+    ("e2el_ms_mean", "mean_e2el_ms"), ("e2el_ms_median", "median_e2el_ms"),
+    ("e2el_ms_p99", "p99_e2el_ms"),
+    ("acceptance_length", "spec_decode_acceptance_length"),
+)
+# e2e's acceptance_rate is a fraction; vllm's spec_decode_acceptance_rate a percentage.
+RATE_KEY = "spec_decode_acceptance_rate"
+PER_REQUEST_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
+                    "queue_times", "generated_texts", "errors")
+_DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "errors")
+# Top-level keys e2e writes on export and reads on import (as `--metadata KEY=VALUE` would).
+METADATA_KEYS = ("arm", "spec_mode", "seed", "warmup_requests", "repeat", "input_len",
+                 "output_len")
+# Keys the importer turns into the run's spec (so they are not kept as extras).
+_SPEC_KEYS = ("num_prompts", "max_concurrency", "failed", *METADATA_KEYS)
+# The order vLLM writes its keys in (main_async, then benchmark's result, then the stats).
+_ORDER = ("date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id",
+          "num_prompts", *METADATA_KEYS, "request_rate", "burstiness", "max_concurrency",
+          "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+          "request_throughput", "request_goodput", "output_throughput",
+          "total_token_throughput", *PER_REQUEST_KEYS, "max_output_tokens_per_s",
+          "max_concurrent_requests", "rtfx", "spec_decode_acceptance_rate",
+          "spec_decode_acceptance_length", "spec_decode_num_drafts", "spec_decode_draft_tokens",
+          "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates",
+          *(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
+            for stat in ("mean", "median", "std", "p99")))
+_DATE = "%Y%m%d-%H%M%S"
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the command line says about imported runs; None: read it from the file.
+
+    ``experiment`` names the results folder the runs join. ``strict_lengths`` makes a prompt
+    or completion of other than the spec's length invalidate the run (as in an e2e run)
+    instead of warning: vLLM's random dataset re-tokenizes text prompts, so a prompt may be a
+    token longer or shorter than asked for."""
+
+    experiment: str
+    arm: str | None = None
+    concurrency: int | None = None
+    dspark: bool | None = None
+    prompts: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    seed: int | None = None
+    warmup_requests: int | None = None
+    repeat: int | None = None
+    strict_lengths: bool = False
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    record: RunRecord
+    requests: tuple[RequestRecord, ...] | None  # None: the file has no per-request arrays
+
+
+def import_note(source: str) -> str:
+    """The warning every imported run carries (until records get a source marker)."""
+    return f"imported from vllm bench serve: {source}"
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The result documents in ``path``: one JSON object (``--save-result``) or one per line
+    (``--append-result``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        try:
+            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise ResultsError(f"{path} is not JSON (a vllm bench serve --save-result file?): "
+                               f"{exc}") from None
+    if not docs or not all(isinstance(d, dict) for d in docs):
+        raise ResultsError(f"{path}: expected a JSON object per result, as vllm bench serve "
+                           "--save-result writes")
+    for i, doc in enumerate(docs):
+        missing = [k for k in ("completed", "duration", "num_prompts") if k not in doc]
+        if missing:
+            where = f"{path}" if len(docs) == 1 else f"{path} (result {i + 1})"
+            raise ResultsError(f"{where} lacks {', '.join(missing)}: not a vllm bench serve "
+                               "result (make it with `vllm bench serve --save-result`)")
+    return docs
+
+
+# ---------------------------------------------------------------- import (pure) ----
+
+
+def _int(value: Any, key: str) -> int | None:
+    """An integer from a JSON number or a --metadata string; None if absent."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"the file's {key} is {value!r}, not a number") from None
+    if not number.is_integer():
+        raise ConfigError(f"the file's {key} is {value!r}, not a whole number")
+    return int(number)
+
+
+def _bool(value: Any, key: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on", "dspark"):
+        return True
+    if text in ("0", "false", "no", "off", "base"):
+        return False
+    raise ConfigError(f"the file's {key} is {value!r}: give true/false (or spec_mode base/dspark)")
+
+
+def _mode(values: Sequence[int]) -> int | None:
+    """The most common value (ties: the smallest); None for an empty sequence."""
+    if not values:
+        return None
+    counts = Counter(values)
+    top = max(counts.values())
+    return min(v for v, c in counts.items() if c == top)
+
+
+def _per_token(total: Any, completed: Any) -> int | None:
+    if not completed or total is None:
+        return None
+    share = float(total) / float(completed)
+    return int(share) if share.is_integer() else None
+
+
+def _resolve_spec(result: dict[str, Any], options: ImportOptions, repeat: int,
+                  ok_inputs: Sequence[int], ok_outputs: Sequence[int]
+                  ) -> tuple[RunSpec, list[str]]:
+    """The run's spec: a flag, else the file's field, else (for lengths) what the requests
+    had. Returns the spec and the fields that were neither (given a default)."""
+    arm = options.arm or result.get("arm") or result.get("label")
+    if not arm:
+        raise ConfigError("the file names no arm (no `arm` metadata, no label): give --arm")
+    concurrency = options.concurrency or _int(result.get("max_concurrency"), "max_concurrency")
+    if concurrency is None:
+        raise ConfigError(
+            "the file has no max_concurrency (vllm bench serve ran without "
+            "--max-concurrency): give --concurrency, the requests it kept in flight")
+    dspark = options.dspark
+    if dspark is None:
+        dspark = _bool(result.get("spec_mode"), "spec_mode")
+    if dspark is None:
+        dspark = RATE_KEY in result  # vLLM writes spec-decode figures only when drafts were made
+    prompts = options.prompts or _int(result.get("num_prompts"), "num_prompts")
+    input_len = (options.input_len or _int(result.get("input_len"), "input_len")
+                 or _mode(ok_inputs)
+                 or _per_token(result.get("total_input_tokens"), result.get("completed")))
+    output_len = (options.output_len or _int(result.get("output_len"), "output_len")
+                  or _mode(ok_outputs)
+                  or _per_token(result.get("total_output_tokens"), result.get("completed")))
+    if input_len is None or output_len is None:
+        which = " and ".join(n for n, v in (("--input-len", input_len),
+                                            ("--output-len", output_len)) if v is None)
+        raise ConfigError(f"cannot tell the run's lengths from the file (no per-request arrays, "
+                          f"and the totals are not a whole number per request): give {which}")
+    seed = options.seed if options.seed is not None else _int(result.get("seed"), "seed")
+    warmups = (options.warmup_requests if options.warmup_requests is not None
+               else _int(result.get("warmup_requests"), "warmup_requests"))
+    # vllm bench serve records neither its --seed nor its --num-warmups
+    defaulted = [name for name, value in (("seed", seed), ("warmup_requests", warmups))
+                 if value is None]
+    try:
+        spec = RunSpec(arm=str(arm), concurrency=concurrency, dspark=dspark, prompts=prompts,
+                       input_len=input_len, output_len=output_len, seed=seed or 0,
+                       warmup_requests=warmups or 0, repeat=repeat)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, "the file's fields and the flags",
+                                                    RunSpec)) from None
+    return spec, defaulted
+
+
+def _requests(result: dict[str, Any]) -> tuple[RequestRecord, ...] | None:
+    """Request records from the per-request arrays (--save-detailed), or None without them.
+
+    send = start_time - the earliest start_time; first token = send + ttft; chunk times =
+    first token, then each inter-token latency added in turn; end = send + latency. A request
+    vLLM counted as failed (no output tokens, or an error) has no token times."""
+    if not all(isinstance(result.get(k), list) for k in _DETAILED):
+        return None
+    n = len(result["start_times"])
+    if any(len(result[k]) != n for k in _DETAILED):
+        raise ResultsError("the file's per-request arrays differ in length; is it truncated?")
+    t0 = min(result["start_times"], default=0.0)
+    out = []
+    for i in range(n):
+        send = float(result["start_times"][i]) - t0
+        error = result["errors"][i] or None
+        output = int(result["output_lens"][i] or 0)
+        if error is not None or output == 0:
+            out.append(RequestRecord(
+                index=i, send_s=send,
+                error=error or "vllm bench serve recorded no output for this request"))
+            continue
+        first = send + float(result["ttfts"][i])
+        chunks = [first]
+        for gap in result["itls"][i]:
+            chunks.append(chunks[-1] + float(gap))
+        out.append(RequestRecord(
+            index=i, send_s=send, first_token_s=first, end_s=send + float(result["latencies"][i]),
+            chunk_times_s=tuple(chunks), prompt_tokens=int(result["input_lens"][i]),
+            completion_tokens=output))
+    return tuple(out)
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _metrics(result: dict[str, Any]) -> RunMetrics:
+    values: dict[str, Any] = {field: _float(result.get(key)) for field, key in SUMMARY_KEYS}
+    for field in ("ok_requests", "input_tokens", "output_tokens"):
+        values[field] = int(values[field] or 0)
+    values["requests"] = values["ok_requests"] + int(result.get("failed") or 0)
+    rate = _float(result.get(RATE_KEY))
+    values["acceptance_rate"] = rate / 100.0 if rate is not None else None
+    tpot, length = values["tpot_ms_mean"], values["acceptance_length"]
+    values["ms_per_verify_step"] = tpot * length if tpot is not None and length else None
+    return RunMetrics(**values)
+
+
+def _times(result: dict[str, Any]) -> tuple[str, str]:
+    """(started_at, finished_at): vLLM's ``date`` (local time when it wrote the file, after
+    the load) and that minus ``duration``; the file carries no time zone."""
+    try:
+        end = datetime.strptime(str(result.get("date")), _DATE)
+    except ValueError:
+        return "", ""
+    start = end - timedelta(seconds=float(result.get("duration") or 0.0))
+    return start.isoformat(timespec="seconds"), end.isoformat(timespec="seconds")
+
+
+def _checks(result: dict[str, Any], spec: RunSpec, requests: Sequence[RequestRecord] | None,
+            strict: bool) -> tuple[list[str], list[str]]:
+    """(invalid reasons, warnings) by e2e's rules: every request measured and successful;
+    lengths as asked (a warning unless ``strict``: see ImportOptions)."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    completed, failed = int(result.get("completed") or 0), int(result.get("failed") or 0)
+    if completed + failed != spec.prompts:
+        reasons.append(f"{completed + failed} of {spec.prompts} requests were measured")
+    if requests is not None:
+        bad = [r for r in requests if not r.ok]
+        if bad:
+            reasons.append(f"{len(bad)} request(s) failed; first: request {bad[0].index}: "
+                           f"{bad[0].error}")
+        ok = [r for r in requests if r.ok]
+        lengths = [("prompt", "prompt_tokens", spec.input_len),
+                   ("completion", "completion_tokens", spec.output_len)]
+        for what, attr, want in lengths:
+            off = [getattr(r, attr) for r in ok if getattr(r, attr) != want]
+            if off:
+                text = (f"{len(off)} of {len(ok)} {what}s had other than {want} tokens "
+                        f"({', '.join(str(x) for x in sorted(set(off))[:5])})")
+                (reasons if strict else notes).append(
+                    text if strict else text + "; vllm bench serve's random dataset re-tokenizes "
+                    "its text prompts, so lengths can be off by a token (--strict-lengths "
+                    "makes this invalid)")
+    elif failed:
+        reasons.append(f"{failed} request(s) failed")
+    if spec.dspark and RATE_KEY not in result:
+        reasons.append("spec mode dspark but the file has no spec-decode figures (vllm bench "
+                       "serve writes them only when the server's counters showed drafts)")
+    return reasons, notes
+
+
+def to_run(result: dict[str, Any], options: ImportOptions, *, source: str,
+           repeat: int | None = None, provenance: dict[str, Any] | None = None) -> ImportedRun:
+    """One vllm bench result document as an e2e run (pure; ``source`` names the file).
+
+    The repeat number is ``repeat``, else ``options.repeat``, else the file's ``repeat`` (an
+    e2e export), else 2 (``import_file`` picks a free one)."""
+    repeat = repeat or options.repeat or _int(result.get("repeat"), "repeat") or 2
+    requests = _requests(result)
+    ok = [r for r in requests or () if r.ok]
+    spec, defaulted = _resolve_spec(
+        result, options, repeat,
+        [r.prompt_tokens for r in ok if r.prompt_tokens is not None],
+        [r.completion_tokens for r in ok if r.completion_tokens is not None])
+    reasons, notes = _checks(result, spec, requests, options.strict_lengths)
+    consumed = {k for _, k in SUMMARY_KEYS} | {RATE_KEY} | set(_SPEC_KEYS)
+    if requests is not None:  # else keep what arrays there are (latencies, queue_times)
+        consumed |= set(PER_REQUEST_KEYS)
+    extra = {k: v for k, v in result.items() if k not in consumed}
+    if defaulted:
+        notes.append(f"the file does not record {' or '.join(defaulted)}; set to 0 (give "
+                     + " / ".join(f"--{d.replace('_', '-')}" for d in defaulted) + ")")
+    try:
+        metrics = _metrics(result)
+    except (TypeError, ValueError, ValidationError) as exc:
+        raise ResultsError(f"{source}: a summary value is not a number: {exc}") from None
+    started, finished = _times(result)
+    record = RunRecord(
+        experiment=options.experiment,
+        run_id=spec.run_id,
+        spec=spec,
+        arm_settings={},
+        config={},
+        server=ServerInfo(argv=[], env={}, base_url="",
+                          model=str(result.get("model_id") or "")),
+        provenance={"imported": {
+            "format": FORMAT, "source": source, **(provenance or {}),
+            "per_request": requests is not None, "defaulted": defaulted, "extra": extra}},
+        started_at=started,
+        finished_at=finished,
+        metrics=metrics,
+        valid=not reasons,
+        invalid_reasons=reasons,
+        warnings=[import_note(source), *notes],
+    )
+    return ImportedRun(record=record, requests=requests)
+
+
+# ---------------------------------------------------------------- import (files) ----
+
+
+def _first_repeat(results: Path, experiment: str) -> int:
+    """Imported runs are numbered from the folder's report_from_run (2 when it has none), so
+    the report counts them: the file's own warmups (--num-warmups) are already behind them."""
+    seen = []
+    for path in (Path(results) / experiment).glob("*/run.json"):
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("config", {}).get(
+                "report_from_run")
+        except (OSError, ValueError, AttributeError):
+            continue  # an unreadable run is the report's to warn about, not the import's
+        if isinstance(value, int) and not isinstance(value, bool):
+            seen.append(value)
+    return max(seen) if seen else 2
+
+
+def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
+    """Run folders of ``cell`` that e2e made itself (not imported)."""
+    native = []
+    for path in sorted((results / experiment).glob(f"{cell}-r*/run.json")):
+        try:
+            provenance = json.loads(path.read_text(encoding="utf-8")).get("provenance") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(provenance, dict) and "imported" not in provenance:
+            native.append(path.parent.name)
+    return native
+
+
+def import_file(path: Path, options: ImportOptions, results: Path
+                ) -> list[tuple[Path, RunRecord]]:
+    """Import every result in ``path`` into ``results/<experiment>/``; one run folder each
+    (run.json, and requests.parquet when the file has per-request arrays)."""
+    path, results = Path(path), Path(results)
+    docs = read_results(path)
+    if options.repeat is not None and len(docs) > 1:
+        raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
+                          "leave it out (each takes the next free repeat)")
+    digest = sha256_file(path)
+    written = []
+    for i, doc in enumerate(docs):
+        source = str(path) if len(docs) == 1 else f"{path} (result {i + 1})"
+        cell = to_run(doc, options, source=source).record.spec.cell
+        repeat = options.repeat  # asked for: an existing run of that number moves to .attempts
+        if repeat is None:
+            wanted = _int(doc.get("repeat"), "repeat")  # an e2e export's; kept when free
+            taken = wanted is None or (results / options.experiment / f"{cell}-r{wanted}").exists()
+            repeat = wanted if not taken else _first_repeat(results, options.experiment)
+            while taken and (results / options.experiment / f"{cell}-r{repeat}").exists():
+                repeat += 1
+        run = to_run(doc, options, source=source, repeat=repeat,
+                     provenance={"path": str(path.resolve()), "sha256": digest, "index": i})
+        native = _native_runs(results, options.experiment, cell)
+        if native:
+            record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
+                f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
+                "vllm bench serve's (docs/interop.md says where they differ); give --arm to "
+                "keep it apart")]})
+            run = ImportedRun(record=record, requests=run.requests)
+        partial = new_partial_dir(results, options.experiment, run.record.run_id)
+        if run.requests is not None:
+            write_requests(partial / REQUESTS, run.requests)
+        write_run(partial, run.record)
+        folder = finalize(partial, results, options.experiment, run.record.run_id)
+        written.append((folder, run.record))
+    return written
+
+
+# ---------------------------------------------------------------- export (pure) ----
+
+
+def _std_ms(values: Sequence[float]) -> float | None:
+    return float(np.std(values) * 1000.0) if len(values) else None
+
+
+def _peaks(requests: Sequence[RequestRecord]) -> tuple[float, int]:
+    """vLLM's max_output_tokens_per_s and max_concurrent_requests (calculate_metrics): content
+    chunks and in-flight requests counted in 1-second buckets from the first send."""
+    ok = [r for r in requests if r.ok]
+    if not ok:
+        return 0.0, 0
+    start = min(r.send_s for r in ok)
+    end = max(r.end_s for r in ok)  # type: ignore[type-var]
+    n = int(math.ceil(end - start)) + 1
+    tokens = np.zeros(n)
+    active = np.zeros(n)
+    for r in ok:
+        for t in r.chunk_times_s:
+            bucket = int(t - start)
+            if 0 <= bucket < n:
+                tokens[bucket] += 1
+        for second in range(int(r.send_s - start), int(r.end_s - start) + 1):  # type: ignore[operator]
+            active[second] += 1
+    return float(tokens.max()), int(active.max())
+
+
+def _arrays(record: RunRecord, requests: Sequence[RequestRecord]) -> dict[str, Any]:
+    spec = record.spec
+    return {
+        "input_lens": [r.prompt_tokens if r.prompt_tokens is not None else spec.input_len
+                       for r in requests],
+        "output_lens": [(r.completion_tokens or 0) if r.ok else 0 for r in requests],
+        "ttfts": [r.first_token_s - r.send_s if r.ok else 0.0 for r in requests],  # type: ignore[operator]
+        "itls": [[b - a for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])] if r.ok else []
+                 for r in requests],
+        "latencies": [r.end_s - r.send_s if r.ok else 0.0 for r in requests],  # type: ignore[operator]
+        "start_times": [r.send_s for r in requests],
+        # closed loop: every request is ready at the load's start and waits for a free slot
+        "queue_times": [r.send_s for r in requests],
+        "generated_texts": ["" for _ in requests],  # e2e keeps no text
+        "errors": [r.error or "" for r in requests],
+    }
+
+
+def _computed(record: RunRecord, requests: Sequence[RequestRecord] | None) -> dict[str, Any]:
+    """Keys e2e has no field for, computed for an e2e run by vLLM's formulas."""
+    mx = record.metrics
+    assert mx is not None
+    out: dict[str, Any] = {
+        "date": _date(record.finished_at),
+        "endpoint_type": "vllm",
+        "backend": "vllm",
+        "label": record.spec.arm,
+        "model_id": record.server.model,
+        "tokenizer_id": record.server.model,
+        "request_rate": getattr(record.spec, "request_rate", None) or "inf",
+        "burstiness": getattr(record.spec, "burstiness", None) or 1.0,
+        "request_goodput": getattr(mx, "goodput_req_s", None),
+        "total_token_throughput": ((mx.input_tokens + mx.output_tokens) / mx.duration_s
+                                   if mx.duration_s > 0 else None),
+        "rtfx": 0.0,
+    }
+    if requests is not None:
+        ok = [r for r in requests if r.ok]
+        out["max_output_tokens_per_s"], out["max_concurrent_requests"] = _peaks(requests)
+        out["std_ttft_ms"] = _std_ms([r.first_token_s - r.send_s for r in ok])  # type: ignore[operator]
+        out["std_tpot_ms"] = _std_ms([t for t in map(request_tpot_s, ok) if t is not None])
+        out["std_itl_ms"] = _std_ms([b - a for r in ok
+                                     for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])])
+        out["std_e2el_ms"] = _std_ms([r.end_s - r.send_s for r in ok])  # type: ignore[operator]
+    before, after = record.counters_before, record.counters_after
+    if before is not None and after is not None and after.draft_tokens > before.draft_tokens:
+        drafts = after.drafts - before.drafts
+        out["spec_decode_num_drafts"] = int(drafts)
+        out["spec_decode_draft_tokens"] = int(after.draft_tokens - before.draft_tokens)
+        out["spec_decode_accepted_tokens"] = int(after.accepted - before.accepted)
+        out["spec_decode_per_position_acceptance_rates"] = []  # e2e does not scrape positions
+    return out
+
+
+def _date(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).astimezone(timezone.utc).strftime(_DATE)
+    except ValueError:
+        return iso
+
+
+def to_result(record: RunRecord, requests: Sequence[RequestRecord] | None) -> dict[str, Any]:
+    """One run as a vllm bench serve result document (pure).
+
+    Summary keys come from the run's metrics (``SUMMARY_KEYS``), the spec goes into the
+    metadata keys (``METADATA_KEYS``) plus ``num_prompts`` and ``max_concurrency``, and the
+    per-request arrays from ``requests``. Keys e2e has no field for: an imported run's own
+    (kept at import), else computed from the requests as vLLM computes them."""
+    mx = record.metrics
+    if mx is None:
+        raise ResultsError(f"{record.run_id} has no metrics (no request finished): nothing to "
+                           "export")
+    imported = record.provenance.get("imported") if isinstance(record.provenance, dict) else None
+    doc: dict[str, Any] = (dict(imported.get("extra") or {}) if isinstance(imported, dict)
+                           else _computed(record, requests))
+    spec = record.spec
+    doc.update({
+        "num_prompts": spec.prompts, "arm": spec.arm, "spec_mode": spec.spec_mode,
+        "seed": spec.seed, "warmup_requests": spec.warmup_requests, "repeat": spec.repeat,
+        "input_len": spec.input_len, "output_len": spec.output_len,
+        "max_concurrency": spec.concurrency, "failed": mx.requests - mx.ok_requests,
+    })
+    for name in (imported or {}).get("defaulted") or ():
+        doc.pop(name, None)  # not known at import: leave it unknown
+    for field, key in SUMMARY_KEYS:
+        value = getattr(mx, field)
+        if key.startswith("spec_decode_") and value is None:
+            continue  # vLLM writes spec-decode keys only when drafts were made
+        doc[key] = value
+    if mx.acceptance_rate is not None:
+        doc[RATE_KEY] = mx.acceptance_rate * 100.0
+    if requests is not None:
+        doc.update(_arrays(record, requests))
+    ordered = {k: doc[k] for k in _ORDER if k in doc}
+    ordered.update({k: v for k, v in doc.items() if k not in ordered})
+    return ordered
+
+
+def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False
+               ) -> tuple[list[Path], list[str]]:
+    """Write ``out/<run id>.json`` for every run in ``results_dir`` (an experiment's folder).
+    Returns (files written, runs skipped with the reason)."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+    written: list[Path] = []
+    skipped: list[str] = []
+    folders = sorted(p.parent for p in results_dir.glob("*/run.json"))
+    if not folders:
+        raise ResultsError(f"{results_dir}: no run.json in its run folders; point at "
+                           "results/<experiment>")
+    for folder in folders:
+        record = read_run(folder)
+        if not record.valid and not include_invalid:
+            skipped.append(f"{record.run_id}: invalid ({'; '.join(record.invalid_reasons)}); "
+                           "--include-invalid exports it too")
+            continue
+        if record.metrics is None:
+            skipped.append(f"{record.run_id}: no metrics")
+            continue
+        requests_path = folder / REQUESTS
+        requests = read_requests(requests_path) if requests_path.is_file() else None
+        target = Path(out) / f"{record.run_id}.json"
+        atomic_write_json(target, to_result(record, requests))
+        written.append(target)
+    return written, skipped
