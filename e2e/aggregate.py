@@ -220,10 +220,10 @@ class Summary:
 
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
-WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "warmup_requests")
+WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed")
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
-                   "invalid_reasons", "report_from_run", *WORKLOAD_FIELDS, *_SETTINGS]
+                   "invalid_reasons", "report_from_run", "source", *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
 
@@ -231,8 +231,12 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _settings(record: RunRecord) -> dict[str, str]:
+def _settings(record: RunRecord) -> dict[str, str | None]:
+    """The record's comparable server and arm settings as canonical JSON; None (unknown, not
+    checked) for a record without a config snapshot, e.g. one imported from vllm bench."""
     config = record.config if isinstance(record.config, dict) else {}
+    if not config.get("server"):
+        return {"server_settings": None, "arm_settings": None}
     settings = comparable_settings(config, record.spec.arm)
     arm = settings.pop("arm")
     if not record.spec.dspark:  # the speculator profile does not touch a run without it
@@ -256,6 +260,8 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
+            "source": ("imported" if "imported" in (r.provenance or {})
+                       else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
             **_settings(r),
             **{m.key: metric_value(r.metrics, m.key) for m in metrics},
@@ -302,7 +308,7 @@ def comparable(frame: pd.DataFrame) -> None:
         raise ValueError(f"runs that would be compared differ in {field} ({where}): "
                          f"{'; '.join(parts)}; they are not averaged together; {hint}")
 
-    def differing(values: list[str]) -> list[str]:
+    def differing(values: list[str]) -> list[str]:  # (unknown settings are never refused)
         data = [json.loads(v) for v in values]
         return sorted({k for d in data[1:] for k in _diff_keys(data[0], d)})
 
@@ -388,6 +394,12 @@ def _cell_warnings(
         out.append(ReportWarning(
             f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
     reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
+    foreign = reported[reported["source"] != "fresh"]
+    if len(foreign):
+        kinds = ", ".join(sorted(set(foreign["source"])))
+        out.append(ReportWarning(
+            f"{len(foreign)} reported run(s) not on a fresh server started by e2e ({kinds}): "
+            "not a fresh server per run; their server settings were not checked", **where))
     warmups = group[group["valid"] & (group["repeat"] < report_from_run)]
     if len(reported) == 0:
         out.append(ReportWarning(

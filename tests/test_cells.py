@@ -84,3 +84,17 @@ def test_server_settings_and_arm_settings_must_match(default_experiment):
             'plugin.draft_update=true, plugin.packing="inplace" in 1 run(s) (pr-c1-base-r2); '
             'plugin.draft_update=null, plugin.packing="fused" in 1 run(s) (pr-c1-base-r3)'
             ) in str(err.value)
+
+
+def test_a_run_without_known_settings_is_compared_and_flagged(default_experiment):
+    """An imported vllm bench result has no config snapshot: its settings are unknown (not
+    refused), and the report says its cell is not a fresh e2e server."""
+    runs = [record(default_experiment, "main", k, 3.0) for k in (2, 3)]
+    imported = record(default_experiment, "vb", 2, 2.9).model_copy(
+        update={"config": {}, "provenance": {"imported": {"file": "x.json"}}})
+    summary = summarize(runs + [imported])
+    assert summary.comparison("vb", 1, "base", "tpot_ms_mean") is not None
+    (warning,) = [w for w in summary.warnings if w.arm == "vb" and "fresh" in w.message]
+    assert warning.message.startswith("1 reported run(s) not on a fresh server started by e2e "
+                                      "(imported)")
+    assert not [w for w in summary.warnings if w.arm == "main" and "fresh" in w.message]
