@@ -37,6 +37,12 @@ class ServerLaunch:
     build: dict = field(default_factory=dict)  # what the build was made from (provenance)
 
     kind: ServerKind = VLLM
+    tokenizer: str | None = None  # where prompts' token ids come from (default: model)
+
+    @property
+    def external(self) -> bool:
+        """An already-running server e2e did not start (``--base-url``)."""
+        return self.build.get("kind") == "external"
 
     def argv(self, port: int) -> list[str]:
         return [str(self.python), *self.kind.entry, *self.args, "--host", self.host,

@@ -35,6 +35,16 @@ ResultsOpt = Annotated[Path, typer.Option(
 LockWaitOpt = Annotated[Optional[float], typer.Option(
     "--lock-wait", help="Seconds to wait for another e2e's server to finish "
     "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(
+    "--base-url", help="Measure this already-running OpenAI-compatible server instead of "
+    "starting a fresh one (not a fresh server: recorded and flagged in the report); API key "
+    "from $E2E_API_KEY or $OPENAI_API_KEY.")]
+SloOpt = Annotated[Optional[str], typer.Option(
+    "--slo", help="Goodput objectives, e.g. ttft=200ms,tpot=50ms,e2e=2s: the share of requests "
+    "meeting every one, and requests/s that did.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", help="Print the summary as one JSON document on stdout (human text goes to "
+    "stderr); keys in docs/json.md.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
@@ -56,7 +66,10 @@ def run(
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     lock_wait: LockWaitOpt = None,
+    base_url: BaseUrlOpt = None,
+    slo: SloOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
+    json_: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """One run: a fresh server for ARM, the reference load at one concurrency, its metrics
@@ -67,14 +80,21 @@ def run(
         from e2e.session import SessionOptions, run_unit
         from e2e.store import next_repeat
 
-        experiment = load_experiment(config).override("server", lock_wait_s=lock_wait)
+        experiment = load_experiment(config).override(
+            "server", lock_wait_s=lock_wait, external=base_url).override("load", slo=slo)
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
         session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
         folder, record = run_unit(experiment, spec, results, session)
-        print_run(folder, record)
+        if json_:
+            from e2e.jsonout import dumps, run_json
+
+            print_run(folder, record, console=err)
+            sys.stdout.write(dumps(run_json(folder, record)) + "\n")
+        else:
+            print_run(folder, record)
         if not record.valid:
             raise SystemExit(1)
 
@@ -108,6 +128,8 @@ def sweep(
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     lock_wait: LockWaitOpt = None,
+    base_url: BaseUrlOpt = None,
+    slo: SloOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
@@ -128,7 +150,8 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = load_experiment(config).override(
             "load", prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-            output_len=output_len).override("server", lock_wait_s=lock_wait)
+            output_len=output_len, slo=slo).override("server", lock_wait_s=lock_wait,
+                                                     external=base_url)
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:
@@ -167,7 +190,7 @@ def _only(items: list[str] | None) -> dict[str, str]:
 
 
 def _report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
-            only: dict[str, str] | None = None) -> None:
+            only: dict[str, str] | None = None, json_: bool = False) -> None:
     from e2e.gsm8k import load_report, render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
     from e2e.report import build_report
@@ -178,14 +201,24 @@ def _report(folder: Path, report_from_run: int | None = None, baseline: str = "m
     if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
         output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
                               only=only)
+    if json_:
+        from e2e.jsonout import dumps, gsm8k_json, report_json
+
+        # e2e.report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
+        # e2e.gsm8k for one with GSM8K results only
+        document = report_json(output.summary) if output is not None else gsm8k_json(gsm8k)
+        if output is not None and gsm8k is not None:
+            document["gsm8k"] = gsm8k_json(gsm8k)
+        sys.stdout.write(dumps(document) + "\n")
+    console = err if json_ else out
     if output is not None:
-        out.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
+        console.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
     if gsm8k is not None:
         text = render_markdown(gsm8k)
         atomic_write_bytes(folder / "report" / "gsm8k.md", text)
         atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
-        out.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
+        console.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
 
 
@@ -201,9 +234,10 @@ def report(
         "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
         "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
         "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
+    json_: JsonOpt = False,
 ) -> None:
     """Render a results folder: Markdown (PR-description tables), CSV and PNG plots."""
-    guard(lambda: _report(results_dir, report_from_run, baseline, _only(only)))
+    guard(lambda: _report(results_dir, report_from_run, baseline, _only(only), json_))
 
 
 @app.command()

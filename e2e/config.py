@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from e2e.errors import ConfigError
+from e2e.errors import ConfigError, E2EError
 
 __all__ = [
     "GitSource",
@@ -108,6 +108,10 @@ class ServerConfig(_Strict):
         description="Path or name passed to --model; 'e2e:tiny-llama' is built offline by e2e.",
     )
     host: str = Field("127.0.0.1", description="Address the server binds to (loopback).")
+    external: str | None = Field(
+        None, description="URL of an already-running OpenAI-compatible server to measure "
+        "instead of starting one (--base-url): not a fresh server; its API key comes from "
+        "$E2E_API_KEY or $OPENAI_API_KEY.")
     port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
     args: list[str] = Field(default_factory=list, description="Extra server arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
@@ -141,6 +145,21 @@ class LoadConfig(_Strict):
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
     seed: int = 0
+    slo: str | None = Field(
+        None, description="Service-level objectives for goodput, e.g. 'ttft=200ms,tpot=50ms,"
+        "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from e2e.slo import parse_slo
+
+        try:
+            return str(parse_slo(value))
+        except E2EError as exc:
+            raise ValueError(str(exc)) from None
 
 
 class ArmConfig(_Strict):

@@ -61,7 +61,7 @@ def _fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}{unit}"
 
 
-def print_run(folder: Path, record: Any, brief: bool = False) -> None:
+def print_run(folder: Path, record: Any, brief: bool = False, console: Console = out) -> None:
     """A unit's outcome: one line (``brief``) or the run's metrics table; GSM8K arms print
     their accuracy."""
     status = "[green]valid[/]" if record.valid else "[bold red]INVALID[/]"
@@ -77,11 +77,11 @@ def print_run(folder: Path, record: Any, brief: bool = False) -> None:
                     f"{_fmt(mx.acceptance_length, '', 3)}" if record.spec.dspark else
                     f"  TPOT mean {_fmt(mx.tpot_ms_mean, '', 3)} ms  median "
                     f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
-    out.print(f"{name}: {status}{headline}  ->  {folder}", highlight=False)
+    console.print(f"{name}: {status}{headline}  ->  {folder}", highlight=False)
     for reason in record.invalid_reasons:
-        out.print(f"  [red]invalid:[/] {reason}", highlight=False)
+        console.print(f"  [red]invalid:[/] {reason}", highlight=False)
     for warning in record.warnings:
-        out.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
     if mx is None or brief:
         return
     rows = [
@@ -94,6 +94,9 @@ def print_run(folder: Path, record: Any, brief: bool = False) -> None:
         ("output throughput", f"{_fmt(mx.output_throughput_tok_s, ' tok/s', 1)}"),
         ("request throughput", f"{_fmt(mx.request_throughput_req_s, ' req/s', 3)}"),
     ]
+    if mx.goodput_slo:
+        rows.append(("goodput", f"{_fmt(mx.goodput_share, '', 2)} of requests met {mx.goodput_slo}, "
+                                f"{_fmt(mx.goodput_req_s, ' req/s', 3)}"))
     if record.spec.dspark:
         rows += [
             ("acceptance length", _fmt(mx.acceptance_length, "", 3)),
@@ -102,4 +105,4 @@ def print_run(folder: Path, record: Any, brief: bool = False) -> None:
         ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        out.print(f"  {key:<{width}}  {value}", highlight=False)
+        console.print(f"  {key:<{width}}  {value}", highlight=False)

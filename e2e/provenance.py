@@ -110,10 +110,13 @@ def tree_hash_of(package: Path) -> str:
 
 
 def provenance(server_python: Path, build: dict | None = None) -> dict:
-    """The provenance block of every unit's record (load run and GSM8K alike)."""
+    """The provenance block of every unit's record (load run and GSM8K alike). An external
+    server's environment is not e2e's to read: its build says what the server told."""
+    external = (build or {}).get("kind") == "external"
     return {
         "build": build or {},
         "e2e": source_facts(),
-        "server_env": {"python_path": str(server_python), **environment_facts(server_python)},
+        "server_env": ({"external": True} if external else
+                       {"python_path": str(server_python), **environment_facts(server_python)}),
         "host": host_facts(),
     }

@@ -79,6 +79,9 @@ class RunMetrics(_Record):
     acceptance_length: float | None = None
     acceptance_rate: float | None = None
     ms_per_verify_step: float | None = None
+    goodput_slo: str | None = Field(None, description="The SLO goodput was measured against.")
+    goodput_share: float | None = Field(None, description="Share of requests meeting every SLO.")
+    goodput_req_s: float | None = Field(None, description="Requests per second meeting every SLO.")
 
 
 class ServerInfo(_Record):

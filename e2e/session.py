@@ -39,7 +39,7 @@ from e2e.store import finalize_unit, new_partial_dir, record_name, unit_dir, utc
 from e2e.workload import Workloads
 
 __all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "run_unit",
-           "redacted_config"]
+           "redacted_config", "servers_for"]
 
 Say = Callable[[str], None]
 
@@ -114,8 +114,17 @@ class SessionOptions:
     plugin_check: bool = True
     progress: bool = True
     say: Say = lambda message: None
-    servers: Servers = field(default_factory=Servers)
+    servers: Servers | None = None  # None: fresh servers, or the config's external one
     workloads: Callable[..., Workload] | None = None  # None: e2e.workload.Workloads()
+
+
+def servers_for(experiment: Experiment) -> Servers:
+    """Fresh servers, or the already-running one of ``server.external`` (``--base-url``)."""
+    if experiment.server.external:
+        from e2e.external import external_servers
+
+        return external_servers(experiment.server.external)
+    return Servers()
 
 
 def redacted_config(experiment: Experiment) -> dict:
@@ -132,12 +141,16 @@ def redacted_config(experiment: Experiment) -> dict:
 
 
 def _server_info(launch: ServerLaunch, argv: list[str], base_url: str, pattern: str) -> ServerInfo:
-    return ServerInfo(argv=redact_argv(argv, pattern, [launch.api_key or ""]),
+    return ServerInfo(kind="external" if launch.external else "fresh",
+                      argv=redact_argv(argv, pattern, [launch.api_key or ""]),
                       env=redact_env(launch.env, pattern), base_url=base_url,
                       model=launch.model, model_hash=launch.model_hash)
 
 
-def _plugin(log_path: Path, settings: dict, check: bool) -> PluginInfo:
+def _plugin(log_path: Path | None, settings: dict, check: bool) -> PluginInfo:
+    if log_path is None:
+        return PluginInfo(check="skipped", settings=settings,
+                          detail="external server: e2e cannot see its log")
     if not check:
         return PluginInfo(check="skipped", settings=settings,
                           detail="--no-plugin-check: the arm's settings were not verified")
@@ -150,19 +163,23 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
     folder and the record (``record.valid`` False for an invalid unit, which is written
     too). Raises ServerBusyError (nothing written) when another e2e holds the host."""
     say = options.say
-    launch = options.servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
+    servers = options.servers or servers_for(experiment)
+    launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
     workload = (options.workloads or Workloads())(experiment, unit, launch, options)
     partial = new_partial_dir(results, experiment.name, unit.unit_id)
     pattern = experiment.server.secret_pattern
     info = UnitInfo(experiment=experiment.name, unit=unit, config=redacted_config(experiment),
                     launch=launch, started_at=utc_now(),
-                    server=_server_info(launch, launch.argv(0), f"http://{launch.host}", pattern))
+                    server=_server_info(launch, [] if launch.external else launch.argv(0),
+                                        launch.host if launch.external else f"http://{launch.host}",
+                                        pattern))
     arm = experiment.arm(unit.arm)
     interrupted: BaseException | None = None
     try:
-        say(f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
-            f"speculator); log: {partial / 'server.log'}")
-        with options.servers.serve(launch, partial / "server.log",
+        say(f"measuring the external server {launch.host} as arm {unit.arm}" if launch.external
+            else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
+                 f"speculator); log: {partial / 'server.log'}")
+        with servers.serve(launch, partial / "server.log",
                                    ServerOptions.of(experiment.server)) as server:
             info.server = _server_info(launch, server.argv, server.base_url, pattern)
             info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check)

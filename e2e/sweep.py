@@ -51,6 +51,6 @@ def run_sweep(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
               plugin_check: bool = True, servers: Servers | None = None) -> Outcome:
     """Run every planned unit not yet done on this host (see ``e2e.pipeline.execute``)."""
     session = SessionOptions(plugin_check=plugin_check, progress=progress, say=say,
-                             servers=servers or Servers())
+                             servers=servers)
     return execute(experiment, plan, results, session=session, max_attempts=max_attempts,
                    fail_fast=fail_fast, on_unit=on_run)

@@ -16,6 +16,7 @@ from e2e.arms import ServerLaunch
 from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
 from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
 from e2e.records import RequestRecord, RunRecord
+from e2e.slo import goodput, parse_slo
 from e2e.store import write_requests
 
 __all__ = ["LoadWorkload", "Workloads"]
@@ -28,7 +29,7 @@ class LoadWorkload:
                  progress: bool = True, say: Callable[[str], None] = lambda message: None):
         self.spec, self.launch, self.load = spec, launch, load
         self.progress, self.say = progress, say
-        vocab, specials = vocabulary(launch.model)
+        vocab, specials = vocabulary(launch.tokenizer or launch.model)
         self.prompts = make_prompts(spec.prompts, spec.input_len, vocab_size=vocab,
                                     exclude=specials, seed=spec.seed, stream=0)
         self.warmups = make_prompts(spec.warmup_requests, spec.input_len, vocab_size=vocab,
@@ -68,6 +69,11 @@ class LoadWorkload:
                                           output_len=spec.output_len, expected=spec.prompts)
         if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
             reasons.append("the speculator made no drafts: the spec-decode counters did not move")
+        if summary is not None and self.load.slo:
+            met = goodput(finished, parse_slo(self.load.slo))
+            summary = summary.model_copy(update={"goodput_slo": self.load.slo,
+                                                 "goodput_share": met.share,
+                                                 "goodput_req_s": met.req_s})
         if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
             info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
         write_requests(folder / "requests.parquet", finished)

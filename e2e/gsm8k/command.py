@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from e2e.config import load_experiment
-from e2e.console import guard, out, print_run, say
+from e2e.console import err, guard, out, print_run, say
 from e2e.gsm8k.run import DEFAULT_CONCURRENCY, Runner, resolve_plan, run_gsm8k
 
 __all__ = ["gsm8k_command"]
@@ -36,6 +37,9 @@ def gsm8k_command(
     config: Annotated[Optional[Path], typer.Option(
         help="Experiment TOML (default: the embedded tiny CPU default).")] = None,
     results: Annotated[Path, typer.Option(help="Results folder.")] = Path("results"),
+    json_: Annotated[bool, typer.Option(
+        "--json", help="Print the report as one JSON document on stdout (human text to "
+                       "stderr); keys in docs/json.md.")] = False,
 ) -> None:
     """GSM8K 5-shot (strict-match, greedy, seed 1234) through lm-eval for every arm, each on
     a fresh server, with per-sample verdict agreement against main. Resumable per arm."""
@@ -44,11 +48,17 @@ def gsm8k_command(
         experiment = load_experiment(config)
         plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
                             concurrency=concurrency, data=data, results=results)
-        run_gsm8k(plan, Runner(log=say, on_unit=print_run), max_attempts=max_attempts,
-                  plugin_check=not no_plugin_check)
+        console = err if json_ else out
+        report = run_gsm8k(plan, Runner(log=say, on_unit=lambda folder, record: print_run(
+            folder, record, console=console)), max_attempts=max_attempts,
+            plugin_check=not no_plugin_check)
         root = plan.results / plan.experiment.name / "gsm8k"
-        out.print((root / "gsm8k.md").read_text(encoding="utf-8"), highlight=False,
-                  markup=False, soft_wrap=True)
+        console.print((root / "gsm8k.md").read_text(encoding="utf-8"), highlight=False,
+                      markup=False, soft_wrap=True)
+        if json_:
+            from e2e.jsonout import dumps, gsm8k_json
+
+            sys.stdout.write(dumps(gsm8k_json(report)) + "\n")
         say(f"report: {root / 'gsm8k.md'} and {root / 'gsm8k.csv'}")
 
     guard(body, interrupted="the server was stopped; finished arms are kept")

@@ -36,7 +36,7 @@ DEFAULT_CONCURRENCY = 32
 class Runner:
     """How the pipeline reaches the outside world: the servers, lm-eval, progress lines."""
 
-    servers: Servers = field(default_factory=Servers)
+    servers: Servers | None = None  # None: fresh servers (or the config's external one)
     lmeval: Callable[[LmEvalJob, Path], LmEvalOutput] = run_lmeval
     check: Callable[[], str] = check_lm_eval
     log: Callable[[str], None] = lambda message: None

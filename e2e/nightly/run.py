@@ -226,7 +226,7 @@ def run_nightly(
     (an ``e2e.session.Servers``) replaces the real servers in tests."""
     from e2e.pipeline import execute
     from e2e.report import build_report, load_records
-    from e2e.session import Servers, SessionOptions
+    from e2e.session import SessionOptions
 
     results = Path(options.results)
     experiment = with_arm_settings(cfg.experiment, cfg.arms, options.arm_overrides)
@@ -243,7 +243,7 @@ def run_nightly(
         "builds": builds, "started_at": utc_now()})
 
     say(f"night {options.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
-    session = SessionOptions(progress=options.progress, say=say, servers=servers or Servers())
+    session = SessionOptions(progress=options.progress, say=say, servers=servers)
     outcome = execute(experiment, plan, root, session=session, max_attempts=MAX_ATTEMPTS,
                       on_unit=on_run)
     problems = [f"run {run_id} invalid after {MAX_ATTEMPTS} attempts (see "
