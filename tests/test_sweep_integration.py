@@ -67,6 +67,10 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     assert set(vllm_processes()) <= before, "a server survived the interrupt"
     first = json.loads((exp / "main-c1-base-r1" / "run.json").read_text())
     assert first["valid"] is True
+    # the interrupted run is written, as invalid, with its reason; nothing is left half-made
+    second = json.loads((exp / "main-repeat-c1-base-r1" / "run.json").read_text())
+    assert second["valid"] is False and "interrupted" in second["invalid_reasons"][0]
+    assert not list((exp / ".partial").glob("*"))
 
     done = subprocess.run([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)
