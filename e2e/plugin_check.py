@@ -81,7 +81,7 @@ def plugin_check(log_path: Path, settings: dict) -> str | None:
         return f"e2e's vLLM plugin {refused[-1]}"
     if lines:
         return ("e2e's vLLM plugin ran but no worker process applied the settings "
-                f"(is the model served by the code the plugin patches?); it logged: "
+                "(is the model served by the code the plugin patches?); it logged: "
                 + " / ".join(lines[-3:]))
     return ("e2e's vLLM plugin logged nothing: is e2e installed in the server environment "
             "(the vllm.general_plugins entry point)?")

@@ -8,7 +8,6 @@ import dataclasses
 import errno
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys

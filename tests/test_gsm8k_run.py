@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from e2e.config import load_experiment
 from e2e.errors import ConfigError, LoadError, ResultsError
 from e2e.gsm8k import store
-from e2e.gsm8k.lmeval import LmEvalOutput, find_output
+from e2e.gsm8k.lmeval import find_output
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
 from scripted import Scripted
 

@@ -96,7 +96,7 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
 
     calls.clear()
     failing.clear()
-    assert lines[0] == f"[1/6] main-c1-base-r1 (attempt 1 of 2) · 0 of 6 done · ETA after the first unit"
+    assert lines[0] == "[1/6] main-c1-base-r1 (attempt 1 of 2) · 0 of 6 done · ETA after the first unit"
     assert lines[1].startswith("[2/6] flag-off-c1-base-r1 (attempt 1 of 2) · 1 of 6 done · ETA ")
     outcome = execute(default_experiment, plan, tmp_path, fake_run_one, max_attempts=3)
     assert calls == ["flag-off-c1-base-r1"]  # only the invalid run is made again

@@ -8,7 +8,6 @@ import re
 import pytest
 
 import e2e.session as session
-import e2e.workload as workload
 from conftest import small
 from e2e.config import RunSpec
 from e2e.plugin_check import plugin_check

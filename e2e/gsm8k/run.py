@@ -19,7 +19,7 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.executor import Executor
 from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
-from e2e.gsm8k.records import REFERENCE_ARM, EvalInfo, arm_label, label_occurrence
+from e2e.gsm8k.records import REFERENCE_ARM, EvalInfo, label_occurrence
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.summary import GSM8KReport
 from e2e.gsm8k.task import TaskSource, resolve_data
