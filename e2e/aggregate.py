@@ -150,6 +150,7 @@ class Comparison:
     p_holm: float | None = None
     survives: bool | None = None
     equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    min_effect_pct: float = 0.0
     unpaired_interval: tuple[float, float] | None = None
     unpaired_mde_pct: float | None = None
 
@@ -555,9 +556,10 @@ def _compare(
     target_effect_pct: float | None,
 ) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning]]:
     """Every arm against the baseline of its cell, in three passes: (1) raw estimates
-    (``stats.log_ratio``: blocked where at least 2 blocks pair up, else Welch); (2) per metric,
-    the noise floor from the noise pooled across its comparisons (``stats.noise_floor``) and the
-    estimates again with it; (3) verdicts (``stats.call``), MDE, and Holm's adjustment across
+    (``stats.log_ratio``: blocked where at least 2 blocks pair up, else Welch) with the 0.1 %
+    resolution floor; (2) where that floor bound (no spread, e.g. identical values), the
+    estimate again with the larger floor from the noise pooled across the metric's comparisons
+    (``stats.noise_floor``); (3) verdicts (``stats.call``), MDE, and Holm's adjustment across
     every comparison of the report (the p of the difference test for difference verdicts, the
     TOST p for equivalence)."""
     warnings: list[ReportWarning] = []
@@ -583,17 +585,25 @@ def _compare(
     alpha = 1.0 - confidence
     rows: list[dict] = []
     for c, base in pairs:
-        floor_sd, floor_source = floors[c.metric]
-        est = stats.log_ratio(_runs(c, blocks), _runs(base, blocks), floor_sd=floor_sd)
-        welch = stats.welch_log_ratio(c.values, base.values, floor_sd=floor_sd)
+        # the resolution floor always; the pooled floor only where the spread is below resolution
+        est = raw[id(c)]
+        welch = stats.welch_log_ratio(c.values, base.values)
+        floor_sd, floor_source = stats.RESOLUTION_SD, stats.noise_floor(None)[1]
+        if est is not None and est.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
+            floor_sd, floor_source = floors[c.metric]
+            est = stats.log_ratio(_runs(c, blocks), _runs(base, blocks), floor_sd=floor_sd)
+        if welch is not None and welch.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
+            welch = stats.welch_log_ratio(c.values, base.values, floor_sd=floors[c.metric][0])
         m = metric(c.metric)
         verdict = stats.call(est, time_metric=m.unit == "ms", confidence=confidence,
                              min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
         where = (c.arm, c.concurrency, c.spec_mode, c.metric)
         if est is not None and est.floored:
+            spread = ("no spread between the paired runs" if est.raw_noise_sd < 1e-9 else
+                      f"run-to-run noise {est.raw_noise_sd * 100:.2g} % (nearly no spread)")
             warnings.append(ReportWarning(
-                f"run-to-run noise {est.raw_noise_sd * 100:.2g} % is below the floor: "
-                f"floored at {floor_source}, so the interval is not narrower than that", *where))
+                f"{spread}: noise floored at {floor_source}, so the interval is not narrower "
+                "than that", *where))
         if est is not None and est.method == "blocked" and est.dropped:
             warnings.append(ReportWarning(
                 f"{est.dropped} run{'s' if est.dropped != 1 else ''} without a partner in "
@@ -631,7 +641,7 @@ def _compare(
             noise_pct=None if est is None else est.noise_sd * 100.0,
             noise_floored=bool(est is not None and est.floored),
             p_value=r["p"], tost_p=r["tost"], p_holm=r.get("p_holm"), survives=r.get("survives"),
-            equivalence_pct=equivalence_pct,
+            equivalence_pct=equivalence_pct, min_effect_pct=min_effect_pct,
             unpaired_interval=None if welch is None else welch.interval_pct(confidence),
             unpaired_mde_pct=None if welch is None else welch.mde_pct(confidence),
         ))

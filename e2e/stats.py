@@ -264,8 +264,8 @@ RESOLUTION_SD = 0.001
 """Smallest per-run noise (log units, 0.1 %) the statistics accept: no repeatability of a whole
 fresh-server run better than that is believed, so identical values never claim certainty."""
 POOLED_FLOOR_FRACTION = 0.5
-"""A cell's per-run noise is never taken below this fraction of the noise pooled across the
-same metric's other comparisons (see ``pooled_noise``)."""
+"""A comparison without spread (below ``RESOLUTION_SD``) takes this fraction of the noise pooled
+across the same metric's other comparisons as its noise (see ``pooled_noise``)."""
 DEFAULT_POWER = 0.8
 DEFAULT_EQUIVALENCE_PCT = 1.0
 

@@ -252,7 +252,8 @@ def test_zero_spread_is_floored_and_warned() -> None:
     lo, hi = comp.interval
     assert lo < 0 < hi and hi - lo > 0.6  # 0.1 % per run floor, t with 2 df: never zero width
     assert comp.verdict == "equivalent"  # +0.05 % is not called real, however steady the runs
-    assert any("below the floor" in w.message for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
+    assert any("no spread between the paired runs: noise floored at the 0.1 % minimum" in w.message
+               for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
 
 
 def test_zero_spread_floor_comes_from_noise_pooled_across_cells() -> None:
