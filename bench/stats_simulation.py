@@ -157,7 +157,7 @@ def main() -> None:
     print("| drift | false calls, adaptive (alpha spending) | naive peeking at 95 % every round | "
           "settled equivalent ±1 % | mean rounds run |")
     print("|---|---:|---:|---:|---:|")
-    for label, per_round in (("5.6 % per round", step), ("none", 0.0)):
+    for label, per_round in ((f"{step * 100:.1f} % per round", step), ("none", 0.0)):
         sc = Scenario(args.rounds, args.arms, args.sigma_run, 0.0, per_round_drift=per_round)
         r = adaptive(sc, args.sims, args.seed, args.min_rounds, args.max_rounds)
         print(f"| {label} | {r['false_adaptive'] * 100:.2f} % | {r['false_naive_peeking'] * 100:.2f} % | "
