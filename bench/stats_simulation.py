@@ -19,7 +19,9 @@ blocks) and the unpaired one (``e2e.stats.welch_log_ratio``) on the same runs, e
 minimum effect 0 (the bare test); a false call is "faster" or "slower". The MDE is each
 estimate's ``mde_pct`` (80 % power). The adaptive procedure (``e2e.stats.settled``) looks after
 every round from ``--min-rounds`` to ``--max-rounds`` with the drift continuing at the same rate,
-and is compared with naive peeking (a fixed 95 % blocked interval at every look).
+and is compared with naive peeking (a fixed 95 % blocked interval at every look). Last, the
+calibration's delay arms (100, 250, 500 µs on a 2.75 ms step) as true effects: how often each
+method calls them slower.
 
     PYTHONPATH=$PWD python bench/stats_simulation.py --sims 10000 --seed 1
 """
@@ -46,6 +48,7 @@ class Scenario:
     sigma_run: float     # per-run noise, log units
     drift_total: float   # drift over the reported rounds, log units
     per_round_drift: float | None = None  # None: drift_total / (rounds − 1)
+    effect: float = 0.0  # true log ratio of the second arm (0: A/A)
 
 
 def simulate_runs(rng: np.random.Generator, sc: Scenario, rounds: int | None = None) -> tuple[
@@ -65,20 +68,23 @@ def simulate_runs(rng: np.random.Generator, sc: Scenario, rounds: int | None = N
             if arm == 0:
                 main[k + 1] = value
             elif arm == 1:
-                repeat[k + 1] = value
+                repeat[k + 1] = value * math.exp(sc.effect)
     return main, repeat
 
 
 def fixed_n(sc: Scenario, sims: int, seed: int) -> dict[str, float]:
     rng = np.random.default_rng(seed)
-    calls = {"blocked": 0, "welch": 0, "blocked0": 0, "welch0": 0, "old": 0}
+    calls = {"blocked": 0, "welch": 0, "blocked0": 0, "welch0": 0, "old": 0,
+             "slower_blocked": 0, "slower_welch": 0}
     mde_b, mde_w = [], []
     for _ in range(sims):
         main, rep = simulate_runs(rng, sc)
         blocked = stats.log_ratio([(k, v) for k, v in rep.items()], [(k, v) for k, v in main.items()])
         welch = stats.welch_log_ratio(list(rep.values()), list(main.values()))
         for name, est in (("blocked", blocked), ("welch", welch)):
-            calls[name] += stats.is_difference(stats.call(est, time_metric=True, min_effect_pct=1.0))
+            verdict = stats.call(est, time_metric=True, min_effect_pct=1.0)
+            calls[name] += stats.is_difference(verdict)
+            calls["slower_" + name] += verdict == "slower"
             calls[name + "0"] += stats.is_difference(stats.call(est, time_metric=True, min_effect_pct=0.0))
         old = stats.verdict_for(stats.compare_runs(list(rep.values()), list(main.values())),
                                 higher_is_better=False, min_effect_pct=1.0)
@@ -162,6 +168,22 @@ def main() -> None:
         r = adaptive(sc, args.sims, args.seed, args.min_rounds, args.max_rounds)
         print(f"| {label} | {r['false_adaptive'] * 100:.2f} % | {r['false_naive_peeking'] * 100:.2f} % | "
               f"{r['equivalent_adaptive'] * 100:.1f} % | {r['mean_rounds_adaptive']:.2f} |")
+    print()
+
+    print(f"Injected delays (the calibration's arms on a {LEVEL_MS} ms step), {args.sims} experiments "
+          "each: how often the delay arm is called slower")
+    print()
+    print("| delay | true change | drift | called slower, blocked | unpaired Welch | "
+          "median MDE, blocked | unpaired |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for delay_ms in (0.1, 0.25, 0.5):
+        effect = math.log((LEVEL_MS + delay_ms) / LEVEL_MS)
+        for label, drift in (("docs'", DRIFT_TOTAL), ("none", 0.0)):
+            r = fixed_n(Scenario(args.rounds, args.arms, args.sigma_run, drift, effect=effect),
+                        args.sims, args.seed)
+            print(f"| {delay_ms * 1000:g} µs | +{(math.exp(effect) - 1) * 100:.1f} % | {label} | "
+                  f"{r['false_slower_blocked'] * 100:.1f} % | {r['false_slower_welch'] * 100:.1f} % | "
+                  f"{r['mde_blocked']:.1f} % | {r['mde_welch']:.1f} % |")
     print()
 
     if not args.no_grid:
