@@ -166,7 +166,7 @@ class NoiseRow:
     ``noise_pct``: sd of the log ratio of one arm run to one baseline run of the same block, in
     % (the CV of the paired log ratio); ``source``: the A/A arm it came from, or the pooled
     blocked residuals of the cell's comparisons; ``mde_pct``: the minimal detectable effect at
-    ``n_blocks`` blocks (80 % power, the report's confidence) and ``unpaired_mde_pct`` the
+    ``n_blocks`` blocks (runs per arm when the A/A comparison is unpaired; 80 % power, the report's confidence) and ``unpaired_mde_pct`` the
     unpaired method's on the same runs (None without an A/A arm); ``runs_for_target``: reported
     runs per arm whose blocked MDE is ``target_pct`` (None: more than 1000)."""
 
@@ -666,7 +666,8 @@ def _noise_rows(rows: list[dict], aa_arms: tuple[str, ...], confidence: float,
         aa = [r for r in here if r["c"].arm in aa_arms]
         if aa:
             e, w = aa[0]["est"], aa[0]["welch"]
-            noise, n, mde = e.noise_sd, max(e.n_blocks, 2), e.mde_pct(confidence)
+            n = e.n_blocks if e.method == "blocked" else min(e.n_arm, e.n_baseline)
+            noise, mde = e.noise_sd, e.mde_pct(confidence)
             unpaired = None if w is None else w.mde_pct(confidence)
             source = f"A/A arm {aa[0]['c'].arm} ({e.method})"
             floored = e.floored
