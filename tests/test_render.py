@@ -216,3 +216,49 @@ def test_build_report_override_and_errors(tmp_path: Path) -> None:
         build_report(tmp_path / "exp" / "report")
     with pytest.raises(ResultsError, match="no such results folder"):
         build_report(tmp_path / "nope")
+
+
+CALIBRATION_ARMS = {
+    "main": {"plugin": {"packing": "main"}},
+    "main-repeat": {"description": "A/A", "plugin": {"packing": "main"}},
+    "delay-100": {"plugin": {"packing": "main", "step_delay_us": 100}},
+    "delay-250": {"plugin": {"packing": "main", "step_delay_us": 250}},
+    "delay-500": {"plugin": {"packing": "main", "step_delay_us": 500}},
+}
+
+
+def calibration_records() -> list[RunRecord]:
+    """A calibration-shaped sweep: 5 arms, runs 1-4, server TPOT drifting up 5 % a round
+    (as main-repeat's 2.75 -> 3.08 ms in docs/plugin.md) with ±0.3 % run noise."""
+    noise = [0.003, -0.002, 0.001, -0.003, 0.002, 0.0, -0.001, 0.003, -0.002, 0.001]
+    recs, i = [], 0
+    for arm, delay in (("main", 0.0), ("main-repeat", 0.0), ("delay-100", 0.1),
+                       ("delay-250", 0.25), ("delay-500", 0.5)):
+        for rnd in range(1, 5):
+            value = (2.75 + delay) * 1.05 ** rnd * (1 + noise[i % len(noise)])
+            i += 1
+            rec = make_record(arm, 1, rnd, tpot=value, experiment="calibration", arms=CALIBRATION_ARMS)
+            recs.append(rec.model_copy(update={"metrics": rec.metrics.model_copy(
+                update={"server_tpot_ms_mean": value})}))
+    return recs
+
+
+def test_calibration_report_renders_forest_and_strip_plots(tmp_path: Path) -> None:
+    exp = write_results(tmp_path, calibration_records())
+    out = build_report(exp)
+    s = out.summary
+    assert s.aa_arms == ("main-repeat",)
+    aa = s.comparison("main-repeat", 1, "base", "server_tpot_ms_mean")
+    assert aa.method == "blocked" and aa.verdict in ("equivalent", "inconclusive")
+    for arm in ("delay-100", "delay-250", "delay-500"):
+        c = s.comparison(arm, 1, "base", "server_tpot_ms_mean")
+        assert c.method == "blocked" and c.verdict == "slower", (arm, c)
+    # the drift (5 % a round) swamps delay-100 (+3.6 %) without the pairing
+    assert s.comparison("delay-100", 1, "base", "server_tpot_ms_mean").unpaired_interval[0] < 0
+    names = {p.name for p in out.plot_paths}
+    for name in ("forest-tpot_ms_mean-base.png", "forest-server_tpot_ms_mean-base.png",
+                 "strip-tpot_ms_mean-c1-base.png", "strip-server_tpot_ms_mean-c1-base.png"):
+        assert name in names
+        assert f"(plots/{name})" in out.markdown
+    row = s.noise_row(1, "base", "server_tpot_ms_mean")
+    assert row.source == "A/A arm main-repeat (blocked)" and row.mde_pct < row.unpaired_mde_pct

@@ -72,7 +72,7 @@ def _forest(summary: Summary, mode: str, key: str) -> bytes:
     comps = [c for c in summary.comparisons
              if c.spec_mode == mode and c.metric == key and c.interval is not None]
     comps.sort(key=lambda c: (c.concurrency, summary.arms.index(c.arm)))
-    fig = Figure(figsize=(7.6, 1.2 + 0.55 * max(len(comps), 1)), dpi=100)
+    fig = Figure(figsize=(7.6, 1.7 + 0.55 * max(len(comps), 1)), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     band = summary.equivalence_pct
@@ -94,14 +94,14 @@ def _forest(summary: Summary, mode: str, key: str) -> bytes:
         labels.append(f"{c.arm} @ c{c.concurrency}")
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels)
-    ax.set_ylim(-0.7, len(labels) - 0.3)
+    ax.set_ylim(-1.6, len(labels) - 0.3)  # an empty strip at the bottom for the legend
     ax.set_xlabel(f"change of the geometric mean vs {summary.baseline}, % "
                   f"({summary.confidence * 100:g} % interval)")
     ax.set_title(f"{summary.experiment}: {m.label}, {mode}", fontsize=10)
     left, right = ax.get_xlim()
     ax.set_xlim(left, right + 0.35 * (right - left))  # room for the verdicts
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", fontsize=7, ncol=2)
     return _png(fig)
 
 
