@@ -13,6 +13,7 @@ and warned about next to the cell they belong to.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ __all__ = [
     "metric",
     "Cell",
     "Comparison",
+    "NoiseRow",
     "ReportWarning",
     "RunCounts",
     "Summary",
@@ -78,6 +80,8 @@ METRICS: tuple[Metric, ...] = (
            "how the stream's chunks reach the client)"),
     Metric("ttft_ms_mean", "mean TTFT", "ms", False,
            "mean over a run's requests of the time from sending to the first token"),
+    Metric("e2el_ms_mean", "mean E2E latency", "ms", False,
+           "mean over a run's requests of the time from sending to the last token"),
     Metric("output_throughput_tok_s", "output throughput", "tok/s", True,
            "completion tokens of a run divided by the duration of its measured load"),
     Metric("acceptance_length", "acceptance length", "tokens/step", True,
@@ -126,8 +130,17 @@ class Cell:
 class Comparison:
     """``arm`` against ``baseline`` for one metric of one (concurrency, spec mode).
 
-    ``ratio`` = median(arm) / median(baseline); ``pct`` = (ratio − 1) × 100; ``interval``
-    is (low %, high %) at ``confidence`` or None with fewer than 2 runs on a side."""
+    ``ratio`` is the geometric-mean ratio arm / baseline that ``interval`` (low %, high %, at
+    ``confidence``) bounds, estimated by ``method``: "blocked" (paired per round and host) or
+    "welch" (unpaired); ``pct`` = (ratio − 1) × 100; ``median_ratio`` is the ratio of the two
+    cells' medians (shown for reference). ``interval`` is None with too few runs. ``verdict``
+    is one of ``stats.Call``; ``mde_pct`` the minimal detectable effect at these runs (80 %
+    power); ``noise_pct`` the run-to-run noise (sd of one pair's log ratio, in %), floored when
+    ``noise_floored``. ``p_value`` tests no change, ``tost_p`` equivalence within
+    ±``equivalence_pct`` %; ``p_holm`` is the Holm-adjusted p of the test behind the verdict
+    across the report's ``Summary.n_comparisons``, and ``survives`` says whether a difference or
+    equivalence verdict still holds after it (None for other verdicts). ``unpaired_interval`` and
+    ``unpaired_mde_pct`` are the Welch figures on the same runs, for comparison."""
 
     arm: str
     baseline: str
@@ -138,10 +151,52 @@ class Comparison:
     pct: float
     interval: tuple[float, float] | None
     confidence: float
-    verdict: stats.Verdict
+    verdict: stats.Call
     method: str
     n_arm: int
     n_baseline: int
+    n_blocks: int = 0
+    dropped: int = 0
+    median_ratio: float | None = None
+    mde_pct: float | None = None
+    noise_pct: float | None = None
+    noise_floored: bool = False
+    p_value: float | None = None
+    tost_p: float | None = None
+    p_holm: float | None = None
+    survives: bool | None = None
+    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    min_effect_pct: float = 0.0
+    unpaired_interval: tuple[float, float] | None = None
+    unpaired_mde_pct: float | None = None
+
+    @property
+    def method_text(self) -> str:
+        return stats.METHOD_TEXT.get(self.method, self.method)
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """The run-to-run noise of one metric of one (concurrency, spec mode) and what it allows.
+
+    ``noise_pct``: sd of the log ratio of one arm run to one baseline run of the same block, in
+    % (the CV of the paired log ratio); ``source``: the A/A arm it came from, or the pooled
+    blocked residuals of the cell's comparisons; ``mde_pct``: the minimal detectable effect at
+    ``n_blocks`` blocks (runs per arm when the A/A comparison is unpaired; 80 % power, the report's confidence) and ``unpaired_mde_pct`` the
+    unpaired method's on the same runs (None without an A/A arm); ``runs_for_target``: reported
+    runs per arm whose blocked MDE is ``target_pct`` (None: more than 1000)."""
+
+    concurrency: int
+    spec_mode: str
+    metric: str
+    noise_pct: float
+    source: str
+    n_blocks: int
+    mde_pct: float | None
+    unpaired_mde_pct: float | None
+    target_pct: float
+    runs_for_target: int | None
+    floored: bool
 
 
 @dataclass(frozen=True)
@@ -192,6 +247,18 @@ class Summary:
     min_effect_pct: float
     interval_method: str = stats.INTERVAL_METHOD
     metrics: tuple[Metric, ...] = METRICS
+    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    power: float = stats.DEFAULT_POWER
+    noise: tuple[NoiseRow, ...] = ()
+    aa_arms: tuple[str, ...] = ()
+    n_comparisons: int = 0
+    multiplicity: str = "Holm"
+
+    def noise_row(self, concurrency: int, spec_mode: str, metric_key: str) -> NoiseRow | None:
+        for r in self.noise:
+            if (r.concurrency, r.spec_mode, r.metric) == (concurrency, spec_mode, metric_key):
+                return r
+        return None
 
     @property
     def compared_arms(self) -> tuple[str, ...]:
@@ -429,11 +496,16 @@ def summarize(
     min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
     extra_warnings: Sequence[ReportWarning] = (),
     metrics: Sequence[Metric] = METRICS,
+    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT,
+    target_effect_pct: float | None = None,
 ) -> Summary:
     """Aggregate run records into cells, comparisons with ``baseline`` and warnings.
 
     ``report_from_run`` None takes the value from the records' config snapshot (2 if absent).
-    Comparisons use ``stats.compare_runs`` and ``stats.verdict_for`` (see e2e.stats)."""
+    Comparisons are blocked by round and host where runs pair up, Welch otherwise, with four
+    verdicts (equivalence band ±``equivalence_pct`` %), the MDE, a noise floor and Holm's
+    correction across all comparisons (see ``_compare`` and e2e.stats). ``target_effect_pct``
+    (default: ``equivalence_pct``) is the effect the noise table's "runs needed" aims at."""
     records = list(records)
     if not records:
         raise ValueError("no run records to summarize")
@@ -491,29 +563,15 @@ def summarize(
     index = {(c.arm, c.concurrency, c.spec_mode, c.metric): c for c in cells}
 
     comparisons: list[Comparison] = []
+    noise: tuple[NoiseRow, ...] = ()
+    aa_arms: tuple[str, ...] = ()
     if baseline in arms:
-        for c in cells:
-            if c.arm == baseline:
-                continue
-            base = index.get((baseline, c.concurrency, c.spec_mode, c.metric))
-            if base is None:
-                continue
-            if min(c.values + base.values) <= 0:
-                warnings.append(ReportWarning(
-                    "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
-                continue
-            m = next(x for x in metrics if x.key == c.metric)
-            est = stats.compare_runs(c.values, base.values, confidence=confidence)
-            lo, hi = est.pct_low, est.pct_high
-            interval = (lo, hi) if lo is not None and hi is not None else None
-            comparisons.append(Comparison(
-                arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
-                metric=c.metric, ratio=est.ratio, pct=est.pct, interval=interval,
-                confidence=confidence,
-                verdict=stats.verdict_for(est, higher_is_better=m.higher_is_better,
-                                          min_effect_pct=min_effect_pct),
-                method=est.method, n_arm=c.n, n_baseline=base.n,
-            ))
+        aa_arms = _aa_arms(records, baseline, arms)
+        comparisons, noise, more = _compare(
+            cells, index, baseline=baseline, blocks=_blocks(records), aa_arms=aa_arms,
+            confidence=confidence, min_effect_pct=min_effect_pct,
+            equivalence_pct=equivalence_pct, target_effect_pct=target_effect_pct)
+        warnings.extend(more)
 
     def warning_key(w: ReportWarning) -> tuple:
         if w.arm is None:
@@ -542,4 +600,198 @@ def summarize(
         confidence=confidence,
         min_effect_pct=min_effect_pct,
         metrics=tuple(metrics),
+        equivalence_pct=equivalence_pct,
+        noise=noise,
+        aa_arms=aa_arms,
+        n_comparisons=sum(1 for c in comparisons if c.p_value is not None),
     )
+
+
+# --- comparisons: blocks, A/A arms, noise floor, verdicts, MDE, multiplicity -------------------
+
+_RunKey = tuple[str, int, str, int]  # arm, concurrency, spec mode, repeat
+
+
+def _blocks(records: Sequence[RunRecord]) -> dict[_RunKey, tuple[int, str | None]]:
+    """Each run's block: (round, host). The round is the run's repeat (the sweep runs round k of
+    every arm of a cell back to back); the host is ``provenance.host.hostname`` (None if absent),
+    so runs of one round on different hosts are different blocks."""
+    out: dict[_RunKey, tuple[int, str | None]] = {}
+    for r in records:
+        host = r.provenance.get("host") if isinstance(r.provenance, dict) else None
+        name = host.get("hostname") if isinstance(host, dict) else None
+        out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat))] = (
+            int(r.spec.repeat), str(name) if name is not None else None)
+    return out
+
+
+def _aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
+    """Arms whose settings in the config snapshot equal the baseline's (description aside):
+    repeats of the baseline, whose comparison measures the noise (A/A)."""
+    snap: dict = {}
+    for r in records:
+        a = r.config.get("arms") if isinstance(r.config, dict) else None
+        if isinstance(a, dict):
+            snap.update(a)
+    if baseline not in snap or not isinstance(snap[baseline], dict):
+        return ()
+
+    def settings(arm: str) -> dict:
+        return {k: v for k, v in snap[arm].items() if k != "description"}
+
+    base = settings(baseline)
+    return tuple(a for a in arms if a != baseline and isinstance(snap.get(a), dict)
+                 and settings(a) == base)
+
+
+def _runs(cell: Cell, blocks: dict[_RunKey, tuple[int, str | None]]) -> list[tuple[object, float]]:
+    return [(blocks.get((cell.arm, cell.concurrency, cell.spec_mode, rep)), v)
+            for rep, v in zip(cell.repeats, cell.values)]
+
+
+def _compare(
+    cells: Sequence[Cell],
+    index: dict[tuple[str, int, str, str], Cell],
+    *,
+    baseline: str,
+    blocks: dict[_RunKey, tuple[int, str | None]],
+    aa_arms: tuple[str, ...],
+    confidence: float,
+    min_effect_pct: float,
+    equivalence_pct: float,
+    target_effect_pct: float | None,
+) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning]]:
+    """Every arm against the baseline of its cell, in three passes: (1) raw estimates
+    (``stats.log_ratio``: blocked where at least 2 blocks pair up, else Welch) with the 0.1 %
+    resolution floor; (2) where that floor bound (no spread, e.g. identical values), the
+    estimate again with the larger floor from the noise pooled across the metric's comparisons
+    (``stats.noise_floor``); (3) verdicts (``stats.call``), MDE, and Holm's adjustment across
+    every comparison of the report (the p of the difference test for difference verdicts, the
+    TOST p for equivalence)."""
+    warnings: list[ReportWarning] = []
+    pairs: list[tuple[Cell, Cell]] = []
+    for c in cells:
+        if c.arm == baseline:
+            continue
+        base = index.get((baseline, c.concurrency, c.spec_mode, c.metric))
+        if base is None:
+            continue
+        if min(c.values + base.values) <= 0:
+            warnings.append(ReportWarning(
+                "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
+            continue
+        pairs.append((c, base))
+
+    raw = {id(c): stats.log_ratio(_runs(c, blocks), _runs(b, blocks)) for c, b in pairs}
+    floors: dict[str, tuple[float, str]] = {}
+    for key in {c.metric for c, _ in pairs}:
+        ests = [e for (c, _), e in ((p, raw[id(p[0])]) for p in pairs) if c.metric == key and e is not None]
+        floors[key] = stats.noise_floor(stats.pooled_noise(ests))
+
+    alpha = 1.0 - confidence
+    rows: list[dict] = []
+    for c, base in pairs:
+        # the resolution floor always; the pooled floor only where the spread is below resolution
+        est = raw[id(c)]
+        welch = stats.welch_log_ratio(c.values, base.values)
+        floor_sd, floor_source = stats.RESOLUTION_SD, stats.noise_floor(None)[1]
+        if est is not None and est.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
+            floor_sd, floor_source = floors[c.metric]
+            est = stats.log_ratio(_runs(c, blocks), _runs(base, blocks), floor_sd=floor_sd)
+        if welch is not None and welch.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
+            welch = stats.welch_log_ratio(c.values, base.values, floor_sd=floors[c.metric][0])
+        m = metric(c.metric)
+        verdict = stats.call(est, time_metric=m.unit == "ms", confidence=confidence,
+                             min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
+        where = (c.arm, c.concurrency, c.spec_mode, c.metric)
+        if est is not None and est.floored:
+            spread = ("no spread between the paired runs" if est.raw_noise_sd < 1e-9 else
+                      f"run-to-run noise {est.raw_noise_sd * 100:.2g} % (nearly no spread)")
+            warnings.append(ReportWarning(
+                f"{spread}: noise floored at {floor_source}, so the interval is not narrower "
+                "than that", *where))
+        if est is not None and est.method == "blocked" and est.dropped:
+            warnings.append(ReportWarning(
+                f"{est.dropped} run{'s' if est.dropped != 1 else ''} without a partner in "
+                f"{'its' if est.dropped == 1 else 'their'} round left out of the blocked comparison "
+                f"with {baseline}", *where))
+        rows.append({
+            "c": c, "base": base, "est": est, "welch": welch, "verdict": verdict,
+            "p": None if est is None else est.p_value(),
+            "tost": None if est is None else est.tost_p_value(equivalence_pct),
+        })
+
+    tested = [r for r in rows if r["p"] is not None]
+    for r, adj_p, adj_t in zip(tested, stats.holm([r["p"] for r in tested]),
+                               stats.holm([r["tost"] for r in tested])):
+        r["p_holm"] = adj_t if r["verdict"] == "equivalent" else adj_p
+        if stats.is_difference(r["verdict"]):
+            r["survives"] = adj_p < alpha
+        elif r["verdict"] == "equivalent":
+            r["survives"] = adj_t < alpha
+
+    comparisons: list[Comparison] = []
+    for r in rows:
+        c, base, est, welch = r["c"], r["base"], r["est"], r["welch"]
+        interval = None if est is None else est.interval_pct(confidence)
+        comparisons.append(Comparison(
+            arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
+            metric=c.metric,
+            ratio=est.ratio if est is not None else stats.ratio_of_medians(c.values, base.values),
+            pct=est.pct if est is not None else stats.ratio_of_medians(c.values, base.values) * 100 - 100,
+            interval=interval, confidence=confidence, verdict=r["verdict"],
+            method=est.method if est is not None else "none", n_arm=c.n, n_baseline=base.n,
+            n_blocks=0 if est is None else est.n_blocks, dropped=0 if est is None else est.dropped,
+            median_ratio=stats.ratio_of_medians(c.values, base.values),
+            mde_pct=None if est is None else est.mde_pct(confidence),
+            noise_pct=None if est is None else est.noise_sd * 100.0,
+            noise_floored=bool(est is not None and est.floored),
+            p_value=r["p"], tost_p=r["tost"], p_holm=r.get("p_holm"), survives=r.get("survives"),
+            equivalence_pct=equivalence_pct, min_effect_pct=min_effect_pct,
+            unpaired_interval=None if welch is None else welch.interval_pct(confidence),
+            unpaired_mde_pct=None if welch is None else welch.mde_pct(confidence),
+        ))
+    target = equivalence_pct if target_effect_pct is None else target_effect_pct
+    return comparisons, _noise_rows(rows, aa_arms, confidence, target), warnings
+
+
+def _noise_rows(rows: list[dict], aa_arms: tuple[str, ...], confidence: float,
+                target: float) -> tuple[NoiseRow, ...]:
+    """Per (concurrency, spec mode, metric): the noise of the A/A comparison when the report has
+    an A/A arm (the first such arm with an estimate), else the pooled blocked residuals of the
+    cell's comparisons (``stats.pooled_noise``), and its MDE and runs needed."""
+    out: list[NoiseRow] = []
+    keys: list[tuple[int, str, str]] = []
+    for r in rows:
+        k = (r["c"].concurrency, r["c"].spec_mode, r["c"].metric)
+        if k not in keys:
+            keys.append(k)
+    for conc, mode, key in keys:
+        here = [r for r in rows if (r["c"].concurrency, r["c"].spec_mode, r["c"].metric) == (conc, mode, key)
+                and r["est"] is not None]
+        aa = [r for r in here if r["c"].arm in aa_arms]
+        if aa:
+            e, w = aa[0]["est"], aa[0]["welch"]
+            n = e.n_blocks if e.method == "blocked" else min(e.n_arm, e.n_baseline)
+            noise, mde = e.noise_sd, e.mde_pct(confidence)
+            unpaired = None if w is None else w.mde_pct(confidence)
+            source = f"A/A arm {aa[0]['c'].arm} ({e.method})"
+            floored = e.floored
+        else:
+            blocked = [r["est"] for r in here if r["est"].method == "blocked"]
+            pooled = stats.pooled_noise(blocked)
+            if pooled is None:
+                continue
+            noise, df = pooled
+            n = int(round(sum(e.n_blocks for e in blocked) / len(blocked)))
+            mde = (math.exp(stats.mde_log(noise / math.sqrt(n), df, confidence=confidence)) - 1) * 100
+            unpaired = None
+            source = f"blocked residuals pooled over {len(blocked)} comparison{'s' if len(blocked) != 1 else ''}"
+            floored = False
+        method = "blocked" if (aa and aa[0]["est"].method == "blocked") or not aa else "welch"
+        out.append(NoiseRow(
+            concurrency=conc, spec_mode=mode, metric=key, noise_pct=noise * 100.0, source=source,
+            n_blocks=n, mde_pct=mde, unpaired_mde_pct=unpaired, target_pct=target,
+            runs_for_target=stats.runs_needed(noise, target, method=method, confidence=confidence),
+            floored=floored))
+    return tuple(out)

@@ -22,7 +22,7 @@ import httpx
 
 from e2e.arms import ServerLaunch, server_launch
 from e2e.errors import ConfigError, ServerError
-from e2e.session import Servers
+from e2e.servers import Servers
 
 __all__ = ["ExternalServer", "external_servers", "api_key_from_env"]
 

@@ -80,6 +80,8 @@ def report_json(summary: Summary) -> dict[str, Any]:
         "report_from_run": summary.report_from_run,
         "confidence": summary.confidence,
         "min_effect_pct": summary.min_effect_pct,
+        "equivalence_pct": summary.equivalence_pct,
+        "n_comparisons": summary.n_comparisons,
         "interval_method": summary.interval_method,
         "counts": {"total": summary.counts.total, "reported": summary.counts.reported,
                    "warmup": summary.counts.warmup, "invalid": summary.counts.invalid},
@@ -97,7 +99,11 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "interval_pct": ({"low": c.interval[0], "high": c.interval[1]}
                                           if c.interval is not None else None),
                          "confidence": c.confidence, "verdict": c.verdict, "method": c.method,
-                         "n_arm": c.n_arm, "n_baseline": c.n_baseline}
+                         "n_arm": c.n_arm, "n_baseline": c.n_baseline, "n_blocks": c.n_blocks,
+                         "median_ratio": c.median_ratio, "mde_pct": c.mde_pct,
+                         "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,
+                         "p_value": c.p_value, "tost_p": c.tost_p, "p_holm": c.p_holm,
+                         "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct}
                         for c in summary.comparisons],
         "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
                       "spec_mode": w.spec_mode, "metric": w.metric}

@@ -15,18 +15,20 @@ Percentiles are numpy's linear interpolation (type 7).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.kinds import VLLM, ServerKind
 from e2e.records import RequestRecord, RunMetrics, SpecCounters
+from e2e.slo import SLO, SLO_NAMES
 
 __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
     "parse_samples", "spec_counters", "histogram_mean_delta",
     "request_tpot_s", "acceptance", "summarize_run", "validity_reasons",
-    "ms_per_verify_step", "metric_value",
+    "ms_per_verify_step", "metric_value", "Goodput", "goodput", "meets",
 ]
 
 ACCEPTED = VLLM.accepted_metric
@@ -179,3 +181,77 @@ def validity_reasons(
             f"(e.g. {bad_out[0].completion_tokens})"
         )
     return reasons
+
+
+def _misses(record: RequestRecord, slo: SLO) -> tuple[str, ...]:
+    """The objectives ``record`` misses ("failed" if it did not succeed)."""
+    if not record.ok:
+        return ("failed",)
+    out = []
+    if slo.ttft_ms is not None and not (slo.ttft_ms / 1000.0 >= record.first_token_s - record.send_s):  # type: ignore[operator]
+        out.append("ttft")
+    if slo.tpot_ms is not None:
+        tpot = request_tpot_s(record)
+        # fewer than 2 tokens: no TPOT; vLLM counts it as 0 and so meets the objective
+        if tpot is not None and not (slo.tpot_ms / 1000.0 >= tpot):
+            out.append("tpot")
+    if slo.e2e_ms is not None and not (slo.e2e_ms / 1000.0 >= record.end_s - record.send_s):  # type: ignore[operator]
+        out.append("e2e")
+    return tuple(out)
+
+
+def meets(record: RequestRecord, slo: SLO) -> bool:
+    """Whether one request succeeded and met every objective ``slo`` names."""
+    return not _misses(record, slo)
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Goodput of one run's measured requests against one SLO.
+
+    ``share`` = met / requests (None without requests); ``req_s`` = met / duration_s (None
+    when the duration is 0); ``missed`` counts, per objective and "failed", the requests that
+    missed it (a request can miss several)."""
+
+    slo: SLO
+    requests: int
+    met: int
+    duration_s: float
+    share: float | None
+    req_s: float | None
+    missed: dict[str, int] = field(default_factory=dict)
+
+
+def _duration(records: Sequence[RequestRecord]) -> float:
+    # The same duration as summarize_run: first send to last end.
+    if not records:
+        return 0.0
+    start = min(r.send_s for r in records)
+    end = max((r.end_s for r in records if r.end_s is not None), default=start)
+    return max(end - start, 0.0)
+
+
+def goodput(records: Sequence[RequestRecord], slo: SLO, *,
+            duration_s: float | None = None) -> Goodput:
+    """Count the requests meeting every objective of ``slo``; share of all and rate per second.
+
+    ``duration_s`` None uses the run's duration as ``summarize_run`` measures it
+    (an imported ``vllm bench serve`` run passes its own ``duration`` to reproduce its
+    ``request_goodput``)."""
+    missed = {name: 0 for name in (*SLO_NAMES, "failed")}
+    met = 0
+    for record in records:
+        misses = _misses(record, slo)
+        met += not misses
+        for name in misses:
+            missed[name] += 1
+    duration = _duration(records) if duration_s is None else float(duration_s)
+    return Goodput(
+        slo=slo,
+        requests=len(records),
+        met=met,
+        duration_s=duration,
+        share=met / len(records) if records else None,
+        req_s=met / duration if duration > 0 else None,
+        missed={k: v for k, v in missed.items() if v},
+    )

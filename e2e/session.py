@@ -19,21 +19,22 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from e2e.arms import ServerLaunch, redact_argv, redact_env, server_launch
+from e2e.arms import ServerLaunch, redact_argv, redact_env
 from e2e.config import Experiment, Unit
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.plugin_check import check_plugin
 from e2e.provenance import provenance
 from e2e.records import PluginInfo, ServerInfo
-from e2e.server import ServerOptions, serve
+from e2e.external import external_servers
+from e2e.server import ServerOptions
+from e2e.servers import ServerHandle, Servers
 from e2e.shield import shielded
 from e2e.store import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
 from e2e.workload import Workloads
@@ -42,32 +43,6 @@ __all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", 
            "redacted_config", "servers_for"]
 
 Say = Callable[[str], None]
-
-
-class ServerHandle(Protocol):
-    """What a workload may use of a running server."""
-
-    base_url: str
-    model: str
-    argv: list[str]
-    log_path: Path
-
-    def headers(self) -> dict[str, str]: ...
-
-    def scrape_metrics(self) -> str: ...
-
-    def alive(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class Servers:
-    """Where a unit's server comes from: ``launch`` resolves an arm into its launch (building
-    a managed environment when needed), ``serve`` starts it and stops it on exit. The real
-    ones by default; tests put a scripted server here to force faults."""
-
-    launch: Callable[..., ServerLaunch] = server_launch
-    serve: Callable[[ServerLaunch, Path, ServerOptions],
-                    AbstractContextManager[ServerHandle]] = serve
 
 
 class Workload(Protocol):
@@ -121,8 +96,6 @@ class SessionOptions:
 def servers_for(experiment: Experiment) -> Servers:
     """Fresh servers, or the already-running one of ``server.external`` (``--base-url``)."""
     if experiment.server.external:
-        from e2e.external import external_servers
-
         return external_servers(experiment.server.external)
     return Servers()
 

@@ -1,7 +1,6 @@
-"""Service-level objectives and goodput: which requests met every SLO, and how many per second.
-
-    parse_slo("ttft=200ms,tpot=50ms,e2e=2s") -> SLO
-    goodput(records, slo) -> Goodput(share, req_s, met, requests, missed)
+"""Service-level objectives: ``parse_slo("ttft=200ms,tpot=50ms,e2e=2s") -> SLO``. Goodput
+over a run's requests (which requests met every SLO, and how many per second) is metric
+math: ``e2e.metrics.goodput(records, slo) -> Goodput(share, req_s, met, requests, missed)``.
 
 Per-request figures are e2e's own (``e2e.metrics``, DESIGN.md):
 - TTFT = first token time - send time;
@@ -28,16 +27,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from e2e.errors import ConfigError
-from e2e.metrics import request_tpot_s
-from e2e.records import RequestRecord
 
-__all__ = ["SLO", "Goodput", "parse_slo", "meets", "goodput", "SLO_NAMES"]
+__all__ = ["SLO", "parse_slo", "SLO_NAMES"]
 
 SLO_NAMES = ("ttft", "tpot", "e2e")
 _ALIASES = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2e", "e2el": "e2e"}
@@ -94,77 +88,3 @@ def parse_slo(text: str) -> SLO:
             raise ConfigError(f"SLO item {raw.strip()!r}: an objective must be a positive time")
         values[key] = ms
     return SLO(**{f"{k}_ms": v for k, v in values.items()})
-
-
-def _misses(record: RequestRecord, slo: SLO) -> tuple[str, ...]:
-    """The objectives ``record`` misses ("failed" if it did not succeed)."""
-    if not record.ok:
-        return ("failed",)
-    out = []
-    if slo.ttft_ms is not None and not (slo.ttft_ms / 1000.0 >= record.first_token_s - record.send_s):  # type: ignore[operator]
-        out.append("ttft")
-    if slo.tpot_ms is not None:
-        tpot = request_tpot_s(record)
-        # fewer than 2 tokens: no TPOT; vLLM counts it as 0 and so meets the objective
-        if tpot is not None and not (slo.tpot_ms / 1000.0 >= tpot):
-            out.append("tpot")
-    if slo.e2e_ms is not None and not (slo.e2e_ms / 1000.0 >= record.end_s - record.send_s):  # type: ignore[operator]
-        out.append("e2e")
-    return tuple(out)
-
-
-def meets(record: RequestRecord, slo: SLO) -> bool:
-    """Whether one request succeeded and met every objective ``slo`` names."""
-    return not _misses(record, slo)
-
-
-@dataclass(frozen=True)
-class Goodput:
-    """Goodput of one run's measured requests against one SLO.
-
-    ``share`` = met / requests (None without requests); ``req_s`` = met / duration_s (None
-    when the duration is 0); ``missed`` counts, per objective and "failed", the requests that
-    missed it (a request can miss several)."""
-
-    slo: SLO
-    requests: int
-    met: int
-    duration_s: float
-    share: float | None
-    req_s: float | None
-    missed: dict[str, int] = field(default_factory=dict)
-
-
-def _duration(records: Sequence[RequestRecord]) -> float:
-    # The same duration as e2e.metrics.summarize_run: first send to last end.
-    if not records:
-        return 0.0
-    start = min(r.send_s for r in records)
-    end = max((r.end_s for r in records if r.end_s is not None), default=start)
-    return max(end - start, 0.0)
-
-
-def goodput(records: Sequence[RequestRecord], slo: SLO, *,
-            duration_s: float | None = None) -> Goodput:
-    """Count the requests meeting every objective of ``slo``; share of all and rate per second.
-
-    ``duration_s`` None uses the run's duration as ``e2e.metrics.summarize_run`` measures it
-    (an imported ``vllm bench serve`` run passes its own ``duration`` to reproduce its
-    ``request_goodput``)."""
-    missed = {name: 0 for name in (*SLO_NAMES, "failed")}
-    met = 0
-    for record in records:
-        misses = _misses(record, slo)
-        met += not misses
-        for name in misses:
-            missed[name] += 1
-    duration = _duration(records) if duration_s is None else float(duration_s)
-    return Goodput(
-        slo=slo,
-        requests=len(records),
-        met=met,
-        duration_s=duration,
-        share=met / len(records) if records else None,
-        req_s=met / duration if duration > 0 else None,
-        missed={k: v for k, v in missed.items() if v},
-    )

@@ -1,6 +1,37 @@
-"""Statistics of a report: pure functions on sequences of per-run values, no I/O.
+"""Statistics of a report: pure functions on per-run values, no I/O.
 
-Each function's docstring names its method. The comparison of an arm with a baseline is:
+Each function's docstring names its method. Two families live here:
+
+**The report's comparison (``log_ratio``, ``call``; see docs/statistics.md).** An arm is
+compared with the baseline of the same cell on the natural log scale, so every estimate is a
+*geometric-mean ratio* arm / baseline and the point estimate and its interval estimate the same
+quantity:
+
+* **blocked (paired)**, the default whenever runs carry a block (the sweep's round, and the host
+  when runs ran on several hosts): per block the log ratio ln(arm) − ln(baseline) of the two
+  runs of that block; a one-sample t-interval of those ratios across blocks (n_blocks − 1
+  degrees of freedom). Drift between rounds (thermal, background load) lands on both arms of a
+  round alike and cancels. A block that lacks one of the two arms is dropped: for two arms that
+  *is* the least-squares fit of the linear model ln y = block + arm (fixed block effects), in
+  which a block with one observation only determines its own block effect;
+* **unpaired Welch** for runs without partners (fewer than 2 complete blocks): the Welch
+  (unequal-variance) two-sample t-interval on logs, Welch–Satterthwaite degrees of freedom;
+* **noise floor**: a per-run noise below ``floor_sd`` (log units) is raised to it, so identical
+  values never give a zero-width interval; the estimate says so (``floored``);
+* **minimal detectable effect** at the runs made: (t_{1−α/2,df} + t_{power,df}) × se, the
+  smallest true change a two-sided t-test at the report's confidence finds with 80 % power;
+* **four verdicts** (``call``): a difference ("faster"/"slower" for times, "higher"/"lower"
+  otherwise) when the (1 − α) interval excludes no change and the point is at least the minimum
+  effect; "equivalent" when both one-sided tests of the equivalence band ±X % pass at α (TOST:
+  the (1 − 2α) interval lies inside the band); otherwise "inconclusive" (with the MDE);
+* **multiplicity**: ``holm`` adjusts the p-values of a report's family of comparisons.
+
+**Adaptive repeats (``settled``)**: after each whole round, every headline comparison is looked
+at with a per-look confidence from an alpha-spending schedule (``look_alpha``); the union bound
+over looks keeps the chance of any false call at most alpha, however many looks are taken.
+
+**The older unpaired comparison (``compare_runs``, ``verdict_for``)**, which the nightly judge
+uses, is kept unchanged:
 
 * **point estimate**: the ratio of the medians of the reported runs (so the % change agrees
   with the two ``median (range)`` cells a reader sees side by side);
@@ -17,8 +48,8 @@ and its percentile interval is far too narrow (an A/A pair of arms is "significa
 often than the nominal 5 %); a permutation or rank (Mann-Whitney / Hodges-Lehmann) interval
 on 3 vs 3 runs can only reach 90 % or 100 % confidence (C(6,3) = 20 arrangements), so at
 95 % it can never detect anything and at 90 % it calls an A/A pair different 10 % of the
-time. The Welch t-interval uses the runs' spread directly, is exact under log-normal run
-noise with equal variances, and becomes wide on its own when there are few runs (t with 2-4
+time. The t-interval uses the runs' spread directly, is exact under log-normal run
+noise, and becomes wide on its own when there are few runs (t with 2-4
 degrees of freedom), so it is not over-confident at 3 vs 3. Logs make the interval a ratio
 (scale-free, symmetric for speed-ups and slow-downs).
 """
@@ -26,8 +57,8 @@ degrees of freedom), so it is not over-confident at 3 vs 3. Logs make the interv
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -44,6 +75,27 @@ __all__ = [
     "ratio_of_medians",
     "compare_runs",
     "verdict_for",
+    "Method",
+    "Call",
+    "METHOD_TEXT",
+    "RESOLUTION_SD",
+    "POOLED_FLOOR_FRACTION",
+    "DEFAULT_POWER",
+    "DEFAULT_EQUIVALENCE_PCT",
+    "LogRatio",
+    "mde_log",
+    "blocked_log_ratio",
+    "welch_log_ratio",
+    "log_ratio",
+    "pooled_noise",
+    "noise_floor",
+    "call",
+    "is_difference",
+    "holm",
+    "runs_needed",
+    "look_alpha",
+    "Settlement",
+    "settled",
 ]
 
 INTERVAL_METHOD = "Welch t-interval on log values (ratio of geometric means)"
@@ -194,3 +246,373 @@ def verdict_for(
     if abs(estimate.pct) < min_effect_pct:
         return "within noise"
     return "faster" if up == higher_is_better else "slower"
+
+
+# ---------------------------------------------------------------------------------------------
+# The report's comparison: blocked (paired) or Welch on logs, noise floor, MDE, four verdicts.
+# ---------------------------------------------------------------------------------------------
+
+Method = Literal["blocked", "welch"]
+Call = Literal["faster", "slower", "higher", "lower", "equivalent", "inconclusive", "too few runs"]
+Block = Hashable
+
+METHOD_TEXT: dict[str, str] = {
+    "blocked": "blocked: paired t on per-round log ratios",
+    "welch": "unpaired: Welch t on logs",
+}
+RESOLUTION_SD = 0.001
+"""Smallest per-run noise (log units, 0.1 %) the statistics accept: no repeatability of a whole
+fresh-server run better than that is believed, so identical values never claim certainty."""
+POOLED_FLOOR_FRACTION = 0.5
+"""A comparison without spread (below ``RESOLUTION_SD``) takes this fraction of the noise pooled
+across the same metric's other comparisons as its noise (see ``pooled_noise``)."""
+DEFAULT_POWER = 0.8
+DEFAULT_EQUIVALENCE_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class LogRatio:
+    """An estimate of ln(arm / baseline), the log of the geometric-mean ratio.
+
+    ``method``: "blocked" (paired across ``n_blocks`` complete blocks; ``dropped`` runs had no
+    partner in their block) or "welch" (unpaired). ``se`` and ``df`` are the standard error and
+    degrees of freedom of ``log_ratio`` after the noise floor. ``noise_sd`` is the run-to-run
+    noise as the sd of the log ratio of one arm run to one baseline run (the "CV of the paired
+    log ratio"; for Welch sqrt(s_arm² + s_base²)); ``raw_noise_sd`` before the floor;
+    ``floored`` is true when the floor ``floor_sd`` (per run) replaced a smaller spread."""
+
+    method: Method
+    log_ratio: float
+    se: float
+    df: float
+    noise_sd: float
+    raw_noise_sd: float
+    n_arm: int
+    n_baseline: int
+    n_blocks: int
+    dropped: int
+    floored: bool
+    floor_sd: float
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.log_ratio)
+
+    @property
+    def pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+    @property
+    def method_text(self) -> str:
+        return METHOD_TEXT[self.method]
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """Two-sided t-interval for the ratio: exp(log_ratio ∓ t_{(1+c)/2, df} · se)."""
+        _check_confidence(confidence)
+        half = float(_sp.t.ppf(0.5 + confidence / 2.0, self.df)) * self.se
+        return (math.exp(self.log_ratio - half), math.exp(self.log_ratio + half))
+
+    def interval_pct(self, confidence: float) -> tuple[float, float]:
+        lo, hi = self.interval(confidence)
+        return ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+
+    def p_value(self) -> float:
+        """Two-sided p of the t-test of no change (log_ratio = 0)."""
+        return float(2.0 * _sp.t.sf(abs(self.log_ratio) / self.se, self.df))
+
+    def tost_p_value(self, equivalence_pct: float) -> float:
+        """TOST (Schuirmann's two one-sided t-tests) p for |change| < ``equivalence_pct`` %:
+        the larger of the two one-sided p-values against ln(1 − X) and ln(1 + X)."""
+        lo, hi = _band(equivalence_pct)
+        p_low = float(_sp.t.sf((self.log_ratio - lo) / self.se, self.df))
+        p_high = float(_sp.t.cdf((self.log_ratio - hi) / self.se, self.df))
+        return max(p_low, p_high)
+
+    def mde_pct(self, confidence: float, power: float = DEFAULT_POWER) -> float:
+        """Minimal detectable effect at these runs, in % (see ``mde_log``)."""
+        return (math.exp(mde_log(self.se, self.df, confidence=confidence, power=power)) - 1.0) * 100.0
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def _band(equivalence_pct: float) -> tuple[float, float]:
+    if not 0.0 < equivalence_pct < 100.0:
+        raise ValueError(f"equivalence_pct must be in (0, 100), got {equivalence_pct}")
+    return (math.log(1.0 - equivalence_pct / 100.0), math.log(1.0 + equivalence_pct / 100.0))
+
+
+def mde_log(se: float, df: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER) -> float:
+    """Minimal detectable effect on the log scale of a two-sided t-test:
+    (t_{(1+confidence)/2, df} + t_{power, df}) × se (the usual normal-approximation power
+    formula with t quantiles; exact power of the noncentral t differs by a few % at 2 df)."""
+    _check_confidence(confidence)
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power}")
+    return (float(_sp.t.ppf(0.5 + confidence / 2.0, df)) + float(_sp.t.ppf(power, df))) * se
+
+
+def _logs(values: Sequence[float], what: str) -> np.ndarray:
+    return np.log(_positive(values, what))
+
+
+def blocked_log_ratio(
+    arm: Mapping[Block, float],
+    baseline: Mapping[Block, float],
+    *,
+    floor_sd: float = RESOLUTION_SD,
+) -> LogRatio | None:
+    """Blocked (paired) estimate: d_b = ln arm_b − ln baseline_b for every block b holding both
+    arms; mean of d_b, se = s_d / sqrt(n), df = n − 1 (one-sample t on the paired log ratios).
+
+    Blocks lacking an arm are dropped (for two arms this is exactly the least-squares estimate
+    of the linear model with fixed block effects; ``dropped`` counts the runs left out).
+    The paired noise s_d is floored at sqrt(2) × ``floor_sd`` (two runs' worth of the per-run
+    floor). None with fewer than 2 complete blocks (no spread to estimate noise from)."""
+    common = [b for b in arm if b in baseline]
+    if len(common) < 2:
+        return None
+    d = _logs([arm[b] for b in common], "arm") - _logs([baseline[b] for b in common], "baseline")
+    n = d.size
+    raw = float(d.std(ddof=1))
+    floor = math.sqrt(2.0) * floor_sd
+    sd = max(raw, floor)
+    return LogRatio(method="blocked", log_ratio=float(d.mean()), se=sd / math.sqrt(n), df=float(n - 1),
+                    noise_sd=sd, raw_noise_sd=raw, n_arm=len(arm), n_baseline=len(baseline),
+                    n_blocks=n, dropped=len(arm) + len(baseline) - 2 * n, floored=raw < floor,
+                    floor_sd=floor_sd)
+
+
+def welch_log_ratio(
+    arm: Sequence[float], baseline: Sequence[float], *, floor_sd: float = RESOLUTION_SD
+) -> LogRatio | None:
+    """Unpaired estimate: mean(ln arm) − mean(ln baseline) with the Welch standard error
+    sqrt(s_a²/n_a + s_b²/n_b) and Welch–Satterthwaite degrees of freedom; each side's sd is
+    floored at ``floor_sd``. None when a side has fewer than 2 runs."""
+    a = _logs(arm, "arm")
+    b = _logs(baseline, "baseline")
+    if a.size < 2 or b.size < 2:
+        return None
+    ra, rb = float(a.std(ddof=1)), float(b.std(ddof=1))
+    sa, sb = max(ra, floor_sd), max(rb, floor_sd)
+    va, vb = sa**2 / a.size, sb**2 / b.size
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    return LogRatio(method="welch", log_ratio=float(a.mean() - b.mean()), se=math.sqrt(va + vb),
+                    df=float(df), noise_sd=math.hypot(sa, sb), raw_noise_sd=math.hypot(ra, rb),
+                    n_arm=int(a.size), n_baseline=int(b.size), n_blocks=0, dropped=0,
+                    floored=ra < floor_sd or rb < floor_sd, floor_sd=floor_sd)
+
+
+def log_ratio(
+    arm: Sequence[tuple[Block | None, float]],
+    baseline: Sequence[tuple[Block | None, float]],
+    *,
+    floor_sd: float = RESOLUTION_SD,
+) -> LogRatio | None:
+    """The report's estimate for (block, value) runs: blocked when at least 2 blocks hold both
+    arms (``blocked_log_ratio``), else unpaired Welch on every run (``welch_log_ratio``).
+
+    A block of None means the run is not blocked (added by hand). A block holding more than one
+    run of a side is not a pairing the sweep makes: those runs are averaged on the log scale
+    (geometric mean) before pairing."""
+    def by_block(runs: Sequence[tuple[Block | None, float]], what: str) -> dict[Block, float]:
+        groups: dict[Block, list[float]] = {}
+        for block, value in runs:
+            if block is not None:
+                groups.setdefault(block, []).append(value)
+        return {b: float(np.exp(_logs(v, what).mean())) for b, v in groups.items()}
+
+    a_blocks, b_blocks = by_block(arm, "arm"), by_block(baseline, "baseline")
+    common = {b for b in a_blocks if b in b_blocks}
+    if len(common) >= 2:
+        est = blocked_log_ratio(a_blocks, b_blocks, floor_sd=floor_sd)
+        if est is not None:
+            unpaired = sum(1 for blk, _ in (*arm, *baseline) if blk not in common)
+            return replace(est, n_arm=len(arm), n_baseline=len(baseline), dropped=unpaired)
+    return welch_log_ratio([v for _, v in arm], [v for _, v in baseline], floor_sd=floor_sd)
+
+
+def pooled_noise(estimates: Sequence[LogRatio]) -> tuple[float, float] | None:
+    """Pooled run-to-run noise of several comparisons: sqrt(Σ df_i · s_i² / Σ df_i) over their
+    raw (unfloored) ``noise_sd`` as the sd of one run's log ratio, and Σ df_i; None when no
+    estimate has a nonzero spread. Per-run noise is that value / sqrt(2)."""
+    num = den = 0.0
+    for e in estimates:
+        if e.raw_noise_sd > 0.0:
+            num += e.df * e.raw_noise_sd**2
+            den += e.df
+    if den == 0.0:
+        return None
+    return (math.sqrt(num / den), den)
+
+
+def noise_floor(pooled: tuple[float, float] | None) -> tuple[float, str]:
+    """Per-run noise floor (log units) and where it comes from: the larger of
+    ``RESOLUTION_SD`` (0.1 %) and ``POOLED_FLOOR_FRACTION`` × the pooled per-run noise of the
+    same metric across cells (``pooled_noise`` / sqrt(2))."""
+    if pooled is not None:
+        pooled_run = POOLED_FLOOR_FRACTION * pooled[0] / math.sqrt(2.0)
+        if pooled_run > RESOLUTION_SD:
+            return pooled_run, (f"half the noise pooled across the metric's comparisons "
+                                f"({pooled[0] / math.sqrt(2.0) * 100:.2g} % per run)")
+    return RESOLUTION_SD, f"the {RESOLUTION_SD * 100:g} % minimum per-run noise"
+
+
+def call(
+    est: LogRatio | None,
+    *,
+    time_metric: bool,
+    confidence: float = 0.95,
+    min_effect_pct: float = 0.0,
+    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT,
+) -> Call:
+    """The four verdicts (plus "too few runs" without an estimate), with α = 1 − confidence:
+
+    * a **difference** when the two-sided (1 − α) t-interval excludes 0 and the point estimate
+      is at least ``min_effect_pct`` % in size: "faster"/"slower" (lower/higher) for a time
+      metric, "higher"/"lower" for any other (the value's direction, whatever is better);
+    * **"equivalent"** (within ±``equivalence_pct`` %) when both one-sided t-tests against the
+      band's edges reject at α (TOST; the same as the (1 − 2α) interval lying inside the band);
+    * otherwise **"inconclusive"** (the data could not tell; report the MDE beside it).
+    """
+    if min_effect_pct < 0:
+        raise ValueError("min_effect_pct must be >= 0")
+    _check_confidence(confidence)
+    if est is None:
+        return "too few runs"
+    lo, hi = est.interval(confidence)
+    if (lo > 1.0 or hi < 1.0) and abs(est.pct) >= min_effect_pct:
+        up = lo > 1.0
+        if time_metric:
+            return "slower" if up else "faster"
+        return "higher" if up else "lower"
+    if est.tost_p_value(equivalence_pct) < 1.0 - confidence:
+        return "equivalent"
+    return "inconclusive"
+
+
+def is_difference(verdict: str) -> bool:
+    return verdict in ("faster", "slower", "higher", "lower")
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the input order: sort ascending,
+    p̃_(i) = max_{j<=i} min(1, (m − j + 1) · p_(j)). Controls the family-wise error rate."""
+    p = np.asarray(p_values, dtype=float)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return [float(x) for x in out]
+
+
+def runs_needed(
+    noise_sd: float,
+    target_effect_pct: float,
+    *,
+    method: Method = "blocked",
+    confidence: float = 0.95,
+    power: float = DEFAULT_POWER,
+    max_runs: int = 1000,
+) -> int | None:
+    """Fewest reported runs per arm whose MDE (``mde_log``) is at most ``target_effect_pct``.
+
+    ``noise_sd`` is the sd of the log ratio of one arm run to one baseline run (a
+    ``LogRatio.noise_sd``, e.g. from an A/A arm of a calibration). Blocked: se = s/sqrt(n),
+    df = n − 1; Welch (equal noise on both sides): se = s/sqrt(n), df = 2n − 2 (each arm's
+    per-run sd is s/sqrt(2)). None when even ``max_runs`` is not enough."""
+    if noise_sd <= 0:
+        raise ValueError("noise_sd must be > 0 (floor it; see noise_floor)")
+    if target_effect_pct <= 0:
+        raise ValueError("target_effect_pct must be > 0")
+    target = math.log(1.0 + target_effect_pct / 100.0)
+    for n in range(2, max_runs + 1):
+        df = n - 1 if method == "blocked" else 2 * n - 2
+        if mde_log(noise_sd / math.sqrt(n), df, confidence=confidence, power=power) <= target:
+            return n
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Adaptive repeats: alpha spending over looks after whole rounds.
+# ---------------------------------------------------------------------------------------------
+
+SPENDING_RHO = 2.0
+Decision = Literal["difference", "equivalent", "open"]
+
+
+def look_alpha(rounds: int, *, min_rounds: int, max_rounds: int, confidence: float = 0.95,
+               rho: float = SPENDING_RHO) -> float:
+    """Alpha spent at the look after ``rounds`` reported rounds, by the power-family spending
+    function α·t^rho (Kim & DeMets 1987; rho = 2 lies between Pocock, rho = 1, and
+    O'Brien–Fleming-like, rho = 3) on the information fraction t = k / L, where look k = rounds −
+    min_rounds + 1 of L = max_rounds − min_rounds + 1: α_k = α[(k/L)^rho − ((k−1)/L)^rho].
+    The α_k sum to α, and a false call at *any* look has probability at most Σ α_k = α by the
+    union bound (Bonferroni over looks; conservative, valid whatever the looks' correlation).
+    0 before ``min_rounds``."""
+    _check_confidence(confidence)
+    if not 2 <= min_rounds <= max_rounds:
+        raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
+    if rounds < min_rounds:
+        return 0.0
+    if rounds > max_rounds:
+        raise ValueError(f"rounds {rounds} is past max_rounds {max_rounds}")
+    looks = max_rounds - min_rounds + 1
+    k = rounds - min_rounds + 1
+    alpha = 1.0 - confidence
+    return alpha * ((k / looks) ** rho - ((k - 1) / looks) ** rho)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What ``settled`` decided after a round: ``decisions`` per comparison (in input order),
+    ``look_confidence`` the per-look confidence 1 − α_k used, ``settled`` every comparison
+    decided, ``stop`` settled or ``max_rounds`` reached."""
+
+    rounds: int
+    look_confidence: float
+    decisions: tuple[Decision, ...]
+    settled: bool
+    stop: bool
+
+
+def settled(
+    comparisons: Sequence[tuple[Mapping[Block, float], Mapping[Block, float]]],
+    *,
+    rounds: int,
+    max_rounds: int,
+    min_rounds: int = 3,
+    confidence: float = 0.95,
+    min_effect_pct: float = 1.0,
+    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT,
+    floor_sd: float = RESOLUTION_SD,
+) -> Settlement:
+    """Decide, after ``rounds`` whole reported rounds, whether every headline comparison is
+    settled (the rule of ``e2e sweep --until-settled --max-runs N``).
+
+    ``comparisons``: per headline comparison, (arm values by block, baseline values by block)
+    of the reported rounds so far. At this look α_k = ``look_alpha(rounds, ...)``; a comparison
+    is decided "difference" when its blocked estimate's (1 − α_k) interval excludes no change
+    and |point| >= ``min_effect_pct`` %, "equivalent" when TOST passes at α_k within
+    ±``equivalence_pct`` %, else "open". Keep adding rounds while ``stop`` is false. The report
+    of a stopped sweep should use ``look_confidence`` of the last look (its fixed-n intervals
+    at the nominal confidence do not account for the looks)."""
+    alpha_k = look_alpha(rounds, min_rounds=min_rounds, max_rounds=max_rounds, confidence=confidence)
+    decisions: list[Decision] = []
+    look_conf = 1.0 - alpha_k
+    for arm, base in comparisons:
+        est = blocked_log_ratio(arm, base, floor_sd=floor_sd) if alpha_k > 0 else None
+        if est is None:
+            decisions.append("open")
+            continue
+        v = call(est, time_metric=True, confidence=look_conf, min_effect_pct=min_effect_pct,
+                 equivalence_pct=equivalence_pct)
+        decisions.append("difference" if is_difference(v) else "equivalent" if v == "equivalent" else "open")
+    done = bool(decisions) and all(d != "open" for d in decisions)
+    return Settlement(rounds=rounds, look_confidence=look_conf, decisions=tuple(decisions),
+                      settled=done, stop=done or rounds >= max_rounds)

@@ -16,7 +16,8 @@ from e2e.arms import ServerLaunch
 from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
 from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
 from e2e.records import RequestRecord, RunRecord
-from e2e.slo import goodput, parse_slo
+from e2e.metrics import goodput
+from e2e.slo import parse_slo
 from e2e.store import write_requests
 
 __all__ = ["LoadWorkload", "Workloads"]

@@ -11,7 +11,12 @@ from e2e.aggregate import METRICS, Summary, runs_frame, summarize
 from e2e.config import RunSpec
 from e2e.records import RunMetrics, RunRecord, ServerInfo
 
-ARMS_CONFIG = {"main": {}, "main-repeat": {}, "flag-off": {}, "pr": {}}
+ARMS_CONFIG = {
+    "main": {"description": "the engine as it is", "plugin": {"packing": "main"}},
+    "main-repeat": {"description": "main again", "plugin": {"packing": "main"}},  # A/A
+    "flag-off": {"plugin": {"packing": "inplace", "draft_update": False}},
+    "pr": {"plugin": {"packing": "inplace", "draft_update": True}},
+}
 
 
 def make_record(
@@ -31,6 +36,7 @@ def make_record(
     experiment: str = "exp",
     arms: dict[str, Any] | None = None,
     metrics: bool = True,
+    host: str | None = None,
 ) -> RunRecord:
     """A RunRecord as the runner would write it; ms per verify step = tpot × acceptance."""
     spec = RunSpec(arm=arm, concurrency=concurrency, dspark=dspark, prompts=32 * concurrency,
@@ -50,7 +56,7 @@ def make_record(
     return RunRecord(
         experiment=experiment, run_id=spec.run_id, spec=spec, arm_settings={}, config=config,
         server=ServerInfo(argv=["vllm"], env={}, base_url="http://127.0.0.1:8000", model="m"),
-        provenance={}, started_at="2026-11-29T00:00:00Z", finished_at="2026-11-29T00:01:00Z",
+        provenance={"host": {"hostname": host}} if host else {}, started_at="2026-11-29T00:00:00Z", finished_at="2026-11-29T00:01:00Z",
         metrics=run_metrics if metrics else None, valid=valid, invalid_reasons=list(reasons),
     )
 
@@ -145,11 +151,11 @@ def test_arm_order_is_baseline_then_config_order() -> None:
 @pytest.mark.parametrize(
     ("key", "pr_factor", "expected"),
     [
-        ("tpot_ms_mean", 0.9, "faster"),   # lower latency is better
+        ("tpot_ms_mean", 0.9, "faster"),   # times read faster / slower
         ("tpot_ms_mean", 1.1, "slower"),
-        ("output_throughput_tok_s", 1.1, "faster"),  # higher throughput is better
-        ("output_throughput_tok_s", 0.9, "slower"),
-        ("acceptance_length", 1.1, "faster"),  # longer acceptance is better
+        ("output_throughput_tok_s", 1.1, "higher"),  # other metrics read higher / lower
+        ("output_throughput_tok_s", 0.9, "lower"),
+        ("acceptance_length", 1.1, "higher"),
         ("ms_per_verify_step", 1.1, "slower"),
     ],
 )
@@ -175,18 +181,113 @@ def test_verdict_direction_per_metric(key: str, pr_factor: float, expected: str)
     assert comp.interval[0] < comp.pct < comp.interval[1]
 
 
-def test_a_a_with_identical_distributions_reads_within_noise() -> None:
+def test_a_a_with_identical_distributions_is_not_called_different() -> None:
     recs = cell_runs("main", 1, [7.0, 6.70, 6.75, 6.80]) + cell_runs("main-repeat", 1, [7.0, 6.78, 6.72, 6.74])
-    comp = summarize(recs).comparison("main-repeat", 1, "base", "tpot_ms_mean")
-    assert comp.verdict == "within noise"
+    s = summarize(recs)
+    comp = s.comparison("main-repeat", 1, "base", "tpot_ms_mean")
+    assert comp.verdict == "inconclusive"  # ±1.2 % noise at 3 rounds cannot show ±1 % equivalence
     assert comp.interval[0] < 0 < comp.interval[1]
-    assert comp.method.startswith("Welch t-interval on log values")
+    assert comp.method == "blocked" and comp.n_blocks == 3
+    assert comp.mde_pct is not None and comp.mde_pct > 1.0
+    assert s.aa_arms == ("main-repeat",)
+    row = s.noise_row(1, "base", "tpot_ms_mean")
+    assert row is not None and row.source == "A/A arm main-repeat (blocked)"
+    assert row.noise_pct == pytest.approx(comp.noise_pct)
+    assert row.runs_for_target is not None and row.runs_for_target > 3
 
 
 def test_one_reported_run_gives_no_interval() -> None:
     recs = cell_runs("main", 1, [7.0, 6.7]) + cell_runs("pr", 1, [7.0, 5.0, 5.1, 5.2])
     comp = summarize(recs).comparison("pr", 1, "base", "tpot_ms_mean")
-    assert comp.interval is None and comp.verdict == "too few runs"
+    assert comp.interval is None and comp.verdict == "too few runs" and comp.method == "none"
+    assert comp.mde_pct is None and comp.survives is None
+
+
+def _drifting(arm: str, effect: float, noise: list[float]) -> list[RunRecord]:
+    """Runs 1..5 whose level drifts up 4 % a round, as on a host warming up."""
+    return [make_record(arm, 1, i, tpot=6.0 * effect * 1.04 ** i * (1 + e))
+            for i, e in enumerate(noise, start=1)]
+
+
+def test_blocked_comparison_cancels_drift_between_rounds() -> None:
+    recs = (_drifting("main", 1.0, [0, 0.002, -0.001, 0.001, -0.002])
+            + _drifting("pr", 0.97, [0, -0.001, 0.002, 0.0, 0.001]))
+    comp = summarize(recs).comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comp.method == "blocked" and comp.n_blocks == 4
+    assert comp.verdict == "faster"
+    assert comp.pct == pytest.approx(-3.0, abs=0.3)
+    assert -4.0 < comp.interval[0] < comp.interval[1] < -2.0
+    # the same runs, unpaired, see the drift as noise
+    lo, hi = comp.unpaired_interval
+    assert lo < 0 < hi or (hi - lo) > 4 * (comp.interval[1] - comp.interval[0])
+    assert comp.unpaired_mde_pct > 2 * comp.mde_pct
+
+
+def test_round_without_a_partner_is_dropped_and_said() -> None:
+    recs = (_drifting("main", 1.0, [0, 0.002, -0.001, 0.001, -0.002])
+            + _drifting("pr", 0.97, [0, -0.001, 0.002, 0.0, 0.001]))
+    recs = [r for r in recs if not (r.spec.arm == "pr" and r.spec.repeat == 5)]
+    s = summarize(recs)
+    comp = s.comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comp.method == "blocked" and comp.n_blocks == 3 and comp.dropped == 1
+    assert comp.n_arm == 3 and comp.n_baseline == 4
+    assert any("1 run without a partner" in w.message
+               for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
+
+
+def test_runs_on_different_hosts_are_different_blocks() -> None:
+    main = [make_record("main", 1, i, tpot=t, host="a") for i, t in enumerate([7, 6.0, 6.1, 6.2], 1)]
+    pr = [make_record("pr", 1, i, tpot=t, host="b") for i, t in enumerate([7, 5.8, 5.9, 6.0], 1)]
+    comp = summarize(main + pr).comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comp.method == "welch" and comp.n_blocks == 0  # no round shares a host: nothing pairs
+    same = [make_record("pr", 1, i, tpot=t, host="a") for i, t in enumerate([7, 5.8, 5.9, 6.0], 1)]
+    assert summarize(main + same).comparison("pr", 1, "base", "tpot_ms_mean").method == "blocked"
+
+
+def test_zero_spread_is_floored_and_warned() -> None:
+    recs = cell_runs("main", 1, [7.0, 6.0, 6.0, 6.0]) + cell_runs("pr", 1, [7.0, 6.003, 6.003, 6.003])
+    s = summarize(recs, min_effect_pct=0.0)
+    comp = s.comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comp.noise_floored and comp.noise_pct == pytest.approx(0.1 * 2 ** 0.5)
+    lo, hi = comp.interval
+    assert lo < 0 < hi and hi - lo > 0.6  # 0.1 % per run floor, t with 2 df: never zero width
+    assert comp.verdict == "equivalent"  # +0.05 % is not called real, however steady the runs
+    assert any("no spread between the paired runs: noise floored at the 0.1 % minimum" in w.message
+               for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
+
+
+def test_zero_spread_floor_comes_from_noise_pooled_across_cells() -> None:
+    noisy = [7.0, 6.0, 6.3, 5.8]
+    recs = (cell_runs("main", 1, [7.0, 6.0, 6.0, 6.0]) + cell_runs("pr", 1, [7.0, 5.4, 5.4, 5.4])
+            + cell_runs("main", 4, noisy) + cell_runs("pr", 4, [7.0, 6.2, 6.0, 6.1]))
+    s = summarize(recs)
+    calm = s.comparison("pr", 1, "base", "tpot_ms_mean")
+    assert calm.noise_floored and calm.noise_pct > 1.0
+    assert any("pooled across the metric" in w.message
+               for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
+
+
+def test_equivalent_needs_the_interval_inside_the_band() -> None:
+    base = [10.0, 10.00, 10.10, 9.95, 10.05, 10.02]
+    same = [10.0, 10.01, 10.09, 9.96, 10.04, 10.03]
+    recs = cell_runs("main", 1, base) + cell_runs("main-repeat", 1, same)
+    comp = summarize(recs).comparison("main-repeat", 1, "base", "tpot_ms_mean")
+    assert comp.verdict == "equivalent" and comp.tost_p < 0.05 and comp.survives
+    narrow = summarize(recs, equivalence_pct=0.05).comparison("main-repeat", 1, "base", "tpot_ms_mean")
+    assert narrow.verdict == "inconclusive"
+
+
+def test_holm_counts_every_comparison_and_marks_survivors() -> None:
+    recs = (cell_runs("main", 1, [7.0, 6.00, 6.10, 6.05])
+            + cell_runs("pr", 1, [7.0, 5.85, 5.90, 5.93])      # about −2.7 %, modest p
+            + cell_runs("flag-off", 1, [7.0, 3.0, 3.05, 3.02]))  # −50 %: survives anything
+    s = summarize(recs)
+    assert s.n_comparisons == len([c for c in s.comparisons if c.p_value is not None])
+    assert s.n_comparisons == 2 * 4  # 2 arms × 4 metrics (no server TPOT in these records)
+    big = s.comparison("flag-off", 1, "base", "tpot_ms_mean")
+    assert big.verdict == "faster" and big.survives and big.p_holm >= big.p_value
+    for c in s.comparisons:
+        assert c.p_holm is None or c.p_holm >= c.p_value or c.verdict == "equivalent"
 
 
 def test_missing_baseline_is_a_report_warning_without_comparisons() -> None:

@@ -69,7 +69,8 @@ def test_report_json_keys_and_values() -> None:
     doc = roundtrip(report_json(summary))
     assert list(doc) == ["schema_version", "kind", "experiment", "baseline", "arms",
                          "concurrencies", "spec_modes", "report_from_run", "confidence",
-                         "min_effect_pct", "interval_method", "counts", "metrics", "cells",
+                         "min_effect_pct", "equivalence_pct", "n_comparisons",
+                         "interval_method", "counts", "metrics", "cells",
                          "comparisons", "warnings"]
     assert (doc["kind"], doc["experiment"], doc["baseline"], doc["arms"]) == \
         ("e2e.report", "exp", "main", ["main", "pr"])
@@ -82,7 +83,10 @@ def test_report_json_keys_and_values() -> None:
     comp = next(c for c in doc["comparisons"] if c["metric"] == "tpot_ms_mean")
     expected = summary.comparison("pr", 4, "base", "tpot_ms_mean")
     assert expected is not None
-    assert comp["ratio"] == expected.ratio and comp["pct"] == pytest.approx(-10.0)
+    assert comp["ratio"] == expected.ratio and comp["pct"] == pytest.approx(expected.pct)
+    assert comp["median_ratio"] == pytest.approx(0.9)  # 9.0 / 10.0, the medians' ratio
+    assert comp["method"] == "blocked" and comp["n_blocks"] == 3
+    assert comp["mde_pct"] == expected.mde_pct and comp["survives_holm"] == expected.survives
     assert comp["verdict"] == expected.verdict == "faster"
     assert comp["interval_pct"] == {"low": expected.interval[0], "high": expected.interval[1]}  # type: ignore[index]
     assert (comp["n_arm"], comp["n_baseline"]) == (3, 3)

@@ -14,7 +14,14 @@ from e2e.aggregate import Summary, summarize
 from e2e.errors import ResultsError
 from e2e.records import RunRecord
 from e2e.render import render_csv, render_markdown, render_plots
-from e2e.render.markdown import format_cell, format_comparison, format_pct, format_value
+from e2e.render.forest import comparison_plot_names
+from e2e.render.markdown import (
+    format_cell,
+    format_comparison,
+    format_headline_comparison,
+    format_pct,
+    format_value,
+)
 from e2e.report import build_report
 from test_aggregate import make_record
 
@@ -85,7 +92,8 @@ def test_markdown_headline_rows(summary: Summary) -> None:
     text = render_markdown(summary)
     lines = text.splitlines()
     head = lines.index("## Headline")
-    table = lines[head + 2: lines.index("## All metrics") - 1]
+    end = next(i for i in range(head + 2, len(lines)) if not lines[i].startswith("|"))
+    table = lines[head + 2: end]
     assert table[0] == ("| concurrency | metric | main | main-repeat | flag-off | pr "
                         "| main-repeat vs main | flag-off vs main | pr vs main |")
     rows = [r.split(" | ")[1] for r in table[2:]]
@@ -94,10 +102,29 @@ def test_markdown_headline_rows(summary: Summary) -> None:
     row1 = table[2]
     assert "| 6.73 (6.65\u20136.74) |" in row1
     pr = summary.comparison("pr", 1, "base", "tpot_ms_mean")
-    assert row1.endswith(format_comparison(pr) + " |")
-    assert pr.verdict == "faster" and format_comparison(pr).startswith("\u22123.1 % [")
+    assert row1.endswith(format_headline_comparison(pr) + " |")
+    # per headline row: interval, verdict, Holm mark, method, MDE
+    assert pr.verdict == "faster" and pr.method == "blocked"
+    assert format_headline_comparison(pr) == (
+        f"\u22122.7 % [\u22123.8, \u22121.6] faster \u2020 · blocked, MDE {pr.mde_pct:.1f} %")
     aa = summary.comparison("main-repeat", 1, "base", "tpot_ms_mean")
-    assert aa.verdict == "within noise"
+    assert aa.verdict == "inconclusive"
+    assert f"inconclusive (MDE {aa.mde_pct:.1f} %) · blocked" in row1
+    verify = summary.comparison("pr", 1, "dspark", "ms_per_verify_step")
+    assert verify.survives and "faster · blocked" in format_headline_comparison(verify)
+    # the multiplicity note counts every comparison
+    assert f"this report makes {len(summary.comparisons)} comparisons" in text
+
+
+def test_markdown_noise_table_and_picture_links(summary: Summary) -> None:
+    text = render_markdown(summary)
+    assert "## Noise and what it can detect" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 1 | mean TPOT (ms) | 1.08 %"))
+    noise = summary.noise_row(1, "base", "tpot_ms_mean")
+    assert f"| A/A arm main-repeat (blocked) | 3 | {noise.mde_pct:.1f} % |" in row
+    assert row.endswith(f"| {noise.runs_for_target} |")
+    for name in comparison_plot_names(summary):
+        assert f"(plots/{name})" in text
 
 
 def test_warnings_sit_next_to_the_numbers_they_affect(summary: Summary) -> None:
@@ -113,7 +140,7 @@ def test_warnings_sit_next_to_the_numbers_they_affect(summary: Summary) -> None:
 
 def test_csv_has_every_cell_and_comparison(summary: Summary) -> None:
     files = render_csv(summary)
-    assert set(files) == {"cells.csv", "comparisons.csv"}
+    assert set(files) == {"cells.csv", "comparisons.csv", "noise.csv"}
     cells = pd.read_csv(io.BytesIO(files["cells.csv"]))
     comps = pd.read_csv(io.BytesIO(files["comparisons.csv"]))
     assert len(cells) == len(summary.cells)
@@ -124,6 +151,10 @@ def test_csv_has_every_cell_and_comparison(summary: Summary) -> None:
     assert row["repeats"] == "2;3;4"
     c = comps[(comps.arm == "pr") & (comps.concurrency == 1) & (comps.metric == "tpot_ms_median")].iloc[0]
     assert c["verdict"] == "faster" and c["pct_low"] < c["pct"] < c["pct_high"] < 0
+    assert c["method"] == "blocked" and c["n_blocks"] == 3 and c["mde_pct"] > 0
+    assert c["p_holm"] >= c["p_value"] and c["survives_holm"] in (True, False)
+    noise = pd.read_csv(io.BytesIO(files["noise.csv"]))
+    assert len(noise) == len(summary.noise)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +166,14 @@ def test_plots_are_pngs_one_per_metric_and_mode(plots: dict[str, bytes]) -> None
     assert "tpot_ms_mean-base.png" in plots and "ms_per_verify_step-dspark.png" in plots
     assert "acceptance_length-base.png" not in plots
     assert all(data.startswith(b"\x89PNG\r\n\x1a\n") for data in plots.values())
+
+
+def test_forest_and_strip_plots_for_every_headline_metric(summary: Summary, plots: dict[str, bytes]) -> None:
+    names = comparison_plot_names(summary)
+    assert set(names) <= set(plots)
+    assert "forest-tpot_ms_mean-base.png" in names and "forest-ms_per_verify_step-dspark.png" in names
+    assert "strip-tpot_ms_mean-c1-base.png" in names and "strip-tpot_ms_median-c4-base.png" in names
+    assert "strip-ms_per_verify_step-c1-dspark.png" in names
 
 
 def write_results(root: Path, records: list[RunRecord]) -> Path:
@@ -157,7 +196,7 @@ def test_build_report_writes_every_output(tmp_path: Path, plots: dict[str, bytes
     assert out.markdown_path == exp / "report" / "report.md"
     assert out.markdown_path.read_text(encoding="utf-8") == out.markdown
     assert "skipped broken/run.json: not a valid run record" in out.markdown
-    assert {p.name for p in out.csv_paths} == {"cells.csv", "comparisons.csv"}
+    assert {p.name for p in out.csv_paths} == {"cells.csv", "comparisons.csv", "noise.csv"}
     assert all(p.is_file() for p in out.paths)
     assert not (exp / "report" / "plots" / "gone-base.png").exists()
     assert {p.name: p.read_bytes() for p in out.plot_paths} == plots  # deterministic PNGs
@@ -177,3 +216,49 @@ def test_build_report_override_and_errors(tmp_path: Path) -> None:
         build_report(tmp_path / "exp" / "report")
     with pytest.raises(ResultsError, match="no such results folder"):
         build_report(tmp_path / "nope")
+
+
+CALIBRATION_ARMS = {
+    "main": {"plugin": {"packing": "main"}},
+    "main-repeat": {"description": "A/A", "plugin": {"packing": "main"}},
+    "delay-100": {"plugin": {"packing": "main", "step_delay_us": 100}},
+    "delay-250": {"plugin": {"packing": "main", "step_delay_us": 250}},
+    "delay-500": {"plugin": {"packing": "main", "step_delay_us": 500}},
+}
+
+
+def calibration_records() -> list[RunRecord]:
+    """A calibration-shaped sweep: 5 arms, runs 1-4, server TPOT drifting up 5 % a round
+    (as main-repeat's 2.75 -> 3.08 ms in docs/plugin.md) with ±0.3 % run noise."""
+    noise = [0.003, -0.002, 0.001, -0.003, 0.002, 0.0, -0.001, 0.003, -0.002, 0.001]
+    recs, i = [], 0
+    for arm, delay in (("main", 0.0), ("main-repeat", 0.0), ("delay-100", 0.1),
+                       ("delay-250", 0.25), ("delay-500", 0.5)):
+        for rnd in range(1, 5):
+            value = (2.75 + delay) * 1.05 ** rnd * (1 + noise[i % len(noise)])
+            i += 1
+            rec = make_record(arm, 1, rnd, tpot=value, experiment="calibration", arms=CALIBRATION_ARMS)
+            recs.append(rec.model_copy(update={"metrics": rec.metrics.model_copy(
+                update={"server_tpot_ms_mean": value})}))
+    return recs
+
+
+def test_calibration_report_renders_forest_and_strip_plots(tmp_path: Path) -> None:
+    exp = write_results(tmp_path, calibration_records())
+    out = build_report(exp)
+    s = out.summary
+    assert s.aa_arms == ("main-repeat",)
+    aa = s.comparison("main-repeat", 1, "base", "server_tpot_ms_mean")
+    assert aa.method == "blocked" and aa.verdict in ("equivalent", "inconclusive")
+    for arm in ("delay-100", "delay-250", "delay-500"):
+        c = s.comparison(arm, 1, "base", "server_tpot_ms_mean")
+        assert c.method == "blocked" and c.verdict == "slower", (arm, c)
+    # the drift (5 % a round) swamps delay-100 (+3.6 %) without the pairing
+    assert s.comparison("delay-100", 1, "base", "server_tpot_ms_mean").unpaired_interval[0] < 0
+    names = {p.name for p in out.plot_paths}
+    for name in ("forest-tpot_ms_mean-base.png", "forest-server_tpot_ms_mean-base.png",
+                 "strip-tpot_ms_mean-c1-base.png", "strip-server_tpot_ms_mean-c1-base.png"):
+        assert name in names
+        assert f"(plots/{name})" in out.markdown
+    row = s.noise_row(1, "base", "server_tpot_ms_mean")
+    assert row.source == "A/A arm main-repeat (blocked)" and row.mde_pct < row.unpaired_mde_pct

@@ -11,7 +11,8 @@ from e2e.errors import ConfigError
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import summarize_run
 from e2e.records import RequestRecord
-from e2e.slo import SLO, goodput, meets, parse_slo
+from e2e.metrics import goodput, meets
+from e2e.slo import SLO, parse_slo
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 # The objectives c1-base.json was made with: --goodput ttft:30 tpot:2.8 e2el:200 (docs/interop.md)

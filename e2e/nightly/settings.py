@@ -41,11 +41,8 @@ SpecMode = Literal["base", "dspark"]
 
 # The report's metrics (the server's own TPOT among them: on the CPU default the client-side
 # TPOT of the tiny model says little, as the API server often flushes a request's tokens in
-# one burst on a busy host) plus one more a nightly records, judges if asked, and plots.
-NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
-    Metric("e2el_ms_mean", "mean E2E latency", "ms", False,
-           "mean over a run's requests of the time from sending to the last token"),
-)
+# one burst on a busy host): the nightly records, judges if asked, and plots the same cells.
+NIGHTLY_METRICS: tuple[Metric, ...] = METRICS
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
 
 

@@ -9,6 +9,8 @@ is defined.
 
 from __future__ import annotations
 
+from e2e import stats
+from e2e.render.forest import comparison_plot_names
 from e2e.aggregate import (
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
@@ -22,12 +24,13 @@ from e2e.aggregate import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "headline_metric"]
+           "format_headline_comparison", "headline_metric"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
 MISSING = "\u2014"
 WARN = "\u26a0"
+HOLM_MARK = "\u2020"
 _MODE_TITLE = {"base": "without speculator", "dspark": "with the DSpark speculator"}
 
 
@@ -62,14 +65,42 @@ def format_pct(x: float) -> str:
     return s.replace("-", MINUS)
 
 
+def _verdict_text(comp: Comparison) -> str:
+    if comp.verdict == "equivalent":
+        text = f"equivalent ±{comp.equivalence_pct:g} %"
+    elif (comp.verdict == "inconclusive" and comp.interval is not None
+          and (comp.interval[0] > 0 or comp.interval[1] < 0)):
+        text = f"inconclusive (not 0, under the {comp.min_effect_pct:g} % minimum effect)"
+    elif comp.verdict == "inconclusive" and comp.mde_pct is not None:
+        text = f"inconclusive (MDE {comp.mde_pct:.1f} %)"
+    else:
+        text = comp.verdict
+    if comp.survives is False:
+        text += f" {HOLM_MARK}"
+    return text
+
+
 def format_comparison(comp: Comparison | None) -> str:
-    """``−3.1 % [−4.0, −2.2] faster``."""
+    """``−3.1 % [−4.0, −2.2] faster``: the geometric-mean change, its interval and the verdict
+    (``inconclusive (MDE 2.9 %)``, ``equivalent ±1 %``); ``†`` when the verdict does not
+    survive Holm's correction."""
     if comp is None:
         return MISSING
     if comp.interval is None:
         return f"{format_pct(comp.pct)} % ({comp.verdict})"
     lo, hi = comp.interval
-    return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}] {comp.verdict}"
+    return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}] {_verdict_text(comp)}"
+
+
+def format_headline_comparison(comp: Comparison | None) -> str:
+    """``format_comparison`` plus the method and the MDE: ``… faster · blocked, MDE 2.0 %``."""
+    text = format_comparison(comp)
+    if comp is None or comp.interval is None:
+        return text
+    method = "blocked" if comp.method == "blocked" else "unpaired"
+    if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
+        return f"{text} · {method}"
+    return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
 
 
 def headline_metric(concurrency: int, spec_mode: str) -> str:
@@ -110,7 +141,8 @@ def _header(summary: Summary, first: list[str]) -> list[str]:
     return [_row(head), "|" + "|".join(align) + "|"]
 
 
-def _figures(summary: Summary, markers: _Markers, conc: int, mode: str, key: str) -> list[str]:
+def _figures(summary: Summary, markers: _Markers, conc: int, mode: str, key: str,
+             *, headline: bool = False) -> list[str]:
     out = []
     for arm in summary.arms:
         cell = summary.cell(arm, conc, mode, key)
@@ -118,7 +150,8 @@ def _figures(summary: Summary, markers: _Markers, conc: int, mode: str, key: str
         if cell is not None or summary.warnings_for(arm, conc, mode, key):
             text += markers.suffix(summary, arm, conc, mode, key)
         out.append(text)
-    out += [format_comparison(summary.comparison(a, conc, mode, key)) for a in summary.compared_arms]
+    fmt = format_headline_comparison if headline else format_comparison
+    out += [fmt(summary.comparison(a, conc, mode, key)) for a in summary.compared_arms]
     return out
 
 
@@ -149,15 +182,79 @@ def _runs_sentence(summary: Summary) -> str:
     )
 
 
-def render_markdown(summary: Summary) -> str:
-    """The whole report as Markdown text (ends with a newline)."""
+def _multiplicity(summary: Summary) -> list[str]:
+    n = summary.n_comparisons
+    if n == 0:
+        return []
+    lost = [c for c in summary.comparisons if c.survives is False]
+    kept = [c for c in summary.comparisons if c.survives]
+    text = (f"Multiplicity: this report makes {n} comparison{'s' if n != 1 else ''} (arms × metrics "
+            f"× cells); {len(kept)} verdict{'s' if len(kept) != 1 else ''} (a difference or "
+            f"equivalence) survive{'s' if len(kept) == 1 else ''} Holm's correction across all of them at "
+            f"{(1 - summary.confidence) * 100:g} %")
+    if lost:
+        text += (f", {len(lost)} do{'es' if len(lost) == 1 else ''} not and "
+                 f"{'is' if len(lost) == 1 else 'are'} marked {HOLM_MARK}")
+    return [text + ".", ""]
+
+
+def _noise_section(summary: Summary) -> list[str]:
+    rows = [r for r in summary.noise]
+    if not rows:
+        return []
+    target = rows[0].target_pct
+    out = ["## Noise and what it can detect", "",
+           _row(["concurrency", "metric", "noise (CV of the paired log ratio)", "from", "rounds",
+                 "MDE, blocked", "MDE, unpaired", f"runs for a {target:g} % MDE"]),
+           "|---:|---|---:|---|---:|---:|---:|---:|"]
+    for mode in summary.spec_modes:
+        for conc in summary.concurrencies:
+            for m in summary.metrics:
+                r = summary.noise_row(conc, mode, m.key)
+                if r is None:
+                    continue
+                out.append(_row([
+                    str(conc), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
+                    r.source, str(r.n_blocks),
+                    MISSING if r.mde_pct is None else f"{r.mde_pct:.1f} %",
+                    MISSING if r.unpaired_mde_pct is None else f"{r.unpaired_mde_pct:.1f} %",
+                    "more than 1000" if r.runs_for_target is None else str(r.runs_for_target)]))
+    out += ["", (f"The MDE is the smallest true change a comparison at these runs finds with "
+                 f"{summary.power * 100:g} % power at the report's {summary.confidence * 100:g} % "
+                 "confidence; a smaller effect can be real and still read “inconclusive”. "
+                 "Per-server variance (each run is a fresh server) does not cancel in blocks: only "
+                 "drift between rounds does."), ""]
+    return out
+
+
+def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]:
+    if not plot_names:
+        return []
+    forest = [n for n in plot_names if n.startswith("forest-")]
+    strip = [n for n in plot_names if n.startswith("strip-")]
+    out = ["## Pictures", ""]
+    if forest:
+        out.append("Every arm against " + summary.baseline + " (point, interval, equivalence band, "
+                   "MDE shaded): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in forest) + ".")
+    if strip:
+        out.append("Every run of a cell, rounds connected across arms (the pairing the blocked "
+                   "comparison uses): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in strip) + ".")
+    return out + [""]
+
+
+def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = None) -> str:
+    """The whole report as Markdown text (ends with a newline). ``plot_names``: the PNG file
+    names linked from the report (in ``plots/``); None links the forest and strip plots that
+    ``render_plots`` makes (``comparison_plot_names``)."""
+    if plot_names is None:
+        plot_names = comparison_plot_names(summary)
     markers = _Markers(summary.warnings)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
     lines.append(_runs_sentence(summary))
     lines.append(
         f"Arms: {', '.join(summary.arms)}; baseline: {summary.baseline}. "
         "Cells are median (min–max) of the reported runs; "
-        f"“X vs {summary.baseline}” is the change of the median with its "
+        f"“X vs {summary.baseline}” is the change of the geometric mean with its "
         f"{summary.confidence * 100:g} % interval and verdict (see “How to read this”).")
     lines.append("")
 
@@ -174,11 +271,14 @@ def render_markdown(summary: Summary) -> str:
             if key == "acceptance_length" and not _has_row(summary, conc, mode, key):
                 continue
             lines.append(_row([str(conc), _metric_name(metric(key), mode)]
-                              + _figures(summary, markers, conc, mode, key)))
+                              + _figures(summary, markers, conc, mode, key, headline=True)))
             body += 1
     if body == 0:
         lines.append(_row(["", "no data"] + [""] * (len(summary.arms) + len(summary.compared_arms))))
     lines.append("")
+    lines += _multiplicity(summary)
+    lines += _noise_section(summary)
+    lines += _pictures(summary, plot_names)
 
     lines += ["## All metrics", ""]
     for mode in summary.spec_modes:
@@ -209,19 +309,28 @@ def render_markdown(summary: Summary) -> str:
                  f"server. A figure is the median (minimum{DASH}maximum) over the cell's reported runs "
                  f"(valid runs numbered {summary.report_from_run} or later).")
     lines.append(
-        f"- **X vs {summary.baseline}**: (median of X ÷ median of {summary.baseline} − 1) × 100. "
-        f"The bracket is its {summary.confidence * 100:g} % interval by a {summary.interval_method}: "
-        "the Welch (unequal-variance) two-sample t-interval of the difference of the mean natural "
-        "logs of the per-run values, back-transformed to a ratio. With few runs it widens by "
-        "itself (t with few degrees of freedom), so it is not over-confident at 3 runs per arm. "
-        "It bounds the ratio of geometric means; the figure before it is the ratio of medians; "
-        "the two agree closely unless a run is an outlier.")
+        f"- **X vs {summary.baseline}**: the change of the geometric mean of X's runs against "
+        f"{summary.baseline}'s, in %, with its {summary.confidence * 100:g} % interval; both "
+        "estimate the same ratio (the median (min–max) cells are shown beside it). "
+        "**Blocked** (the default): each round of the sweep runs every arm of a cell back to back, "
+        "so a round (and a host) is a block; per block the log ratio of X's run to "
+        f"{summary.baseline}'s, then a t-interval across blocks, so drift between rounds cancels. "
+        "A round lacking one of the two arms is left out (warned). **Unpaired**: runs that do not "
+        "pair up (fewer than 2 shared rounds) get the Welch t-interval on log values. With few "
+        "runs either interval widens by itself (t with few degrees of freedom).")
     lines.append(
-        f"- **Verdict**: “faster” or “slower” when the interval excludes 0 %, the change lies on "
-        f"the same side and is at least {summary.min_effect_pct:g} % (a minimum practical effect); "
-        "otherwise “within noise”; “too few runs” when an arm has fewer than 2 reported runs. "
-        "“faster” means better in the metric's direction: lower latency and ms per verify step, "
-        "higher throughput and acceptance length.")
+        f"- **Verdict**: “faster”/“slower” (times) or “higher”/“lower” (other metrics) when the "
+        f"interval excludes 0 % and the change is at least {summary.min_effect_pct:g} % (a "
+        f"minimum practical effect); “equivalent ±{summary.equivalence_pct:g} %” when both "
+        f"one-sided tests against ±{summary.equivalence_pct:g} % pass (TOST: the "
+        f"{(1 - 2 * (1 - summary.confidence)) * 100:g} % interval lies inside the band); otherwise "
+        "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
+        "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
+        "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
+        f"a run-to-run noise below {stats.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
+        "half the noise pooled across the metric's other comparisons when that is larger (warned). "
+        f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
+        "comparisons.")
     lines.append("- **Headline metric**: mean TPOT at concurrency 1, median TPOT at higher "
                  "concurrency, ms per verify step with the speculator (raw TPOT follows the "
                  "acceptance length, which moves from run to run on random prompts).")

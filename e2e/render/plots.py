@@ -1,4 +1,5 @@
-"""PNG renderer: a ``Summary`` -> one plot per (spec mode, metric), as bytes (no I/O).
+"""PNG renderer: a ``Summary`` -> one plot per (spec mode, metric), plus the comparison's
+forest and strip plots (``e2e.render.forest``), as bytes (no I/O).
 
 Each plot shows the metric against concurrency (log-2 axis), one line per arm through the
 cell medians with a shaded band and error bars for the min–max range of the reported runs.
@@ -13,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.aggregate import Summary
+from e2e.render.forest import render_comparison_plots
 
 __all__ = ["render_plots"]
 
@@ -54,11 +56,13 @@ def _plot(summary: Summary, mode: str, key: str) -> bytes | None:
 
 
 def render_plots(summary: Summary) -> dict[str, bytes]:
-    """{"<metric>-<spec mode>.png": PNG bytes} for every metric with data in a spec mode."""
+    """{"<metric>-<spec mode>.png": PNG bytes} for every metric with data in a spec mode, and
+    the forest (``forest-*.png``) and strip (``strip-*.png``) plots of the comparisons."""
     out: dict[str, bytes] = {}
     for mode in summary.spec_modes:
         for m in summary.metrics_in(mode):
             png = _plot(summary, mode, m.key)
             if png is not None:
                 out[f"{m.key}-{mode}.png"] = png
+    out.update(render_comparison_plots(summary))
     return out

@@ -1,0 +1,60 @@
+"""``e2e plan --target-effect``: runs needed from a sweep's noise (e2e.plan_command)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from e2e import stats
+from e2e.aggregate import summarize
+from e2e.errors import ConfigError
+from e2e.plan_command import parse_effect, plan_target_effect, runs_advice
+from test_aggregate import cell_runs
+
+
+def _records():
+    return (cell_runs("main", 1, [7.0, 6.70, 6.75, 6.80, 6.72])
+            + cell_runs("main-repeat", 1, [7.0, 6.78, 6.72, 6.74, 6.79])
+            + cell_runs("pr", 1, [7.0, 6.5, 6.55, 6.6, 6.52]))
+
+
+def test_parse_effect() -> None:
+    assert parse_effect("1%") == 1.0 and parse_effect(" 0.5 % ") == 0.5 and parse_effect("2") == 2.0
+    for bad in ("x", "0%", "150"):
+        with pytest.raises(ConfigError):
+            parse_effect(bad)
+
+
+def test_advice_uses_the_a_a_noise_and_counts_warmups() -> None:
+    s = summarize(_records())
+    advice = {a.metric: a for a in runs_advice(s, 1.0)}
+    a = advice["tpot_ms_mean"]
+    assert a.source == "A/A arm main-repeat (blocked)"
+    assert a.reported_runs == stats.runs_needed(a.noise_pct / 100, 1.0)
+    assert a.sweep_runs == a.reported_runs + 1  # run 1 is a warmup
+    n = a.reported_runs
+    assert stats.mde_log(a.noise_pct / 100 / math.sqrt(n), n - 1) <= math.log(1.01)
+    assert runs_advice(s, 5.0)[0].reported_runs < n
+
+
+def test_command_prints_the_table(tmp_path: Path) -> None:
+    exp = tmp_path / "exp"
+    for r in _records():
+        (exp / r.run_id).mkdir(parents=True)
+        (exp / r.run_id / "run.json").write_text(json.dumps(r.model_dump(mode="json")), encoding="utf-8")
+    app = typer.Typer()
+    app.command("plan")(plan_target_effect)
+    app.command("other")(lambda: None)  # two commands: typer keeps the "plan" name
+    runner = CliRunner()
+    res = runner.invoke(app, ["plan", str(exp), "--target-effect", "1%", "--metric", "tpot_ms_mean"])
+    assert res.exit_code == 0, res.output
+    assert "| 1 | base | mean TPOT |" in res.output and "e2e sweep --runs" in res.output
+    bad = runner.invoke(app, ["plan", str(exp), "--target-effect", "lots"])
+    assert bad.exit_code == 2 and "give a percentage" in bad.output
+    unknown = runner.invoke(app, ["plan", str(exp), "--target-effect", "1", "--metric", "nope"])
+    assert unknown.exit_code == 2 and "unknown metric" in unknown.output
