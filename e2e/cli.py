@@ -123,6 +123,12 @@ def sweep(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
     report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
+    until_settled: Annotated[bool, typer.Option(
+        "--until-settled", help="Keep adding whole rounds until every headline comparison is "
+        "settled (a difference beyond the minimum effect, or equivalent within the band), with "
+        "alpha spent over the looks so peeking adds no false calls; needs --max-runs.")] = False,
+    max_runs: Annotated[Optional[int], typer.Option(
+        "--max-runs", help="With --until-settled: at most this many runs per cell.", min=1)] = None,
     prompts_per_concurrency: Annotated[Optional[int], typer.Option(
         help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
@@ -159,9 +165,25 @@ def sweep(
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             return
         session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
-        outcome = execute(experiment, plan, results, session=session, max_attempts=max_attempts,
-                          fail_fast=fail_fast,
-                          on_unit=lambda folder, record: print_run(folder, record, brief=True))
+        on_unit = lambda folder, record: print_run(folder, record, brief=True)  # noqa: E731
+        confidence = None
+        if until_settled or max_runs is not None:
+            from e2e.pipeline import sweep_until_settled
+
+            if not (until_settled and max_runs):
+                raise ConfigError("--until-settled and --max-runs N go together")
+            outcome, settlement = sweep_until_settled(
+                experiment, results, max_runs=max_runs, arms=_csv(arms),
+                concurrencies=concurrency, spec_modes=modes, session=session,
+                max_attempts=max_attempts, on_unit=on_unit)
+            confidence = settlement.look_confidence
+            out.print(f"until settled: {'settled' if settlement.settled else 'not settled'} "
+                      f"after {settlement.rounds} reported round(s); the report's intervals are "
+                      f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks)",
+                      highlight=False)
+        else:
+            outcome = execute(experiment, plan, results, session=session,
+                              max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
         if outcome.stopped_early:
             out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
                       highlight=False)
@@ -170,7 +192,7 @@ def sweep(
         for run_id in outcome.given_up:
             out.print(f"  [red]given up:[/] {run_id} (see its run.json)", highlight=False)
         if report:
-            _report(results / experiment.name)
+            _report(results / experiment.name, confidence=confidence)
         if outcome.given_up:
             raise SystemExit(1)
 
@@ -190,7 +212,8 @@ def _only(items: list[str] | None) -> dict[str, str]:
 
 
 def _report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
-            only: dict[str, str] | None = None, json_: bool = False) -> None:
+            only: dict[str, str] | None = None, json_: bool = False,
+            confidence: float | None = None) -> None:
     from e2e.gsm8k import load_report, render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
     from e2e.report import build_report
@@ -200,7 +223,7 @@ def _report(folder: Path, report_from_run: int | None = None, baseline: str = "m
     output = None
     if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
         output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
-                              only=only)
+                              only=only, confidence=confidence)
     if json_:
         from e2e.jsonout import dumps, gsm8k_json, report_json
 
@@ -299,10 +322,12 @@ def _register_optional() -> None:
     from e2e.interop.command import export_command, import_app
     from e2e.micro import micro_command
     from e2e.nightly.command import nightly_command
+    from e2e.plan_command import plan_target_effect
 
     app.command("gsm8k")(gsm8k_command)
     app.command("micro")(micro_command)
     app.command("nightly")(nightly_command)
+    app.command("plan")(plan_target_effect)
     app.add_typer(import_app, name="import")
     app.command("export")(export_command)
 

@@ -182,6 +182,9 @@ class Experiment(_Strict):
     load: LoadConfig = Field(default_factory=LoadConfig)
     repeats: PositiveInt = 4
     report_from_run: PositiveInt = Field(2, description="Runs before this one are warmups.")
+    equivalence_pct: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="A comparison reads 'equivalent' when its interval lies within "
+        "+-this many % (two one-sided tests).")
 
     @field_validator("name")
     @classmethod

@@ -69,9 +69,17 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[Report
     return tuple(records), tuple(problems)
 
 
+def equivalence_of(records) -> float:
+    """The equivalence band (±%) of the records' config snapshot (the largest if they
+    differ; 1 % when none says)."""
+    bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
+    bands = [float(b) for b in bands if b is not None]
+    return max(bands) if bands else 1.0
+
+
 def build_report(
     results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main",
-    only: dict[str, str] | None = None,
+    only: dict[str, str] | None = None, confidence: float | None = None,
 ) -> ReportOutput:
     """Aggregate ``results_dir/*/run.json`` and write ``results_dir/report/``.
 
@@ -93,6 +101,8 @@ def build_report(
             "or point at results/<experiment>")
     try:
         summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
+                            equivalence_pct=equivalence_of(records),
+                            **({"confidence": confidence} if confidence is not None else {}),
                             extra_warnings=problems)
     except ValueError as exc:
         raise ResultsError(f"{results_dir}: {exc}") from exc
