@@ -83,7 +83,10 @@ def test_run_folder_contents(dspark_run):
             "metrics_after.prom"} <= names
     assert read_run(folder) == record
     raw = json.loads((folder / "run.json").read_text())
-    assert raw["schema_version"] == 1
+    assert raw["schema_version"] == 2
+    assert raw["plugin"]["check"] == "passed" and raw["plugin"]["mode"] == "inject"
+    assert raw["server"]["kind"] == "fresh"
+    assert set(raw["provenance"]["e2e"]) >= {"git_sha", "dirty", "diff_sha256", "source_sha256"}
     assert raw["provenance"]["server_env"]["engine_version"] == "0.32.0"
     assert raw["provenance"]["server_env"]["torch"].startswith("2.13.0")
     assert "--speculative-config" in raw["server"]["argv"]

@@ -5,7 +5,6 @@ runs intact and no server behind; the same command then finishes the remaining r
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from e2e.paths import e2e_home
+from e2e.server import group_alive
 
 pytestmark = pytest.mark.server
 
@@ -39,19 +40,12 @@ def e2e(*args, cwd):
     return [sys.executable, "-m", "e2e.cli", *args]
 
 
-def vllm_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "vllm.entrypoints" in line and "sweeptest" not in line
-            and str(os.getpid()) not in line]
-
-
 def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     config = small_config(tmp_path)
     results = tmp_path / "results"
     args = ["sweep", "--config", str(config), "--results", str(results), "--concurrency", "1",
             "--no-dspark", "--runs", "1", "-q"]
     exp = results / "sweeptest"
-    before = set(vllm_processes())
 
     proc = subprocess.Popen([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -59,12 +53,22 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     while time.monotonic() < deadline and not (exp / "main-c1-base-r1" / "run.json").exists():
         time.sleep(1)
     assert (exp / "main-c1-base-r1" / "run.json").exists(), proc.communicate(timeout=5)[0]
-    time.sleep(8)  # the second run's server is starting
+    state = e2e_home() / "server.json"  # written by the lock holder while its server runs
+    pgid = None
+    while time.monotonic() < deadline and pgid is None:
+        try:
+            data = json.loads(state.read_text())
+            pgid = data["pgid"] if data.get("owner") == proc.pid else None
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    assert pgid is not None, "the second run's server never started"
+    time.sleep(3)  # the second run's server is starting
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
     assert "interrupted" in output
-    assert set(vllm_processes()) <= before, "a server survived the interrupt"
+    assert not group_alive(pgid), "the second run's server survived the interrupt"
     first = json.loads((exp / "main-c1-base-r1" / "run.json").read_text())
     assert first["valid"] is True
     # the interrupted run is written, as invalid, with its reason; nothing is left half-made
