@@ -57,15 +57,28 @@ def test_failed_gsm8k_arm_is_reported_and_blocks_a_pass(cfg, tmp_path):
     assert j.status == "incomplete" and j.exit_code == 2
 
 
-def test_two_nights_of_gsm8k_judged_on_the_noise_floor(cfg, tmp_path):
+def test_two_nights_of_gsm8k_judged_per_document(cfg, tmp_path):
+    """Night 1 answers 10 of 12, night 2 (same documents) 4 of 12: judged document by
+    document from the arm folders' verdicts.jsonl that the cells name."""
+    from e2e.nightly.assess import read_samples
+
     results = tmp_path / "results"
     night1, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-01", results,
                             print, Fake(["pr.jsonl", "pr.jsonl"]).runner())       # 10 of 12
     night2, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-02", results,
                             print, Fake(["main.jsonl", "main_repeat.jsonl"]).runner())  # 4 of 12
-    rules = Rules(thresholds={}, gsm8k_drop_pp=0.0)
-    j = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules)
+    samples = read_samples(results, [d for c in night1 + night2 for d in c.run_dirs])
+    assert len(samples) == 4
+    rules = Rules(thresholds={})
+    j = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules,
+                    samples=samples)
     (v,) = j.verdicts
-    assert v.verdict == "regressed" and v.pct == pytest.approx(-50.0) and v.floor_pp == 0.0
-    back = judge_night("2026-01-03", night1, Baseline("2026-01-02", tuple(night2), "x"), rules)
+    assert v.verdict == "regressed" and v.pct == pytest.approx(-50.0) and v.p_value < 0.05
+    back = judge_night("2026-01-03", night1, Baseline("2026-01-02", tuple(night2), "x"), rules,
+                       samples=samples)
     assert back.verdicts[0].verdict == "improved" and back.status == "pass"
+    # without the baseline night's verdict files there is nothing to judge on: exit 2
+    lost = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules,
+                       samples={d: samples[d] for d in night2[0].run_dirs})
+    assert lost.verdicts[0].verdict == "no samples" and lost.exit_code == 2
+    assert "verdicts.jsonl" in lost.verdicts[0].reason

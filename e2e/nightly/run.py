@@ -26,8 +26,9 @@ from typing import Any
 
 from e2e.config import Experiment
 from e2e.errors import BuildError, E2EError, ResultsError
-from e2e.nightly.history import append_night, history_path, night_rows, read_history, select_baseline
-from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell, Rules, judge_night
+from e2e.nightly.assess import assess_night, bisect_hints, git_commits, with_git_commits
+from e2e.nightly.history import append_night, history_path, night_rows
+from e2e.nightly.judge import CellKey, Judgement, NightCell
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   with_arm_settings)
@@ -136,12 +137,9 @@ def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
 
 
 def _value(record: RunRecord, key: str) -> float | None:
-    m = record.metrics
-    value = getattr(m, key, None) if m is not None else None
-    if key == "ms_per_verify_step" and value is None and m is not None:
-        if m.tpot_ms_mean is not None and m.acceptance_length is not None:
-            value = m.tpot_ms_mean * m.acceptance_length
-    return None if value is None else float(value)
+    from e2e.nightly.headline import run_value
+
+    return run_value(record.metrics, key)
 
 
 def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
@@ -264,6 +262,7 @@ def run_nightly(
                 f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
 
     cells: list[NightCell] = []
+    records: tuple[RunRecord, ...] = ()
     if folder.is_dir():
         records, unreadable = load_records(folder)
         problems += [w.message for w in unreadable]
@@ -274,14 +273,10 @@ def run_nightly(
         problems += g_problems
 
     hist_path = history_path(results)
-    baseline: Baseline | None = select_baseline(
-        read_history(hist_path), date=options.date, experiment=experiment.name,
-        config_hash=cfg.config_hash, pinned=options.pinned or cfg.settings.baseline)
-    rules = Rules(thresholds={k: dict(v) for k, v in cfg.settings.thresholds.items()},
-                  gsm8k_drop_pp=cfg.settings.gsm8k.drop_pp,
-                  confidence=cfg.settings.confidence)
-    judgement = judge_night(options.date, cells, baseline, rules,
-                            expected=expected_cells(cfg), problems=problems)
+    builds = with_git_commits(builds, git_commits(records))
+    judgement = assess_night(cfg, results=results, date=options.date, experiment=experiment.name,
+                             cells=cells, expected=expected_cells(cfg), problems=problems,
+                             pinned=options.pinned)
 
     some = next(iter(builds.values()), {})
     rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
@@ -298,7 +293,7 @@ def run_nightly(
 
     report_dir = None
     try:
-        report = build_report(folder, baseline=cfg.arms[0])
+        report = build_report(folder, baseline=cfg.baseline_arm)
         report_dir = report.report_dir
     except ResultsError as exc:
         say(f"no full report: {exc}")
@@ -309,7 +304,9 @@ def run_nightly(
         report_path=_rel(report_dir / "report.md", results) if report_dir else None,
         trends_dir=_rel(folder / "trends", results) if trend_paths else None,
         link_base=options.link_base, confidence=cfg.settings.confidence,
-        notes=tuple(retried_attempts(folder)))
+        notes=tuple(retried_attempts(folder)),
+        bisect=tuple(bisect_hints(cfg, judgement, history, experiment=experiment.name,
+                                  builds=builds, results=results)))
     text = render_summary(judgement, ctx)
     summary_path = folder / "summary.md"
     atomic_write_bytes(summary_path, text.encode("utf-8"))
@@ -327,9 +324,14 @@ def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
             "date": judgement.baseline.date, "reason": judgement.baseline.reason,
             "status": judgement.baseline.status},
         "problems": list(judgement.problems),
+        "changes": [{**asdict(c.key), "start": c.start, "break_date": c.break_date,
+                     "before": c.before, "after": c.after, "pct": c.pct, "p_value": c.p_value,
+                     "worse": c.worse, "latest": c.latest, "caught": c.caught,
+                     "regression": c.regression, "reason": c.reason}
+                    for c in judgement.changes],
         "verdicts": [{**asdict(v.key), "verdict": v.verdict, "pct": v.pct,
                       "interval": v.interval, "threshold": v.threshold, "floor_pp": v.floor_pp,
-                      "reason": v.reason,
+                      "p_value": v.p_value, "source": v.source, "reason": v.reason,
                       "tonight": list(v.tonight.values) if v.tonight else None,
                       "baseline": list(v.baseline.values) if v.baseline else None}
                      for v in judgement.verdicts],
