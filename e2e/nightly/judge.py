@@ -21,8 +21,8 @@ compared with the baseline night's cell of the same key; the rules are:
 * **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
   the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
   baseline night, c = right only tonight; exact McNemar test on the b + c discordant pairs
-  (``e2e.gsm8k.agreement.mcnemar_exact``) and the accuracy change (c − b) / n with an exact
-  conditional interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
+  (``e2e.gsm8k.agreement.mcnemar_exact``) and the accuracy change (c − b) / n with
+  Newcombe's paired score interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
   and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
   **noise**. Verdict files that cannot be read: **no samples**.
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
@@ -38,11 +38,12 @@ else **pass** (exit 0). Only passing nights become the default baseline.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from scipy.stats import beta as beta_dist
+from scipy.stats import norm
 
 from e2e import stats
 from e2e.errors import ResultsError
@@ -207,25 +208,36 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
 
 
-def paired_change_interval(b: int, c: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Interval of the paired accuracy change (c − b) / n, in percentage points.
+def _wilson(x: int, n: int, z: float) -> tuple[float, float]:
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
 
-    Exact conditional method: given m = b + c discordant documents, c ~ Binomial(m, π) and the
-    change is (m / n)(2π − 1); the Clopper-Pearson interval of π gives the interval of the
-    change (the interval that matches the exact McNemar test). With no discordant document
-    the change is bounded by the Clopper-Pearson upper limit u of a discordance seen 0 times
-    in n: (−u, +u)."""
-    if n <= 0 or b < 0 or c < 0 or b + c > n:
-        raise ValueError(f"need 0 <= b + c <= n, got b={b}, c={c}, n={n}")
-    alpha = 1.0 - confidence
-    m = b + c
-    if m == 0:
-        u = 1.0 - (alpha / 2) ** (1.0 / n)
-        return (-u * 100.0, u * 100.0)
-    lo = 0.0 if c == 0 else float(beta_dist.ppf(alpha / 2, c, m - c + 1))
-    hi = 1.0 if c == m else float(beta_dist.ppf(1 - alpha / 2, c + 1, m - c))
-    scale = m / n * 100.0
-    return (scale * (2 * lo - 1), scale * (2 * hi - 1))
+
+def paired_change_interval(both: int, lost: int, gained: int, neither: int,
+                           confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of the paired accuracy change (gained − lost) / n in percentage points, by
+    Newcombe's hybrid score method for paired proportions (Newcombe 1998, method 10): Wilson
+    intervals of both accuracies combined with the phi correlation of the 2×2 table
+    (``both`` right, ``lost`` = right only in the baseline, ``gained`` = right only tonight,
+    ``neither``). Unconditional: one flipped document of 50 does not bound the change at
+    −2 pp."""
+    n = both + lost + gained + neither
+    if n <= 0 or min(both, lost, gained, neither) < 0:
+        raise ValueError(f"need non-negative counts with n > 0, got {both, lost, gained, neither}")
+    z = float(norm.ppf(1 - (1 - confidence) / 2))
+    p1, p2 = (both + lost) / n, (both + gained) / n      # baseline, tonight
+    l1, u1 = _wilson(both + lost, n, z)
+    l2, u2 = _wilson(both + gained, n, z)
+    denom = (both + lost) * (gained + neither) * (both + gained) * (lost + neither)
+    cross = both * neither - lost * gained      # Newcombe's corrected phi numerator
+    cross = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+    phi = 0.0 if denom == 0 else cross / math.sqrt(denom)
+    d = p2 - p1
+    delta = math.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0.0))
+    eps = math.sqrt(max((u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2, 0.0))
+    return (max(d - delta, -1.0) * 100.0, min(d + eps, 1.0) * 100.0)
 
 
 def _no_samples(key: CellKey, now: NightCell, base: NightCell, margin: float,
@@ -254,7 +266,9 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
     if n == 0:
         return _no_samples(key, now, base, margin, "no documents")
     change = (c - b) / n * 100.0
-    interval = paired_change_interval(b, c, n, rules.confidence)
+    tonight_right = {v.doc_id for v in samples[now.run_dirs[0]] if v.strict}
+    both = sum(1 for v in samples[base.run_dirs[0]] if v.strict and v.doc_id in tonight_right)
+    interval = paired_change_interval(both, b, c, n - both - b - c, rules.confidence)
     floor = None
     if len(now.run_dirs) > 1 and now.run_dirs[1] in samples:
         try:

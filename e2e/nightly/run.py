@@ -37,7 +37,8 @@ from e2e.records import RunRecord
 from e2e.store import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night"]
+           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
+           "night_report"]
 
 NIGHT_FILE = "night.json"
 Say = Callable[[str], None]
@@ -227,6 +228,19 @@ def retried_attempts(folder: Path) -> list[str]:
     return notes
 
 
+def night_report(folder: Path, cfg: NightlyConfig, say: Say) -> Path | None:
+    """Write the night's full report (``e2e report``) against the baseline arm
+    (``[nightly] baseline``, default main), whatever the order of the arms; None if there is
+    no run to report."""
+    from e2e.report import build_report
+
+    try:
+        return build_report(folder, baseline=cfg.baseline_arm).report_dir
+    except ResultsError as exc:
+        say(f"no full report: {exc}")
+        return None
+
+
 def run_nightly(
     cfg: NightlyConfig,
     options: NightlyOptions,
@@ -237,7 +251,7 @@ def run_nightly(
     gsm8k_runner=None,
 ) -> NightOutcome:
     """Run one night end to end and judge it (see the module docstring)."""
-    from e2e.report import build_report, load_records
+    from e2e.report import load_records
     from e2e.sweep import run_sweep
 
     results = Path(options.results)
@@ -291,12 +305,7 @@ def run_nightly(
         atomic_write_bytes(folder / "trends" / name, data)
         trend_paths.append(folder / "trends" / name)
 
-    report_dir = None
-    try:
-        report = build_report(folder, baseline=cfg.baseline_arm)
-        report_dir = report.report_dir
-    except ResultsError as exc:
-        say(f"no full report: {exc}")
+    report_dir = night_report(folder, cfg, say)
 
     ctx = SummaryContext(
         experiment=experiment.name, config_hash=cfg.config_hash, night_dir=prefix,
