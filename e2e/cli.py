@@ -308,6 +308,7 @@ def _register_optional() -> None:
     app.command("gsm8k")(gsm8k_command)
     app.command("micro")(micro_command)
     app.command("nightly")(nightly_command)
+    app.command("bisect")(__import__("e2e.bisect_command", fromlist=["bisect_command"]).bisect_command)
 
 
 _register_optional()
