@@ -112,18 +112,23 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
                  results: Path) -> list[str]:
     """An ``e2e bisect`` command line for each regressed load cell of a git-built arm whose
     commit changed since the good night (the baseline night, or the night before a change
-    point started)."""
-    wanted: list[tuple[CellKey, str]] = []
+    point started). Its ``--threshold`` is half the change seen (at least the cell's
+    threshold): a commit is bad when it holds at least half of the regression."""
+    wanted: list[tuple[CellKey, str, float]] = []
     for v in judgement.by_verdict("regressed"):
-        if v.key.kind == "load" and judgement.baseline is not None:
-            wanted.append((v.key, judgement.baseline.date))
+        if v.key.kind == "load" and judgement.baseline is not None and v.pct is not None:
+            wanted.append((v.key, judgement.baseline.date, max(v.threshold or 0, abs(v.pct) / 2)))
     for ch in judgement.changes:
         if ch.regression:
             earlier = sorted(d for d in set(history["date"]) if d < ch.start)
             if earlier:
-                wanted.append((ch.key, earlier[-1]))
+                threshold = 0.0
+                for v in judgement.verdicts:
+                    if v.key == ch.key and v.threshold is not None:
+                        threshold = v.threshold
+                wanted.append((ch.key, earlier[-1], max(threshold, abs(ch.pct) / 2)))
     lines: list[str] = []
-    for key, good_night in wanted:
+    for key, good_night, threshold in wanted:
         arm = cfg.experiment.arm(key.arm)
         build = arm.build or cfg.experiment.server.build
         bad = builds.get(key.arm, {}).get("git_commit")
@@ -132,8 +137,8 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
             continue
         argv = ["e2e", "bisect", "--config", cfg.source, "--arm", key.arm,
                 "--concurrency", str(key.concurrency), "--spec-mode", key.spec_mode,
-                "--metric", key.metric, "--good", good, "--bad", bad,
-                "--results", str(results)]
+                "--metric", key.metric, "--threshold", f"{threshold:.1f}", "--good", good,
+                "--bad", bad, "--results", str(results)]
         line = shlex.join(argv)
         if line not in lines:
             lines.append(line)
