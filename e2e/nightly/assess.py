@@ -120,7 +120,9 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
             wanted.append((v.key, judgement.baseline.date, max(v.threshold or 0, abs(v.pct) / 2)))
     for ch in judgement.changes:
         if ch.regression:
-            earlier = sorted(d for d in set(history["date"]) if d < ch.start)
+            mine = history[(history["experiment"] == experiment)
+                           & (history["config_hash"] == cfg.config_hash)]
+            earlier = sorted(d for d in set(mine["date"]) if d < ch.start)
             if earlier:
                 threshold = 0.0
                 for v in judgement.verdicts:
