@@ -88,6 +88,9 @@ METRICS: tuple[Metric, ...] = (
            "1 + Δaccepted / Δdrafts of the server's spec-decode counters around the measured load"),
     Metric("ms_per_verify_step", "ms per verify step", "ms", False,
            "mean TPOT × acceptance length of the same run"),
+    Metric("server_ms_per_verify_step", "ms per verify step (server TPOT)", "ms", False,
+           "server mean TPOT × acceptance length of the same run (sees a per-step cost even "
+           "when the client's stream arrives in bursts)"),
     Metric("goodput_req_s", "goodput", "req/s", True,
            "requests per second that met every SLO of load.slo (--slo), over the measured "
            "load's duration (vLLM's definition); only where an SLO was given"),

@@ -318,6 +318,7 @@ def build(
 def _register_optional() -> None:
     """Commands that live in their own packages (they import torch, lm-eval and the like only
     when they run)."""
+    from e2e.bisect_command import bisect_command
     from e2e.gsm8k.command import gsm8k_command
     from e2e.interop.command import export_command, import_app
     from e2e.micro import micro_command
@@ -330,6 +331,7 @@ def _register_optional() -> None:
     app.command("plan")(plan_target_effect)
     app.add_typer(import_app, name="import")
     app.command("export")(export_command)
+    app.command("bisect")(bisect_command)
 
 
 _register_optional()

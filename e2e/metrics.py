@@ -28,7 +28,7 @@ __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
     "parse_samples", "spec_counters", "histogram_mean_delta",
     "request_tpot_s", "acceptance", "summarize_run", "validity_reasons",
-    "ms_per_verify_step", "metric_value", "Goodput", "goodput", "meets",
+    "ms_per_verify_step", "metric_value", "SERVER_VERIFY_STEP", "Goodput", "goodput", "meets",
 ]
 
 ACCEPTED = VLLM.accepted_metric
@@ -94,11 +94,19 @@ def ms_per_verify_step(tpot_ms_mean: float | None, acceptance_length: float | No
     return tpot_ms_mean * acceptance_length
 
 
+SERVER_VERIFY_STEP = "server_ms_per_verify_step"
+
+
 def metric_value(metrics: RunMetrics | None, key: str) -> float | None:
-    """A run's figure for a metric key of ``RunMetrics``; derived figures (ms per verify
-    step) are recomputed from their parts when a record predates them."""
+    """A run's figure for a metric key: a ``RunMetrics`` field, or a derived figure, each
+    defined once here: ``ms_per_verify_step`` (client mean TPOT x acceptance length,
+    recomputed when a record predates it) and ``server_ms_per_verify_step`` (the server's mean
+    TPOT x acceptance length: the headline where the client's TPOT cannot see the effect,
+    e.g. a stream delivered in bursts). None where absent."""
     if metrics is None:
         return None
+    if key == SERVER_VERIFY_STEP:
+        return ms_per_verify_step(metrics.server_tpot_ms_mean, metrics.acceptance_length)
     value = getattr(metrics, key, None)
     if value is None and key == "ms_per_verify_step":
         value = ms_per_verify_step(metrics.tpot_ms_mean, metrics.acceptance_length)

@@ -44,7 +44,13 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     (lambda d: d["nightly"]["thresholds"].update(base={"ms_per_verify_step": 2.0}),
      "only with the speculator"),
     (lambda d: d["nightly"].update(arms=["pr"]), "unknown arm 'pr'"),
-    (lambda d: d["nightly"].update(baseline="yesterday"), "YYYY-MM-DD"),
+    (lambda d: d["nightly"].update(baseline_night="yesterday"), "YYYY-MM-DD"),
+    (lambda d: d["nightly"].update(baseline="2026-11-28"),
+     'baseline now names the baseline arm .* baseline_night = "2026-11-28"'),
+    (lambda d: d["nightly"].update(baseline="pr", arms=["main", "main"][:1] + []) or
+     d["nightly"]["gsm8k"].update(enabled=True), "baseline arm 'pr'"),
+    (lambda d: d["nightly"]["gsm8k"].update(drop_pp=0.0), "replace it with min_drop_pp"),
+    (lambda d: d["nightly"].update(verify_step_from="both"), "verify_step_from"),
     (lambda d: d["nightly"]["gsm8k"].update(repeats=1), "nightly.gsm8k.repeats"),
     (lambda d: d.update(surprise=True), "surprise: unknown key"),
 ])
@@ -65,7 +71,9 @@ def test_config_hash_follows_what_is_measured_only() -> None:
 
     # judgement and operational settings keep the history comparable
     assert hashed(lambda d: d["nightly"]["thresholds"].update(base={"tpot_ms_median": 5.0})) == base
-    assert hashed(lambda d: d["nightly"].update(baseline="2026-01-01", confidence=0.9)) == base
+    assert hashed(lambda d: d["nightly"].update(baseline_night="2026-01-01", confidence=0.9,
+                                                verify_step_from="client")) == base
+    assert hashed(lambda d: d["nightly"]["gsm8k"].update(alpha=0.01, min_drop_pp=5)) == base
     assert hashed(lambda d: d["server"].update(lock_wait_s=0, startup_timeout_s=10)) == base
     # runs left to the experiment's repeats hashes as the same resolved plan
     assert (hashed(lambda d: d.update(repeats=6) or d["nightly"].pop("runs"))

@@ -57,15 +57,120 @@ def test_failed_gsm8k_arm_is_reported_and_blocks_a_pass(cfg, tmp_path):
     assert j.status == "incomplete" and j.exit_code == 2
 
 
-def test_two_nights_of_gsm8k_judged_on_the_noise_floor(cfg, tmp_path):
+def test_two_nights_of_gsm8k_judged_per_document(cfg, tmp_path):
+    """Night 1 answers 10 of 12, night 2 (same documents) 4 of 12: judged document by
+    document from the arm folders' verdicts.jsonl that the cells name."""
+    from e2e.nightly.assess import read_samples
+
     results = tmp_path / "results"
     night1, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-01", results,
                             print, Fake(["pr.jsonl", "pr.jsonl"]).runner())       # 10 of 12
     night2, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-02", results,
                             print, Fake(["main.jsonl", "main_repeat.jsonl"]).runner())  # 4 of 12
-    rules = Rules(thresholds={}, gsm8k_drop_pp=0.0)
-    j = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules)
+    samples = read_samples(results, [d for c in night1 + night2 for d in c.run_dirs])
+    assert len(samples) == 4
+    rules = Rules(thresholds={})
+    j = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules,
+                    samples=samples)
     (v,) = j.verdicts
-    assert v.verdict == "regressed" and v.pct == pytest.approx(-50.0) and v.floor_pp == 0.0
-    back = judge_night("2026-01-03", night1, Baseline("2026-01-02", tuple(night2), "x"), rules)
+    assert v.verdict == "regressed" and v.pct == pytest.approx(-50.0) and v.p_value < 0.05
+    back = judge_night("2026-01-03", night1, Baseline("2026-01-02", tuple(night2), "x"), rules,
+                       samples=samples)
     assert back.verdicts[0].verdict == "improved" and back.status == "pass"
+    # without the baseline night's verdict files there is nothing to judge on: exit 2
+    lost = judge_night("2026-01-02", night2, Baseline("2026-01-01", tuple(night1), "x"), rules,
+                       samples={d: samples[d] for d in night2[0].run_dirs})
+    assert lost.verdicts[0].verdict == "no samples" and lost.exit_code == 2
+    assert "verdicts.jsonl" in lost.verdicts[0].reason
+
+
+# --- per-document judgement on hand-made verdict logs (no lm-eval) ---------------------------
+
+def _write_night(results, date, correct: set[int], *, n=50, servers=2):
+    """A night's GSM8K arm folders (verdicts.jsonl of `servers` fresh servers of main, each
+    answering the documents in `correct` right) and its cell, as gsm8k_cells returns it."""
+    from e2e.gsm8k.records import SampleVerdict
+    from e2e.gsm8k.store import write_verdicts
+    from e2e.nightly.judge import CellKey, NightCell
+
+    dirs = []
+    for k in range(1, servers + 1):
+        rel = f"nightly/{date}/nightly/gsm8k/base-n{n}/" + ("main" if k == 1 else f"main.r{k}")
+        write_verdicts(results / rel / "verdicts.jsonl",
+                       [SampleVerdict(doc_id=d, prompt_hash=f"h{d}", strict=d in correct)
+                        for d in range(n)])
+        dirs.append(rel)
+    acc = len(correct) / n
+    return NightCell(CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC), (acc,) * servers,
+                     tuple(range(1, servers + 1)), tuple(dirs))
+
+
+def _two_nights(cfg, tmp_path, tonight_correct):
+    """Night 1 (35 of 50 right) passes and is appended to the history; night 2 is judged
+    against it by e2e.nightly.assess.assess_night, as run_nightly does after collecting."""
+    from e2e.nightly.assess import assess_night
+    from e2e.nightly.history import append_night, history_path, night_rows
+
+    results = tmp_path / "results"
+    gsm8k_only = [k for k in expected_cells(cfg) if k.kind == "gsm8k"]  # no load cells here
+    right = set(range(35))
+    first = _write_night(results, "2026-01-01", right)
+    j1 = assess_night(cfg, results=results, date="2026-01-01", experiment="nightly",
+                      cells=[first], expected=gsm8k_only)
+    assert (j1.status, j1.verdicts[0].verdict) == ("pass", "no baseline")
+    append_night(history_path(results), night_rows(
+        j1, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t", cells=[first],
+        builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
+    second = _write_night(results, "2026-01-02", tonight_correct)
+    return assess_night(cfg, results=results, date="2026-01-02", experiment="nightly",
+                        cells=[second], expected=gsm8k_only)
+
+
+def test_one_flipped_document_of_50_is_not_a_regression(cfg, tmp_path):
+    j = _two_nights(cfg, tmp_path, set(range(35)) - {7})          # 1 lost, 0 gained: -2 pp
+    (v,) = j.verdicts
+    assert v.verdict == "noise" and v.pct == pytest.approx(-2.0)
+    assert v.p_value == pytest.approx(1.0)                         # McNemar on (1, 0)
+    assert v.interval[0] < -2.0 < 0.0 < v.interval[1]
+    assert (j.status, j.exit_code) == ("pass", 0)
+
+
+def test_ten_one_sided_flips_of_50_are_a_regression(cfg, tmp_path):
+    j = _two_nights(cfg, tmp_path, set(range(25)))                 # 10 lost, 0 gained: -20 pp
+    (v,) = j.verdicts
+    assert v.verdict == "regressed" and v.pct == pytest.approx(-20.0)
+    assert v.p_value == pytest.approx(2 * 0.5**10)                 # exact McNemar, two-sided
+    assert v.interval[1] < 0.0                                     # the drop is certain
+    assert "10 of 50 documents lost, 0 gained" in v.reason
+    assert (j.status, j.exit_code) == ("regression", 1)
+
+
+def test_a_significant_drop_below_the_minimum_is_not_a_regression(cfg, tmp_path):
+    import dataclasses
+
+    small = dataclasses.replace(cfg, settings=cfg.settings.model_copy(update={
+        "gsm8k": cfg.settings.gsm8k.model_copy(update={"min_drop_pp": 25.0})}))
+    j = _two_nights(small, tmp_path, set(range(25)))
+    assert j.verdicts[0].verdict == "noise" and j.exit_code == 0
+
+
+def test_paired_change_interval_covers_the_true_change():
+    """Newcombe's paired interval at 95 %: coverage measured on 2000 simulated 50-document
+    pairs of nights (true accuracy 70 % -> 66 %, 4 + 8 % of documents discordant) is close to
+    95 %, and it is never certain when nothing flipped."""
+    import numpy as np
+
+    from e2e.nightly.judge import paired_change_interval
+
+    rng = np.random.default_rng(0)
+    probs = [0.62, 0.08, 0.04, 0.26]          # both right, lost, gained, neither
+    true = (probs[2] - probs[1]) * 100
+    hits = 0
+    for counts in rng.multinomial(50, probs, size=2000):
+        lo, hi = paired_change_interval(*map(int, counts))
+        hits += lo <= true <= hi
+    assert 0.93 <= hits / 2000 <= 0.99
+    lo, hi = paired_change_interval(35, 0, 0, 15)      # no flip: bounded, not certain
+    assert lo < 0 < hi
+    lo, hi = paired_change_interval(25, 10, 0, 15)     # ten lost, none gained
+    assert lo < -20.0 < hi < 0

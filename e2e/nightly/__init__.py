@@ -1,10 +1,14 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
     settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
+    headline  which ms-per-verify-step figure is judged (client or server TPOT), burst rule
     judge     pure: a night's cells against a baseline night's -> verdicts, status, exit code
+              (GSM8K per document: exact McNemar)
+    changepoints  pure: steps in a cell's history (ruptures Pelt + permutation confirmation)
+    assess    baseline night, verdict files, judgement, change points (after the cells)
     history   results/nightly/history.parquet: rows per night cell, atomic append, baseline
     render    pure: the Markdown summary and the trend plots (bytes)
-    run       the pipeline (builds -> sweep -> GSM8K -> judge -> history -> outputs)
+    run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> history -> outputs)
     command   the typer command (registered by e2e.cli as ``nightly``)
 """
 

@@ -39,7 +39,7 @@ def nightly_command(
              "night; a new date starts a fresh one.")] = None,
     baseline: Annotated[Optional[str], typer.Option(
         help="Judge against this night (YYYY-MM-DD) instead of the last passing night with "
-             "the same config hash; overrides the config's nightly.baseline.")] = None,
+             "the same config hash; overrides the config's nightly.baseline_night.")] = None,
     arm_setting: Annotated[Optional[list[str]], typer.Option(
         "--arm-setting", help="KEY=VALUE merged into the plugin settings of every nightly arm "
                               "(e.g. step_delay_us=500, the calibration delay); recorded as "
@@ -84,7 +84,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         chosen = select_baseline(read_history(history_path(results)), date=date,
                                  experiment=experiment.name, config_hash=cfg.config_hash,
-                                 pinned=baseline or cfg.settings.baseline)
+                                 pinned=baseline or cfg.settings.baseline_night)
         out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
                    + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
                    highlight=False, markup=False)

@@ -1,6 +1,7 @@
 """The history store: ``results/nightly/history.parquet``, one row per night cell.
 
-Columns (``HISTORY_COLUMNS``; ``schema_version`` 1):
+Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, read as
+empty from version-1 files):
 
     schema_version, date, experiment, config_hash, night_status, recorded_at
     kind, arm, concurrency, spec_mode, metric        the cell (concurrency 0 for GSM8K)
@@ -10,7 +11,10 @@ Columns (``HISTORY_COLUMNS``; ``schema_version`` 1):
     floor_pp, baseline_date
     engine, engine_version, engine_git_sha,          build provenance of the cell's arm
     packages_sha256, build_python, arm_overrides,
-    e2e_git_sha, host
+    e2e_git_sha, host, build_git_commit              (the commit of a git-built arm)
+
+``run_dirs`` of a GSM8K cell are its arm folders (``verdicts.jsonl`` inside): the per-document
+judgement of a later night reads the baseline night's verdicts from there.
 
 ``append_night`` replaces the rows of the same (date, experiment, config_hash) and writes the
 whole table atomically (read, concat, write a temporary file, rename) under an flock, so a
@@ -38,7 +42,7 @@ from e2e.paths import atomic_write_bytes
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
            "read_history", "append_night", "night_rows", "night_cells", "select_baseline"]
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
 HISTORY_FILE = "history.parquet"
 HISTORY_COLUMNS = [
     "schema_version", "date", "experiment", "config_hash", "night_status", "recorded_at",
@@ -46,8 +50,9 @@ HISTORY_COLUMNS = [
     "n", "median", "low", "high", "values", "repeats", "run_dirs",
     "verdict", "pct", "pct_low", "pct_high", "threshold", "floor_pp", "baseline_date",
     "engine", "engine_version", "engine_git_sha", "packages_sha256", "build_python",
-    "arm_overrides", "e2e_git_sha", "host",
+    "arm_overrides", "e2e_git_sha", "host", "build_git_commit",
 ]
+_ADDED = {"build_git_commit"}  # columns newer than schema version 1
 _NIGHT = ["date", "experiment", "config_hash"]
 
 
@@ -69,6 +74,8 @@ def read_history(path: Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises several types for a damaged file
         raise ResultsError(f"cannot read the nightly history {path}: {exc}; move it aside "
                            "to start a new history") from exc
+    for column in _ADDED - set(frame.columns):
+        frame[column] = None
     missing = [c for c in HISTORY_COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an e2e nightly history (missing columns "
@@ -156,6 +163,7 @@ def night_rows(
             "build_python": build.get("python_path"),
             "arm_overrides": json.dumps(dict(arm_overrides), sort_keys=True),
             "e2e_git_sha": e2e_git_sha, "host": host,
+            "build_git_commit": build.get("git_commit"),
         })
     frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
     return frame if len(frame) else _empty()

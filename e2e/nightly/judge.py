@@ -12,37 +12,60 @@ compared with the baseline night's cell of the same key; the rules are:
   higher for latencies and ms per verify step, lower for throughput and acceptance);
   **improved** the same on the better side; otherwise **noise**. Fewer than 2 runs on a
   side: **too few runs**. Metrics without a threshold are recorded, **not judged**.
-* **GSM8K strict-match** (one value per fresh server of the arm, fractions): drop =
-  median(baseline) - median(tonight) in percentage points; noise floor = the larger spread
-  (max - min) of the two nights' repeats of the arm (the repeat-of-main noise floor).
-  **regressed** when drop > floor + ``drop_pp``; **improved** when -drop > floor + drop_pp;
-  else **noise**. Fewer than 2 servers on a side: **too few runs**.
+* **headline with the speculator**: a threshold on ``ms_per_verify_step`` judges the cell's
+  ms per verify step built from the client's mean TPOT, unless the rules say
+  ``verify_step_from = "server"`` or a run of the cell (tonight's or the baseline's) has a
+  ``burst_share`` above ``burst_share_max``: then ``server_ms_per_verify_step`` (the
+  server's TPOT × acceptance length, ``e2e.nightly.headline``) is judged with that threshold,
+  and the verdict says why.
+* **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
+  the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
+  baseline night, c = right only tonight; exact McNemar test on the b + c discordant pairs
+  (``e2e.gsm8k.agreement.mcnemar_exact``) and the accuracy change (c − b) / n with
+  Newcombe's paired score interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
+  and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
+  **noise**. Verdict files that cannot be read: **no samples**.
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
-The night is **regression** (exit 1) when a cell regressed; else **incomplete** (exit 2)
-when a judged cell is missing or has too few runs, or a run was given up; else **pass**
-(exit 0). Only passing nights become the default baseline.
+Change points over each cell's history (``e2e.nightly.changepoints``) are added with
+``Judgement.with_changes``. The night is **regression** (exit 1) when a cell regressed or a
+confirmed change point made a cell worse (and still holds tonight); else **incomplete**
+(exit 2) when a judged cell is missing, has too few runs or no samples, or a run was given up;
+else **pass** (exit 0). Only passing nights become the default baseline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from scipy.stats import norm
 
 from e2e import stats
+from e2e.errors import ResultsError
+from e2e.nightly.headline import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
+                                  burst_affected)
 from e2e.nightly.settings import nightly_metric as load_metric
+
+if TYPE_CHECKING:
+    from e2e.gsm8k.records import SampleVerdict
+    from e2e.nightly.changepoints import ChangePoint
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
            "VerdictName", "NightStatus", "EXIT_CODES", "judge_cell", "judge_night",
-           "night_status"]
+           "night_status", "paired_change_interval", "Samples"]
 
 VerdictName = Literal["regressed", "improved", "noise", "too few runs", "no baseline",
-                      "new cell", "missing", "not judged"]
+                      "new cell", "missing", "not judged", "no samples"]
 NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
-_BLOCKING: frozenset[str] = frozenset({"too few runs", "missing"})
+_BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
+# GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
+Samples = Mapping[str, "Sequence[SampleVerdict]"]
 
 
 @dataclass(frozen=True, order=True)
@@ -93,24 +116,38 @@ class Baseline:
 
 @dataclass(frozen=True)
 class Rules:
-    """Judging settings: thresholds in % per (spec mode, load metric), the GSM8K margin in
-    percentage points, the interval's confidence."""
+    """Judging settings: thresholds in % per (spec mode, load metric), the interval's
+    confidence, where ms per verify step comes from, and the GSM8K test's level and smallest
+    drop (percentage points)."""
 
     thresholds: dict[str, dict[str, float]]
-    gsm8k_drop_pp: float = 0.0
     confidence: float = 0.95
+    verify_step_from: str = "client"
+    burst_share_max: float = 0.1
+    gsm8k_alpha: float = 0.05
+    gsm8k_min_drop_pp: float = 2.0
 
     def threshold(self, key: CellKey) -> float | None:
         if key.kind == "gsm8k":
-            return self.gsm8k_drop_pp
+            return self.gsm8k_min_drop_pp
         return self.thresholds.get(key.spec_mode, {}).get(key.metric)
+
+    @classmethod
+    def from_settings(cls, settings) -> Rules:
+        """The rules of a ``NightlySettings`` (the ``[nightly]`` table)."""
+        return cls(thresholds={k: dict(v) for k, v in settings.thresholds.items()},
+                   confidence=settings.confidence, verify_step_from=settings.verify_step_from,
+                   burst_share_max=settings.burst_share_max,
+                   gsm8k_alpha=settings.gsm8k.alpha, gsm8k_min_drop_pp=settings.gsm8k.min_drop_pp)
 
 
 @dataclass(frozen=True)
 class CellVerdict:
     """Tonight's cell against the baseline's. ``pct`` is the change in % (load metrics) or
-    in percentage points (GSM8K); ``interval`` the change's interval in % (load metrics);
-    ``floor_pp`` the GSM8K noise floor."""
+    in percentage points (GSM8K); ``interval`` the change's interval in the same unit;
+    ``p_value`` the GSM8K McNemar p; ``floor_pp`` the documents tonight's own servers
+    disagree on, in pp (the repeat-of-main floor, for information); ``source`` why this
+    metric is the headline (ms per verify step from the server's TPOT)."""
 
     key: CellKey
     verdict: VerdictName
@@ -121,6 +158,8 @@ class CellVerdict:
     interval: tuple[float, float] | None = None
     floor_pp: float | None = None
     reason: str = ""
+    p_value: float | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,10 +169,16 @@ class Judgement:
     verdicts: tuple[CellVerdict, ...]
     problems: tuple[str, ...] = field(default=())
     status: NightStatus = "pass"
+    changes: tuple[ChangePoint, ...] = field(default=())
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+    def with_changes(self, changes: Sequence[ChangePoint]) -> Judgement:
+        """This judgement with the change points found over the history, its status redone."""
+        return dataclasses.replace(self, changes=tuple(changes), status=night_status(
+            self.verdicts, self.problems, changes))
 
     def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
         return tuple(v for v in self.verdicts if v.verdict in names)
@@ -163,27 +208,93 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
 
 
-def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, margin: float) -> CellVerdict:
-    if len(now.values) < 2 or len(base.values) < 2:
-        return CellVerdict(key, "too few runs", now, base, margin,
-                           reason="the noise floor needs at least 2 servers per night")
-    drop = (base.median - now.median) * 100.0
-    floor = max(now.high - now.low, base.high - base.low) * 100.0
-    if drop > floor + margin:
+def _wilson(x: int, n: int, z: float) -> tuple[float, float]:
+    p = x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def paired_change_interval(both: int, lost: int, gained: int, neither: int,
+                           confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of the paired accuracy change (gained − lost) / n in percentage points, by
+    Newcombe's hybrid score method for paired proportions (Newcombe 1998, method 10): Wilson
+    intervals of both accuracies combined with the phi correlation of the 2×2 table
+    (``both`` right, ``lost`` = right only in the baseline, ``gained`` = right only tonight,
+    ``neither``). Unconditional: one flipped document of 50 does not bound the change at
+    −2 pp."""
+    n = both + lost + gained + neither
+    if n <= 0 or min(both, lost, gained, neither) < 0:
+        raise ValueError(f"need non-negative counts with n > 0, got {both, lost, gained, neither}")
+    z = float(norm.ppf(1 - (1 - confidence) / 2))
+    p1, p2 = (both + lost) / n, (both + gained) / n      # baseline, tonight
+    l1, u1 = _wilson(both + lost, n, z)
+    l2, u2 = _wilson(both + gained, n, z)
+    denom = (both + lost) * (gained + neither) * (both + gained) * (lost + neither)
+    cross = both * neither - lost * gained      # Newcombe's corrected phi numerator
+    cross = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+    phi = 0.0 if denom == 0 else cross / math.sqrt(denom)
+    d = p2 - p1
+    delta = math.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0.0))
+    eps = math.sqrt(max((u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2, 0.0))
+    return (max(d - delta, -1.0) * 100.0, min(d + eps, 1.0) * 100.0)
+
+
+def _no_samples(key: CellKey, now: NightCell, base: NightCell, margin: float,
+                reason: str) -> CellVerdict:
+    return CellVerdict(key, "no samples", now, base, margin, reason=reason)
+
+
+def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
+                 samples: Samples) -> CellVerdict:
+    from e2e.gsm8k.agreement import compare
+
+    margin = rules.gsm8k_min_drop_pp
+    if not now.run_dirs or not base.run_dirs:
+        return _no_samples(key, now, base, margin, "no verdict files recorded for a night")
+    for which, cell in (("tonight", now), ("the baseline night", base)):
+        if cell.run_dirs[0] not in samples:
+            return _no_samples(key, now, base, margin,
+                               f"the verdicts of {which} ({cell.run_dirs[0]}/verdicts.jsonl) "
+                               "could not be read; keep the results folder between nights")
+    try:
+        agree = compare(samples[base.run_dirs[0]], samples[now.run_dirs[0]],
+                        reference_name="the baseline night", arm_name="tonight")
+    except ResultsError as exc:
+        return _no_samples(key, now, base, margin, str(exc))
+    b, c, n = len(agree.reference_only_correct), len(agree.arm_only_correct), agree.n
+    if n == 0:
+        return _no_samples(key, now, base, margin, "no documents")
+    change = (c - b) / n * 100.0
+    tonight_right = {v.doc_id for v in samples[now.run_dirs[0]] if v.strict}
+    both = sum(1 for v in samples[base.run_dirs[0]] if v.strict and v.doc_id in tonight_right)
+    interval = paired_change_interval(both, b, c, n - both - b - c, rules.confidence)
+    floor = None
+    if len(now.run_dirs) > 1 and now.run_dirs[1] in samples:
+        try:
+            floor = len(compare(samples[now.run_dirs[0]], samples[now.run_dirs[1]]).flipped) / n * 100
+        except ResultsError:
+            floor = None
+    significant = agree.p_value < rules.gsm8k_alpha
+    if significant and -change >= margin:
         name: VerdictName = "regressed"
-    elif -drop > floor + margin:
+    elif significant and change >= margin:
         name = "improved"
     else:
         name = "noise"
-    reason = (f"strict-match moved {-drop:+.2f} pp; repeat-of-main noise floor {floor:.2f} pp"
-              + (f" + margin {margin:g} pp" if margin else ""))
-    return CellVerdict(key, name, now, base, margin, -drop, None, floor_pp=floor, reason=reason)
+    reason = (f"{b} of {n} documents lost, {c} gained against the baseline night; exact "
+              f"McNemar p = {agree.p_value:.3g} (level {rules.gsm8k_alpha:g}); change "
+              f"{change:+.2f} pp, smallest that counts {margin:g} pp")
+    return CellVerdict(key, name, now, base, margin, change, interval, floor_pp=floor,
+                       reason=reason, p_value=agree.p_value)
 
 
 def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | None,
-               rules: Rules, *, have_baseline: bool = True) -> CellVerdict:
-    """The verdict of one cell (see the module docstring for the rules)."""
-    threshold = rules.threshold(key)
+               rules: Rules, *, have_baseline: bool = True, samples: Samples | None = None,
+               threshold: float | None = None) -> CellVerdict:
+    """The verdict of one cell (see the module docstring for the rules). ``threshold``
+    overrides the rules' (the headline's threshold judging another metric)."""
+    threshold = threshold if threshold is not None else rules.threshold(key)
     if threshold is None:
         return CellVerdict(key, "not judged", tonight, baseline,
                            reason="no threshold for this metric in this spec mode")
@@ -197,19 +308,37 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
         return CellVerdict(key, "new cell", tonight, None, threshold,
                            reason="the baseline night has no such cell")
     if key.kind == "gsm8k":
-        return _judge_gsm8k(key, tonight, baseline, threshold)
+        return _judge_gsm8k(key, tonight, baseline, rules, samples or {})
     return _judge_load(key, tonight, baseline, threshold, rules)
 
 
-def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = ()) -> NightStatus:
-    """regression if a cell regressed; incomplete if a judged cell is missing or has too few
-    runs, or ``problems`` (given-up runs, a failed GSM8K arm) is not empty; else pass."""
+def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),
+                 changes: Iterable[ChangePoint] = ()) -> NightStatus:
+    """regression if a cell regressed or a change point is a regression; incomplete if a
+    judged cell is missing, has too few runs or no samples, or ``problems`` (given-up runs, a
+    failed GSM8K arm) is not empty; else pass."""
     verdicts = list(verdicts)
-    if any(v.verdict == "regressed" for v in verdicts):
+    if any(v.verdict == "regressed" for v in verdicts) or any(c.regression for c in changes):
         return "regression"
     if problems or any(v.verdict in _BLOCKING for v in verdicts):
         return "incomplete"
     return "pass"
+
+
+def _server_headline(key: CellKey, now: Mapping[CellKey, NightCell],
+                     base: Mapping[CellKey, NightCell], rules: Rules) -> str:
+    """Why ``key`` (client ms per verify step) is judged from the server's TPOT; "" if not."""
+    if key.metric != CLIENT_VERIFY_STEP:
+        return ""
+    if rules.verify_step_from == "server":
+        return 'built from the server\'s TPOT: the config says verify_step_from = "server"'
+    burst = dataclasses.replace(key, metric=BURST_SHARE)
+    for which, cells in (("tonight", now), ("in the baseline night", base)):
+        cell = cells.get(burst)
+        if cell is not None and burst_affected(cell.values, rules.burst_share_max):
+            return (f"built from the server's TPOT: the client's TPOT is burst-affected {which} "
+                    f"(burst share up to {max(cell.values):.2f} > {rules.burst_share_max:g})")
+    return ""
 
 
 def judge_night(
@@ -220,13 +349,37 @@ def judge_night(
     *,
     expected: Iterable[CellKey] = (),
     problems: Sequence[str] = (),
+    samples: Samples | None = None,
 ) -> Judgement:
     """Judge every cell of tonight (and every ``expected`` cell, so a cell whose runs all
-    failed is *missing*, not forgotten) against ``baseline``."""
+    failed is *missing*, not forgotten) against ``baseline``. ``samples`` holds the GSM8K
+    verdicts of the arm folders named in the cells' ``run_dirs`` (both nights)."""
     now = {c.key: c for c in tonight}
     base = {c.key: c for c in baseline.cells} if baseline is not None else {}
     keys = sorted(set(now) | set(expected))
-    verdicts = tuple(judge_cell(k, now.get(k), base.get(k), rules,
-                                have_baseline=baseline is not None) for k in keys)
-    return Judgement(date=date, baseline=baseline, verdicts=verdicts, problems=tuple(problems),
-                     status=night_status(verdicts, problems))
+    have = baseline is not None
+    headline: dict[CellKey, tuple[float, str]] = {}  # server key -> (threshold, why)
+    for k in keys:
+        threshold = rules.threshold(k)
+        source = _server_headline(k, now, base, rules) if threshold is not None else ""
+        server = dataclasses.replace(k, metric=SERVER_VERIFY_STEP)
+        if source and rules.threshold(server) is None:
+            headline[server] = (threshold, source)
+    verdicts: dict[CellKey, CellVerdict] = {}
+    for k in sorted(set(keys) | set(headline)):
+        if k in headline:
+            threshold, source = headline[k]
+            v = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
+                           threshold=threshold)
+            verdicts[k] = dataclasses.replace(v, source=source)
+        elif dataclasses.replace(k, metric=SERVER_VERIFY_STEP) in headline \
+                and k.metric == CLIENT_VERIFY_STEP:
+            verdicts[k] = CellVerdict(k, "not judged", now.get(k), base.get(k),
+                                      reason="the headline is ms per verify step built from "
+                                             "the server's TPOT")
+        else:
+            verdicts[k] = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
+                                     samples=samples)
+    verdicts_t = tuple(verdicts[k] for k in sorted(verdicts))
+    return Judgement(date=date, baseline=baseline, verdicts=verdicts_t, problems=tuple(problems),
+                     status=night_status(verdicts_t, problems))

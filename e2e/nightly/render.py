@@ -1,8 +1,10 @@
 """Renderers of a night: the Markdown summary and the trend plots, as text/bytes (no I/O).
 
-The summary is short enough for a CI step summary or a chat message: the status, the build
-and the baseline on top, then what regressed (by how much, against which night, with links
-to both nights' run folders), what improved, the problems, and a table of every judged cell.
+The summary is short enough for a CI step summary or a chat message: the status, the build,
+the baseline and the headline metrics on top, then what regressed (by how much, against which
+night, with links to both nights' run folders), change points over the history, the
+``e2e bisect`` command for a regressed git-built arm, what improved, the problems, and a
+table of every judged cell.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class SummaryContext:
     link_base: str | None = None
     confidence: float = 0.95
     notes: tuple[str, ...] = ()           # e.g. invalid attempts that were retried
+    bisect: tuple[str, ...] = ()          # e2e bisect command lines for regressed git builds
 
 
 def _link(ctx: SummaryContext, text: str, path: str) -> str:
@@ -74,10 +77,11 @@ def _change(v: CellVerdict) -> str:
 
 
 def _interval(v: CellVerdict) -> str:
-    if v.key.kind == "gsm8k":
-        return f"floor ±{v.floor_pp:.2f} pp" if v.floor_pp is not None else "—"
     if v.interval is None:
         return "—"
+    if v.key.kind == "gsm8k":
+        p = f", McNemar p {v.p_value:.3g}" if v.p_value is not None else ""
+        return f"{v.interval[0]:+.1f} … {v.interval[1]:+.1f} pp{p}"
     return f"{v.interval[0]:+.1f} … {v.interval[1]:+.1f} %"
 
 
@@ -132,6 +136,22 @@ def _build_line(ctx: SummaryContext) -> str:
     return line
 
 
+def _headlines(j: Judgement) -> list[str]:
+    """One entry per spec mode: the load metrics judged, and why ms per verify step is built
+    from the server's TPOT where it is."""
+    out = []
+    for mode in ("base", "dspark"):
+        judged = [v for v in j.verdicts if v.key.kind == "load" and v.key.spec_mode == mode
+                  and v.verdict != "not judged"]
+        names: dict[str, str] = {}
+        for v in judged:
+            names.setdefault(metric_label(v.key.metric)[0], v.source)
+        if names:
+            out.append(f"{mode}: " + ", ".join(f"{n} ({why})" if why else n
+                                                for n, why in names.items()))
+    return out
+
+
 def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     """The night's Markdown summary."""
     j = judgement
@@ -140,7 +160,14 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     improved = j.by_verdict("improved")
     head = _HEADLINE[j.status]
     if j.status == "regression":
-        head += f": {len(regressed)} of {len(judged)} judged cells regressed"
+        parts = []
+        if regressed:
+            parts.append(f"{len(regressed)} of {len(judged)} judged cells regressed")
+        steps = [c for c in j.changes if c.regression]
+        if steps:
+            parts.append(f"{len(steps)} change point{'s' if len(steps) != 1 else ''} made a "
+                         "cell worse")
+        head += ": " + "; ".join(parts)
     elif j.status == "incomplete":
         head += ": some cells could not be judged"
     lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
@@ -153,6 +180,9 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     else:
         status = "" if j.baseline.status == "pass" else f" (its status: {j.baseline.status})"
         lines.append(f"- **Baseline**: night {j.baseline.date}, {j.baseline.reason}{status}")
+    heads = _headlines(j)
+    if heads:
+        lines.append("- **Judged metrics**: " + "; ".join(heads))
     lines.append("")
     header = ("| cell | metric | baseline | tonight | change | interval / floor | threshold | {} |\n"
               "| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -160,11 +190,28 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
         lines += ["## Regressed", "", header.format("runs")]
         lines += [_row(ctx, v, with_verdict=False) for v in regressed]
         lines.append("")
+    if j.changes:
+        lines += ["## Change points over the history", "",
+                  "| cell | metric | started | level before → after | change | p | "
+                  "night-vs-night caught it | verdict |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for c in j.changes:
+            label, unit = metric_label(c.key.metric)
+            verdict = "**regression**" if c.regression else c.reason
+            lines.append(f"| {c.key.label()} | {label} ({unit}) | {c.start} | "
+                         f"{c.before:.3f} → {c.after:.3f} | {c.pct:+.1f} % | {c.p_value:.3g} | "
+                         f"{'yes' if c.caught else 'no'} | {verdict} |")
+        lines.append("")
+    if ctx.bisect:
+        lines += ["## Find the commit", "", "A git-built arm regressed; this names the first bad "
+                  "commit (builds and measures midpoints, resumable):", ""]
+        lines += [f"    {line}" for line in ctx.bisect]
+        lines.append("")
     if improved:
         lines += ["## Improved", "", header.format("runs")]
         lines += [_row(ctx, v, with_verdict=False) for v in improved]
         lines.append("")
-    blocked = j.by_verdict("missing", "too few runs")
+    blocked = j.by_verdict("missing", "too few runs", "no samples")
     if blocked or j.problems:
         lines += ["## Problems", ""]
         lines += [f"- {v.key.label()} {metric_label(v.key.metric)[0]}: {v.verdict} ({v.reason})"
@@ -180,7 +227,11 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     lines.append("Values: median (min–max) of the reported runs; change: ratio of medians "
                  f"with a {ctx.confidence * 100:g} % Welch t-interval on log values (runs of both nights); a cell "
                  "regresses when the interval excludes no change and the change is at least "
-                 "the threshold. GSM8K: strict-match drop beyond the repeat-of-main noise floor.")
+                 "the threshold. GSM8K: per document against the baseline night, exact McNemar "
+                 "test on the documents whose verdict changed and the accuracy change with its "
+                 "interval; a regression needs p below the level and a drop of at least the "
+                 "threshold. Change points: ruptures Pelt over each cell's nights, each confirmed "
+                 "by a permutation test and the threshold (docs/nightly.md).")
     links = []
     if ctx.report_path:
         links.append(_link(ctx, "full report", ctx.report_path))

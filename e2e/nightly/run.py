@@ -26,8 +26,9 @@ from typing import Any
 
 from e2e.config import Experiment
 from e2e.errors import BuildError, E2EError, ResultsError
-from e2e.nightly.history import append_night, history_path, night_rows, read_history, select_baseline
-from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell, Rules, judge_night
+from e2e.nightly.assess import assess_night, bisect_hints, git_commits, with_git_commits
+from e2e.nightly.history import append_night, history_path, night_rows
+from e2e.nightly.judge import CellKey, Judgement, NightCell
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   with_arm_settings)
@@ -36,7 +37,8 @@ from e2e.records import RunRecord
 from e2e.store import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night"]
+           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
+           "night_report"]
 
 NIGHT_FILE = "night.json"
 Say = Callable[[str], None]
@@ -166,8 +168,9 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
 
     g = cfg.settings.gsm8k
     labels = [arm for arm in cfg.arms for _ in range(g.repeats)]
-    if "main" in labels:  # run_gsm8k compares verdicts with main's first server
-        labels = ["main"] * g.repeats + [a for a in labels if a != "main"]
+    base = cfg.baseline_arm  # run_gsm8k compares verdicts with the baseline's first server
+    if base in labels:
+        labels = [base] * g.repeats + [a for a in labels if a != base]
 
     problems: list[str] = []
     plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
@@ -213,6 +216,19 @@ def retried_attempts(folder: Path) -> list[str]:
     return notes
 
 
+def night_report(folder: Path, cfg: NightlyConfig, say: Say) -> Path | None:
+    """Write the night's full report (``e2e report``) against the baseline arm
+    (``[nightly] baseline``, default main), whatever the order of the arms; None if there is
+    no run to report."""
+    from e2e.report import build_report
+
+    try:
+        return build_report(folder, baseline=cfg.baseline_arm).report_dir
+    except ResultsError as exc:
+        say(f"no full report: {exc}")
+        return None
+
+
 def run_nightly(
     cfg: NightlyConfig,
     options: NightlyOptions,
@@ -225,7 +241,7 @@ def run_nightly(
     """Run one night end to end and judge it (see the module docstring). ``servers``
     (an ``e2e.session.Servers``) replaces the real servers in tests."""
     from e2e.pipeline import execute
-    from e2e.report import build_report, load_records
+    from e2e.report import load_records
     from e2e.session import SessionOptions
 
     results = Path(options.results)
@@ -250,6 +266,7 @@ def run_nightly(
                 f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
 
     cells: list[NightCell] = []
+    records: tuple[RunRecord, ...] = ()
     if folder.is_dir():
         records, unreadable = load_records(folder)
         problems += [w.message for w in unreadable]
@@ -260,14 +277,10 @@ def run_nightly(
         problems += g_problems
 
     hist_path = history_path(results)
-    baseline: Baseline | None = select_baseline(
-        read_history(hist_path), date=options.date, experiment=experiment.name,
-        config_hash=cfg.config_hash, pinned=options.pinned or cfg.settings.baseline)
-    rules = Rules(thresholds={k: dict(v) for k, v in cfg.settings.thresholds.items()},
-                  gsm8k_drop_pp=cfg.settings.gsm8k.drop_pp,
-                  confidence=cfg.settings.confidence)
-    judgement = judge_night(options.date, cells, baseline, rules,
-                            expected=expected_cells(cfg), problems=problems)
+    builds = with_git_commits(builds, git_commits(records))
+    judgement = assess_night(cfg, results=results, date=options.date, experiment=experiment.name,
+                             cells=cells, expected=expected_cells(cfg), problems=problems,
+                             pinned=options.pinned)
 
     some = next(iter(builds.values()), {})
     rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
@@ -282,12 +295,7 @@ def run_nightly(
         atomic_write_bytes(folder / "trends" / name, data)
         trend_paths.append(folder / "trends" / name)
 
-    report_dir = None
-    try:
-        report = build_report(folder, baseline=cfg.arms[0])
-        report_dir = report.report_dir
-    except ResultsError as exc:
-        say(f"no full report: {exc}")
+    report_dir = night_report(folder, cfg, say)
 
     ctx = SummaryContext(
         experiment=experiment.name, config_hash=cfg.config_hash, night_dir=prefix,
@@ -295,7 +303,9 @@ def run_nightly(
         report_path=_rel(report_dir / "report.md", results) if report_dir else None,
         trends_dir=_rel(folder / "trends", results) if trend_paths else None,
         link_base=options.link_base, confidence=cfg.settings.confidence,
-        notes=tuple(retried_attempts(folder)))
+        notes=tuple(retried_attempts(folder)),
+        bisect=tuple(bisect_hints(cfg, judgement, history, experiment=experiment.name,
+                                  builds=builds, results=results)))
     text = render_summary(judgement, ctx)
     summary_path = folder / "summary.md"
     atomic_write_bytes(summary_path, text.encode("utf-8"))
@@ -313,9 +323,14 @@ def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
             "date": judgement.baseline.date, "reason": judgement.baseline.reason,
             "status": judgement.baseline.status},
         "problems": list(judgement.problems),
+        "changes": [{**asdict(c.key), "start": c.start, "break_date": c.break_date,
+                     "before": c.before, "after": c.after, "pct": c.pct, "p_value": c.p_value,
+                     "worse": c.worse, "latest": c.latest, "caught": c.caught,
+                     "regression": c.regression, "reason": c.reason}
+                    for c in judgement.changes],
         "verdicts": [{**asdict(v.key), "verdict": v.verdict, "pct": v.pct,
                       "interval": v.interval, "threshold": v.threshold, "floor_pp": v.floor_pp,
-                      "reason": v.reason,
+                      "p_value": v.p_value, "source": v.source, "reason": v.reason,
                       "tonight": list(v.tonight.values) if v.tonight else None,
                       "baseline": list(v.baseline.values) if v.baseline else None}
                      for v in judgement.verdicts],

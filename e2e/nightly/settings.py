@@ -27,10 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from e2e.aggregate import METRICS, Metric
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
+from e2e.nightly.headline import BURST_SHARE, SERVER_VERIFY_STEP
 
-__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
-           "NightlySettings", "NightlyConfig", "load_nightly", "parse_nightly",
-           "parse_arm_settings", "with_arm_settings", "default_nightly_path"]
+__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS",
+           "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",
+           "load_nightly", "parse_nightly", "parse_arm_settings", "with_arm_settings",
+           "default_nightly_path"]
 
 NIGHTLY_CONFIG = "nightly.toml"
 GSM8K_METRIC = "gsm8k_strict_match"
@@ -41,8 +43,14 @@ SpecMode = Literal["base", "dspark"]
 
 # The report's metrics (the server's own TPOT among them: on the CPU default the client-side
 # TPOT of the tiny model says little, as the API server often flushes a request's tokens in
-# one burst on a busy host): the nightly records, judges if asked, and plots the same cells.
-NIGHTLY_METRICS: tuple[Metric, ...] = METRICS
+# one burst on a busy host; ms per verify step from the server's TPOT, e2e.aggregate) plus the
+# share of a run's stream that reached the client in bursts (a run-level flag, recorded when
+# the run has it): the nightly records, judges if asked, and plots the same cells.
+NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
+    Metric(BURST_SHARE, "burst share of the client stream", "fraction", False,
+           "share of a run's stream that reached the client in bursts (client TPOT then "
+           "understates decode time)"),
+)
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
 
 
@@ -51,7 +59,7 @@ def nightly_metric(key: str) -> Metric:
         if m.key == key:
             return m
     raise KeyError(f"unknown metric {key!r}; known: {', '.join(sorted(_LOAD_METRICS))}")
-_SPEC_ONLY = {"acceptance_length", "ms_per_verify_step"}
+_SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
 
 
 class _Strict(BaseModel):
@@ -71,8 +79,42 @@ class GSM8KNightly(_Strict):
     data: str | None = Field(
         None, description="Folder with train.jsonl and test.jsonl (relative to the config "
                           "file); None reads the hub dataset through lm-eval.")
-    drop_pp: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="Percentage points a strict-match drop may exceed the noise floor by.")
+    alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.05, description="Level of the exact McNemar test on the documents whose verdict "
+                          "changed against the baseline night.")
+    min_drop_pp: Annotated[float, Field(ge=0)] = Field(
+        2.0, description="Smallest strict-match drop (percentage points) that counts as a "
+                         "regression (with p < alpha).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "drop_pp" in data:
+            raise ValueError(
+                "drop_pp was the margin over the repeat-of-main noise floor; GSM8K is now "
+                "judged per document (exact McNemar against the baseline night): replace it "
+                "with min_drop_pp (smallest drop that counts, default 2.0) and alpha (default 0.05)")
+        return data
+
+
+class ChangePointSettings(_Strict):
+    """Change points over each judged cell's history (``e2e.nightly.changepoints``)."""
+
+    enabled: bool = True
+    alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.05, description="Level of the Welch t-test that confirms a change point (nights "
+                          "before against nights after).")
+    min_nights: Annotated[int, Field(ge=4)] = Field(
+        6, description="Nights of history (tonight included) before change points are sought.")
+    since: str | None = Field(
+        None, description="Ignore nights before this date (YYYY-MM-DD): accept a known step.")
+
+    @field_validator("since")
+    @classmethod
+    def _date(cls, value: str | None) -> str | None:
+        if value is not None and not _DATE.match(value):
+            raise ValueError(f"since must be a night's date YYYY-MM-DD, got {value!r}")
+        return value
 
 
 def _default_thresholds() -> dict[str, dict[str, float]]:
@@ -90,10 +132,21 @@ class NightlySettings(_Strict):
     thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
         default_factory=_default_thresholds,
         description="Per spec mode: metric key -> minimum change in % that counts.")
-    baseline: str | None = Field(
-        None, description="Pin the baseline to this night (YYYY-MM-DD); default: the last "
-                          "passing night with the same config hash.")
+    baseline: str = Field(
+        "main", description="The arm every comparison between arms is made against (the "
+                            "full report, GSM8K agreement).")
+    baseline_night: str | None = Field(
+        None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
+                          "night with the same config hash.")
+    verify_step_from: Literal["client", "server"] = Field(
+        "client", description="TPOT that ms per verify step is built from: 'client' (mean "
+                              "TPOT, unless a run's client stream is flagged as burst-affected) "
+                              "or 'server' (the server's own mean TPOT).")
+    burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.1, description="A run whose burst_share exceeds this has a burst-affected client "
+                         "TPOT: its cell's ms per verify step is built from the server's TPOT.")
     gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
+    changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
 
     @field_validator("thresholds")
     @classmethod
@@ -111,9 +164,18 @@ class NightlySettings(_Strict):
 
     @field_validator("baseline")
     @classmethod
+    def _arm_name(cls, value: str) -> str:
+        if _DATE.match(value):
+            raise ValueError(
+                f"baseline now names the baseline arm (default 'main'); to pin the baseline "
+                f"night write baseline_night = \"{value}\" instead")
+        return value
+
+    @field_validator("baseline_night")
+    @classmethod
     def _date(cls, value: str | None) -> str | None:
         if value is not None and not _DATE.match(value):
-            raise ValueError(f"baseline must be a night's date YYYY-MM-DD, got {value!r}")
+            raise ValueError(f"baseline_night must be a night's date YYYY-MM-DD, got {value!r}")
         return value
 
     @model_validator(mode="after")
@@ -138,6 +200,11 @@ class NightlyConfig:
     config_hash: str
     source: str
     gsm8k_data: Path | None
+
+    @property
+    def baseline_arm(self) -> str:
+        """The arm comparisons between arms are made against (``[nightly] baseline``)."""
+        return self.settings.baseline
 
     def threshold(self, spec_mode: str, metric_key: str) -> float | None:
         """The judging threshold in % for a load metric, None if it is not judged."""
@@ -177,12 +244,14 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
         experiment.arm(arm)
     if "dspark" in settings.spec_modes or settings.gsm8k.dspark:
         experiment.speculator("dspark")
-    if settings.gsm8k.enabled and "main" not in arms:
-        raise ConfigError(f"{source}: [nightly.gsm8k] needs the arm 'main' among the nightly "
-                          f"arms (GSM8K verdicts are compared with main); arms: {', '.join(arms)}")
+    base = settings.baseline
+    if base not in arms and (len(arms) > 1 or settings.gsm8k.enabled):
+        raise ConfigError(f"{source}: the baseline arm {base!r} (nightly.baseline) is not among "
+                          f"the nightly arms ({', '.join(arms)}): every comparison between arms "
+                          "is made against it; add it to nightly.arms or name another")
     concurrencies = tuple(settings.concurrencies or experiment.load.concurrencies)
     runs = settings.runs or experiment.repeats
-    gsm8k = settings.gsm8k.model_dump(mode="json", exclude={"data", "drop_pp"})
+    gsm8k = settings.gsm8k.model_dump(mode="json", exclude={"data", "alpha", "min_drop_pp"})
     plan = {"arms": list(arms), "concurrencies": list(concurrencies),
             "spec_modes": list(settings.spec_modes), "runs": runs,
             "gsm8k": gsm8k if settings.gsm8k.enabled else None}

@@ -1,0 +1,147 @@
+"""Judge a night whose cells are collected: everything between "tonight's cells" and "append
+them to the history".
+
+    history -> baseline night (last passing, or pinned) -> GSM8K verdict files of both nights
+      -> night-against-night judgement -> change points over each judged cell's history
+      -> bisect command lines for regressed git-built arms
+
+``assess_night`` reads the history and the verdict files (the only I/O); the judgement itself
+is ``e2e.nightly.judge`` and ``e2e.nightly.changepoints`` (pure).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from e2e.errors import ResultsError
+from e2e.nightly.changepoints import night_changes
+from e2e.nightly.history import history_path, read_history, select_baseline
+from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
+from e2e.nightly.settings import NightlyConfig, nightly_metric
+
+__all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
+
+
+def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
+    """The GSM8K verdicts (``verdicts.jsonl``) of each arm folder in ``run_dirs`` (relative
+    to ``results``) that can be read; a folder that cannot is left out (its cell is then
+    judged "no samples", with the path named)."""
+    from e2e.gsm8k.store import VERDICTS_FILE, read_verdicts
+
+    out: dict[str, tuple] = {}
+    for rel in dict.fromkeys(run_dirs):
+        path = Path(results) / rel / VERDICTS_FILE
+        if path.is_file():
+            try:
+                out[rel] = read_verdicts(path)
+            except ResultsError:
+                continue
+    return out
+
+
+def git_commits(records: Iterable[Any]) -> dict[str, str]:
+    """Arm -> the commit its git build was made from, from the runs' provenance (``build``
+    of ``run.json``); arms not built from git are left out."""
+    out: dict[str, str] = {}
+    for r in records:
+        build = (r.provenance or {}).get("build") or {}
+        if build.get("kind") == "git" and build.get("git_commit"):
+            out.setdefault(r.spec.arm, str(build["git_commit"]))
+    return out
+
+
+def with_git_commits(builds: Mapping[str, Mapping[str, Any]],
+                     commits: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``builds`` (arm -> facts) with each git-built arm's ``git_commit`` added."""
+    return {arm: {**facts, **({"git_commit": commits[arm]} if arm in commits else {})}
+            for arm, facts in builds.items()}
+
+
+def assess_night(
+    cfg: NightlyConfig,
+    *,
+    results: Path,
+    date: str,
+    experiment: str,
+    cells: Sequence[NightCell],
+    expected: Iterable[CellKey] = (),
+    problems: Sequence[str] = (),
+    pinned: str | None = None,
+    history: pd.DataFrame | None = None,
+) -> Judgement:
+    """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
+    else the last passing night with this config hash), night-against-night verdicts (GSM8K
+    per document), then change points over the history (``[nightly.changepoints]``)."""
+    if history is None:
+        history = read_history(history_path(results))
+    pinned = pinned or cfg.settings.baseline_night
+    baseline = select_baseline(history, date=date, experiment=experiment,
+                               config_hash=cfg.config_hash, pinned=pinned)
+    rules = Rules.from_settings(cfg.settings)
+    gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
+                  if c.key.kind == "gsm8k" for d in c.run_dirs]
+    judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
+                            samples=read_samples(results, gsm8k_dirs))
+    cp = cfg.settings.changepoints
+    if not cp.enabled:
+        return judgement
+    judged = {v.key: float(v.threshold) for v in judgement.verdicts
+              if v.key.kind == "load" and v.threshold is not None and v.verdict != "not judged"}
+    changes = night_changes(
+        history, date=date, experiment=experiment, config_hash=cfg.config_hash, tonight=cells,
+        verdicts=judgement.verdicts, thresholds=judged,
+        higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
+        alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
+    return judgement.with_changes(changes)
+
+
+def _commit_on(history: pd.DataFrame, *, date: str, arm: str, experiment: str) -> str | None:
+    rows = history[(history["date"] == date) & (history["arm"] == arm)
+                   & (history["experiment"] == experiment)]
+    commits = [c for c in rows["build_git_commit"] if isinstance(c, str) and c]
+    return commits[0] if commits else None
+
+
+def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame, *,
+                 experiment: str, builds: Mapping[str, Mapping[str, Any]],
+                 results: Path) -> list[str]:
+    """An ``e2e bisect`` command line for each regressed load cell of a git-built arm whose
+    commit changed since the good night (the baseline night, or the night before a change
+    point started). Its ``--threshold`` is half the change seen (at least the cell's
+    threshold): a commit is bad when it holds at least half of the regression."""
+    wanted: list[tuple[CellKey, str, float]] = []
+    for v in judgement.by_verdict("regressed"):
+        if v.key.kind == "load" and judgement.baseline is not None and v.pct is not None:
+            wanted.append((v.key, judgement.baseline.date, max(v.threshold or 0, abs(v.pct) / 2)))
+    for ch in judgement.changes:
+        if ch.regression:
+            mine = history[(history["experiment"] == experiment)
+                           & (history["config_hash"] == cfg.config_hash)]
+            earlier = sorted(d for d in set(mine["date"]) if d < ch.start)
+            if earlier:
+                threshold = 0.0
+                for v in judgement.verdicts:
+                    if v.key == ch.key and v.threshold is not None:
+                        threshold = v.threshold
+                wanted.append((ch.key, earlier[-1], max(threshold, abs(ch.pct) / 2)))
+    lines: list[str] = []
+    for key, good_night, threshold in wanted:
+        arm = cfg.experiment.arm(key.arm)
+        build = arm.build or cfg.experiment.server.build
+        bad = builds.get(key.arm, {}).get("git_commit")
+        good = _commit_on(history, date=good_night, arm=key.arm, experiment=experiment)
+        if build.git is None or not bad or not good or good == bad:
+            continue
+        argv = ["e2e", "bisect", "--config", cfg.source, "--arm", key.arm,
+                "--concurrency", str(key.concurrency), "--spec-mode", key.spec_mode,
+                "--metric", key.metric, "--threshold", f"{threshold:.1f}", "--good", good,
+                "--bad", bad, "--results", str(results)]
+        line = shlex.join(argv)
+        if line not in lines:
+            lines.append(line)
+    return lines
