@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import e2e.server as server_mod
 import e2e.session as session
 import e2e.workload as workload
 from conftest import ROOT, small
@@ -31,7 +32,7 @@ def test_hung_server_times_out_within_bounds(default_experiment, server_python, 
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=3,
                            output_len=64)
     seen = {}
-    real_serve, real_load = session.serve, workload.run_load
+    real_serve, real_load = server_mod.serve, workload.run_load
 
     class Spy:
         def __init__(self, cm):

@@ -10,6 +10,7 @@ import socket
 
 import pytest
 
+import e2e.server as server_mod
 import e2e.session as session
 import e2e.workload as workload
 from conftest import small
@@ -102,7 +103,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=12,
                            output_len=128)
     seen = {}
-    real_serve, real_load = session.serve, workload.run_load
+    real_serve, real_load = server_mod.serve, workload.run_load
 
     def spy_serve(*args, **kwargs):
         cm = real_serve(*args, **kwargs)
