@@ -134,14 +134,16 @@ def test_snapshot_reads_this_host():
 
 
 def test_parse_nvidia_smi_output():
-    gpus = ("0, GPU-1a2b, NVIDIA H200, 1980, 3201, 1980, 0\n"
+    # the first line and the app line are verbatim from an H200 (nvidia-smi, 2026-11-30)
+    gpus = ("0, GPU-949001c3-b30f-db9c-2e51-0ba6a0e4645c, NVIDIA H200, 1980, 3201, 1980, 0\n"
             "1, GPU-3c4d, NVIDIA H200, [N/A], 3201, 1980, 97\n")
-    apps = "GPU-3c4d, 4242, /usr/bin/python3, 81000\n"
+    apps = ("GPU-3c4d, 4242, /usr/bin/python3, 81000\n"
+            "GPU-949001c3-b30f-db9c-2e51-0ba6a0e4645c, 491, python3, 630\n")
     state = parse_nvidia_smi(gpus, apps)
     assert [(d.index, d.sm_clock_mhz, d.utilization_pct) for d in state.devices] == [
         (0, 1980.0, 0.0), (1, None, 97.0)]
     assert [(p.pid, p.name, p.gpu, p.used_mib) for p in state.processes] == [
-        (4242, "python3", "1", 81000.0)]
+        (4242, "python3", "1", 81000.0), (491, "python3", "0", 630.0)]
     assert parse_nvidia_smi(gpus, "").processes == []
 
 
