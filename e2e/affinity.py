@@ -3,6 +3,8 @@
     parse_cpus("0-1,3")            -> frozenset({0, 1, 3})   (ConfigError for bad text)
     pin_process(cpus)              -> Placement   the load generator: every thread of this
                                                   process, now (threads made later inherit it)
+    pinned_process(cpus)           -> context manager: pin_process for the block, then every
+                                      thread back on its previous mask; yields the Placement
     spawn_pinned(cpus)             -> context manager: children started inside it (the
                                       server's ``Popen``) inherit the set from their first
                                       instruction; yields the Placement
@@ -32,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from e2e.errors import ConfigError
 
 __all__ = ["Placement", "ProcessPlacement", "parse_cpus", "format_cpus", "pin_process",
-           "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity"]
+           "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity"]
 
 
 class Placement(BaseModel):
@@ -143,6 +145,23 @@ def pin_process(cpus: str | None, *, target: str = "load generator") -> Placemen
                          allowed=thread_affinity())
     return Placement(target=target, requested=cpus, applied=sorted(cores),
                      allowed=thread_affinity())
+
+
+@contextlib.contextmanager
+def pinned_process(cpus: str | None, *,
+                   target: str = "load generator") -> Iterator[Placement]:
+    """``pin_process`` for the block; on exit every thread of this process that is still
+    alive goes back to the mask this thread had before (so a server started after the block
+    does not inherit the load generator's set)."""
+    previous = os.sched_getaffinity(0)
+    placement = pin_process(cpus, target=target)
+    try:
+        yield placement
+    finally:
+        if placement.applied is not None:
+            for tid in _threads(os.getpid()) or [0]:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(tid, previous)
 
 
 @contextlib.contextmanager

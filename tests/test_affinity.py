@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from e2e.affinity import (describe_affinity, format_cpus, group_placement, parse_cpus,
-                          pin_process, spawn_pinned)
+                          pin_process, pinned_process, spawn_pinned)
 from e2e.errors import ConfigError
 
 ONLINE = sorted(os.sched_getaffinity(0))
@@ -89,3 +89,20 @@ def test_pin_process_pins_every_thread_and_refusal_changes_nothing():
         for tid in os.listdir("/proc/self/task"):
             os.sched_setaffinity(int(tid), before)
     assert pin_process(None).applied is None
+
+
+def test_pinned_process_restores_every_thread():
+    before = sorted(os.sched_getaffinity(0))
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        with pinned_process(str(ONLINE[-1])) as placement:
+            assert placement.applied == [ONLINE[-1]]
+            assert sorted(os.sched_getaffinity(worker.native_id)) == [ONLINE[-1]]
+        assert sorted(os.sched_getaffinity(0)) == before
+        assert sorted(os.sched_getaffinity(worker.native_id)) == before
+        assert _child_mask() == before
+    finally:
+        stop.set()
+        worker.join()

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from e2e.bursts import SPREAD_THRESHOLD, burst_summary, decode_reference_s, stream_spread
+from e2e.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
+                        stream_spread)
 from e2e.load import LoadSpec, drive
 from e2e.records import RequestRecord
 
@@ -69,21 +70,40 @@ def test_unjudgeable_requests():
         pytest.approx(0.3)
 
 
+def test_decode_share_tells_a_held_back_stream_from_a_lumpy_one():
+    reference = 0.003 * 127
+    assert decode_share(paced(), reference_s=reference) == pytest.approx(1.0)
+    assert decode_share(burst(), reference_s=reference) < 0.01  # decode time hidden in TTFT
+    assert decode_share(lumps(), reference_s=reference) == pytest.approx(1.0, abs=0.01)
+    assert decode_share(burst()) < 0.01  # against E2E latency
+    assert decode_share(_record(0, [0.1, 0.2, 0.3], error="x")) is None
+
+
 def test_burst_summary_flags_bursts_and_warns_above_the_share():
-    records = [paced(i) for i in range(18)] + [burst(18), lumps(19), _record(20, [0.1, 0.2])]
+    records = ([paced(i) for i in range(17)] + [burst(17), burst(18), lumps(19)]
+               + [_record(20, [0.1, 0.2])])
     summary = burst_summary(records, server_tpot_s=0.003)
-    assert summary.judged == 20 and summary.flagged == 2 and summary.flagged_indices == [18, 19]
-    assert summary.share == pytest.approx(0.1) and summary.affected
+    assert summary.judged == 20 and summary.flagged == 3
+    assert summary.flagged_indices == [17, 18, 19] and summary.tpot_affected_indices == [17, 18]
+    assert summary.share == pytest.approx(0.15) and summary.tpot_affected_share == pytest.approx(0.1)
+    assert summary.affected and summary.itl_affected
     assert summary.reference == "server TPOT" and summary.threshold == SPREAD_THRESHOLD
-    assert summary.warning.startswith("client TPOT burst-affected: 2 of 20 requests (10%)")
+    assert summary.warnings[0].startswith("client TPOT burst-affected: 2 of 20 requests (10%)")
+    assert summary.warnings[1].startswith("inter-chunk latency burst-affected: 3 of 20")
     assert summary.spread_min < 0.01 < 0.9 < summary.spread_median
 
     calm = burst_summary([paced(i) for i in range(20)])
-    assert calm.flagged == 0 and not calm.affected and calm.warning is None
-    assert calm.reference == "E2E latency"
+    assert calm.flagged == 0 and not calm.affected and calm.warnings == []
+    assert calm.reference == "E2E latency" and calm.held_limit == 0.1
+
+    # lumps whose first chunks came on time: inter-chunk latency is affected, TPOT is not
+    lumpy = burst_summary([paced(i) for i in range(10)] + [lumps(i) for i in range(10, 20)],
+                          server_tpot_s=0.003)
+    assert lumpy.itl_affected and not lumpy.affected and lumpy.tpot_affected == 0
+    assert [w.split(":")[0] for w in lumpy.warnings] == ["inter-chunk latency burst-affected"]
 
     one_in_twenty_one = burst_summary([paced(i) for i in range(20)] + [burst(20)])
-    assert one_in_twenty_one.flagged == 1 and not one_in_twenty_one.affected  # 4.8 % <= 5 %
+    assert one_in_twenty_one.tpot_affected == 1 and not one_in_twenty_one.affected  # 4.8 %
 
     assert burst_summary([]).share is None and not burst_summary([]).affected
 
@@ -167,8 +187,9 @@ def test_scripted_server_burst_is_flagged_and_paced_stream_is_not():
         server.join()
     assert all(r.ok and len(r.chunk_times_s) == 30 for r in records), records
     summary = burst_summary(records, server_tpot_s=interval)
-    assert summary.flagged_indices == [1], summary
+    assert summary.flagged_indices == [1] and summary.tpot_affected_indices == [1], summary
     spread = {r.index: stream_spread(r, reference_s=decode_reference_s(r, interval))
               for r in records}
     assert spread[0] > SPREAD_THRESHOLD and spread[1] < 0.05, spread
-    assert burst_summary(records).flagged_indices == [1]  # also against E2E latency
+    against_e2e = burst_summary(records)  # no server figure: against E2E latency
+    assert against_e2e.flagged_indices == [1] and against_e2e.tpot_affected_indices == [1]
