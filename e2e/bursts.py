@@ -22,11 +22,13 @@ The rules (chosen from measured streams; docs/measurement.md has the distributio
     spread    = (sum of the smallest 90 % of the stream's inter-chunk gaps) / reference
     decode share = (last chunk - first chunk) / reference
 
-A stream is **burst-delivered** when ``spread < SPREAD_THRESHOLD`` (0.25): 90 % of its gaps
-carry less than a quarter of its decode time, wherever the lumps fall (a paced stream: 0.94
-measured; a burst: 0.002-0.01). "The last 90 % of tokens within 10 % of the decode time" and
+A stream is **burst-delivered** when ``spread < SPREAD_THRESHOLD`` (0.1): 90 % of its gaps
+carry less than a tenth of its decode time, wherever the lumps fall. Measured on 128 real
+streams: 59 below 0.02, one in [0.02, 0.1), the rest from 0.1 up (paced ones 0.75-1.5; a
+scripted paced stream 0.94): 0.1 sits in that valley. "The last 90 % of tokens within 10 % of the decode time" and
 "TTFT >= 0.9 x E2E" miss a stream whose first chunks came on time and the rest in one lump.
-A burst-delivered stream is **TPOT-affected** when its decode share is below ``HELD_SHARE`` (0.5) against the
+A burst-delivered stream is **TPOT-affected** when its decode share is below ``HELD_SHARE``
+(0.5; measured: 27 burst-delivered streams below 0.02, 47 from 0.5 up, 4 between) against the
 server's TPOT (``decode share``): half its decode time or more went into TTFT; against E2E latency (no server
 figure) the limit is ``HELD_SHARE_E2E`` (0.1), which is "TTFT >= 0.9 x E2E", so that a long
 prefill is not mistaken for a held-back stream. A run whose TPOT-affected share exceeds
@@ -51,7 +53,7 @@ __all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E", "WAR
            "burst_summary"]
 
 GAP_SHARE = 0.9
-SPREAD_THRESHOLD = 0.25
+SPREAD_THRESHOLD = 0.1
 HELD_SHARE = 0.5
 HELD_SHARE_E2E = 0.1
 WARN_SHARE = 0.05
