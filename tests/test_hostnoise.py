@@ -64,13 +64,13 @@ def test_require_quiet_refuses_a_cpu_hog_naming_its_pid_and_name():
 
 def test_the_record_of_a_run_sees_the_hogs_cpu_time_not_the_runs_own():
     before = snapshot()
-    hog, hog_ready = _hog("e2e-other-hog")
+    hog, _ = _hog("e2e-other-hog")  # started after ``before``: counted from its start
     own, _ = _hog("e2e-own-work")  # stands for the run's own server
     try:
         time.sleep(1.0)
         after = snapshot()
         os.kill(hog.pid, signal.SIGUSR1)
-        reported = float(hog.stdout.readline().split()[1]) - hog_ready
+        reported = float(hog.stdout.readline().split()[1])  # its whole CPU time so far
     finally:
         _stop(hog)
         _stop(own)
@@ -79,8 +79,9 @@ def test_the_record_of_a_run_sees_the_hogs_cpu_time_not_the_runs_own():
     assert hog.pid in seen and seen[hog.pid].name == "e2e-other-hog"
     assert own.pid not in seen
     # the hog's own clock, read just after the snapshot, agrees with what /proc showed
+    # (/proc counts in clock ticks; the hog ran on between the snapshot and the signal)
     assert 0.05 < seen[hog.pid].cpu_s <= reported + 0.02, (seen[hog.pid], reported)
-    assert reported - seen[hog.pid].cpu_s < 0.3
+    assert reported - seen[hog.pid].cpu_s < 0.5, (seen[hog.pid], reported)
     assert seen[hog.pid].share == pytest.approx(seen[hog.pid].cpu_s / record.wall_s)
     assert record.own_cpu_s > 0.05  # the own busy loop is counted as own
     assert record.other_cpu_s >= seen[hog.pid].cpu_s - 0.05
