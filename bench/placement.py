@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 from e2e import server as server_module
-from e2e.affinity import describe_affinity, pin_process, spawn_pinned
+from e2e.affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
 from e2e.bursts import burst_summary
 from e2e.config import RunSpec
 from e2e.hostnoise import noise, snapshot, with_descendants
@@ -88,9 +88,12 @@ def main() -> None:
         for text in args.placement or ["none"]:
             place = _placement(text)
             facts: dict = {}
+            # the server inherits this process's mask: with only the client pinned, start
+            # the server on every core explicitly, or it would share the client's set
+            server_cpus = place["server"] or (format_cpus(full) if place["client"] else None)
 
             def popen(*a, **kw):
-                with spawn_pinned(place["server"]) as placed:
+                with spawn_pinned(server_cpus) as placed:
                     facts["server_placement"] = placed
                     return real_popen(*a, **kw)
 
