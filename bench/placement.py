@@ -12,6 +12,8 @@ and the server's ``Popen`` runs inside ``spawn_pinned``.
 
 One JSON line per run on stdout (and in <results>/placement.jsonl); placements are
 interleaved run by run (round k of every placement before round k+1).
+
+    python bench/placement.py --table /tmp/placement/placement.jsonl [more]   # Markdown table
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ class _Watched:
         return self.inner.record(info, folder)
 
 
+def _table(paths: list[Path]) -> None:
+    print("| placement | round | client TPOT ms | server TPOT ms | client / server | "
+          "burst-delivered | server's cores | client's cores | others, cores | load avg |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for path in paths:
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            print(f"| {r['placement']} | {r['round']} | {r['client_tpot_ms']:.3f} | "
+                  f"{r['server_tpot_ms']:.3f} | {r['client_over_server']:.3f} | "
+                  f"{r['burst_flagged']}/16 | {format_cpus(r['server_cores'] or [])} | "
+                  f"{format_cpus(r['client_cores'] or [])} | {r['other_cpu_share']:.2f} | "
+                  f"{r['loadavg_after'][0]:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--placement", action="append", default=[],
@@ -73,9 +89,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--results", type=Path)
+    parser.add_argument("--table", type=Path, nargs="+", help="print these JSON lines files "
+                        "as one Markdown table and exit")
     parser.add_argument("--lock-wait", type=float, default=3600.0)
     args = parser.parse_args()
+    if args.table:
+        _table(args.table)
+        return
+    if args.results is None:
+        parser.error("--results is required")
 
     from e2e.config import load_experiment
 
