@@ -67,16 +67,26 @@ class _Watched:
         return self.inner.record(info, folder)
 
 
+def _bursts(run: dict):
+    """The run's burst summary under the current rule (recomputed from requests.parquet, so
+    that a table of old runs follows ``e2e.bursts``)."""
+    tpot = run["server_tpot_ms"] / 1e3 if run["server_tpot_ms"] else None
+    return burst_summary(read_requests(Path(run["run"]) / "requests.parquet"), server_tpot_s=tpot)
+
+
 def _table(paths: list[Path]) -> None:
     print("| placement | round | client TPOT ms | server TPOT ms | client / server | "
-          "burst-delivered | server's cores | client's cores | others, cores | load avg |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "burst-delivered | TPOT-affected | server's cores | client's cores | others, cores "
+          "| load avg |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for path in paths:
         for line in path.read_text().splitlines():
             r = json.loads(line)
+            b = _bursts(r)
             print(f"| {r['placement']} | {r['round']} | {r['client_tpot_ms']:.3f} | "
                   f"{r['server_tpot_ms']:.3f} | {r['client_over_server']:.3f} | "
-                  f"{r['burst_flagged']}/16 | {format_cpus(r['server_cores'] or [])} | "
+                  f"{b.flagged}/{b.judged} | {b.tpot_affected}/{b.judged} | "
+                  f"{format_cpus(r['server_cores'] or [])} | "
                   f"{format_cpus(r['client_cores'] or [])} | {r['other_cpu_share']:.2f} | "
                   f"{r['loadavg_after'][0]:.1f} |")
 
