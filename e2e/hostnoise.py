@@ -236,6 +236,15 @@ def parse_nvidia_smi(gpus_csv: str, apps_csv: str) -> GPUState:
     return GPUState(tool="nvidia-smi", devices=devices, processes=processes)
 
 
+def _mhz(values: dict, prefix: str) -> float | None:
+    """The clock in MHz from rocm-smi's ``"<prefix> clock speed:": "(1900Mhz)"`` entry."""
+    for key, value in values.items():
+        found = re.search(r"(\d+(?:\.\d+)?)\s*Mhz", str(value), re.IGNORECASE)
+        if key.lower().startswith(prefix) and "speed" in key.lower() and found:
+            return float(found.group(1))
+    return None
+
+
 def parse_rocm_smi(pids_json: str, clocks_json: str) -> GPUState:
     """Parse ``rocm-smi --showpids --json`` (``{"system": {"PID123": "name, gpus, vram, ..."}}``)
     and ``rocm-smi --showclocks --json`` (``{"card0": {"sclk clock speed:": "(1900Mhz)", ...}}``).
@@ -260,20 +269,13 @@ def parse_rocm_smi(pids_json: str, clocks_json: str) -> GPUState:
         if not match or not isinstance(values, dict):
             continue
 
-        def mhz(prefix: str) -> float | None:
-            for k, v in values.items():
-                found = re.search(r"(\d+(?:\.\d+)?)\s*Mhz", str(v), re.I)
-                if k.lower().startswith(prefix) and "speed" in k.lower() and found:
-                    return float(found.group(1))
-            return None
-
-        devices.append(GPUDevice(index=int(match.group(1)), sm_clock_mhz=mhz("sclk"),
-                                 mem_clock_mhz=mhz("mclk")))
+        devices.append(GPUDevice(index=int(match.group(1)), sm_clock_mhz=_mhz(values, "sclk"),
+                                 mem_clock_mhz=_mhz(values, "mclk")))
     return GPUState(tool="rocm-smi", devices=devices, processes=processes)
 
 
 def _run(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=15)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:2])} exited {done.returncode}: "
                            f"{(done.stderr or done.stdout).strip()[:200]}")
@@ -286,9 +288,9 @@ def gpu_state() -> GPUState:
     try:
         if shutil.which("nvidia-smi"):
             fmt = "--format=csv,noheader,nounits"
+            gpus = "--query-gpu=index,uuid,name,clocks.sm,clocks.mem,clocks.max.sm,utilization.gpu"
             return parse_nvidia_smi(
-                _run(["nvidia-smi", "--query-gpu=index,uuid,name,clocks.sm,clocks.mem,"
-                      "clocks.max.sm,utilization.gpu", fmt]),
+                _run(["nvidia-smi", gpus, fmt]),
                 _run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
                       fmt]))
         if shutil.which("rocm-smi"):
