@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from e2e.records import RequestRecord
+if TYPE_CHECKING:  # only for annotations: records.py may import BurstSummary from here
+    from e2e.records import RequestRecord
 
 __all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E", "WARN_SHARE",
            "BurstSummary", "stream_spread", "decode_share", "decode_reference_s",
