@@ -1,0 +1,242 @@
+"""CPU placement: which cores the server's processes and the load generator may run on.
+
+    parse_cpus("0-1,3")            -> frozenset({0, 1, 3})   (ConfigError for bad text)
+    pin_process(cpus)              -> Placement   the load generator: every thread of this
+                                                  process, now (threads made later inherit it)
+    pinned_process(cpus)           -> context manager: pin_process for the block, then every
+                                      thread back on its previous mask; yields the Placement
+    spawn_pinned(cpus)             -> context manager: children started inside it (the
+                                      server's ``Popen``) inherit the set from their first
+                                      instruction; yields the Placement
+    describe_affinity(pid)         -> list[int]   cores any thread of pid's process group may use
+    group_placement(pid)           -> list[ProcessPlacement]  the same, per process
+
+Method: Linux keeps one CPU mask per thread (``sched_setaffinity``); a thread's children and
+threads inherit its mask at fork/clone. ``spawn_pinned`` narrows only the *calling thread's*
+mask around ``Popen`` and restores it afterwards, so the child starts inside the set (no
+``preexec_fn``, no ``taskset``, no window in which it runs elsewhere) and the parent's other
+threads are untouched. When the OS refuses a set (a core that does not exist, or one outside
+the cgroup's cpuset), nothing is pinned and the Placement says why: the run goes on unpinned,
+and the record shows it. A process may widen its own mask later (vLLM's CPU worker binds its
+OpenMP threads itself, ``VLLM_CPU_OMP_THREADS_BIND``), which is why the record reads back what
+every thread of the server's group may really use (``describe_affinity``) after startup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from e2e.errors import ConfigError
+
+__all__ = ["Placement", "ProcessPlacement", "parse_cpus", "format_cpus", "pin_process",
+           "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity"]
+
+
+class Placement(BaseModel):
+    """What was asked and what was applied, for run.json. ``applied`` is None when nothing
+    was pinned (no set asked, or the OS refused it: ``refused`` says why); ``allowed`` is the
+    mask read back afterwards."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str = Field(description="What was placed: 'load generator' or 'server'.")
+    requested: str | None = Field(None, description="The CPU set as configured, e.g. '0-1'.")
+    applied: list[int] | None = Field(None, description="Cores pinned to; None: unpinned.")
+    refused: str | None = Field(None, description="Why the OS refused the set (ran unpinned).")
+    allowed: list[int] = Field(default_factory=list,
+                               description="Cores the target may run on, read back.")
+
+
+class ProcessPlacement(BaseModel):
+    """One process of a group and the cores its threads may use (union over threads)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pid: int
+    name: str
+    threads: int
+    cores: list[int]
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """A CPU list as Linux writes it (``cpuset(7)`` "list format"): ``"0"``, ``"0-1"``,
+    ``"0,2"``, ``"0-3,6"``. Raises ConfigError for anything else (empty, negative, reversed
+    ranges, stray characters)."""
+    cores: set[int] = set()
+    parts = [p.strip() for p in str(text).split(",")]
+    if not text or not str(text).strip() or any(not p for p in parts):
+        raise ConfigError(f"CPU set {text!r} is empty or has an empty item; write cores like "
+                          "'0', '0-1' or '0,2'")
+    for part in parts:
+        match = _RANGE.match(part)
+        if not match:
+            raise ConfigError(f"CPU set {text!r}: {part!r} is not a core number or a range "
+                              "'a-b'; write cores like '0', '0-1' or '0,2'")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
+        cores.update(range(low, high + 1))
+    return frozenset(cores)
+
+
+def format_cpus(cores: frozenset[int] | set[int] | list[int]) -> str:
+    """The shortest list format for ``cores`` (``{0, 1, 3}`` -> ``"0-1,3"``)."""
+    items = sorted(set(cores))
+    out: list[str] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def thread_affinity(tid: int = 0) -> list[int]:
+    """Cores one thread (0: the calling thread) may run on."""
+    return sorted(os.sched_getaffinity(tid))
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _refusal(cores: frozenset[int], exc: OSError) -> str:
+    online = format_cpus(os.sched_getaffinity(0)) or "?"
+    return (f"the OS refused CPU set {format_cpus(cores)} ({exc.strerror or exc}); this process "
+            f"may use cores {online}; ran unpinned")
+
+
+def pin_process(cpus: str | None, *, target: str = "load generator") -> Placement:
+    """Pin every thread of this process to ``cpus`` (threads created later inherit it from
+    their creator). ``None`` pins nothing. If the OS refuses any thread, every thread is put
+    back on its previous mask and the Placement records the refusal: the caller runs
+    unpinned. Bad text raises ConfigError (a config mistake is not an OS refusal)."""
+    if cpus is None:
+        return Placement(target=target, allowed=thread_affinity())
+    cores = parse_cpus(cpus)
+    pid = os.getpid()
+    previous: dict[int, set[int]] = {}
+    try:
+        for tid in _threads(pid) or [0]:
+            try:
+                previous[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, cores)
+            except ProcessLookupError:
+                continue  # the thread ended meanwhile
+    except OSError as exc:
+        for tid, mask in previous.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, mask)
+        return Placement(target=target, requested=cpus, refused=_refusal(cores, exc),
+                         allowed=thread_affinity())
+    return Placement(target=target, requested=cpus, applied=sorted(cores),
+                     allowed=thread_affinity())
+
+
+@contextlib.contextmanager
+def pinned_process(cpus: str | None, *,
+                   target: str = "load generator") -> Iterator[Placement]:
+    """``pin_process`` for the block; on exit every thread of this process that is still
+    alive goes back to the mask this thread had before (so a server started after the block
+    does not inherit the load generator's set)."""
+    previous = os.sched_getaffinity(0)
+    placement = pin_process(cpus, target=target)
+    try:
+        yield placement
+    finally:
+        if placement.applied is not None:
+            for tid in _threads(os.getpid()) or [0]:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(tid, previous)
+
+
+@contextlib.contextmanager
+def spawn_pinned(cpus: str | None, *, target: str = "server") -> Iterator[Placement]:
+    """Children started inside this block inherit ``cpus``: the calling thread's mask is
+    narrowed for the block and restored on exit (other threads untouched). Wrap the server's
+    ``Popen`` in it. ``None`` changes nothing. A refused set yields a Placement with
+    ``refused`` set and the child starts unpinned. ``allowed`` in the yielded Placement is the
+    mask children get; read the server's real mask after startup with ``describe_affinity``."""
+    if cpus is None:
+        yield Placement(target=target, allowed=thread_affinity())
+        return
+    cores = parse_cpus(cpus)
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cores)
+    except OSError as exc:
+        yield Placement(target=target, requested=cpus, refused=_refusal(cores, exc),
+                        allowed=sorted(previous))
+        return
+    try:
+        yield Placement(target=target, requested=cpus, applied=sorted(cores),
+                        allowed=thread_affinity())
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+    except OSError:
+        return None
+    name = stat[stat.find("(") + 1:stat.rfind(")")]
+    return name, stat[stat.rfind(")") + 2:].split()
+
+
+def _group_of(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return pid
+
+
+def group_placement(pid: int) -> list[ProcessPlacement]:
+    """Every live process in ``pid``'s process group with the cores its threads may use
+    (union over its threads), from ``/proc``; processes that end while being read are
+    skipped."""
+    pgid = _group_of(pid)
+    rows: list[ProcessPlacement] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        member = int(entry.name)
+        parsed = _stat_fields(member)
+        if parsed is None:
+            continue
+        name, fields = parsed
+        if len(fields) < 3 or fields[0] == "Z" or int(fields[2]) != pgid:
+            continue
+        cores: set[int] = set()
+        tids = _threads(member)
+        for tid in tids:
+            with contextlib.suppress(OSError):
+                cores.update(os.sched_getaffinity(tid))
+        if cores:
+            rows.append(ProcessPlacement(pid=member, name=name, threads=len(tids),
+                                         cores=sorted(cores)))
+    return sorted(rows, key=lambda row: row.pid)
+
+
+def describe_affinity(pid: int) -> list[int]:
+    """Cores that any thread of any process in ``pid``'s process group may run on (the
+    server's whole group: API server, engine core, workers). Empty when the group is gone."""
+    cores: set[int] = set()
+    for row in group_placement(pid):
+        cores.update(row.cores)
+    return sorted(cores)
