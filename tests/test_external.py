@@ -103,5 +103,6 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     requests = read_requests(folder / "requests.parquet")
     assert {r.prompt_tokens for r in requests} == {1031}
     assert {r.completion_tokens for r in requests} == {48}
-    report = CliRunner().invoke(app, ["report", str(tmp_path / "results" / "default")])
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "results" / "default"),
+                                      "--report-from-run", "1"])  # one run: report it
     assert "not on a fresh server started by e2e (external)" in report.output
