@@ -80,8 +80,14 @@ METRICS: tuple[Metric, ...] = (
            "how the stream's chunks reach the client)"),
     Metric("ttft_ms_mean", "mean TTFT", "ms", False,
            "mean over a run's requests of the time from sending to the first token"),
+    Metric("server_ttft_ms_mean", "server mean TTFT", "ms", False,
+           "the server's own mean TTFT: Δsum / Δcount of vllm:time_to_first_token_seconds "
+           "around the measured load"),
     Metric("e2el_ms_mean", "mean E2E latency", "ms", False,
            "mean over a run's requests of the time from sending to the last token"),
+    Metric("server_e2el_ms_mean", "server mean E2E latency", "ms", False,
+           "the server's own mean end-to-end latency: Δsum / Δcount of "
+           "vllm:e2e_request_latency_seconds around the measured load"),
     Metric("output_throughput_tok_s", "output throughput", "tok/s", True,
            "completion tokens of a run divided by the duration of its measured load"),
     Metric("acceptance_length", "acceptance length", "tokens/step", True,
@@ -296,7 +302,8 @@ class Summary:
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed")
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
-                   "invalid_reasons", "report_from_run", "source", *WORKLOAD_FIELDS, *_SETTINGS]
+                   "invalid_reasons", "report_from_run", "source", "burst_affected",
+                   *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
 
@@ -333,6 +340,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
+            "burst_affected": bool(r.bursts is not None and r.bursts.affected),
             "source": ("imported" if "imported" in (r.provenance or {})
                        else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
@@ -467,6 +475,13 @@ def _cell_warnings(
         out.append(ReportWarning(
             f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
     reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
+    bursty = reported[reported["burst_affected"]]
+    if len(bursty):
+        for key in ("tpot_ms_mean", "tpot_ms_median", "ms_per_verify_step"):
+            out.append(ReportWarning(
+                f"client TPOT burst-affected in {len(bursty)} of {len(reported)} reported run(s) "
+                "(streams whose decode time reached the client in one burst: the client's TPOT "
+                "understates it; read the server's TPOT)", metric=key, **where))
     foreign = reported[reported["source"] != "fresh"]
     if len(foreign):
         kinds = ", ".join(sorted(set(foreign["source"])))

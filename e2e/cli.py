@@ -45,6 +45,15 @@ SloOpt = Annotated[Optional[str], typer.Option(
 JsonOpt = Annotated[bool, typer.Option(
     "--json", help="Print the summary as one JSON document on stdout (human text goes to "
     "stderr); keys in docs/json.md.")]
+ServerCpusOpt = Annotated[Optional[str], typer.Option(
+    "--server-cpus", help="CPU set for the server's processes, e.g. 0 (default: the config's "
+    "server.cpus); recorded in run.json.")]
+ClientCpusOpt = Annotated[Optional[str], typer.Option(
+    "--client-cpus", help="CPU set for the load generator, e.g. 1 (default: the config's "
+    "load.cpus); recorded in run.json.")]
+RequireQuietOpt = Annotated[Optional[float], typer.Option(
+    "--require-quiet", help="Refuse to start a server while another process uses more than "
+    "this share of a core (e.g. 0.2) or any GPU, naming it.", min=0.0)]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
@@ -68,6 +77,9 @@ def run(
     lock_wait: LockWaitOpt = None,
     base_url: BaseUrlOpt = None,
     slo: SloOpt = None,
+    server_cpus: ServerCpusOpt = None,
+    client_cpus: ClientCpusOpt = None,
+    require_quiet: RequireQuietOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
     json_: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -81,7 +93,8 @@ def run(
         from e2e.store import next_repeat
 
         experiment = load_experiment(config).override(
-            "server", lock_wait_s=lock_wait, external=base_url).override("load", slo=slo)
+            "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
+            require_quiet=require_quiet).override("load", slo=slo, cpus=client_cpus)
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
@@ -136,6 +149,9 @@ def sweep(
     lock_wait: LockWaitOpt = None,
     base_url: BaseUrlOpt = None,
     slo: SloOpt = None,
+    server_cpus: ServerCpusOpt = None,
+    client_cpus: ClientCpusOpt = None,
+    require_quiet: RequireQuietOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
@@ -156,8 +172,9 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = load_experiment(config).override(
             "load", prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-            output_len=output_len, slo=slo).override("server", lock_wait_s=lock_wait,
-                                                     external=base_url)
+            output_len=output_len, slo=slo, cpus=client_cpus).override(
+            "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
+            require_quiet=require_quiet)
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:

@@ -51,6 +51,19 @@ def safe_name(value: str, what: str = "name") -> str:
     return value
 
 
+def _cpus(value: str | None) -> str | None:
+    """A CPU set as the config gives it ('0', '0-3', '0,2'), checked; None: unpinned."""
+    if value is None:
+        return None
+    from e2e.affinity import parse_cpus
+
+    try:
+        parse_cpus(value)
+    except E2EError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -121,10 +134,23 @@ class ServerConfig(_Strict):
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
     lock_wait_s: Annotated[float, Field(ge=0)] = Field(
         0.0, description="How long to wait for another e2e's server to finish (0: refuse).")
+    cpus: str | None = Field(
+        None, description="CPU set for the server's processes, e.g. '0' or '0-3' (--server-cpus); "
+        "the OS refusing it runs unpinned, recorded.")
+    require_quiet: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="Refuse to start a server while another process uses more than this "
+        "share of a core (or any GPU), naming it (--require-quiet).")
+    quiet_sample_s: Annotated[float, Field(gt=0)] = Field(
+        2.0, description="How long the quiet check watches the host.")
     secret_pattern: str = Field(
         r"(?i)(token|key|secret|passw|auth|credential)",
         description="Environment variables and arguments whose name matches are redacted.",
     )
+
+    @field_validator("cpus")
+    @classmethod
+    def _server_cpus(cls, value: str | None) -> str | None:
+        return _cpus(value)
 
     @field_validator("secret_pattern")
     @classmethod
@@ -145,9 +171,17 @@ class LoadConfig(_Strict):
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
     seed: int = 0
+    cpus: str | None = Field(
+        None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
+        "refusing it runs unpinned, recorded.")
     slo: str | None = Field(
         None, description="Service-level objectives for goodput, e.g. 'ttft=200ms,tpot=50ms,"
         "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
+
+    @field_validator("cpus")
+    @classmethod
+    def _load_cpus(cls, value: str | None) -> str | None:
+        return _cpus(value)
 
     @field_validator("slo")
     @classmethod
@@ -346,7 +380,8 @@ Unit = RunSpec | EvalSpec
 """A unit of work: what one fresh server does (a load run or a GSM8K evaluation)."""
 
 # Keys of a config snapshot that change how a run is operated, not what it measures.
-_OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port"),
+_OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
+                           "require_quiet", "quiet_sample_s"),
                 "load": ("request_timeout_s", "stall_timeout_s")}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 
 from e2e.errors import E2EError
 
@@ -27,7 +28,7 @@ T = TypeVar("T")
 
 def say(message: str) -> None:
     """A progress line on stderr (dim), never parsed as markup."""
-    err.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)
+    err.print(f"[dim]{escape(message)}[/]", highlight=False, soft_wrap=True)
 
 
 def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
@@ -44,7 +45,7 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     try:
         return fn()
     except E2EError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise SystemExit(error_exit if error_exit is not None else exc.exit_code) from None
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: {interrupted}", highlight=False)
@@ -79,9 +80,9 @@ def print_run(folder: Path, record: Any, brief: bool = False, console: Console =
                     f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
     console.print(f"{name}: {status}{headline}  ->  {folder}", highlight=False)
     for reason in record.invalid_reasons:
-        console.print(f"  [red]invalid:[/] {reason}", highlight=False)
+        console.print(f"  [red]invalid:[/] {escape(reason)}", highlight=False)
     for warning in record.warnings:
-        console.print(f"  [yellow]warning:[/] {warning}", highlight=False)
+        console.print(f"  [yellow]warning:[/] {escape(warning)}", highlight=False)
     if mx is None or brief:
         return
     rows = [

@@ -6,6 +6,7 @@
      ├── ServerError          the server could not be started, reached or stopped
      │    ├── ServerStartError    it exited or never became healthy (carries the log's tail)
      │    └── ServerBusyError     another e2e holds the one-server-per-host lock
+     │         └── HostNotQuietError   --require-quiet: another process uses the CPU/GPU
      ├── LoadError            the load generator could not drive the server
      └── ResultsError         results could not be written or read
 
@@ -22,6 +23,7 @@ __all__ = [
     "ServerError",
     "ServerStartError",
     "ServerBusyError",
+    "HostNotQuietError",
     "LoadError",
     "ResultsError",
 ]
@@ -51,6 +53,11 @@ class ServerStartError(ServerError):
 
 class ServerBusyError(ServerError):
     pass
+
+
+class HostNotQuietError(ServerBusyError):
+    """Another process is using the CPU or the GPU (``--require-quiet``); the message names it.
+    Like a held lock, nothing is started and nothing is written."""
 
 
 class LoadError(E2EError):

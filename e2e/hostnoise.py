@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from e2e.errors import E2EError
+from e2e.errors import E2EError, HostNotQuietError
 
 __all__ = ["HostNotQuietError", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState",
            "HostSnapshot", "HostNoise", "snapshot", "noise", "with_descendants",
@@ -50,10 +50,6 @@ __all__ = ["HostNotQuietError", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUSta
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _STAT_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-class HostNotQuietError(E2EError):
-    """Another process is using the CPU or the GPU; the message names it."""
 
 
 class _Model(BaseModel):

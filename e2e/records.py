@@ -5,6 +5,9 @@
   2: ``plugin`` (how the arm's settings reached the server), ``server.kind`` (fresh or
      external), provenance's ``e2e.dirty``/``diff_sha256``/``source_sha256``. Version 1 files
      read as before (the new fields are optional).
+  3: ``placement`` (CPU sets asked for and applied; the server's cores), ``host_noise`` (what
+     else used the host during the measured load), ``bursts`` (burst-delivered streams),
+     ``metrics.burst_share``, goodput fields. Optional: older files read as before.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from e2e.affinity import Placement
+from e2e.bursts import BurstSummary
 from e2e.config import RunSpec
+from e2e.hostnoise import HostNoise
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
-           "PluginInfo", "RunRecord"]
+           "PluginInfo", "PlacementInfo", "RunRecord"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class _Record(BaseModel):
@@ -76,9 +82,16 @@ class RunMetrics(_Record):
     server_tpot_ms_mean: float | None = Field(
         None, description="Server's own mean TPOT, from vllm:request_time_per_output_token_seconds."
     )
+    server_ttft_ms_mean: float | None = Field(
+        None, description="Server's own mean TTFT, from vllm:time_to_first_token_seconds.")
+    server_e2el_ms_mean: float | None = Field(
+        None, description="Server's own mean E2E latency, from vllm:e2e_request_latency_seconds.")
     acceptance_length: float | None = None
     acceptance_rate: float | None = None
     ms_per_verify_step: float | None = None
+    burst_share: float | None = Field(
+        None, description="Share of the run's streams whose decode time reached the client in "
+        "one burst (client TPOT understates them; e2e.bursts).")
     goodput_slo: str | None = Field(None, description="The SLO goodput was measured against.")
     goodput_share: float | None = Field(None, description="Share of requests meeting every SLO.")
     goodput_req_s: float | None = Field(None, description="Requests per second meeting every SLO.")
@@ -113,6 +126,15 @@ class PluginInfo(_Record):
     detail: str | None = None
 
 
+class PlacementInfo(_Record):
+    """Which cores the server and the load generator were given, and which cores the
+    server's processes could run on once started (its whole process group)."""
+
+    server: Placement | None = None
+    client: Placement | None = None
+    server_cores: list[int] | None = None
+
+
 class RunRecord(_Record):
     """Everything ``run.json`` holds about one run."""
 
@@ -125,6 +147,9 @@ class RunRecord(_Record):
     server: ServerInfo
     provenance: dict[str, Any]
     plugin: PluginInfo | None = None
+    placement: PlacementInfo | None = None
+    host_noise: HostNoise | None = None
+    bursts: BurstSummary | None = None
     started_at: str
     finished_at: str
     counters_before: SpecCounters | None = None

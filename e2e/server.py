@@ -22,9 +22,11 @@ from pathlib import Path
 
 import httpx
 
+from e2e.affinity import Placement, spawn_pinned
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ServerBusyError, ServerError, ServerStartError
+from e2e.hostnoise import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home
 from e2e.shield import shielded
 
@@ -174,6 +176,7 @@ class Server:
     log_path: Path
     argv: list[str]
     stop_grace_s: float = 30.0
+    placement: Placement | None = None  # the CPU set asked for and applied
 
     @property
     def base_url(self) -> str:
@@ -254,7 +257,7 @@ class Server:
 
 
 def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
-          stop_grace_s: float = 30.0, port: int | None = None) -> Server:
+          stop_grace_s: float = 30.0, port: int | None = None, cpus: str | None = None) -> Server:
     """Start a server and wait until it is healthy; on failure nothing is left running."""
     port = port or free_port(launch.host)
     if port_in_use(launch.host, port):
@@ -264,7 +267,7 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = launch.argv(port)
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab") as log, spawn_pinned(cpus) as placement:
         try:
             process = subprocess.Popen(argv, env=environment_for(launch), stdout=log,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -276,7 +279,7 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
                                       "owner": os.getpid(), "log": str(log_path)})
     server = Server(launch=launch, process=process, port=port, log_path=log_path, argv=argv,
-                    stop_grace_s=stop_grace_s)
+                    stop_grace_s=stop_grace_s, placement=placement)
     try:
         server.wait_healthy(startup_timeout_s)
     except BaseException:
@@ -294,11 +297,15 @@ class ServerOptions:
     stop_grace_s: float = 30.0
     lock_wait_s: float = 0.0
     port: int = 0  # 0: a free port
+    cpus: str | None = None  # the server's CPU set (None: unpinned)
+    require_quiet: float | None = None  # max share of a core another process may use
+    quiet_sample_s: float = 2.0
 
     @classmethod
     def of(cls, server: ServerConfig) -> ServerOptions:
         return cls(startup_timeout_s=server.startup_timeout_s, stop_grace_s=server.stop_grace_s,
-                   lock_wait_s=server.lock_wait_s, port=server.port)
+                   lock_wait_s=server.lock_wait_s, port=server.port, cpus=server.cpus,
+                   require_quiet=server.require_quiet, quiet_sample_s=server.quiet_sample_s)
 
 
 @contextlib.contextmanager
@@ -307,8 +314,12 @@ def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Itera
     path. The only place in e2e that starts a server process is ``start`` below, and the
     only caller of this is the server session (``e2e.session``)."""
     with server_lock(wait_s=options.lock_wait_s):
+        if options.require_quiet is not None:  # with the lock held: our own servers are gone
+            require_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
+                          exclude_pids=with_descendants(snapshot(gpu=False), {os.getpid()}))
         server = start(launch, log_path, startup_timeout_s=options.startup_timeout_s,
-                       stop_grace_s=options.stop_grace_s, port=options.port or None)
+                       stop_grace_s=options.stop_grace_s, port=options.port or None,
+                       cpus=options.cpus)
         try:
             yield server
         finally:

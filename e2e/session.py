@@ -17,6 +17,7 @@ and re-raises.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +32,10 @@ from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.plugin_check import check_plugin
 from e2e.provenance import provenance
-from e2e.records import PluginInfo, ServerInfo
+from e2e.records import PlacementInfo, PluginInfo, ServerInfo
+from e2e.affinity import describe_affinity
 from e2e.external import external_servers
+from e2e.hostnoise import HostNoise, noise, snapshot, with_descendants
 from e2e.server import ServerOptions
 from e2e.servers import ServerHandle, Servers
 from e2e.shield import shielded
@@ -70,6 +73,8 @@ class UnitInfo:
     server: ServerInfo
     provenance: dict[str, Any] = field(default_factory=dict)
     plugin: PluginInfo | None = None
+    placement: PlacementInfo | None = None
+    host_noise: HostNoise | None = None
     finished_at: str = ""
     metrics_before: str | None = None
     metrics_after: str | None = None
@@ -130,6 +135,15 @@ def _plugin(log_path: Path | None, settings: dict, check: bool) -> PluginInfo:
     return check_plugin(log_path, settings)
 
 
+def _placement(server) -> PlacementInfo | None:
+    """The server's CPU set (asked, applied) and the cores its processes may run on."""
+    pgid = getattr(server, "pgid", None)
+    if pgid is None:  # not a server e2e started
+        return None
+    return PlacementInfo(server=getattr(server, "placement", None),
+                         server_cores=describe_affinity(pgid) or None)
+
+
 def run_unit(experiment: Experiment, unit: Unit, results: Path,
              options: SessionOptions = SessionOptions()) -> tuple[Path, BaseModel]:
     """Run ``unit`` on a fresh server and write its folder under ``results``; returns the
@@ -160,7 +174,13 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 raise ServerError(f"arm settings not applied: {info.plugin.detail}")
             workload.warmup(server)
             info.metrics_before = server.scrape_metrics()
-            workload.measure(server, partial)
+            info.placement = _placement(server)
+            host_before = snapshot()
+            try:
+                workload.measure(server, partial)
+            finally:
+                info.host_noise = noise(host_before, snapshot(), own_pids=with_descendants(
+                    host_before, {os.getpid(), getattr(server, "pgid", os.getpid())}))
             if server.alive():
                 info.metrics_after = server.scrape_metrics()
             else:

@@ -15,7 +15,9 @@ from e2e import metrics as m
 from e2e.arms import ServerLaunch
 from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
 from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
-from e2e.records import RequestRecord, RunRecord
+from e2e.affinity import Placement, pinned_process
+from e2e.bursts import burst_summary
+from e2e.records import PlacementInfo, RequestRecord, RunRecord
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.store import write_requests
@@ -36,6 +38,7 @@ class LoadWorkload:
         self.warmups = make_prompts(spec.warmup_requests, spec.input_len, vocab_size=vocab,
                                     exclude=specials, seed=spec.seed, stream=1)
         self.finished: list[RequestRecord] = []
+        self.client: Placement | None = None
 
     def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
         return LoadSpec(base_url=server.base_url, model=self.launch.model, prompts=batch,
@@ -45,13 +48,17 @@ class LoadWorkload:
 
     def warmup(self, server) -> None:
         if self.warmups:
-            run_load(self._load(server, self.warmups, min(self.spec.concurrency, len(self.warmups))),
-                     progress=self.progress, label="warmup")
+            with pinned_process(self.load.cpus):
+                run_load(self._load(server, self.warmups,
+                                    min(self.spec.concurrency, len(self.warmups))),
+                         progress=self.progress, label="warmup")
 
     def measure(self, server, folder: Path) -> None:
         self.say(f"measuring {self.spec.prompts} requests at concurrency {self.spec.concurrency}")
-        run_load(self._load(server, self.prompts, self.spec.concurrency), progress=self.progress,
-                 label=self.spec.run_id, on_done=self.finished.append)
+        # pinned only while it drives the load: a server started later must not inherit it
+        with pinned_process(self.load.cpus) as self.client:
+            run_load(self._load(server, self.prompts, self.spec.concurrency),
+                     progress=self.progress, label=self.spec.run_id, on_done=self.finished.append)
 
     def record(self, info, folder: Path) -> RunRecord:
         spec, kind = self.spec, self.launch.kind
@@ -70,6 +77,17 @@ class LoadWorkload:
                                           output_len=spec.output_len, expected=spec.prompts)
         if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
             reasons.append("the speculator made no drafts: the spec-decode counters did not move")
+        if summary is not None and info.metrics_before and info.metrics_after:
+            means = {key: m.histogram_mean_delta(info.metrics_before, info.metrics_after, name)
+                     for key, name in (("server_ttft_ms_mean", kind.server_ttft_metric),
+                                       ("server_e2el_ms_mean", kind.server_e2el_metric)) if name}
+            summary = summary.model_copy(update={k: v * 1000.0 for k, v in means.items()
+                                                 if v is not None})
+        bursts = burst_summary(finished, server_tpot_s=server_tpot) if finished else None
+        if bursts is not None:
+            info.warnings += bursts.warnings
+            if summary is not None:
+                summary = summary.model_copy(update={"burst_share": bursts.tpot_affected_share})
         if summary is not None and self.load.slo:
             met = goodput(finished, parse_slo(self.load.slo))
             summary = summary.model_copy(update={"goodput_slo": self.load.slo,
@@ -82,6 +100,8 @@ class LoadWorkload:
             experiment=info.experiment, run_id=spec.run_id, spec=spec,
             arm_settings=info.arm_settings, config=info.config, server=info.server,
             provenance=info.provenance, plugin=info.plugin, started_at=info.started_at,
+            placement=(info.placement or PlacementInfo()).model_copy(update={"client": self.client}),
+            host_noise=info.host_noise, bursts=bursts,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
 
