@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e.config import Experiment, Unit
-from e2e.executor import Executor, LocalExecutor, OnUnit, Outcome
+from e2e.executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import make_plan
 from e2e.report import ReportOutput, build_report
-from e2e.session import SessionOptions, run_unit
+from e2e.session import SessionOptions
 
 __all__ = ["execute", "sweep"]
 
@@ -32,7 +32,7 @@ def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
             on_unit: OnUnit = lambda folder, record: None) -> Outcome:
     """Run every unit not yet done, each in its own server session, into ``results``."""
     return (executor or LocalExecutor()).run(
-        experiment.name, units, Path(results), lambda unit: run_unit(experiment, unit, results, session),
+        experiment.name, units, Path(results), SessionUnit(experiment, Path(results), session),
         max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit, say=session.say)
 
 

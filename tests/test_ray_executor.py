@@ -1,0 +1,207 @@
+"""The Ray executor on a real 2-node Ray cluster on this machine (``ray.cluster_utils.Cluster``:
+each node its own raylet advertising ``e2e_host: 1`` and its own $E2E_HOME, so its own server
+lock), with a scripted vLLM server process (tests/fakevllm.py) behind e2e's real session,
+server and load generator. Tests in this module share the cluster; the node-kill test runs
+last and adds a node back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import fakevllm  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from e2e.config import ExecutorConfig  # noqa: E402
+from e2e.errors import ConfigError  # noqa: E402
+from e2e.executor import LocalExecutor, SessionUnit, blocks  # noqa: E402
+from e2e.pipeline import execute  # noqa: E402
+from e2e.plan import make_plan  # noqa: E402
+from e2e.ray_executor import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
+from e2e.report import build_report  # noqa: E402
+from e2e.session import SessionOptions  # noqa: E402
+from e2e.store import unit_state  # noqa: E402
+
+START_S = 1.0  # each fake server takes this long to become healthy: a unit's fixed duration
+
+
+def node_args(home: Path) -> dict:
+    return {"num_cpus": 1, "resources": {"e2e_host": 1}, "env_vars": {"E2E_HOME": str(home)}}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray")
+    saved = os.environ.get("E2E_HOME")
+    os.environ["E2E_HOME"] = str(root / "driver-home")
+    from e2e.tinymodel import build_tiny_llama
+
+    model = build_tiny_llama()
+    pids = root / "pids"
+    pids.mkdir()
+    fake = fakevllm.install(root / "fake")
+    cluster = Cluster(initialize_head=True, head_node_args=node_args(root / "home-a"))
+    second = cluster.add_node(**node_args(root / "home-b"))
+    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+    world = {"root": root, "cluster": cluster, "second": second, "pids": pids,
+             "head_id": cluster.head_node.node_id, "second_id": second.node_id,
+             "experiment": fakevllm.experiment(fake, str(model), start_s=START_S, pid_dir=pids)}
+    yield world
+    ray.shutdown()
+    cluster.shutdown()
+    for pid_file in pids.iterdir():  # a server orphaned by the node-kill test
+        try:
+            os.kill(int(pid_file.name), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if saved is None:
+        os.environ.pop("E2E_HOME", None)
+    else:
+        os.environ["E2E_HOME"] = saved
+
+
+def plan(experiment, runs=2):
+    return make_plan(experiment, arms=["main", "pr"], concurrencies=[1],
+                     spec_modes=[False, True], runs=runs)
+
+
+def files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def records(results: Path, experiment: str) -> dict[str, dict]:
+    root = results / experiment
+    return {p.parent.name: json.loads(p.read_text()) for p in root.glob("*/run.json")}
+
+
+def test_blocks_are_every_arm_of_a_cell_in_the_rotated_order(default_experiment):
+    units = make_plan(default_experiment, concurrencies=[1, 4], runs=2)
+    got = blocks(units)
+    assert len(got) == 2 * 2 * 2  # rounds x concurrencies x spec modes
+    assert [u.arm for u in got[0]] == ["main", "flag-off", "pr"]
+    assert [u.arm for u in got[4]] == ["flag-off", "pr", "main"]  # round 2, rotated
+    assert all(len({(u.repeat, u.concurrency, u.dspark) for u in b}) == 1 for b in got)
+    assert [u for b in got for u in b] == units  # nothing lost or reordered
+
+
+def test_two_hosts_run_whole_blocks_and_the_folder_is_the_local_one(world, tmp_path):
+    experiment = world["experiment"]
+    units = plan(experiment)
+    said: list[str] = []
+    outcome = execute(experiment, units, tmp_path / "ray", executor=RayExecutor(),
+                      session=SessionOptions(say=said.append, progress=False))
+    assert [r.valid for r in outcome.ran] == [True] * len(units), [
+        r.invalid_reasons for r in outcome.ran]
+    runs = records(tmp_path / "ray", experiment.name)
+    assert set(runs) == {u.run_id for u in units}
+    facts = {k: r["provenance"]["executor"] for k, r in runs.items()}
+    assert {f["node_id"] for f in facts.values()} == {world["head_id"], world["second_id"]}
+    # every block on one host; on each host one unit at a time and whole blocks back to back
+    for block_units in blocks(units):
+        assert len({facts[u.run_id]["node_id"] for u in block_units}) == 1
+    for node in (world["head_id"], world["second_id"]):
+        mine = sorted((r["started_at"], r["finished_at"], facts[k]["block"], k)
+                      for k, r in runs.items() if facts[k]["node_id"] == node)
+        order = [b for _, _, b, _ in mine]
+        assert order == sorted(order, key=order.index)  # no block interleaved with another
+        for (_, end, _, _), (start, _, _, _) in zip(mine, mine[1:]):
+            assert end <= start  # never two servers on one host
+    # the report renders from the driver's folder
+    report = build_report(tmp_path / "ray" / experiment.name)
+    assert report.markdown_path.is_file() and "main" in report.markdown
+    # the local executor writes the same units and files for the same plan
+    local = execute(experiment, units, tmp_path / "local", executor=LocalExecutor(),
+                    session=SessionOptions(progress=False))
+    assert all(r.valid for r in local.ran)
+    build_report(tmp_path / "local" / experiment.name)
+    assert files(tmp_path / "ray") == files(tmp_path / "local")
+    # resume: nothing left to make
+    again = execute(experiment, units, tmp_path / "ray", executor=RayExecutor(),
+                    session=SessionOptions(progress=False))
+    assert again.ran == [] and len(again.skipped) == len(units)
+
+
+def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tmp_path):
+    experiment, pids = world["experiment"], world["pids"]
+    units = plan(experiment)
+    finished: list[str] = []
+
+    def ctrl_c_after_the_first(folder, record):
+        finished.append(record.run_id)
+        if len(finished) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C on the driver
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        execute(experiment, units, tmp_path, executor=RayExecutor(), on_unit=ctrl_c_after_the_first,
+                session=SessionOptions(progress=False))
+    assert time.monotonic() - t0 < 60
+    assert sorted(p.name for p in pids.iterdir()) == []  # every server was stopped
+    made = {u.run_id for u in units if unit_state(tmp_path, experiment.name, u).done}
+    assert set(finished) <= made and made  # what finished is kept (units finishing meanwhile too)
+    resumed = execute(experiment, units, tmp_path, executor=RayExecutor(),
+                      session=SessionOptions(progress=False))
+    assert {r.run_id for r in resumed.ran} == {u.run_id for u in units} - made
+    assert set(resumed.skipped) == made
+    assert all(unit_state(tmp_path, experiment.name, u).done for u in units)
+
+
+def test_no_node_with_the_host_resource_fails_fast_saying_how_to_add_one(world, tmp_path):
+    experiment = world["experiment"]
+    executor = RayExecutor(ExecutorConfig(kind="ray", resource="e2e_gpu_host"))
+    with pytest.raises(ConfigError, match=r"offers the resource 'e2e_gpu_host'.*ray start"):
+        executor.run(experiment.name, plan(experiment), tmp_path,
+                     SessionUnit(experiment, tmp_path))
+    assert not (tmp_path / experiment.name).exists()
+
+
+def test_dry_run_shows_blocks_and_states(world, tmp_path):
+    experiment = world["experiment"]
+    units = plan(experiment, runs=1)
+    execute(experiment, units[:2], tmp_path, executor=LocalExecutor(),
+            session=SessionOptions(progress=False))
+    lines = describe_cluster_plan(experiment, units, tmp_path, ExecutorConfig(kind="ray"))
+    text = "\n".join(lines)
+    assert "block 1 (round 1, concurrency 1, base):" in text
+    assert "  main-c1-base-r1  done (skipped)" in text
+    assert "  main-c1-dspark-r1  to run" in text
+    assert lines[-1] == "2 of 4 units would go to the cluster"
+
+
+def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path):
+    """Runs last in this module: it removes the second node (and adds one back)."""
+    experiment, cluster = world["experiment"], world["cluster"]
+    units = plan(experiment, runs=1)  # two blocks: one per host
+    victim = world["second_id"]
+    killed: list[str] = []
+
+    def say(message: str) -> None:
+        if not killed and f"(node {victim[:8]}," in message:
+            killed.append(message.split()[0])
+            time.sleep(START_S / 2)  # its server is starting: mid-unit
+            cluster.remove_node(world["second"], allow_graceful=False)
+
+    outcome = execute(experiment, units, tmp_path, executor=RayExecutor(),
+                      session=SessionOptions(say=say, progress=False))
+    try:
+        assert killed, "no unit went to the second node"
+        unit_id = killed[0]
+        assert outcome.given_up == []
+        assert all(unit_state(tmp_path, experiment.name, u).done for u in units)  # nothing lost
+        record = records(tmp_path, experiment.name)[unit_id]
+        assert record["provenance"]["executor"]["node_id"] == world["head_id"]
+        assert record["provenance"]["executor"]["attempt"] == 2
+        failure = json.loads((tmp_path / experiment.name / ".attempts" / f"{unit_id}.1" /
+                              FAILURE_JSON).read_text())
+        assert failure["executor"]["node_id"] == victim
+        assert "died" in failure["reason"].lower()
+        assert unit_state(tmp_path, experiment.name, units[0]).attempts >= 1
+    finally:
+        world["second"] = cluster.add_node(**node_args(world["root"] / "home-c"))
