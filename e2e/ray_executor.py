@@ -75,6 +75,7 @@ class Started:
     attempt: int
     node_id: str
     hostname: str
+    pid: int  # the Ray worker's process on that host
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: 
     for unit, attempts in todo:
         while attempts < max_attempts:
             attempts += 1
-            yield Started(unit.unit_id, attempts, node, host)
+            yield Started(unit.unit_id, attempts, node, host, os.getpid())
             scratch = Path(tempfile.mkdtemp(prefix="e2e-ray-"))
             try:
                 folder, record = session.at(scratch)(unit)
@@ -300,8 +301,9 @@ class RayExecutor:
             unit = by_id[message.unit_id]
             if isinstance(message, Started):
                 flight.current, flight.started = message, True
-                say(f"{unit.unit_id} on {message.hostname} (node {message.node_id[:8]}, block "
-                    f"{flight.index}; attempt {message.attempt} of {max_attempts}) · "
+                say(f"{unit.unit_id} on {message.hostname} (node {message.node_id[:8]}, pid "
+                    f"{message.pid}, block {flight.index}; attempt {message.attempt} of "
+                    f"{max_attempts}) · "
                     f"{len(outcome.skipped) + state['done']} of {total} done · {eta()}")
                 return
             facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,

@@ -132,10 +132,15 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
     experiment, pids = world["experiment"], world["pids"]
     units = plan(experiment)
     finished: list[str] = []
+    alive_at_ctrl_c: list[str] = []
 
     def ctrl_c_after_the_first(folder, record):
         finished.append(record.run_id)
         if len(finished) == 1:
+            deadline = time.monotonic() + 10
+            while not alive_at_ctrl_c and time.monotonic() < deadline:
+                alive_at_ctrl_c.extend(p.name for p in pids.iterdir())  # a remote server runs
+                time.sleep(0.05)
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C on the driver
 
     t0 = time.monotonic()
@@ -143,7 +148,11 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
         execute(experiment, units, tmp_path, executor=RayExecutor(), on_unit=ctrl_c_after_the_first,
                 session=SessionOptions(progress=False))
     assert time.monotonic() - t0 < 60
+    assert alive_at_ctrl_c, "no server was running when Ctrl-C came"
     assert sorted(p.name for p in pids.iterdir()) == []  # every server was stopped
+    for pid in alive_at_ctrl_c:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
     made = {u.run_id for u in units if unit_state(tmp_path, experiment.name, u).done}
     assert set(finished) <= made and made  # what finished is kept (units finishing meanwhile too)
     resumed = execute(experiment, units, tmp_path, executor=RayExecutor(),
@@ -173,6 +182,32 @@ def test_dry_run_shows_blocks_and_states(world, tmp_path):
     assert "  main-c1-base-r1  done (skipped)" in text
     assert "  main-c1-dspark-r1  to run" in text
     assert lines[-1] == "2 of 4 units would go to the cluster"
+
+
+def test_a_worker_killed_mid_unit_is_retried_on_the_other_host(world, tmp_path):
+    experiment = world["experiment"]
+    units = plan(experiment, runs=1)[:2]  # one block
+    killed: list[tuple[str, str]] = []
+
+    def say(message: str) -> None:
+        if not killed and " on " in message and "(node " in message:
+            node = message.split("(node ")[1].split(",")[0]
+            pid = int(message.split(", pid ")[1].split(",")[0])
+            killed.append((message.split()[0], node))
+            time.sleep(START_S / 2)  # its server is starting: mid-unit
+            os.kill(pid, signal.SIGKILL)
+
+    outcome = execute(experiment, units, tmp_path, executor=RayExecutor(),
+                      session=SessionOptions(say=say, progress=False))
+    unit_id, node = killed[0]
+    assert outcome.given_up == [] and all(r.valid for r in outcome.ran)
+    assert all(unit_state(tmp_path, experiment.name, u).done for u in units)
+    record = records(tmp_path, experiment.name)[unit_id]
+    assert not record["provenance"]["executor"]["node_id"].startswith(node)  # another host
+    failure = json.loads((tmp_path / experiment.name / ".attempts" / f"{unit_id}.1" /
+                          FAILURE_JSON).read_text())
+    assert failure["executor"]["node_id"].startswith(node)
+    assert "died" in failure["reason"].lower() or "crash" in failure["reason"].lower()
 
 
 def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path):
@@ -205,3 +240,30 @@ def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path)
         assert unit_state(tmp_path, experiment.name, units[0]).attempts >= 1
     finally:
         world["second"] = cluster.add_node(**node_args(world["root"] / "home-c"))
+
+
+def test_executor_from_config_and_flag(default_experiment):
+    from e2e.config import parse_experiment
+    from e2e.ray_executor import executor_from
+
+    assert isinstance(executor_from(ExecutorConfig(), None), LocalExecutor)
+    assert isinstance(executor_from(ExecutorConfig(kind="ray"), "local"), LocalExecutor)
+    chosen = executor_from(ExecutorConfig(address="head:6379", labels={"gpu": "H200"}), "ray")
+    assert isinstance(chosen, RayExecutor)
+    assert (chosen.config.kind, chosen.config.address) == ("ray", "head:6379")
+    with pytest.raises(ConfigError, match="give 'local'"):
+        executor_from(ExecutorConfig(), "slurm")
+    raw = default_experiment.model_dump(mode="json")
+    assert "executor" not in raw  # operational: never in a record's config snapshot or a hash
+    raw["executor"] = {"kind": "ray", "address": "head:6379"}
+    experiment = parse_experiment(raw)
+    assert experiment.executor.address == "head:6379"
+    assert experiment.override("load", seed=5).executor == experiment.executor
+    raw["executor"] = {"kind": "ray", "adress": "x"}
+    with pytest.raises(ConfigError, match="executor.adress: unknown key; allowed here: kind"):
+        parse_experiment(raw)
+
+
+def test_ray_needs_the_session_as_a_value(tmp_path, default_experiment):
+    with pytest.raises(ConfigError, match="SessionUnit"):
+        RayExecutor().run("default", [], tmp_path, lambda unit: None)
