@@ -329,9 +329,11 @@ class RayExecutor:
             current = flight.current
             if current is not None:
                 unit = by_id[current.unit_id]
+                why = f"the Ray task died mid-unit: {reason}"
                 keep_failed_attempt(results, experiment, unit, {
-                    "unit_id": unit.unit_id, "attempt": current.attempt, "valid": False,
-                    "reason": f"the Ray task died mid-unit: {reason}", "at": utc_now(),
+                    "unit_id": unit.unit_id, "run_id": unit.unit_id, "attempt": current.attempt,
+                    "spec": unit.model_dump(mode="json"), "valid": False, "reason": why,
+                    "invalid_reasons": [why], "at": utc_now(),
                     "executor": {"kind": "ray", "node_id": current.node_id,
                                  "hostname": current.hostname, "block": flight.index}})
                 say(f"{unit.unit_id}: attempt {current.attempt} lost on {current.hostname} "

@@ -32,8 +32,9 @@ from e2e.store import unit_state  # noqa: E402
 START_S = 1.0  # each fake server takes this long to become healthy: a unit's fixed duration
 
 
-def node_args(home: Path) -> dict:
-    return {"num_cpus": 1, "resources": {"e2e_host": 1}, "env_vars": {"E2E_HOME": str(home)}}
+def node_args(home: Path, pool: str) -> dict:
+    return {"num_cpus": 1, "resources": {"e2e_host": 1}, "env_vars": {"E2E_HOME": str(home)},
+            "labels": {"e2e-pool": pool}}
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,8 @@ def world(tmp_path_factory):
     pids = root / "pids"
     pids.mkdir()
     fake = fakevllm.install(root / "fake")
-    cluster = Cluster(initialize_head=True, head_node_args=node_args(root / "home-a"))
-    second = cluster.add_node(**node_args(root / "home-b"))
+    cluster = Cluster(initialize_head=True, head_node_args=node_args(root / "home-a", "a"))
+    second = cluster.add_node(**node_args(root / "home-b", "b"))
     ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
     world = {"root": root, "cluster": cluster, "second": second, "pids": pids,
              "head_id": cluster.head_node.node_id, "second_id": second.node_id,
@@ -171,6 +172,18 @@ def test_no_node_with_the_host_resource_fails_fast_saying_how_to_add_one(world, 
     assert not (tmp_path / experiment.name).exists()
 
 
+def test_hosts_chosen_by_node_label(world, tmp_path):
+    experiment = world["experiment"]
+    units = plan(experiment, runs=1)[:2]
+    pool_a = RayExecutor(ExecutorConfig(kind="ray", labels={"e2e-pool": "a"}))
+    execute(experiment, units, tmp_path, executor=pool_a, session=SessionOptions(progress=False))
+    nodes = {r["provenance"]["executor"]["node_id"] for r in records(tmp_path, experiment.name).values()}
+    assert nodes == {world["head_id"]}
+    nowhere = RayExecutor(ExecutorConfig(kind="ray", labels={"e2e-pool": "z"}))
+    with pytest.raises(ConfigError, match="no node of the Ray cluster with labels"):
+        nowhere.run(experiment.name, units, tmp_path, SessionUnit(experiment, tmp_path))
+
+
 def test_dry_run_shows_blocks_and_states(world, tmp_path):
     experiment = world["experiment"]
     units = plan(experiment, runs=1)
@@ -239,7 +252,7 @@ def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path)
         assert "died" in failure["reason"].lower()
         assert unit_state(tmp_path, experiment.name, units[0]).attempts >= 1
     finally:
-        world["second"] = cluster.add_node(**node_args(world["root"] / "home-c"))
+        world["second"] = cluster.add_node(**node_args(world["root"] / "home-c", "b"))
 
 
 def test_executor_from_config_and_flag(default_experiment):
