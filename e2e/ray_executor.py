@@ -113,13 +113,86 @@ def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: 
             yield Started(unit.unit_id, attempts, node, host, os.getpid())
             scratch = Path(tempfile.mkdtemp(prefix="e2e-ray-"))
             try:
-                folder, record = session.at(scratch)(unit)
-                files = _read_tree(folder)
+                files, record = run_in_child(session.at(scratch / "results"), unit, scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             yield Finished(unit.unit_id, attempts, node, host, files, record)
             if record.valid:
                 break
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: SIGTERM to this process when the Ray worker that started it dies."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
+                 poll_s: float = 0.2) -> tuple[dict[str, bytes], Any]:
+    """One unit's server session in a child process of this Ray worker; returns its folder's
+    files and its record, or raises the session's error.
+
+    Why a child: Ray cancels a running task by raising KeyboardInterrupt in it between two
+    bytecodes, so a task blocked in a long call (lm-eval's process, a build) would hear of a
+    Ctrl-C only when that call returns. Here the worker only polls, hears it within
+    ``poll_s``, and passes it on as a real SIGINT, which interrupts any call; the session then
+    stops its server and the child exits. If the worker dies outright (killed, OOM), the
+    kernel sends the child SIGTERM (PR_SET_PDEATHSIG), which the session treats as Ctrl-C, so
+    no server outlives its worker."""
+    import signal
+    import subprocess
+    import sys
+
+    from ray import cloudpickle
+
+    job, answer = scratch / "unit.pickle", scratch / "answer.pickle"
+    job.write_bytes(cloudpickle.dumps((session, unit)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    child = subprocess.Popen([sys.executable, "-m", "e2e.ray_executor", str(job), str(answer)],
+                             env=env, stdin=subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    try:
+        while child.poll() is None:
+            time.sleep(poll_s)
+    except BaseException:  # a cancel (KeyboardInterrupt): stop the child as Ctrl-C would
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        raise
+    if not answer.is_file():
+        raise RuntimeError(f"the unit's process exited with status {child.returncode} "
+                           "without an answer (see the worker's output above)")
+    outcome, *value = cloudpickle.loads(answer.read_bytes())
+    if outcome == "error":
+        raise value[0]
+    return value[0], value[1]
+
+
+def _child_main(job: str, answer: str) -> int:
+    """``python -m e2e.ray_executor JOB ANSWER``: the unit of ``run_in_child``."""
+    import pickle
+    import signal
+
+    def terminated(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM (the worker died) is handled like Ctrl-C
+
+    signal.signal(signal.SIGTERM, terminated)
+    session, unit = pickle.loads(Path(job).read_bytes())
+    try:
+        folder, record = session(unit)
+        result: tuple = ("ok", _read_tree(folder), record)
+    except E2EError as exc:
+        result = ("error", exc)
+    except KeyboardInterrupt:  # the session stopped its server; nothing to answer
+        return 130
+    from ray import cloudpickle
+
+    atomic_write_bytes(Path(answer), cloudpickle.dumps(result))
+    return 0
 
 
 # --- The driver --------------------------------------------------------------------------
@@ -462,3 +535,9 @@ def describe_cluster_plan(experiment: Experiment, units: Sequence[Unit], results
             lines.append(f"  {unit.unit_id}  {status}")
     lines.append(f"{to_run} of {len(units)} units would go to the cluster")
     return lines
+
+
+if __name__ == "__main__":  # the child process of run_in_child
+    import sys
+
+    sys.exit(_child_main(*sys.argv[1:3]))

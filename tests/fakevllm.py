@@ -33,16 +33,16 @@ if settings:
           flush=True)
 pid_dir = os.environ.get("FAKE_PID_DIR")
 pid_file = os.path.join(pid_dir, str(os.getpid())) if pid_dir else None
-if pid_file:
-    open(pid_file, "w").write(arm)
 
 def bye(*_):
     if pid_file and os.path.exists(pid_file):
         os.unlink(pid_file)
     os._exit(0)
 
-signal.signal(signal.SIGTERM, bye)
+signal.signal(signal.SIGTERM, bye)  # before the pid file: a stopped server never leaves one
 signal.signal(signal.SIGINT, bye)
+if pid_file:
+    open(pid_file, "w").write(arm)
 time.sleep(float(os.environ.get("FAKE_START_S", "0")))
 tpot = float(os.environ.get("FAKE_TPOT_S", "0.001"))
 counters = {"drafts": 0.0, "accepted": 0.0}

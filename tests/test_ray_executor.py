@@ -29,7 +29,7 @@ from e2e.report import build_report  # noqa: E402
 from e2e.session import SessionOptions  # noqa: E402
 from e2e.store import unit_state  # noqa: E402
 
-START_S = 1.0  # each fake server takes this long to become healthy: a unit's fixed duration
+START_S = 0.5  # each fake server takes this long to become healthy: a unit's fixed duration
 
 
 def node_args(home: Path, pool: str) -> dict:
@@ -75,6 +75,23 @@ def plan(experiment, runs=2):
 
 def files(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def no_server_left(pids: Path, wait_s: float = 15.0) -> list[str]:
+    """The scripted servers still running after ``wait_s`` (each removes its pid file when
+    stopped; a pid file of a dead process counts as stopped)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = []
+        for pid_file in pids.iterdir():
+            try:
+                os.kill(int(pid_file.name), 0)
+                alive.append(pid_file.name)
+            except ProcessLookupError:
+                pid_file.unlink(missing_ok=True)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
 
 
 def records(results: Path, experiment: str) -> dict[str, dict]:
@@ -131,7 +148,7 @@ def test_two_hosts_run_whole_blocks_and_the_folder_is_the_local_one(world, tmp_p
 
 def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tmp_path):
     experiment, pids = world["experiment"], world["pids"]
-    units = plan(experiment)
+    units = plan(experiment, runs=1)  # two blocks, one per host
     finished: list[str] = []
     alive_at_ctrl_c: list[str] = []
 
@@ -221,6 +238,75 @@ def test_a_worker_killed_mid_unit_is_retried_on_the_other_host(world, tmp_path):
                           FAILURE_JSON).read_text())
     assert failure["executor"]["node_id"].startswith(node)
     assert "died" in failure["reason"].lower() or "crash" in failure["reason"].lower()
+    assert no_server_left(world["pids"]) == []  # the killed worker's server was stopped too
+
+
+def test_executor_from_config_and_flag(default_experiment):
+    from e2e.config import parse_experiment
+    from e2e.ray_executor import executor_from
+
+    assert isinstance(executor_from(ExecutorConfig(), None), LocalExecutor)
+    assert isinstance(executor_from(ExecutorConfig(kind="ray"), "local"), LocalExecutor)
+    chosen = executor_from(ExecutorConfig(address="head:6379", labels={"gpu": "H200"}), "ray")
+    assert isinstance(chosen, RayExecutor)
+    assert (chosen.config.kind, chosen.config.address) == ("ray", "head:6379")
+    with pytest.raises(ConfigError, match="give 'local'"):
+        executor_from(ExecutorConfig(), "slurm")
+    raw = default_experiment.model_dump(mode="json")
+    assert "executor" not in raw  # operational: never in a record's config snapshot or a hash
+    raw["executor"] = {"kind": "ray", "address": "head:6379"}
+    experiment = parse_experiment(raw)
+    assert experiment.executor.address == "head:6379"
+    assert experiment.override("load", seed=5).executor == experiment.executor
+    raw["executor"] = {"kind": "ray", "adress": "x"}
+    with pytest.raises(ConfigError, match="executor.adress: unknown key; allowed here: kind"):
+        parse_experiment(raw)
+
+
+def test_ray_needs_the_session_as_a_value(tmp_path, default_experiment):
+    with pytest.raises(ConfigError, match="SessionUnit"):
+        RayExecutor().run("default", [], tmp_path, lambda unit: None)
+
+
+SAMPLES = Path(__file__).parent / "data" / "gsm8k_samples"
+
+
+def scripted_lmeval(job, log_path):
+    """lm-eval stand-in that runs inside a Ray worker: main's sample log for every arm."""
+    import shutil as _shutil
+
+    from e2e.gsm8k.lmeval import find_output
+
+    out = job.output_dir / "__tiny"
+    out.mkdir(parents=True)
+    _shutil.copy(SAMPLES / "main.jsonl", out / f"samples_{job.source.task}_x.jsonl")
+    (out / "results_x.json").write_text(json.dumps({"results": {job.source.task: {}}}))
+    return find_output(job.output_dir, job.source.task)
+
+
+def test_gsm8k_arms_run_as_one_block_and_come_back_whole(world, tmp_path):
+    import sys
+
+    from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers
+    experiment = world["experiment"]
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.jsonl", "test.jsonl"):
+        (data / name).write_text('{"question": "q", "answer": "#### 1"}\n')
+    folders = {}
+    for kind, executor in (("ray", RayExecutor()), ("local", LocalExecutor())):
+        gsm = resolve_plan(experiment, arms="main,main,pr", dspark=False, limit=12,
+                           concurrency=4, data=data, results=tmp_path / kind)
+        report = run_gsm8k(gsm, Runner(lmeval=scripted_lmeval, check=lambda: "0.4.13"),
+                           executor=executor, progress=False)
+        assert [a.n for a in report.sections[0].arms] == [12, 12, 12]
+        folders[kind] = gsm.eval_dir
+    arms = {p.parent.name: json.loads(p.read_text()) for p in folders["ray"].glob("*/arm.json")}
+    assert set(arms) == {"main", "main.r2", "pr"} and all(a["valid"] for a in arms.values())
+    assert len({a["provenance"]["executor"]["node_id"] for a in arms.values()}) == 1  # one block
+    assert files(tmp_path / "ray") == files(tmp_path / "local")
 
 
 def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path):
@@ -251,32 +337,6 @@ def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path)
         assert failure["executor"]["node_id"] == victim
         assert "died" in failure["reason"].lower()
         assert unit_state(tmp_path, experiment.name, units[0]).attempts >= 1
+        assert no_server_left(world["pids"]) == []
     finally:
         world["second"] = cluster.add_node(**node_args(world["root"] / "home-c", "b"))
-
-
-def test_executor_from_config_and_flag(default_experiment):
-    from e2e.config import parse_experiment
-    from e2e.ray_executor import executor_from
-
-    assert isinstance(executor_from(ExecutorConfig(), None), LocalExecutor)
-    assert isinstance(executor_from(ExecutorConfig(kind="ray"), "local"), LocalExecutor)
-    chosen = executor_from(ExecutorConfig(address="head:6379", labels={"gpu": "H200"}), "ray")
-    assert isinstance(chosen, RayExecutor)
-    assert (chosen.config.kind, chosen.config.address) == ("ray", "head:6379")
-    with pytest.raises(ConfigError, match="give 'local'"):
-        executor_from(ExecutorConfig(), "slurm")
-    raw = default_experiment.model_dump(mode="json")
-    assert "executor" not in raw  # operational: never in a record's config snapshot or a hash
-    raw["executor"] = {"kind": "ray", "address": "head:6379"}
-    experiment = parse_experiment(raw)
-    assert experiment.executor.address == "head:6379"
-    assert experiment.override("load", seed=5).executor == experiment.executor
-    raw["executor"] = {"kind": "ray", "adress": "x"}
-    with pytest.raises(ConfigError, match="executor.adress: unknown key; allowed here: kind"):
-        parse_experiment(raw)
-
-
-def test_ray_needs_the_session_as_a_value(tmp_path, default_experiment):
-    with pytest.raises(ConfigError, match="SessionUnit"):
-        RayExecutor().run("default", [], tmp_path, lambda unit: None)
