@@ -6,7 +6,7 @@ of tests/fakevllm.py behind e2e's real session, server and load generator, takin
 ``--unit-s`` seconds to become healthy: a fixed unit duration, so the figure shows the
 scheduling, not this machine's cores. Prints the wall time of each and the ratio.
 
-    python bench/ray_scaling.py [--unit-s 3] [--runs 2]
+    python bench/ray_scaling.py [--unit-s 10] [--runs 2]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def timed_run(nodes: int, experiment, units, root: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--unit-s", type=float, default=3.0,
+    parser.add_argument("--unit-s", type=float, default=10.0,
                         help="seconds each scripted server takes to become healthy")
     parser.add_argument("--runs", type=int, default=2, help="rounds of the plan")
     args = parser.parse_args()

@@ -22,10 +22,11 @@ task holds it, so two units never share a host.
 Faults: a task that dies with its worker or its node (a Ray system error) costs the unit in
 flight one attempt, kept as ``.attempts/<unit>.<n>/failure.json`` with the reason; the block's
 remaining units go back to the cluster as a new task (avoiding that node while another host is
-alive). Finished units are already in the driver's folder. Ctrl-C cancels every task: Ray
-raises KeyboardInterrupt in each worker, the session stops its server's process group, and the
-driver waits for that before re-raising, so the same command resumes. An error of e2e's own on
-a worker (a busy host, a failed build) stops the run as it would on one host.
+alive). Finished units are already in the driver's folder. Ctrl-C cancels every task: each
+unit runs in a child process of its worker (``run_in_child``), which gets a real SIGINT, so the
+session stops its server's process group; the driver waits for that before re-raising, and the
+same command resumes. An error of e2e's own on a worker (a busy host, a failed build) stops
+the run as it would on one host.
 """
 
 from __future__ import annotations
