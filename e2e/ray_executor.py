@@ -247,6 +247,19 @@ def keep_failed_attempt(results: Path, experiment: str, unit: Unit, failure: dic
     return target
 
 
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless ``host:port`` (or ``ray://host:port``) takes a TCP connection;
+    'auto' and 'local' are left to Ray."""
+    target = address.split("://", 1)[-1]
+    host, sep, port = target.rpartition(":")
+    if address in ("auto", "local") or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc})") from None
+
+
 def _hosts(resource: str, labels: dict[str, str]) -> list[dict]:
     """Alive nodes offering ``resource`` (and carrying ``labels``, plain values only)."""
     import ray
@@ -281,6 +294,7 @@ class RayExecutor:
             return
         address = self.config.address or os.environ.get("RAY_ADDRESS") or "auto"
         try:
+            _reachable(address)  # ray.init would retry an unreachable address for minutes
             ray.init(address=address, logging_level="WARNING", log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"cannot reach a Ray cluster at {address!r}: {exc}; "

@@ -263,6 +263,27 @@ def test_executor_from_config_and_flag(default_experiment):
         parse_experiment(raw)
 
 
+def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from e2e.ray_executor import RayExecutor\n"
+            "from e2e.executor import SessionUnit\n"
+            "from e2e.config import load_experiment\n"
+            "from e2e.errors import ConfigError\n"
+            "try:\n"
+            f"    RayExecutor().run('default', [], {str(tmp_path)!r}, "
+            f"SessionUnit(load_experiment(), {str(tmp_path)!r}))\n"
+            "except ConfigError as exc:\n"
+            "    print(exc)\n")
+    env = dict(os.environ, RAY_ADDRESS="127.0.0.1:9")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60).stdout
+    assert time.monotonic() - t0 < 30
+    assert "cannot reach a Ray cluster at '127.0.0.1:9'" in out and "ray start --head" in out
+
+
 def test_ray_needs_the_session_as_a_value(tmp_path, default_experiment):
     with pytest.raises(ConfigError, match="SessionUnit"):
         RayExecutor().run("default", [], tmp_path, lambda unit: None)
