@@ -54,6 +54,9 @@ ClientCpusOpt = Annotated[Optional[str], typer.Option(
 RequireQuietOpt = Annotated[Optional[float], typer.Option(
     "--require-quiet", help="Refuse to start a server while another process uses more than "
     "this share of a core (e.g. 0.2) or any GPU, naming it.", min=0.0)]
+ExecutorOpt = Annotated[Optional[str], typer.Option(
+    "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
+    "host; see docs/cluster.md). Default: the config's [executor] kind.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
@@ -153,6 +156,7 @@ def sweep(
     client_cpus: ClientCpusOpt = None,
     require_quiet: RequireQuietOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
+    executor: ExecutorOpt = None,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -164,6 +168,7 @@ def sweep(
         from e2e.errors import ConfigError
         from e2e.pipeline import execute
         from e2e.plan import make_plan
+        from e2e.ray_executor import describe_cluster_plan, executor_from
         from e2e.session import SessionOptions
         from e2e.sweep import describe_plan
 
@@ -180,7 +185,11 @@ def sweep(
         if dry_run:
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
+            if (executor or experiment.executor.kind) == "ray":
+                for line in describe_cluster_plan(experiment, plan, results):
+                    out.print(line, highlight=False, soft_wrap=True, markup=False)
             return
+        runner = executor_from(experiment.executor, executor)
         session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
         on_unit = lambda folder, record: print_run(folder, record, brief=True)  # noqa: E731
         confidence = None
@@ -192,14 +201,14 @@ def sweep(
             outcome, settlement = sweep_until_settled(
                 experiment, results, max_runs=max_runs, arms=_csv(arms),
                 concurrencies=concurrency, spec_modes=modes, session=session,
-                max_attempts=max_attempts, on_unit=on_unit)
+                max_attempts=max_attempts, on_unit=on_unit, executor=runner)
             confidence = settlement.look_confidence
             out.print(f"until settled: {'settled' if settlement.settled else 'not settled'} "
                       f"after {settlement.rounds} reported round(s); the report's intervals are "
                       f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks)",
                       highlight=False)
         else:
-            outcome = execute(experiment, plan, results, session=session,
+            outcome = execute(experiment, plan, results, session=session, executor=runner,
                               max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
         if outcome.stopped_early:
             out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",

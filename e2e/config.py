@@ -25,6 +25,7 @@ __all__ = [
     "ServerConfig",
     "LoadConfig",
     "ArmConfig",
+    "ExecutorConfig",
     "Experiment",
     "RunSpec",
     "EvalSpec",
@@ -206,6 +207,24 @@ class ArmConfig(_Strict):
     )
 
 
+class ExecutorConfig(_Strict):
+    """``[executor]``: where a plan's units run. ``local`` (this host, one unit at a time) or
+    ``ray`` (every host of a Ray cluster that offers ``resource``, one unit per host at a time;
+    see docs/cluster.md). Operational only: never part of a record's config snapshot."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(
+        None, description="Ray cluster address (host:6379 or ray://host:10001); "
+        "None: $RAY_ADDRESS, else the cluster started on this machine ('auto').")
+    resource: str = Field(
+        "e2e_host", pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$",
+        description="Custom Ray resource that every participating node advertises once "
+        "(ray start --resources='{\"e2e_host\": 1}'); a unit holds one, so one unit per host.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Ray node labels a host must have (a label_selector, e.g. {gpu = \"H200\"}).")
+
+
 class Experiment(_Strict):
     name: str
     server: ServerConfig
@@ -219,6 +238,8 @@ class Experiment(_Strict):
     equivalence_pct: Annotated[float, Field(gt=0)] = Field(
         1.0, description="A comparison reads 'equivalent' when its interval lies within "
         "+-this many % (two one-sided tests).")
+    # How units are run, not what they measure: left out of dumps (config snapshots, hashes).
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -241,7 +262,7 @@ class Experiment(_Strict):
         raw = self.model_dump(mode="json")
         raw[section].update(values)
         try:
-            return Experiment.model_validate(raw)
+            return Experiment.model_validate(raw).model_copy(update={"executor": self.executor})
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "command-line flags", Experiment)) from None
 

@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from e2e.config import Unit
 from e2e.store import unit_state
 
-__all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "format_eta"]
+__all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "format_eta", "blocks",
+           "block_key", "SessionUnit"]
 
 RunUnit = Callable[[Unit], "tuple[Path, Any]"]
 OnUnit = Callable[[Path, Any], None]
@@ -109,3 +110,54 @@ class LocalExecutor:
                     break
         return outcome
 
+
+
+# --- Helpers a cluster executor needs (e2e.ray_executor) -------------------------------------
+
+
+def block_key(unit: Unit) -> tuple:
+    """What a block shares: a load unit's round, concurrency and spec mode (every arm of that
+    cell, back to back, in the plan's rotated order); a GSM8K unit's evaluation (every arm's
+    servers for it)."""
+    if unit.kind == "gsm8k":
+        return ("gsm8k", unit.eval_name, unit.data, unit.concurrency)
+    return ("load", unit.repeat, unit.concurrency, unit.dspark)
+
+
+def blocks(units: Sequence[Unit]) -> list[list[Unit]]:
+    """The plan's units cut into blocks: runs of consecutive units with the same
+    ``block_key``, in plan order. A block is what one host runs back to back, so drift on
+    that host lands on every arm of the block alike (interleaving, as on one host)."""
+    out: list[list[Unit]] = []
+    for unit in units:
+        if out and block_key(out[-1][-1]) == block_key(unit):
+            out[-1].append(unit)
+        else:
+            out.append([unit])
+    return out
+
+
+@dataclass(frozen=True)
+class SessionUnit:
+    """``run_unit`` as a value: the server session (``e2e.session.run_unit``) for one
+    experiment, results folder and options. Picklable, so that a cluster executor can send it
+    to a worker and point it at a scratch folder there (``at``) instead of the driver's."""
+
+    experiment: Any  # e2e.config.Experiment
+    results: Path
+    options: Any = None  # e2e.session.SessionOptions; None: the defaults
+
+    def __call__(self, unit: Unit) -> tuple[Path, Any]:
+        from e2e.session import SessionOptions, run_unit
+
+        return run_unit(self.experiment, unit, self.results, self.options or SessionOptions())
+
+    def at(self, results: Path, **options: Any) -> SessionUnit:
+        """The same session writing under ``results``, with ``options`` (SessionOptions
+        fields such as ``say`` or ``progress``) replaced."""
+        from dataclasses import replace
+
+        from e2e.session import SessionOptions
+
+        base = self.options or SessionOptions()
+        return SessionUnit(self.experiment, Path(results), replace(base, **options) if options else base)

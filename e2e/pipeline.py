@@ -20,10 +20,10 @@ from pathlib import Path
 from e2e import stats
 from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
-from e2e.executor import Executor, LocalExecutor, OnUnit, Outcome
+from e2e.executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import make_plan
 from e2e.report import ReportOutput, build_report
-from e2e.session import SessionOptions, run_unit
+from e2e.session import SessionOptions
 
 __all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs"]
 
@@ -34,7 +34,7 @@ def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
             on_unit: OnUnit = lambda folder, record: None) -> Outcome:
     """Run every unit not yet done, each in its own server session, into ``results``."""
     return (executor or LocalExecutor()).run(
-        experiment.name, units, Path(results), lambda unit: run_unit(experiment, unit, results, session),
+        experiment.name, units, Path(results), SessionUnit(experiment, Path(results), session),
         max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit, say=session.say)
 
 

@@ -31,6 +31,9 @@ def gsm8k_command(
              "dataset through lm-eval's own gsm8k task.")] = None,
     max_attempts: Annotated[int, typer.Option(
         help="Attempts per arm server before an invalid one is given up.", min=1)] = 2,
+    executor: Annotated[Optional[str], typer.Option(
+        "--executor", help="Where the arms' servers run: local or ray (a Ray cluster, one "
+                           "server per host; docs/cluster.md). Default: the config's.")] = None,
     no_plugin_check: Annotated[bool, typer.Option(
         "--no-plugin-check", help="Do not require the worker's e2e-plugin line (for engines "
                                   "without e2e's plugin); recorded in every arm.json.")] = False,
@@ -49,9 +52,12 @@ def gsm8k_command(
         plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
                             concurrency=concurrency, data=data, results=results)
         console = err if json_ else out
+        from e2e.ray_executor import executor_from
+
         report = run_gsm8k(plan, Runner(log=say, on_unit=lambda folder, record: print_run(
             folder, record, console=console)), max_attempts=max_attempts,
-            plugin_check=not no_plugin_check)
+            plugin_check=not no_plugin_check,
+            executor=executor_from(experiment.executor, executor))
         root = plan.results / plan.experiment.name / "gsm8k"
         console.print((root / "gsm8k.md").read_text(encoding="utf-8"), highlight=False,
                       markup=False, soft_wrap=True)

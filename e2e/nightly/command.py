@@ -47,6 +47,9 @@ def nightly_command(
     link_base: Annotated[Optional[str], typer.Option(
         help="URL the summary's links start with (e.g. where CI keeps results/); default: "
              "paths relative to --results.")] = None,
+    executor: Annotated[Optional[str], typer.Option(
+        "--executor", help="Where the night's units run: local or ray (a Ray cluster, one "
+                           "server per host; docs/cluster.md). Default: the config's.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan, the config hash and the baseline; start nothing.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -56,14 +59,15 @@ def nightly_command(
     night (or a pinned one) and write a Markdown summary, trend plots and the full report.
     Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
     code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
-                                  dry_run, quiet),
+                                  dry_run, quiet, executor),
                  error_exit=2, unexpected_exit=2,
                  interrupted="the server was stopped; finished runs are kept (rerun with the "
                              "same --date to resume)")
     raise SystemExit(code)
 
 
-def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet) -> int:
+def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
+             executor=None) -> int:
     from e2e.nightly.history import history_path, read_history, select_baseline
     from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
@@ -75,7 +79,8 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     cfg = load_nightly(config)
     overrides = parse_arm_settings(arm_setting)
     options = NightlyOptions(results=results, date=date, pinned=baseline,
-                             arm_overrides=overrides, link_base=link_base, progress=not quiet)
+                             arm_overrides=overrides, link_base=link_base, progress=not quiet,
+                             executor=executor)
     if dry_run:
         from e2e.sweep import describe_plan
 

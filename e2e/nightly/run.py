@@ -52,6 +52,7 @@ class NightlyOptions:
     arm_overrides: dict[str, Any] = field(default_factory=dict)
     link_base: str | None = None
     progress: bool = True
+    executor: str | None = None  # --executor: local or ray (default: the config's)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
 
 
 def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,
-                say: Say, runner=None) -> tuple[list[NightCell], list[str]]:
+                say: Say, runner=None, executor=None) -> tuple[list[NightCell], list[str]]:
     """Run the GSM8K subset into ``root`` (resumable per arm) and return its cells (one value
     per fresh server of an arm) and the problems met. ``runner`` (an ``e2e.gsm8k.run.Runner``)
     replaces the real servers and lm-eval in tests."""
@@ -176,7 +177,7 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
                         concurrency=g.concurrency, data=cfg.gsm8k_data, results=root)
     try:
-        run_gsm8k(plan, runner or Runner(log=say), max_attempts=MAX_ATTEMPTS)
+        run_gsm8k(plan, runner or Runner(log=say), max_attempts=MAX_ATTEMPTS, executor=executor)
     except E2EError as exc:
         problems.append(f"GSM8K subset failed: {exc}")
     by_arm: dict[str, list[tuple[int, float, str]]] = {}
@@ -259,9 +260,12 @@ def run_nightly(
         "builds": builds, "started_at": utc_now()})
 
     say(f"night {options.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
+    from e2e.ray_executor import executor_from
+
+    runner = executor_from(cfg.experiment.executor, options.executor)
     session = SessionOptions(progress=options.progress, say=say, servers=servers)
     outcome = execute(experiment, plan, root, session=session, max_attempts=MAX_ATTEMPTS,
-                      on_unit=on_run)
+                      on_unit=on_run, executor=runner)
     problems = [f"run {run_id} invalid after {MAX_ATTEMPTS} attempts (see "
                 f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
 
@@ -272,7 +276,8 @@ def run_nightly(
         problems += [w.message for w in unreadable]
         cells += load_cells(list(records), prefix=prefix)
     if cfg.settings.gsm8k.enabled:
-        g_cells, g_problems = gsm8k_cells(cfg, experiment, root, results, say, gsm8k_runner)
+        g_cells, g_problems = gsm8k_cells(cfg, experiment, root, results, say, gsm8k_runner,
+                                          executor=runner)
         cells += g_cells
         problems += g_problems
 
