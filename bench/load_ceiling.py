@@ -44,6 +44,9 @@ def _serve(port: int, interval_s: float, core: int | None) -> None:
     if core is not None:
         os.sched_setaffinity(0, {core})
 
+    framed = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
+    block = framed * 8  # unpaced: 8 chunks per write, pre-built, so the server stays cheap
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             try:
@@ -55,19 +58,28 @@ def _serve(port: int, interval_s: float, core: int | None) -> None:
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
-            body = json.loads(await reader.readexactly(length))
+            raw = await reader.readexactly(length) if length else b""
+            if not head.startswith(b"POST /v1/completions "):
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+                continue
+            body = json.loads(raw)
             tokens, prompt = body["max_tokens"], len(body["prompt"])
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
-            start = time.perf_counter()
-            for i in range(tokens):
-                if interval_s:
+            if interval_s:
+                start = time.perf_counter()
+                for i in range(tokens):
                     delay = start + i * interval_s - time.perf_counter()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                writer.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
-                if i % 8 == 0 or interval_s:
+                    writer.write(framed)
                     await writer.drain()
+            else:
+                for _ in range(tokens // 8):
+                    writer.write(block)
+                    await writer.drain()
+                writer.write(framed * (tokens % 8))
             tail = _usage(prompt, tokens)
             writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
             await writer.drain()

@@ -1,0 +1,170 @@
+"""Drive one client process's share of a load: streamed ``/v1/completions`` requests over one
+aiohttp session, closed-loop (a fixed number of streams) or open-loop (requests sent at
+scheduled times), one ``RequestRecord`` per request.
+
+Why aiohttp and not httpx here: on the stream-reading hot path httpx goes through h11, a
+pure-Python HTTP/1.1 parser that handles every chunk of a chunked body in Python; measured with
+the same SSE splitting on one core (bench/load_ceiling.py's server, docs/load.md) httpx took
+about 10x the CPU per chunk of aiohttp, whose llhttp parser is C. httpx remains the HTTP client
+everywhere else in e2e.
+
+Times are ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux: one clock for every process of
+the host) minus the load's start ``t0``, which the parent gives every worker process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+import orjson
+
+from e2e.loadgen.clientstats import LagProbe, ProcessUsage
+from e2e.loadgen.sse import SSEStream, StreamFailed
+from e2e.records import RequestRecord
+
+__all__ = ["Shard", "run_shard"]
+
+_JSON = {"content-type": "application/json"}
+_SPIN_S = 0.0012  # an open-loop send sleeps until this close to its time (the loop's timers wake up
+#                   to ~1 ms late), then yields to other tasks until the time has come
+
+
+@dataclass(frozen=True)
+class Shard:
+    """What one client process sends: request indices with their prompts, the send times for
+    an open loop (seconds after ``t0``; None = closed loop), and the in-flight cap (closed loop:
+    the number of streams; open loop: None = no cap)."""
+
+    indices: tuple[int, ...]
+    prompts: tuple[Sequence[int], ...]
+    at_s: tuple[float, ...] | None
+    cap: int | None
+
+
+def _body(spec, prompt: Sequence[int]) -> bytes:
+    return orjson.dumps({
+        "model": spec.model,
+        "prompt": list(prompt),
+        "max_tokens": spec.output_len,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    })
+
+
+async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
+                   prompt: Sequence[int], t0: float) -> RequestRecord:
+    clock = time.perf_counter
+    body = _body(spec, prompt)
+    stream = SSEStream()
+    status: int | None = None
+    error: str | None = None
+    send = clock() - t0
+    try:
+        async with asyncio.timeout(spec.request_timeout_s):
+            async with session.post(url, data=body, headers=_JSON) as response:
+                status = response.status
+                if status != 200:
+                    text = (await response.read()).decode(errors="replace")[:300]
+                    raise StreamFailed(f"HTTP {status}: {text}")
+                feed = stream.feed
+                async for data in response.content.iter_any():
+                    feed(data, clock() - t0)
+                stream.close(clock() - t0)
+    except StreamFailed as exc:
+        error = str(exc)
+    except aiohttp.ServerTimeoutError:
+        error = f"no data for {spec.stall_timeout_s:.0f} s (load.stall_timeout_s)"
+    except TimeoutError:
+        error = f"timed out after {spec.request_timeout_s:.0f} s (load.request_timeout_s)"
+    except aiohttp.ClientError as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    end = clock() - t0
+    usage = stream.usage or {}
+    chunks = stream.chunk_times
+    return RequestRecord(
+        index=index,
+        send_s=send,
+        first_token_s=chunks[0] if chunks else None,
+        end_s=end if error is None else None,
+        chunk_times_s=tuple(chunks),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        status=status,
+        error=error,
+    )
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Sleep to ``deadline`` (perf_counter) without the loop's ~1 ms timer rounding: sleep to
+    just before it, then yield to other tasks until it has passed."""
+    clock = time.perf_counter
+    left = deadline - clock()
+    if left > _SPIN_S:
+        await asyncio.sleep(left - _SPIN_S)
+    while clock() < deadline:
+        await asyncio.sleep(0)
+
+
+async def run_shard(spec, shard: Shard, t0: float,
+                    on_done: Callable[[RequestRecord], None] | None = None,
+                    connector: aiohttp.BaseConnector | None = None,
+                    ) -> tuple[list[RequestRecord], ProcessUsage]:
+    """Send the shard's requests from ``t0`` on; its records (in index order) and this
+    process's CPU, wall time, chunk count and event-loop lags over the load."""
+    url = spec.base_url.rstrip("/") + spec.path
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=spec.stall_timeout_s)
+    limit = shard.cap or 0
+    if connector is None:
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=60)
+    records: dict[int, RequestRecord] = {}
+    probe = LagProbe()
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                     headers=spec.headers) as session:
+        await _sleep_until(t0)
+        probe.start()
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+
+        async def one(index: int, prompt: Sequence[int]) -> None:
+            record = await _request(session, url, spec, index, prompt, t0)
+            records[index] = record
+            if on_done is not None:
+                on_done(record)
+
+        items = list(zip(shard.indices, shard.prompts))
+        if shard.at_s is None:  # closed loop: cap streams, each sends its next prompt at once
+            queue = iter(items)
+
+            async def stream_slot() -> None:
+                for index, prompt in queue:
+                    await one(index, prompt)
+
+            await asyncio.gather(*(stream_slot() for _ in range(min(shard.cap or 1, len(items)))))
+        else:  # open loop: send at the scheduled times; a cap delays sends, never drops them
+            gate = asyncio.Semaphore(shard.cap) if shard.cap else None
+            tasks = []
+
+            async def gated(index: int, prompt: Sequence[int]) -> None:
+                try:
+                    await one(index, prompt)
+                finally:
+                    if gate is not None:
+                        gate.release()
+
+            for (index, prompt), at in zip(items, shard.at_s):
+                await _sleep_until(t0 + at)
+                if gate is not None:
+                    await gate.acquire()
+                tasks.append(asyncio.ensure_future(gated(index, prompt)))
+            await asyncio.gather(*tasks)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        await probe.stop()
+    usage = ProcessUsage(wall_s=wall, cpu_s=cpu,
+                         chunks=sum(len(r.chunk_times_s) for r in records.values()),
+                         lags_s=tuple(probe.lags))
+    return [records[i] for i in sorted(records)], usage
