@@ -55,10 +55,13 @@ def good(tokens: int, prompt: int = 3) -> list[bytes]:
 
 class ScriptedServer:
     """``with ScriptedServer(respond) as server: ... server.base_url``; ``server.bodies``
-    holds every request body received."""
+    holds every request body received. ``process=True`` runs it in a forked process instead
+    of a thread, so that it does not share the GIL with a client whose timing is tested
+    (``bodies`` then stays empty)."""
 
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, *, process: bool = False) -> None:
         self.respond = respond
+        self.process = process
         self.bodies: list[dict] = []
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -102,11 +105,30 @@ class ScriptedServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _serve_in_child(self, conn) -> None:
+        self._thread.start()
+        self._ready.wait(10)
+        conn.send(self.port)
+        self._thread.join()
+
     def __enter__(self) -> ScriptedServer:
+        if self.process:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("fork")
+            parent, child = ctx.Pipe()
+            self._child = ctx.Process(target=self._serve_in_child, args=(child,), daemon=True)
+            self._child.start()
+            self.port = parent.recv()
+            return self
         self._thread.start()
         self._ready.wait(10)
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.process:
+            self._child.kill()
+            self._child.join()
+            return
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(5)

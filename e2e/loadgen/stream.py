@@ -58,13 +58,14 @@ def _body(spec, prompt: Sequence[int]) -> bytes:
 
 
 async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
-                   prompt: Sequence[int], t0: float) -> RequestRecord:
+                   prompt: Sequence[int], t0: float, sent: float | None = None) -> RequestRecord:
+    """One request; ``sent``: when an open loop dispatched it (None: now)."""
     clock = time.perf_counter
+    send = clock() - t0 if sent is None else sent
     body = _body(spec, prompt)
     stream = SSEStream()
     status: int | None = None
     error: str | None = None
-    send = clock() - t0
     try:
         async with asyncio.timeout(spec.request_timeout_s):
             async with session.post(url, data=body, headers=_JSON) as response:
@@ -130,8 +131,8 @@ async def run_shard(spec, shard: Shard, t0: float,
         probe.start()
         cpu0, wall0 = time.process_time(), time.perf_counter()
 
-        async def one(index: int, prompt: Sequence[int]) -> None:
-            record = await _request(session, url, spec, index, prompt, t0)
+        async def one(index: int, prompt: Sequence[int], sent: float | None = None) -> None:
+            record = await _request(session, url, spec, index, prompt, t0, sent)
             records[index] = record
             if on_done is not None:
                 on_done(record)
@@ -149,9 +150,9 @@ async def run_shard(spec, shard: Shard, t0: float,
             gate = asyncio.Semaphore(shard.cap) if shard.cap else None
             tasks = []
 
-            async def gated(index: int, prompt: Sequence[int]) -> None:
+            async def gated(index: int, prompt: Sequence[int], sent: float) -> None:
                 try:
-                    await one(index, prompt)
+                    await one(index, prompt, sent)
                 finally:
                     if gate is not None:
                         gate.release()
@@ -160,7 +161,8 @@ async def run_shard(spec, shard: Shard, t0: float,
                 await _sleep_until(t0 + at)
                 if gate is not None:
                     await gate.acquire()
-                tasks.append(asyncio.ensure_future(gated(index, prompt)))
+                sent = time.perf_counter() - t0  # the arrival, as dispatched
+                tasks.append(asyncio.ensure_future(gated(index, prompt, sent)))
             await asyncio.gather(*tasks)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         await probe.stop()

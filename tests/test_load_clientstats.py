@@ -1,0 +1,54 @@
+"""Knowing when the client is the limit: the saturation rule on its own, and a load whose
+client is made busy on purpose (a busy loop on its event loop) is flagged; a light one is not."""
+
+from __future__ import annotations
+
+import time
+
+from sse_server import ScriptedServer, good, stream
+
+from e2e.load import LoadSpec, run_measured_load
+from e2e.loadgen.clientstats import SATURATED_LAG_MS, ProcessUsage, client_stats
+
+
+def test_rule_share_and_lag():
+    idle = client_stats([ProcessUsage(wall_s=10, cpu_s=1, chunks=1000, lags_s=(0.0001,) * 100)])
+    assert not idle.saturated and idle.core_share == 0.1 and idle.cpu_us_per_chunk == 1000.0
+    busy = client_stats([ProcessUsage(wall_s=10, cpu_s=9, chunks=1000, lags_s=(0.0001,) * 100),
+                         ProcessUsage(wall_s=10, cpu_s=1, chunks=1000, lags_s=())])
+    assert busy.saturated and "90% of a core" in busy.saturated_because
+    assert busy.workers == 2 and busy.cpu_s == 10
+    lagging = client_stats([ProcessUsage(wall_s=10, cpu_s=1, chunks=10,
+                                         lags_s=(SATURATED_LAG_MS / 1000 * 2,) * 10)])
+    assert lagging.saturated and "lag p99" in lagging.saturated_because
+
+
+async def paced(payload, writer):
+    await stream(writer, good(payload["max_tokens"]), gap_s=0.02)
+
+
+def spec(url, **kw):
+    return LoadSpec(base_url=url, model="m", prompts=[[1] * 4] * 8, output_len=10,
+                    concurrency=4, **kw)
+
+
+def test_light_load_is_not_saturated():
+    with ScriptedServer(paced) as server:
+        outcome = run_measured_load(spec(server.base_url), progress=False)
+    assert all(r.ok for r in outcome.records)
+    c = outcome.client
+    assert not c.saturated, c
+    assert c.core_share < 0.5 and c.loop_lag_ms_p99 < SATURATED_LAG_MS and c.chunks == 80
+
+
+def test_busy_client_is_flagged():
+    def hog(record):  # on_done runs on the client's event loop: 150 ms of busy loop each
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+
+    with ScriptedServer(paced) as server:
+        outcome = run_measured_load(spec(server.base_url), progress=False, on_done=hog)
+    c = outcome.client
+    assert c.saturated, c
+    assert c.loop_lag_ms_max > 100 and c.core_share > 0.5
