@@ -190,27 +190,46 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
             "saturated": c.saturated, "tpot_ms_mean": summarize_run(outcome.records).tpot_ms_mean}
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def vllm_bench_run(url: str, args, requests: int) -> dict:
-    """`vllm bench serve` on the first core; its own duration and mean TPOT from --save-result."""
+    """`vllm bench serve` on the first core; its own duration and mean TPOT from --save-result,
+    and its CPU over the measured part (from the line it prints before the load to the one it
+    prints after; the metrics it computes in between are included, its start-up is not)."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [args.vs_vllm_bench, "-c", VLLM_BENCH, "--backend", "openai", "--base-url", url,
-               "--endpoint", "/v1/completions", "--model", "m", "--tokenizer", args.tokenizer,
-               "--dataset-name", "random", "--random-input-len", "16",
-               "--random-output-len", str(args.tokens), "--ignore-eos",
-               "--num-prompts", str(requests), "--max-concurrency", str(args.streams),
-               "--request-rate", "inf", "--disable-tqdm", "--num-warmups", "0",
+        cmd = [args.vs_vllm_bench, "-u", "-c", VLLM_BENCH, "--backend", "openai",
+               "--base-url", url, "--endpoint", "/v1/completions", "--model", "m",
+               "--tokenizer", args.tokenizer, "--dataset-name", "random",
+               "--random-input-len", "16", "--random-output-len", str(args.tokens),
+               "--ignore-eos", "--num-prompts", str(requests),
+               "--max-concurrency", str(args.streams), "--request-rate", "inf",
+               "--disable-tqdm", "--num-warmups", "0",
                "--save-result", "--result-dir", out, "--result-filename", "result.json"]
         first = sorted(os.sched_getaffinity(0))[0]
-        done = subprocess.run(cmd, capture_output=True, text=True,
-                              preexec_fn=lambda: os.sched_setaffinity(0, {first}))
+        cpu_start = cpu_end = None
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first})) as proc:
+            for line in proc.stdout:
+                if "Starting main benchmark run" in line:
+                    cpu_start = _cpu_s(proc.pid)
+                elif "Serving Benchmark Result" in line:
+                    cpu_end = _cpu_s(proc.pid)
+            err = proc.stderr.read()
         result_file = Path(out) / "result.json"
-        if done.returncode != 0 or not result_file.exists():
-            raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        if proc.returncode != 0 or not result_file.exists():
+            raise SystemExit(f"vllm bench serve failed ({proc.returncode}):\n{err[-3000:]}")
         result = json.loads(result_file.read_text())
     if result["completed"] != requests:
         raise SystemExit(f"vllm bench serve: {result['completed']} of {requests} completed")
-    return {"chunks_per_s": result["total_output_tokens"] / result["duration"],
-            "tpot_ms_mean": result["mean_tpot_ms"]}
+    chunks = result["total_output_tokens"]  # one token per chunk from this server
+    cpu = (cpu_end - cpu_start) if cpu_start is not None and cpu_end is not None else None
+    return {"chunks_per_s": chunks / result["duration"], "tpot_ms_mean": result["mean_tpot_ms"],
+            "client_cpu_us_per_chunk": cpu / chunks * 1e6 if cpu is not None else None,
+            "core_share": cpu / result["duration"] if cpu is not None else None}
 
 
 def _default_tokenizer() -> str | None:
@@ -222,8 +241,8 @@ def _default_tokenizer() -> str | None:
 def _skew(result: dict, interval_s: float) -> dict:
     return {"true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
             "error_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
-            **{k: result[k] for k in ("loop_lag_ms_p99", "core_share", "saturated")
-               if k in result}}
+            **{k: result[k] for k in ("chunks_per_s", "client_cpu_us_per_chunk", "core_share",
+                                      "loop_lag_ms_p99", "saturated") if k in result}}
 
 
 def main() -> None:
@@ -261,9 +280,12 @@ def main() -> None:
         rates = [r["chunks_per_s"] for r in rs]
         entry = {"chunks_per_s_median": round(statistics.median(rates)),
                  "chunks_per_s_runs": [round(x) for x in rates]}
-        if "client_cpu_us_per_chunk" in rs[0]:
-            entry["client_cpu_us_per_chunk_median"] = round(
-                statistics.median(r["client_cpu_us_per_chunk"] for r in rs), 2)
+        cpus = [r["client_cpu_us_per_chunk"] for r in rs if r.get("client_cpu_us_per_chunk")]
+        if cpus:
+            entry["client_cpu_us_per_chunk_median"] = round(statistics.median(cpus), 2)
+            entry["client_cpu_us_per_chunk_runs"] = [round(c, 2) for c in cpus]
+            entry["core_share_runs"] = [round(r["core_share"], 2) for r in rs]
+        if "loop_lag_ms_p99" in rs[0]:
             entry["loop_lag_ms_p99_median"] = round(statistics.median(r["loop_lag_ms_p99"] for r in rs), 1)
             entry["saturated"] = [r["saturated"] for r in rs]
         result["ceiling"][name] = entry
@@ -273,7 +295,12 @@ def main() -> None:
         if w != 1 and one:
             result[f"workers_{w}_over_1"] = round(ceiling[f"e2e_workers_{w}"]["chunks_per_s_median"] / one, 2)
     if args.vs_vllm_bench and one:
-        result["e2e_over_vllm_bench"] = round(one / ceiling["vllm_bench"]["chunks_per_s_median"], 2)
+        vb = ceiling["vllm_bench"]
+        result["e2e_over_vllm_bench"] = round(one / vb["chunks_per_s_median"], 2)
+        if "client_cpu_us_per_chunk_median" in vb:
+            result["e2e_over_vllm_bench_by_cpu_per_chunk"] = round(
+                vb["client_cpu_us_per_chunk_median"]
+                / ceiling["e2e_workers_1"]["client_cpu_us_per_chunk_median"], 2)
 
     skew = {}
     paced = max(args.streams * 2, 128)
