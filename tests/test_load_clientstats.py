@@ -3,12 +3,15 @@ client is made busy on purpose (a busy loop on its event loop) is flagged; a lig
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+import numpy as np
+import pytest
 from sse_server import ScriptedServer, good, stream
 
 from e2e.load import LoadSpec, run_measured_load
-from e2e.loadgen.clientstats import SATURATED_LAG_MS, ProcessUsage, client_stats
+from e2e.loadgen.clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
 
 
 def test_rule_share_and_lag():
@@ -32,7 +35,21 @@ def spec(url, **kw):
                     concurrency=4, **kw)
 
 
+def _idle_lag_p99_ms(seconds=0.5) -> float:
+    async def probe():
+        lag = LagProbe()
+        lag.start()
+        await asyncio.sleep(seconds)
+        await lag.stop()
+        return float(np.percentile(lag.lags, 99)) * 1000
+
+    return asyncio.run(probe())
+
+
 def test_light_load_is_not_saturated():
+    idle = _idle_lag_p99_ms()
+    if idle > SATURATED_LAG_MS / 2:  # the rule rightly flags a starved client; no verdict here
+        pytest.skip(f"this host delays even an idle event loop ({idle:.1f} ms p99): too busy")
     with ScriptedServer(paced) as server:
         outcome = run_measured_load(spec(server.base_url), progress=False)
     assert all(r.ok for r in outcome.records)
@@ -42,13 +59,13 @@ def test_light_load_is_not_saturated():
 
 
 def test_busy_client_is_flagged():
-    def hog(record):  # on_done runs on the client's event loop: 150 ms of busy loop each
-        end = time.perf_counter() + 0.15
-        while time.perf_counter() < end:
+    def hog(record):  # on_done runs on the client's event loop: 150 ms of CPU each
+        end = time.process_time() + 0.15
+        while time.process_time() < end:
             pass
 
     with ScriptedServer(paced) as server:
         outcome = run_measured_load(spec(server.base_url), progress=False, on_done=hog)
     c = outcome.client
     assert c.saturated, c
-    assert c.loop_lag_ms_max > 100 and c.core_share > 0.5
+    assert c.loop_lag_ms_max > 100 and c.cpu_s > 8 * 0.15, c

@@ -8,9 +8,12 @@
   next scheduled send) waits that long too, so the lag is the client's own queueing delay.
 
 Saturation rule: ``saturated`` when the busiest process used more than ``SATURATED_SHARE``
-(80 %) of a core, or the 99th percentile of the loop lag exceeded ``SATURATED_LAG_MS``.
-The lag bound (5 ms) comes from bench/load_ceiling.py (see docs/load.md): paced at half of the
-client's ceiling the p99 lag stayed well below it, at the ceiling it was far above it.
+(80 %) of a core, or the 99th percentile of the loop lag exceeded ``SATURATED_LAG_MS`` (5 ms).
+The lag also catches a client the host starves (more runnable processes than cores): its
+timestamps then carry the host's scheduling delays, which is as bad for the measurement.
+The bound, from measurement (docs/load.md): an idle loop on a quiet host lags ~0.1 ms (p50)
+and ~1 ms (p99, the selector's millisecond timeout rounding); a client at its ceiling lags
+50-230 ms (p99); 5 ms is 25 % of a 20 ms TPOT, the reference's slowest cell.
 """
 
 from __future__ import annotations
