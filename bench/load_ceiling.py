@@ -238,8 +238,11 @@ def _default_tokenizer() -> str | None:
     return str(Path(found[0]).parent) if found else None
 
 
-def _skew(result: dict, interval_s: float) -> dict:
-    return {"true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
+def _skew(result: dict, interval_s: float, streams: int) -> dict:
+    """The client's mean TPOT against the server's pace; ``chunks_per_s`` below
+    ``paced_chunks_per_s`` means the pace was not kept (by the server or the client)."""
+    return {"paced_chunks_per_s": streams / interval_s,
+            "true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
             "error_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
             **{k: result[k] for k in ("chunks_per_s", "client_cpu_us_per_chunk", "core_share",
                                       "loop_lag_ms_p99", "saturated") if k in result}}
@@ -286,14 +289,16 @@ def main() -> None:
             entry["client_cpu_us_per_chunk_runs"] = [round(c, 2) for c in cpus]
             entry["core_share_runs"] = [round(r["core_share"], 2) for r in rs]
         if "loop_lag_ms_p99" in rs[0]:
-            entry["loop_lag_ms_p99_median"] = round(statistics.median(r["loop_lag_ms_p99"] for r in rs), 1)
+            lags = [r["loop_lag_ms_p99"] for r in rs]
+            entry["loop_lag_ms_p99_median"] = round(statistics.median(lags), 1)
             entry["saturated"] = [r["saturated"] for r in rs]
         result["ceiling"][name] = entry
     ceiling = result["ceiling"]
     one = ceiling["e2e_workers_1"]["chunks_per_s_median"] if 1 in counts else None
     for w in counts:
         if w != 1 and one:
-            result[f"workers_{w}_over_1"] = round(ceiling[f"e2e_workers_{w}"]["chunks_per_s_median"] / one, 2)
+            rate = ceiling[f"e2e_workers_{w}"]["chunks_per_s_median"]
+            result[f"workers_{w}_over_1"] = round(rate / one, 2)
     if args.vs_vllm_bench and one:
         vb = ceiling["vllm_bench"]
         result["e2e_over_vllm_bench"] = round(one / vb["chunks_per_s_median"], 2)
@@ -307,11 +312,12 @@ def main() -> None:
     if one:
         interval = args.streams / (args.paced_fraction * one)
         with _server(interval) as url:
-            skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval)
+            skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval, args.streams)
     if args.vs_vllm_bench:
-        interval = args.streams / (args.paced_fraction * ceiling["vllm_bench"]["chunks_per_s_median"])
+        vb_rate = ceiling["vllm_bench"]["chunks_per_s_median"]
+        interval = args.streams / (args.paced_fraction * vb_rate)
         with _server(interval) as url:
-            skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval)
+            skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval, args.streams)
     result[f"paced_skew_at_{args.paced_fraction:g}_of_ceiling"] = {
         k: {kk: (round(vv, 4) if isinstance(vv, float) else vv) for kk, vv in v.items()}
         for k, v in skew.items()}

@@ -34,6 +34,8 @@ __all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary
 
 @dataclass(frozen=True)
 class LoadSpec:
+    """What to send, how hard, from how many client processes (validated on construction)."""
+
     base_url: str
     model: str
     prompts: Sequence[Sequence[int]]
@@ -111,7 +113,6 @@ def make_prompts(n: int, length: int, *, vocab_size: int, exclude: Sequence[int]
         raise ConfigError("the model's vocabulary has no non-special tokens to draw from")
     rng = np.random.Generator(np.random.PCG64([seed, stream]))
     return rng.choice(allowed, size=(n, length), replace=True).tolist()
-
 
 
 @dataclass(frozen=True)
