@@ -57,15 +57,18 @@ def _usage(prompt: int, tokens: int) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
-def _serve(port: int, interval_s: float, core: int | None) -> None:
-    """The scripted server. Unpaced: every stream as fast as it can. Paced: one pacer task
-    spins on the server's own core and writes each stream's chunks when they fall due
+def _serve(port: int, interval_s: float, core: int | None, whole: bool = False) -> None:
+    """The scripted server. Unpaced: every stream as fast as it can, 8 chunks per write, or
+    (``whole``) each response pre-built and sent in one write, so that the server costs next
+    to nothing and several client processes can be measured on few cores. Paced: one pacer
+    task spins on the server's own core and writes each stream's chunks when they fall due
     (chunk i at start + i * interval_s)."""
     if core is not None:
         os.sched_setaffinity(0, {core})
     framed = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
     block = framed * 8
     active: list[list] = []  # [writer, start, sent, tokens, done-future]
+    built: dict[tuple[int, int], bytes] = {}
 
     async def pacer() -> None:
         clock = time.perf_counter
@@ -102,6 +105,15 @@ def _serve(port: int, interval_s: float, core: int | None) -> None:
             tokens, prompt = body["max_tokens"], len(body["prompt"])
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+            if whole:
+                key = (tokens, prompt)
+                if key not in built:
+                    tail = _usage(prompt, tokens)
+                    built[key] = (framed * tokens
+                                  + b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+                writer.write(built[key])
+                await writer.drain()
+                continue
             if interval_s:
                 done = asyncio.get_running_loop().create_future()
                 active.append([writer, time.perf_counter(), 0, tokens, done])
@@ -133,14 +145,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(interval_s: float, procs: int = 1):
+def _server(interval_s: float, procs: int = 1, whole: bool = False):
     """``procs`` server processes on one port (SO_REUSEPORT spreads the connections), pinned
     to the last cores, so that the server is not what limits several client processes."""
     cores = sorted(os.sched_getaffinity(0))
     port = _free_port()
     spawn = mp.get_context("spawn")
     servers = [spawn.Process(target=_serve, daemon=True,
-                             args=(port, interval_s, cores[-1 - k] if len(cores) > procs else None))
+                             args=(port, interval_s, cores[-1 - k] if len(cores) > procs else None,
+                                   whole))
                for k in range(procs)]
     for proc in servers:
         proc.start()
@@ -257,6 +270,9 @@ def main() -> None:
     parser.add_argument("--workers", default="1", help="client process counts to measure, e.g. 1,2")
     parser.add_argument("--server-procs", type=int, default=1,
                         help="scripted server processes for the ceiling (more for several workers)")
+    parser.add_argument("--whole-responses", action="store_true",
+                        help="the ceiling's server sends each response in one write (a server "
+                        "that costs next to nothing, to measure workers on few cores)")
     parser.add_argument("--paced-fraction", type=float, default=0.5,
                         help="the skew test's rate as a fraction of each client's ceiling")
     parser.add_argument("--vs-vllm-bench", metavar="PYTHON",
@@ -269,14 +285,14 @@ def main() -> None:
         raise SystemExit("--vs-vllm-bench needs --tokenizer (a folder with tokenizer.json)")
 
     runs: dict[str, list[dict]] = {}
-    with _server(0.0, args.server_procs) as url:
+    with _server(0.0, args.server_procs, args.whole_responses) as url:
         for _ in range(args.repeats):
             for w in counts:
                 runs.setdefault(f"e2e_workers_{w}", []).append(e2e_run(url, args, w, args.requests))
             if args.vs_vllm_bench:
                 runs.setdefault("vllm_bench", []).append(vllm_bench_run(url, args, args.requests))
     result: dict = {"streams": args.streams, "tokens": args.tokens, "requests": args.requests,
-                    "server_procs": args.server_procs,
+                    "server_procs": args.server_procs, "whole_responses": args.whole_responses,
                     "repeats": args.repeats, "cores": len(os.sched_getaffinity(0)),
                     "load_average_1min": os.getloadavg()[0], "ceiling": {}}
     for name, rs in runs.items():
