@@ -200,6 +200,7 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
     c = outcome.client
     return {"chunks_per_s": c.chunks / c.wall_s, "client_cpu_us_per_chunk": c.cpu_us_per_chunk,
             "core_share": c.core_share, "loop_lag_ms_p99": c.loop_lag_ms_p99,
+            "wait_share": c.wait_share,
             "saturated": c.saturated, "tpot_ms_mean": summarize_run(outcome.records).tpot_ms_mean}
 
 
@@ -258,7 +259,8 @@ def _skew(result: dict, interval_s: float, streams: int) -> dict:
             "true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
             "error_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
             **{k: result[k] for k in ("chunks_per_s", "client_cpu_us_per_chunk", "core_share",
-                                      "loop_lag_ms_p99", "saturated") if k in result}}
+                                      "loop_lag_ms_p99", "wait_share", "saturated")
+               if k in result}}
 
 
 def main() -> None:
@@ -304,6 +306,8 @@ def main() -> None:
             entry["client_cpu_us_per_chunk_median"] = round(statistics.median(cpus), 2)
             entry["client_cpu_us_per_chunk_runs"] = [round(c, 2) for c in cpus]
             entry["core_share_runs"] = [round(r["core_share"], 2) for r in rs]
+            if rs[0].get("wait_share") is not None:
+                entry["wait_share_runs"] = [round(r["wait_share"], 2) for r in rs]
         if "loop_lag_ms_p99" in rs[0]:
             lags = [r["loop_lag_ms_p99"] for r in rs]
             entry["loop_lag_ms_p99_median"] = round(statistics.median(lags), 1)

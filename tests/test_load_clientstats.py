@@ -4,6 +4,7 @@ client is made busy on purpose (a busy loop on its event loop) is flagged; a lig
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import numpy as np
@@ -69,3 +70,18 @@ def test_busy_client_is_flagged():
     c = outcome.client
     assert c.saturated, c
     assert c.loop_lag_ms_max > 100 and c.cpu_s > 8 * 0.15, c
+
+
+def test_a_starved_client_is_flagged_and_said_to_be():
+    starved = client_stats([ProcessUsage(wall_s=10, cpu_s=1, chunks=10, lags_s=(0.0001,) * 10,
+                                         wait_s=4.0)])
+    assert starved.saturated and starved.wait_share == 0.4
+    assert "waiting for a core 40%" in starved.saturated_because
+
+
+def test_wait_for_a_core_is_measured_on_linux():
+    with ScriptedServer(paced) as server:
+        outcome = run_measured_load(spec(server.base_url), progress=False)
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("no schedstat on this system")
+    assert outcome.client.wait_share is not None and 0 <= outcome.client.wait_share < 1

@@ -3,12 +3,15 @@
 - CPU: ``time.process_time()`` of each client process over the load (all its threads).
 - Share of a core: that CPU time over the wall time of the load, per process; the busiest
   process counts (each process runs one event loop, which can use at most one core).
+- Waiting for a core: from ``/proc/thread-self/schedstat`` (Linux), the time the client's
+  thread was runnable but not running, over the wall time: the host's share of any lag.
 - Event-loop lag: a ticker task asks to wake every ``TICK_S`` and records how late it woke.
   When the loop has more ready work than it can do, every callback (a stream's next read, the
   next scheduled send) waits that long too, so the lag is the client's own queueing delay.
 
 Saturation rule: ``saturated`` when the busiest process used more than ``SATURATED_SHARE``
-(80 %) of a core, or the 99th percentile of the loop lag exceeded ``SATURATED_LAG_MS`` (5 ms).
+(80 %) of a core, or the 99th percentile of the loop lag exceeded ``SATURATED_LAG_MS`` (5 ms),
+or a process waited for a core more than ``STARVED_WAIT_SHARE`` (10 %) of the load.
 The lag also catches a client the host starves (more runnable processes than cores): its
 timestamps then carry the host's scheduling delays, which is as bad for the measurement.
 The bound, from measurement (docs/load.md): an idle loop on a quiet host lags ~0.1 ms (p50)
@@ -26,12 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ClientStats", "LagProbe", "ProcessUsage", "client_stats", "TICK_S",
-           "SATURATED_SHARE", "SATURATED_LAG_MS"]
+__all__ = ["ClientStats", "LagProbe", "ProcessUsage", "client_stats", "runqueue_wait_s",
+           "TICK_S", "SATURATED_SHARE", "SATURATED_LAG_MS", "STARVED_WAIT_SHARE"]
 
 TICK_S = 0.005
 SATURATED_SHARE = 0.80
 SATURATED_LAG_MS = 5.0
+STARVED_WAIT_SHARE = 0.10
 
 
 class ClientStats(BaseModel):
@@ -47,6 +51,8 @@ class ClientStats(BaseModel):
     core_share: float
     loop_lag_ms_max: float
     loop_lag_ms_p99: float
+    wait_share: float | None = None
+    """The most any client process waited for a core, over the wall time (None: unknown)."""
     saturated: bool
     saturated_because: str | None = None
 
@@ -59,6 +65,16 @@ class ProcessUsage:
     cpu_s: float
     chunks: int
     lags_s: tuple[float, ...]
+    wait_s: float | None = None
+
+
+def runqueue_wait_s() -> float | None:
+    """Seconds this thread has spent runnable but waiting for a core (Linux schedstat)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class LagProbe:
@@ -97,7 +113,12 @@ def client_stats(usages: Sequence[ProcessUsage]) -> ClientStats:
     lags = np.asarray([lag for u in usages for lag in u.lags_s], dtype=float) * 1000.0
     lag_max = float(lags.max()) if lags.size else 0.0
     lag_p99 = float(np.percentile(lags, 99)) if lags.size else 0.0
+    waits = [u.wait_s / u.wall_s for u in usages if u.wait_s is not None and u.wall_s > 0]
+    wait = max(waits) if waits else None
     because = []
+    if wait is not None and wait > STARVED_WAIT_SHARE:
+        because.append(f"the host kept a client process waiting for a core {wait:.0%} of the "
+                       f"time (> {STARVED_WAIT_SHARE:.0%}): more runnable processes than cores")
     if share > SATURATED_SHARE:
         because.append(f"a client process used {share:.0%} of a core (> {SATURATED_SHARE:.0%})")
     if lag_p99 > SATURATED_LAG_MS:
@@ -105,6 +126,7 @@ def client_stats(usages: Sequence[ProcessUsage]) -> ClientStats:
     return ClientStats(
         workers=len(usages), wall_s=wall, cpu_s=cpu, chunks=chunks,
         cpu_us_per_chunk=cpu / chunks * 1e6 if chunks else None, core_share=share,
-        loop_lag_ms_max=lag_max, loop_lag_ms_p99=lag_p99, saturated=bool(because),
+        loop_lag_ms_max=lag_max, loop_lag_ms_p99=lag_p99, wait_share=wait,
+        saturated=bool(because),
         saturated_because="; ".join(because) or None,
     )

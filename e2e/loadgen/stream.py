@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
-from e2e.loadgen.clientstats import LagProbe, ProcessUsage
+from e2e.loadgen.clientstats import LagProbe, ProcessUsage, runqueue_wait_s
 from e2e.loadgen.sse import SSEStream, StreamFailed
 from e2e.records import RequestRecord
 
@@ -129,7 +129,7 @@ async def run_shard(spec, shard: Shard, t0: float,
                                      headers=spec.headers) as session:
         await _sleep_until(t0)
         probe.start()
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+        cpu0, wall0, wait0 = time.process_time(), time.perf_counter(), runqueue_wait_s()
 
         async def one(index: int, prompt: Sequence[int], sent: float | None = None) -> None:
             record = await _request(session, url, spec, index, prompt, t0, sent)
@@ -165,8 +165,10 @@ async def run_shard(spec, shard: Shard, t0: float,
                 tasks.append(asyncio.ensure_future(gated(index, prompt, sent)))
             await asyncio.gather(*tasks)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        wait1 = runqueue_wait_s()
         await probe.stop()
     usage = ProcessUsage(wall_s=wall, cpu_s=cpu,
                          chunks=sum(len(r.chunk_times_s) for r in records.values()),
-                         lags_s=tuple(probe.lags))
+                         lags_s=tuple(probe.lags),
+                         wait_s=None if wait0 is None or wait1 is None else wait1 - wait0)
     return [records[i] for i in sorted(records)], usage
