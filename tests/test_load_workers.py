@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 from sse_server import ScriptedServer, good, stream
 
 from e2e.load import LoadSpec, drive, run_measured_load
@@ -60,3 +61,16 @@ def test_two_client_processes_on_one_clock():
               for slots in ({0, 2, 4, 6}, {1, 3, 5, 7})]
     assert all(0 <= f < 0.05 for f in firsts), firsts
     assert max(r.end_s for r in records) <= outcome.client.wall_s + 0.05
+
+
+def test_open_loop_over_two_processes_sends_the_one_schedule():
+    from e2e.loadgen.arrivals import arrival_times
+
+    with ScriptedServer(fast) as server:
+        spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[1] * 4] * 200,
+                        output_len=2, concurrency=1, request_rate=100.0, seed=5, workers=2)
+        outcome = run_measured_load(spec, progress=False)
+    assert all(r.ok for r in outcome.records) and outcome.client.workers == 2
+    late = np.array([r.send_s for r in outcome.records]) - arrival_times(200, 100.0, seed=5)
+    assert np.median(late) < 0.002 and late.min() > -0.0005, np.percentile(late, [0, 50, 100])
+    assert abs(outcome.achieved_rate / 100.0 - 1) < 0.05
