@@ -74,8 +74,8 @@ async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
                 if status != 200:
                     text = (await response.read()).decode(errors="replace")[:300]
                     raise StreamFailed(f"HTTP {status}: {text}")
-                feed = stream.feed
-                async for data in response.content.iter_any():
+                feed, read = stream.feed, response.content.readany
+                while data := await read():  # what has arrived; b"" at the end
                     feed(data, clock() - t0)
                 stream.close(clock() - t0)
     except StreamFailed as exc:
