@@ -18,6 +18,7 @@ one token per chunk, as the heaviest reference cell has.
 
     python bench/load_ceiling.py [--vs-vllm-bench ~/.cache/e2e/envs/*/bin/python]
         [--workers 1,2] [--streams 64] [--tokens 509] [--requests 512] [--repeats 3]
+        [--paced-fraction 0.5 | --paced-rate 32000] [--whole-responses] [--server-procs N]
 
 Needs e2e's load generator only (aiohttp, orjson, numpy, pydantic); not vLLM, not a GPU.
 """
@@ -277,6 +278,9 @@ def main() -> None:
                         "that costs next to nothing, to measure workers on few cores)")
     parser.add_argument("--paced-fraction", type=float, default=0.5,
                         help="the skew test's rate as a fraction of each client's ceiling")
+    parser.add_argument("--paced-rate", type=float,
+                        help="pace the skew test at this many chunks/s (all streams) for every "
+                        "client instead of a fraction of its ceiling")
     parser.add_argument("--vs-vllm-bench", metavar="PYTHON",
                         help="a Python with vLLM: also run `vllm bench serve` on the same server")
     parser.add_argument("--tokenizer", default=_default_tokenizer(),
@@ -330,15 +334,17 @@ def main() -> None:
     skew = {}
     paced = max(args.streams * 2, 128)
     if one:
-        interval = args.streams / (args.paced_fraction * one)
+        interval = args.streams / (args.paced_rate or args.paced_fraction * one)
         with _server(interval) as url:
             skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval, args.streams)
     if args.vs_vllm_bench:
         vb_rate = ceiling["vllm_bench"]["chunks_per_s_median"]
-        interval = args.streams / (args.paced_fraction * vb_rate)
+        interval = args.streams / (args.paced_rate or args.paced_fraction * vb_rate)
         with _server(interval) as url:
             skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval, args.streams)
-    result[f"paced_skew_at_{args.paced_fraction:g}_of_ceiling"] = {
+    where = (f"at_{args.paced_rate:g}_chunks_per_s" if args.paced_rate
+             else f"at_{args.paced_fraction:g}_of_ceiling")
+    result[f"paced_skew_{where}"] = {
         k: {kk: (round(vv, 4) if isinstance(vv, float) else vv) for kk, vv in v.items()}
         for k, v in skew.items()}
     print(json.dumps(result, indent=2))
