@@ -58,7 +58,8 @@ def _usage(prompt: int, tokens: int) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
-def _serve(port: int, interval_s: float, core: int | None, whole: bool = False) -> None:
+def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
+           tick_s: float = 0.0) -> None:
     """The scripted server. Unpaced: every stream as fast as it can, 8 chunks per write, or
     (``whole``) each response pre-built and sent in one write, so that the server costs next
     to nothing and several client processes can be measured on few cores. Paced: one pacer
@@ -85,7 +86,7 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False) 
                         done.set_result(None)
             if any(e[2] == e[3] for e in active):
                 active[:] = [e for e in active if e[2] < e[3]]
-            await asyncio.sleep(0)
+            await asyncio.sleep(tick_s)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -146,7 +147,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(interval_s: float, procs: int = 1, whole: bool = False):
+def _server(interval_s: float, procs: int = 1, whole: bool = False, tick_s: float = 0.0):
     """``procs`` server processes on one port (SO_REUSEPORT spreads the connections), pinned
     to the last cores, so that the server is not what limits several client processes."""
     cores = sorted(os.sched_getaffinity(0))
@@ -154,7 +155,7 @@ def _server(interval_s: float, procs: int = 1, whole: bool = False):
     spawn = mp.get_context("spawn")
     servers = [spawn.Process(target=_serve, daemon=True,
                              args=(port, interval_s, cores[-1 - k] if len(cores) > procs else None,
-                                   whole))
+                                   whole, tick_s))
                for k in range(procs)]
     for proc in servers:
         proc.start()
@@ -281,6 +282,9 @@ def main() -> None:
     parser.add_argument("--paced-rate", type=float,
                         help="pace the skew test at this many chunks/s (all streams) for every "
                         "client instead of a fraction of its ceiling")
+    parser.add_argument("--pacer-tick-ms", type=float, default=0.0,
+                        help="the paced server wakes this often (0: it spins, exact timing but a "
+                        "busy core; 0.5: ~1 ms steps, for hosts with few cores)")
     parser.add_argument("--vs-vllm-bench", metavar="PYTHON",
                         help="a Python with vLLM: also run `vllm bench serve` on the same server")
     parser.add_argument("--tokenizer", default=_default_tokenizer(),
@@ -335,12 +339,12 @@ def main() -> None:
     paced = max(args.streams * 2, 128)
     if one:
         interval = args.streams / (args.paced_rate or args.paced_fraction * one)
-        with _server(interval) as url:
+        with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
             skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval, args.streams)
     if args.vs_vllm_bench:
         vb_rate = ceiling["vllm_bench"]["chunks_per_s_median"]
         interval = args.streams / (args.paced_rate or args.paced_fraction * vb_rate)
-        with _server(interval) as url:
+        with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
             skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval, args.streams)
     where = (f"at_{args.paced_rate:g}_chunks_per_s" if args.paced_rate
              else f"at_{args.paced_fraction:g}_of_ceiling")

@@ -150,11 +150,16 @@ def test_concurrency_is_bounded():
 
 def test_chunks_timestamped_at_receipt():
     async def respond(payload, writer):
-        await stream(writer, good(3), gap_s=0.05)
+        await stream(writer, good(3), gap_s=0.05, finish=False)
+        await asyncio.sleep(0.2)  # the body's end comes well after [DONE]
+        writer.write(b"0\r\n\r\n")
 
     records, _ = run(respond, n=1, concurrency=1)
     gaps = [b - a for a, b in zip(records[0].chunk_times_s, records[0].chunk_times_s[1:])]
     assert all(0.04 < g < 0.2 for g in gaps), gaps
+    # the end is the receipt of [DONE] (usage, then [DONE]: two 50 ms steps after the last
+    # token), not the end of the body 200 ms later
+    assert 0.09 < records[0].end_s - records[0].chunk_times_s[-1] < 0.15
 
 
 def body_of(*events) -> bytes:

@@ -23,12 +23,13 @@ class StreamFailed(Exception):
 class SSEStream:
     """The state of one stream: content chunk times, usage, whether ``[DONE]`` came."""
 
-    __slots__ = ("chunk_times", "usage", "done", "_rest")
+    __slots__ = ("chunk_times", "usage", "done", "done_at", "_rest")
 
     def __init__(self) -> None:
         self.chunk_times: list[float] = []
         self.usage: dict | None = None
         self.done = False
+        self.done_at: float | None = None  # receipt time of the read that carried [DONE]
         self._rest = b""
 
     def feed(self, data: bytes, now: float) -> None:
@@ -83,7 +84,7 @@ class SSEStream:
                 return
             payload = b"\n".join(lines)
         if payload == b"[DONE]":
-            self.done = True
+            self.done, self.done_at = True, now
             return
         try:
             parsed = _loads(payload)

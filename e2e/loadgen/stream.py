@@ -86,7 +86,9 @@ async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
         error = f"timed out after {spec.request_timeout_s:.0f} s (load.request_timeout_s)"
     except aiohttp.ClientError as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    end = clock() - t0
+    # the response ends with [DONE]: its receipt, not the later end-of-body read, which only
+    # adds the client's own event-loop queueing
+    end = stream.done_at if stream.done_at is not None else clock() - t0
     usage = stream.usage or {}
     chunks = stream.chunk_times
     return RequestRecord(
