@@ -299,10 +299,12 @@ class Summary:
 
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
-WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed")
+WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
+                   "max_concurrency")
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
+                   "client_saturated",
                    *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
@@ -341,6 +343,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             else ("" if r.metrics is not None else "no metrics"),
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
             "burst_affected": bool(r.bursts is not None and r.bursts.affected),
+            "client_saturated": bool(r.client is not None and r.client.saturated),
             "source": ("imported" if "imported" in (r.provenance or {})
                        else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
@@ -378,8 +381,10 @@ def comparable(frame: pd.DataFrame) -> None:
     def refuse(field: str, column: str, group: pd.DataFrame, where: str,
                keys: list[str] | None = None) -> None:
         parts = []
-        for value, rows in group.groupby(column, sort=True):
+        for value, rows in group.groupby(column, sort=True, dropna=False):
             ids = ", ".join(list(rows["run_id"])[:3]) + (", ..." if len(rows) > 3 else "")
+            if keys is None and pd.isna(value):
+                value = "none"
             if keys is not None:  # settings: show only the keys that differ
                 data = json.loads(value)
                 value = ", ".join(f"{k}={json.dumps(_pick(data, k))}" for k in keys)
@@ -396,7 +401,7 @@ def comparable(frame: pd.DataFrame) -> None:
     for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
         where = f"concurrency {conc}, {mode}"
         for field in WORKLOAD_FIELDS:
-            if group[field].nunique() > 1:
+            if group[field].nunique(dropna=False) > 1:
                 refuse(field, field, group, where)
         if group["server_settings"].nunique() > 1:
             keys = differing(list(group["server_settings"].unique()))
@@ -482,6 +487,11 @@ def _cell_warnings(
                 f"client TPOT burst-affected in {len(bursty)} of {len(reported)} reported run(s) "
                 "(streams whose decode time reached the client in one burst: the client's TPOT "
                 "understates it; read the server's TPOT)", metric=key, **where))
+    saturated = reported[reported["client_saturated"]]
+    if len(saturated):
+        out.append(ReportWarning(
+            f"the load generator was saturated in {len(saturated)} reported run(s): its own "
+            "queueing may show as latency (raise load.workers)", **where))
     foreign = reported[reported["source"] != "fresh"]
     if len(foreign):
         kinds = ", ".join(sorted(set(foreign["source"])))

@@ -54,6 +54,17 @@ ClientCpusOpt = Annotated[Optional[str], typer.Option(
 RequireQuietOpt = Annotated[Optional[float], typer.Option(
     "--require-quiet", help="Refuse to start a server while another process uses more than "
     "this share of a core (e.g. 0.2) or any GPU, naming it.", min=0.0)]
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--client-workers", help="Client processes the streams are split over, one core each "
+    "(default: load.workers, 1).", min=1)]
+RateOpt = Annotated[Optional[float], typer.Option(
+    "--request-rate", help="Open loop: requests/s with gamma arrivals (Poisson by default), "
+    "instead of closed loop at --concurrency.", min=0.0)]
+BurstinessOpt = Annotated[Optional[float], typer.Option(
+    "--burstiness", help="Open loop: gamma shape of the arrival gaps (1 = Poisson, < 1 "
+    "burstier).", min=0.0)]
+MaxConcOpt = Annotated[Optional[int], typer.Option(
+    "--max-concurrency", help="Open loop: at most this many requests in flight.", min=1)]
 ExecutorOpt = Annotated[Optional[str], typer.Option(
     "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
     "host; see docs/cluster.md). Default: the config's [executor] kind.")]
@@ -83,6 +94,10 @@ def run(
     server_cpus: ServerCpusOpt = None,
     client_cpus: ClientCpusOpt = None,
     require_quiet: RequireQuietOpt = None,
+    client_workers: WorkersOpt = None,
+    request_rate: RateOpt = None,
+    burstiness: BurstinessOpt = None,
+    max_concurrency: MaxConcOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
     json_: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -97,7 +112,9 @@ def run(
 
         experiment = load_experiment(config).override(
             "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-            require_quiet=require_quiet).override("load", slo=slo, cpus=client_cpus)
+            require_quiet=require_quiet).override(
+            "load", slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
+            burstiness=burstiness, max_concurrency=max_concurrency)
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
@@ -155,6 +172,10 @@ def sweep(
     server_cpus: ServerCpusOpt = None,
     client_cpus: ClientCpusOpt = None,
     require_quiet: RequireQuietOpt = None,
+    client_workers: WorkersOpt = None,
+    request_rate: RateOpt = None,
+    burstiness: BurstinessOpt = None,
+    max_concurrency: MaxConcOpt = None,
     no_plugin_check: NoPluginCheckOpt = False,
     executor: ExecutorOpt = None,
     config: ConfigOpt = None,
@@ -177,7 +198,9 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = load_experiment(config).override(
             "load", prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-            output_len=output_len, slo=slo, cpus=client_cpus).override(
+            output_len=output_len, slo=slo, cpus=client_cpus, workers=client_workers,
+            request_rate=request_rate, burstiness=burstiness,
+            max_concurrency=max_concurrency).override(
             "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
             require_quiet=require_quiet)
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,

@@ -175,6 +175,16 @@ class LoadConfig(_Strict):
     cpus: str | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
         "refusing it runs unpinned, recorded.")
+    workers: PositiveInt = Field(
+        1, description="Client processes the streams are split over, one core each "
+        "(--client-workers); raise it when run.json's client.saturated says so.")
+    request_rate: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="Open loop: requests/s with gamma arrivals (--request-rate); None: "
+        "closed loop at each concurrency (the reference).")
+    burstiness: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="Gamma shape of the open loop's arrival gaps: 1 = Poisson.")
+    max_concurrency: PositiveInt | None = Field(
+        None, description="Open loop: at most this many requests in flight.")
     slo: str | None = Field(
         None, description="Service-level objectives for goodput, e.g. 'ttft=200ms,tpot=50ms,"
         "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
@@ -299,6 +309,9 @@ class RunSpec(_Strict):
     seed: int
     warmup_requests: Annotated[int, Field(ge=0)]
     repeat: PositiveInt = 1
+    request_rate: Annotated[float, Field(gt=0)] | None = None  # open loop (requests/s)
+    burstiness: Annotated[float, Field(gt=0)] = 1.0
+    max_concurrency: PositiveInt | None = None
 
     @property
     def spec_mode(self) -> str:
@@ -306,7 +319,8 @@ class RunSpec(_Strict):
 
     @property
     def cell(self) -> str:
-        return f"{self.arm}-c{self.concurrency}-{self.spec_mode}"
+        loop = "" if self.request_rate is None else f"-rate{self.request_rate:g}"
+        return f"{self.arm}-c{self.concurrency}{loop}-{self.spec_mode}"
 
     @property
     def run_id(self) -> str:
@@ -317,8 +331,11 @@ class RunSpec(_Strict):
         return self.run_id
 
     def describe(self) -> str:
+        loop = (f"concurrency {self.concurrency}" if self.request_rate is None else
+                f"open loop {self.request_rate:g} req/s (burstiness {self.burstiness:g}"
+                + (f", at most {self.max_concurrency} in flight)" if self.max_concurrency else ")"))
         return (f"{self.prompts} prompts x {self.input_len} in / {self.output_len} out, "
-                f"concurrency {self.concurrency}, seed {self.seed}, {self.warmup_requests} warmup")
+                f"{loop}, seed {self.seed}, {self.warmup_requests} warmup")
 
     @classmethod
     def resolve(
@@ -350,6 +367,9 @@ class RunSpec(_Strict):
                 seed=seed if seed is not None else load.seed,
                 warmup_requests=load.warmup_requests,
                 repeat=repeat,
+                request_rate=load.request_rate,
+                burstiness=load.burstiness,
+                max_concurrency=load.max_concurrency,
             )
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None

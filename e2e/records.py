@@ -7,7 +7,10 @@
      read as before (the new fields are optional).
   3: ``placement`` (CPU sets asked for and applied; the server's cores), ``host_noise`` (what
      else used the host during the measured load), ``bursts`` (burst-delivered streams),
-     ``metrics.burst_share``, goodput fields. Optional: older files read as before.
+     ``metrics.burst_share``, goodput fields, ``client`` (the load generator's own cost and
+     whether it saturated), ``offered_rate``/``achieved_rate`` (open loop), the spec's
+     ``request_rate``, ``burstiness``, ``max_concurrency``. Optional: older files read as
+     before.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from e2e.affinity import Placement
 from e2e.bursts import BurstSummary
 from e2e.config import RunSpec
 from e2e.hostnoise import HostNoise
+from e2e.loadgen.clientstats import ClientStats
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
            "PluginInfo", "PlacementInfo", "RunRecord"]
@@ -150,6 +154,10 @@ class RunRecord(_Record):
     placement: PlacementInfo | None = None
     host_noise: HostNoise | None = None
     bursts: BurstSummary | None = None
+    client: ClientStats | None = None
+    offered_rate: float | None = Field(None, description="Open loop: requests/s offered.")
+    achieved_rate: float | None = Field(
+        None, description="Requests/s sent (open loop) or completed (closed loop).")
     started_at: str
     finished_at: str
     counters_before: SpecCounters | None = None

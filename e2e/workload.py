@@ -14,7 +14,7 @@ from pathlib import Path
 from e2e import metrics as m
 from e2e.arms import ServerLaunch
 from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
-from e2e.load import LoadSpec, make_prompts, run_load, vocabulary
+from e2e.load import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.affinity import Placement, pinned_process
 from e2e.bursts import burst_summary
 from e2e.records import PlacementInfo, RequestRecord, RunRecord
@@ -39,12 +39,17 @@ class LoadWorkload:
                                     exclude=specials, seed=spec.seed, stream=1)
         self.finished: list[RequestRecord] = []
         self.client: Placement | None = None
+        self.outcome: LoadOutcome | None = None
 
     def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
+        spec = self.spec
         return LoadSpec(base_url=server.base_url, model=self.launch.model, prompts=batch,
-                        output_len=self.spec.output_len, concurrency=concurrency,
+                        output_len=spec.output_len, concurrency=concurrency,
                         request_timeout_s=self.load.request_timeout_s,
-                        stall_timeout_s=self.load.stall_timeout_s, headers=server.headers())
+                        stall_timeout_s=self.load.stall_timeout_s, headers=server.headers(),
+                        workers=self.load.workers, request_rate=spec.request_rate,
+                        burstiness=spec.burstiness, max_concurrency=spec.max_concurrency,
+                        seed=spec.seed)
 
     def warmup(self, server) -> None:
         if self.warmups:
@@ -57,8 +62,9 @@ class LoadWorkload:
         self.say(f"measuring {self.spec.prompts} requests at concurrency {self.spec.concurrency}")
         # pinned only while it drives the load: a server started later must not inherit it
         with pinned_process(self.load.cpus) as self.client:
-            run_load(self._load(server, self.prompts, self.spec.concurrency),
-                     progress=self.progress, label=self.spec.run_id, on_done=self.finished.append)
+            self.outcome = run_measured_load(
+                self._load(server, self.prompts, self.spec.concurrency), progress=self.progress,
+                label=self.spec.run_id, on_done=self.finished.append)
 
     def record(self, info, folder: Path) -> RunRecord:
         spec, kind = self.spec, self.launch.kind
@@ -95,6 +101,16 @@ class LoadWorkload:
                                                  "goodput_req_s": met.req_s})
         if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
             info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
+        outcome = self.outcome
+        if outcome is not None and outcome.client.saturated:
+            info.warnings.append(f"the load generator was saturated "
+                                 f"({outcome.client.saturated_because}): its own queueing may "
+                                 "show as latency; raise load.workers (--client-workers)")
+        if (outcome is not None and outcome.offered_rate and outcome.achieved_rate is not None
+                and outcome.achieved_rate < 0.98 * outcome.offered_rate):
+            info.warnings.append(f"achieved {outcome.achieved_rate:.2f} req/s of the offered "
+                                 f"{outcome.offered_rate:g} (more than 2 % short): the client "
+                                 "could not keep the schedule")
         write_requests(folder / "requests.parquet", finished)
         return RunRecord(
             experiment=info.experiment, run_id=spec.run_id, spec=spec,
@@ -102,6 +118,9 @@ class LoadWorkload:
             provenance=info.provenance, plugin=info.plugin, started_at=info.started_at,
             placement=(info.placement or PlacementInfo()).model_copy(update={"client": self.client}),
             host_noise=info.host_noise, bursts=bursts,
+            client=outcome.client if outcome is not None else None,
+            offered_rate=outcome.offered_rate if outcome is not None else None,
+            achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
 

@@ -101,3 +101,15 @@ def test_a_run_without_known_settings_is_compared_and_flagged(default_experiment
     assert warning.message.startswith("1 reported run(s) not on a fresh server started by e2e "
                                       "(imported)")
     assert not [w for w in summary.warnings if w.arm == "main" and "fresh" in w.message]
+
+
+def test_open_and_closed_loop_runs_are_different_cells(default_experiment):
+    open_loop = default_experiment.override("load", request_rate=50.0, burstiness=0.5)
+    spec = RunSpec.resolve(open_loop, arm="main", concurrency=1, dspark=False)
+    assert (spec.request_rate, spec.burstiness, spec.cell) == (50.0, 0.5, "main-c1-rate50-base")
+    assert "open loop 50 req/s (burstiness 0.5)" in spec.describe()
+    runs = [record(default_experiment, "main", 2, 3.0), record(open_loop, "main", 3, 3.1)]
+    with pytest.raises(ValueError) as err:
+        summarize(runs)
+    assert ("differ in request_rate (concurrency 1, base): 50.0 in 1 run(s) "
+            "(main-c1-rate50-base-r3); none in 1 run(s) (main-c1-base-r2)") in str(err.value)

@@ -32,7 +32,7 @@ def test_hung_server_times_out_within_bounds(default_experiment, server_python, 
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=3,
                            output_len=64)
     seen = {}
-    real_serve, real_load = server_mod.serve, workload.run_load
+    real_serve, real_load = server_mod.serve, workload.run_measured_load
 
     class Spy:
         def __init__(self, cm):
@@ -56,7 +56,7 @@ def test_hung_server_times_out_within_bounds(default_experiment, server_python, 
 
         return real_load(load_spec, on_done=hook, **kwargs)
 
-    monkeypatch.setattr(workload, "run_load", stopping_load)
+    monkeypatch.setattr(workload, "run_measured_load", stopping_load)
     started = time.monotonic()
     folder, record = session.run_unit(experiment, spec, tmp_path, session.SessionOptions(
         progress=False, servers=session.Servers(serve=lambda *a, **k: Spy(real_serve(*a, **k)))))

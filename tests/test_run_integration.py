@@ -103,7 +103,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=False, prompts=12,
                            output_len=128)
     seen = {}
-    real_serve, real_load = server_mod.serve, workload.run_load
+    real_serve, real_load = server_mod.serve, workload.run_measured_load
 
     def spy_serve(*args, **kwargs):
         cm = real_serve(*args, **kwargs)
@@ -134,7 +134,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
 
         return real_load(load_spec, on_done=hook, **kwargs)
 
-    monkeypatch.setattr(workload, "run_load", killing_load)
+    monkeypatch.setattr(workload, "run_measured_load", killing_load)
     folder, record = session.run_unit(experiment, spec, tmp_path, session.SessionOptions(
         progress=False, servers=session.Servers(serve=spy_serve)))
 
