@@ -51,6 +51,9 @@ __all__ = [
 MIN_RUNS = 3
 MAX_SPREAD = 0.05
 MAX_ACCEPTANCE_MOVE = 0.10
+CLIENT_SERVER_TOLERANCE = 0.05  # client vs server figure of the same runs
+_CLIENT_SERVER = (("tpot_ms_mean", "server_tpot_ms_mean"), ("ttft_ms_mean", "server_ttft_ms_mean"),
+                  ("e2el_ms_mean", "server_e2el_ms_mean"))
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_MIN_EFFECT_PCT = 1.0
 DEFAULT_REPORT_FROM_RUN = 2
@@ -480,6 +483,18 @@ def _cell_warnings(
         out.append(ReportWarning(
             f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
     reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
+    for client, server in _CLIENT_SERVER:
+        if client not in reported or server not in reported:
+            continue
+        both = reported[reported[client].notna() & reported[server].notna() & (reported[server] > 0)]
+        if len(both):
+            ratio = float((both[client] / both[server]).median())
+            if abs(ratio - 1.0) > CLIENT_SERVER_TOLERANCE:
+                out.append(ReportWarning(
+                    f"the client's {metric(client).label} is {ratio:.2f} x the server's "
+                    f"({metric(server).label}, median over {len(both)} run(s); more than "
+                    f"{_limit(CLIENT_SERVER_TOLERANCE)} away): one of them does not see what "
+                    "the other does", metric=client, **where))
     bursty = reported[reported["burst_affected"]]
     if len(bursty):
         for key in ("tpot_ms_mean", "tpot_ms_median", "ms_per_verify_step"):

@@ -60,3 +60,15 @@ def test_a_burst_affected_cell_is_flagged_in_the_report(default_experiment):
     assert {(w.arm, w.metric) for w in flagged} == {
         ("pr", "tpot_ms_mean"), ("pr", "tpot_ms_median"), ("pr", "ms_per_verify_step")}
     assert flagged[0].message.startswith("client TPOT burst-affected in 1 of 2 reported run(s)")
+
+
+def test_a_client_figure_away_from_the_servers_is_flagged(default_experiment):
+    def run(arm, k, client, server):
+        r = record(default_experiment, arm, k, client)
+        return r.model_copy(update={"metrics": r.metrics.model_copy(
+            update={"server_tpot_ms_mean": server})})
+
+    runs = [run("main", k, 3.0, 3.01) for k in (2, 3)] + [run("pr", k, 2.0, 3.0) for k in (2, 3)]
+    flagged = [w for w in summarize(runs).warnings if "x the server's" in w.message]
+    assert [(w.arm, w.metric) for w in flagged] == [("pr", "tpot_ms_mean")]
+    assert flagged[0].message.startswith("the client's mean TPOT is 0.67 x the server's")
