@@ -42,6 +42,8 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     exits with its code (or ``error_exit``); Ctrl-C exits 130; any other exception exits
     ``unexpected_exit`` after printing its traceback, or propagates when that is None."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    # Ctrl-C even when started where SIGINT was ignored (a background job of a script)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return fn()
     except E2EError as exc:

@@ -23,6 +23,15 @@ def small(experiment: Experiment, **load) -> Experiment:
         "server": experiment.server.model_copy(update={"lock_wait_s": 900.0})})
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ctrl_c_works():
+    """Tests send themselves SIGINT (a Ctrl-C on a driver); a shell that ran the suite as a
+    background job hands it down ignored, so put Python's own handler back."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def default_experiment() -> Experiment:
     return load_experiment()

@@ -84,7 +84,11 @@ def test_run_folder_contents(dspark_run):
             "metrics_after.prom"} <= names
     assert read_run(folder) == record
     raw = json.loads((folder / "run.json").read_text())
-    assert raw["schema_version"] == 2
+    assert raw["schema_version"] == 3
+    assert raw["placement"]["server"]["applied"] == [0] and raw["placement"]["server_cores"] == [0]
+    assert raw["placement"]["client"]["applied"] == [1]
+    assert raw["host_noise"]["wall_s"] > 0 and raw["bursts"]["judged"] == 4
+    assert raw["client"]["chunks"] > 0 and "saturated" in raw["client"]
     assert raw["plugin"]["check"] == "passed" and raw["plugin"]["mode"] == "inject"
     assert raw["server"]["kind"] == "fresh"
     assert set(raw["provenance"]["e2e"]) >= {"git_sha", "dirty", "diff_sha256", "source_sha256"}
