@@ -41,6 +41,9 @@ def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -
         lines.append(f"  command: {shlex.join(argv)}")
         env = redact_env(launch.env, pattern)
         lines.append("  env:     " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())))
+        if experiment.server.cpus or experiment.load.cpus:
+            lines.append(f"  cpus:    server {experiment.server.cpus or 'unpinned'}, load "
+                         f"generator {experiment.load.cpus or 'unpinned'}")
     return lines
 
 
