@@ -178,9 +178,10 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             host_before = snapshot()
             try:
                 workload.measure(server, partial)
-            finally:
-                info.host_noise = noise(host_before, snapshot(), own_pids=with_descendants(
-                    host_before, {os.getpid(), getattr(server, "pgid", os.getpid())}))
+            finally:  # own = e2e, its server and client processes (those started meanwhile too)
+                host_after = snapshot()
+                info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
+                    host_after, {os.getpid(), getattr(server, "pgid", os.getpid())}))
             if server.alive():
                 info.metrics_after = server.scrape_metrics()
             else:
