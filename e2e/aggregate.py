@@ -307,7 +307,7 @@ WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate",
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
-                   "client_saturated",
+                   "client_saturated", "goodput_slo",
                    *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
@@ -347,6 +347,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
             "burst_affected": bool(r.bursts is not None and r.bursts.affected),
             "client_saturated": bool(r.client is not None and r.client.saturated),
+            "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
             "source": ("imported" if "imported" in (r.provenance or {})
                        else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
@@ -392,7 +393,8 @@ def comparable(frame: pd.DataFrame) -> None:
                 data = json.loads(value)
                 value = ", ".join(f"{k}={json.dumps(_pick(data, k))}" for k in keys)
             parts.append(f"{value} in {len(rows)} run(s) ({ids})")
-        hint = (f"report one of them: e2e report DIR --only {field}=VALUE" if keys is None
+        hint = (f"report one of them: e2e report DIR --only {field}=VALUE"
+                if field in WORKLOAD_FIELDS
                 else "put the runs of each setting in their own --results folder")
         raise ValueError(f"runs that would be compared differ in {field} ({where}): "
                          f"{'; '.join(parts)}; they are not averaged together; {hint}")
@@ -406,6 +408,8 @@ def comparable(frame: pd.DataFrame) -> None:
         for field in WORKLOAD_FIELDS:
             if group[field].nunique(dropna=False) > 1:
                 refuse(field, field, group, where)
+        if group["goodput_slo"].nunique() > 1:  # goodput against different SLOs
+            refuse("load.slo", "goodput_slo", group, where)
         if group["server_settings"].nunique() > 1:
             keys = differing(list(group["server_settings"].unique()))
             refuse(f"server settings ({', '.join(keys)})", "server_settings", group, where, keys)

@@ -113,3 +113,14 @@ def test_open_and_closed_loop_runs_are_different_cells(default_experiment):
         summarize(runs)
     assert ("differ in request_rate (concurrency 1, base): 50.0 in 1 run(s) "
             "(main-c1-rate50-base-r3); none in 1 run(s) (main-c1-base-r2)") in str(err.value)
+
+
+def test_goodput_against_two_slos_is_refused(default_experiment):
+    def with_slo(k, slo):
+        r = record(default_experiment, "main", k, 3.0)
+        return r.model_copy(update={"metrics": r.metrics.model_copy(
+            update={"goodput_slo": slo, "goodput_req_s": 1.0})})
+
+    with pytest.raises(ValueError, match=r"differ in load.slo .*own --results folder"):
+        summarize([with_slo(2, "ttft=20ms"), with_slo(3, "ttft=25ms")])
+    summarize([with_slo(2, "ttft=20ms"), with_slo(3, "ttft=20ms")])
