@@ -187,7 +187,7 @@ def sweep(
 
     def body() -> None:
         from e2e.errors import ConfigError
-        from e2e.pipeline import execute
+        from e2e.pipeline import sweep as run_matrix
         from e2e.plan import make_plan
         from e2e.ray_executor import describe_cluster_plan, executor_from
         from e2e.session import SessionOptions
@@ -231,8 +231,11 @@ def sweep(
                       f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks)",
                       highlight=False)
         else:
-            outcome = execute(experiment, plan, results, session=session, executor=runner,
-                              max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
+            outcome, _ = run_matrix(
+                experiment, results, arms=_csv(arms), concurrencies=concurrency,
+                spec_modes=modes, runs=runs, session=session, executor=runner,
+                max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit,
+                report=False)  # rendered below, with any GSM8K results
         if outcome.stopped_early:
             out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
                       highlight=False)

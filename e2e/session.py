@@ -167,7 +167,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
                  f"speculator); log: {partial / 'server.log'}")
         with servers.serve(launch, partial / "server.log",
-                                   ServerOptions.of(experiment.server)) as server:
+                           ServerOptions.of(experiment.server)) as server:
             info.server = _server_info(launch, server.argv, server.base_url, pattern)
             info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check)
             if info.plugin.check == "failed":

@@ -17,7 +17,6 @@ from e2e.render import render_csv, render_markdown, render_plots
 from e2e.render.forest import comparison_plot_names
 from e2e.render.markdown import (
     format_cell,
-    format_comparison,
     format_headline_comparison,
     format_pct,
     format_value,

@@ -80,3 +80,16 @@ def test_max_runs_below_the_first_look_is_refused(default_experiment, tmp_path):
 
     with pytest.raises(ConfigError, match="at least 4 runs"):
         run(default_experiment, tmp_path, {"main": 3.0, "pr": 3.0}, noise=0.01, max_runs=3)
+
+
+def test_the_pipeline_plans_executes_and_reports(default_experiment, tmp_path):
+    """pipeline.sweep: plan -> executor -> results folder -> aggregate -> render."""
+    from e2e.pipeline import sweep
+
+    executor = KnownValues(default_experiment, {"main": 3.0, "pr": 3.3}, noise=0.005)
+    outcome, report = sweep(default_experiment, tmp_path, arms=["main", "pr"], concurrencies=[1],
+                            spec_modes=[False], runs=4, executor=executor)
+    assert len(outcome.ran) == 8 and not outcome.given_up
+    assert report.markdown_path.is_file()
+    comparison = report.summary.comparison("pr", 1, "base", "tpot_ms_mean")
+    assert comparison.verdict == "slower" and comparison.method == "blocked"
