@@ -73,6 +73,12 @@ NoPluginCheckOpt = Annotated[bool, typer.Option(
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
 
 
+def _with_flags(experiment, *, server: dict, load: dict):
+    """The experiment with the flags that were given (not None) merged into its server and
+    load tables, validated like the file."""
+    return experiment.override("server", **server).override("load", **load)
+
+
 @app.command()
 def run(
     arm: Annotated[str, typer.Option(help="Arm to run (see `e2e arms`).")] = "main",
@@ -110,11 +116,12 @@ def run(
         from e2e.session import SessionOptions, run_unit
         from e2e.store import next_repeat
 
-        experiment = load_experiment(config).override(
-            "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-            require_quiet=require_quiet).override(
-            "load", slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
-            burstiness=burstiness, max_concurrency=max_concurrency)
+        experiment = _with_flags(
+            load_experiment(config), server=dict(
+                lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
+                require_quiet=require_quiet), load=dict(
+                slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
+                burstiness=burstiness, max_concurrency=max_concurrency))
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
@@ -196,13 +203,14 @@ def sweep(
         if sum([dspark, no_dspark, both]) > 1:
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
         modes = [True] if dspark else [False] if no_dspark else [False, True]
-        experiment = load_experiment(config).override(
-            "load", prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-            output_len=output_len, slo=slo, cpus=client_cpus, workers=client_workers,
-            request_rate=request_rate, burstiness=burstiness,
-            max_concurrency=max_concurrency).override(
-            "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-            require_quiet=require_quiet)
+        experiment = _with_flags(
+            load_experiment(config), server=dict(
+                lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
+                require_quiet=require_quiet), load=dict(
+                prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
+                output_len=output_len, slo=slo, cpus=client_cpus, workers=client_workers,
+                request_rate=request_rate, burstiness=burstiness,
+                max_concurrency=max_concurrency))
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:
