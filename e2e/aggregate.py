@@ -673,22 +673,18 @@ def _blocks(records: Sequence[RunRecord]) -> dict[_RunKey, tuple[int, str | None
 
 
 def _aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
-    """Arms whose settings in the config snapshot equal the baseline's (description aside):
-    repeats of the baseline, whose comparison measures the noise (A/A)."""
-    snap: dict = {}
+    """Arms whose comparable settings (``config.comparable_settings``: description aside)
+    equal the baseline's: repeats of the baseline, whose comparison measures the noise (A/A)."""
+    config: dict = {}
     for r in records:
-        a = r.config.get("arms") if isinstance(r.config, dict) else None
-        if isinstance(a, dict):
-            snap.update(a)
-    if baseline not in snap or not isinstance(snap[baseline], dict):
+        if isinstance(r.config, dict) and isinstance(r.config.get("arms"), dict):
+            config = {**r.config, "arms": {**config.get("arms", {}), **r.config["arms"]}}
+    known = config.get("arms", {})
+    if baseline not in known:
         return ()
-
-    def settings(arm: str) -> dict:
-        return {k: v for k, v in snap[arm].items() if k != "description"}
-
-    base = settings(baseline)
-    return tuple(a for a in arms if a != baseline and isinstance(snap.get(a), dict)
-                 and settings(a) == base)
+    base = comparable_settings(config, baseline)["arm"]
+    return tuple(a for a in arms if a != baseline and a in known
+                 and comparable_settings(config, a)["arm"] == base)
 
 
 def _runs(cell: Cell, blocks: dict[_RunKey, tuple[int, str | None]]) -> list[tuple[object, float]]:

@@ -198,23 +198,14 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
 
 
 def _by_round(records, arm: str, cell: BisectCell, start: int) -> dict[int, float]:
-    """The cell's metric per round (repeat) of ``arm``'s reported runs: through
-    ``e2e.aggregate.summarize`` for the report's metrics, else the nightly's derived ones."""
-    from e2e.aggregate import METRICS, summarize
-    from e2e.metrics import metric_value
+    """The cell's metric per round (repeat) of ``arm``'s reported runs: the report's own
+    cell (``e2e.aggregate.summarize``, with the nightly's metrics)."""
+    from e2e.aggregate import summarize
+    from e2e.nightly.settings import NIGHTLY_METRICS
 
-    if cell.metric in {m.key for m in METRICS}:
-        summary = summarize(records, baseline="good", report_from_run=start)
-        found = summary.cell(arm, cell.concurrency, cell.spec_mode, cell.metric)
-        return dict(zip(found.repeats, found.values)) if found else {}
-    out = {}
-    for r in records:
-        if (r.spec.arm, r.spec.concurrency, r.spec.spec_mode) == (arm, cell.concurrency, cell.spec_mode) \
-                and r.valid and r.spec.repeat >= start:
-            value = metric_value(r.metrics, cell.metric)
-            if value is not None:
-                out[r.spec.repeat] = value
-    return out
+    summary = summarize(records, baseline="good", report_from_run=start, metrics=NIGHTLY_METRICS)
+    found = summary.cell(arm, cell.concurrency, cell.spec_mode, cell.metric)
+    return dict(zip(found.repeats, found.values)) if found else {}
 
 
 def _state(folder: Path, header: dict) -> dict:

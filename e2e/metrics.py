@@ -58,9 +58,12 @@ def spec_counters(text: str, kind: ServerKind = VLLM) -> SpecCounters:
     )
 
 
-def histogram_mean_delta(before: str, after: str, name: str) -> float | None:
-    """Mean of the observations a histogram gained between two scrapes, or None if none."""
-    b, a = parse_samples(before), parse_samples(after)
+def histogram_mean_delta(before: str | dict[str, float], after: str | dict[str, float],
+                         name: str) -> float | None:
+    """Mean of the observations a histogram gained between two scrapes (exposition text, or
+    ``parse_samples`` of it), or None if none."""
+    b = parse_samples(before) if isinstance(before, str) else before
+    a = parse_samples(after) if isinstance(after, str) else after
     count = a.get(name + "_count", 0.0) - b.get(name + "_count", 0.0)
     if count <= 0:
         return None

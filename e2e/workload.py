@@ -71,9 +71,10 @@ class LoadWorkload:
         finished = sorted(self.finished, key=lambda r: r.index)
         before = m.spec_counters(info.metrics_before, kind) if info.metrics_before else None
         after = m.spec_counters(info.metrics_after, kind) if info.metrics_after else None
-        server_tpot = (m.histogram_mean_delta(info.metrics_before, info.metrics_after,
-                                              kind.server_tpot_metric)
-                       if info.metrics_before and info.metrics_after else None)
+        scraped = ((m.parse_samples(info.metrics_before), m.parse_samples(info.metrics_after))
+                   if info.metrics_before and info.metrics_after else None)  # parsed once
+        server_tpot = (m.histogram_mean_delta(*scraped, kind.server_tpot_metric)
+                       if scraped else None)
         summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
                                   counters_after=after if spec.dspark else None,
                                   server_tpot_s=server_tpot) if finished else None
@@ -83,8 +84,8 @@ class LoadWorkload:
                                           output_len=spec.output_len, expected=spec.prompts)
         if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
             reasons.append("the speculator made no drafts: the spec-decode counters did not move")
-        if summary is not None and info.metrics_before and info.metrics_after:
-            means = {key: m.histogram_mean_delta(info.metrics_before, info.metrics_after, name)
+        if summary is not None and scraped:
+            means = {key: m.histogram_mean_delta(*scraped, name)
                      for key, name in (("server_ttft_ms_mean", kind.server_ttft_metric),
                                        ("server_e2el_ms_mean", kind.server_e2el_metric)) if name}
             summary = summary.model_copy(update={k: v * 1000.0 for k, v in means.items()
