@@ -408,8 +408,6 @@ def comparable(frame: pd.DataFrame) -> None:
         for field in WORKLOAD_FIELDS:
             if group[field].nunique(dropna=False) > 1:
                 refuse(field, field, group, where)
-        if group["goodput_slo"].nunique() > 1:  # goodput against different SLOs
-            refuse("load.slo", "goodput_slo", group, where)
         if group["server_settings"].nunique() > 1:
             keys = differing(list(group["server_settings"].unique()))
             refuse(f"server settings ({', '.join(keys)})", "server_settings", group, where, keys)
@@ -418,6 +416,23 @@ def comparable(frame: pd.DataFrame) -> None:
             keys = differing(list(group["arm_settings"].unique()))
             refuse(f"arms.{arm} settings ({', '.join(keys)})", "arm_settings", group,
                    f"arm {arm}", keys)
+
+
+def _one_slo(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[ReportWarning]]:
+    """Goodput is a figure of its SLO: where runs that would be compared were measured against
+    different SLOs, their goodput is not used (the other metrics are) and a warning says so."""
+    if "goodput_req_s" not in frame:
+        return frame, []
+    frame = frame.copy()
+    warnings = []
+    for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
+        slos = sorted(set(group["goodput_slo"].dropna()))
+        if len(slos) > 1:
+            frame.loc[group.index, "goodput_req_s"] = float("nan")
+            warnings.append(ReportWarning(
+                f"goodput not compared at concurrency {conc}, {mode}: its runs were measured "
+                f"against different SLOs ({'; '.join(slos)}); measure every arm with one --slo"))
+    return frame, warnings
 
 
 def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord]:
@@ -558,8 +573,9 @@ def summarize(
         raise ValueError("no run records to summarize")
     frame = runs_frame(records, metrics)
     comparable(frame)
+    frame, slo_warnings = _one_slo(frame)
     start, warnings = _resolve_report_from_run(frame, report_from_run)
-    warnings = list(extra_warnings) + warnings
+    warnings = list(extra_warnings) + warnings + slo_warnings
 
     experiments = sorted(set(frame["experiment"]))
     if len(experiments) > 1:

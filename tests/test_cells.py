@@ -115,12 +115,15 @@ def test_open_and_closed_loop_runs_are_different_cells(default_experiment):
             "(main-c1-rate50-base-r3); none in 1 run(s) (main-c1-base-r2)") in str(err.value)
 
 
-def test_goodput_against_two_slos_is_refused(default_experiment):
-    def with_slo(k, slo):
-        r = record(default_experiment, "main", k, 3.0)
+def test_goodput_against_two_slos_is_not_compared(default_experiment):
+    def with_slo(arm, k, slo):
+        r = record(default_experiment, arm, k, 3.0)
         return r.model_copy(update={"metrics": r.metrics.model_copy(
-            update={"goodput_slo": slo, "goodput_req_s": 1.0})})
+            update={"goodput_slo": slo, "goodput_req_s": 1.0 + k})})
 
-    with pytest.raises(ValueError, match=r"differ in load.slo .*own --results folder"):
-        summarize([with_slo(2, "ttft=20ms"), with_slo(3, "ttft=25ms")])
-    summarize([with_slo(2, "ttft=20ms"), with_slo(3, "ttft=20ms")])
+    mixed = summarize([with_slo("main", 2, "ttft=20ms"), with_slo("pr", 2, "ttft=25ms")])
+    assert mixed.cell("main", 1, "base", "goodput_req_s") is None  # never averaged across SLOs
+    assert mixed.cell("main", 1, "base", "tpot_ms_mean") is not None  # the rest still is
+    assert any("different SLOs (ttft=20ms; ttft=25ms)" in w.message for w in mixed.warnings)
+    same = summarize([with_slo("main", 2, "ttft=20ms"), with_slo("pr", 2, "ttft=20ms")])
+    assert same.cell("pr", 1, "base", "goodput_req_s").values == (3.0,)
