@@ -166,3 +166,18 @@ def test_command_reports_errors_with_exit_code(tmp_path, monkeypatch):
     for flag in ("--arms", "--dspark", "--no-dspark", "--limit", "--concurrency", "--data",
                  "--config", "--results"):
         assert flag in result.output
+
+
+def test_a_relative_results_folder_gives_lm_eval_absolute_paths(experiment, tmp_path, data,
+                                                                 monkeypatch):
+    """lm-eval runs in its output folder: a relative --results (the README's default) must
+    reach it as absolute paths, or it finds no task there."""
+    monkeypatch.chdir(tmp_path)
+    p = resolve_plan(experiment, arms="main", dspark=False, limit=12, concurrency=4, data=data,
+                     results="results")
+    fake = Fake(["main.jsonl"])
+    run_gsm8k(p, fake.runner())
+    job = fake.jobs[0]
+    assert job.include_path.is_absolute() and job.output_dir.is_absolute()
+    arm = tmp_path / "results" / "default" / "gsm8k" / "base-n12" / "main"
+    assert store.is_complete(arm) and (arm / "task" / "e2e_gsm8k_local.yaml").is_file()

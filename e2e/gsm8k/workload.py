@@ -53,6 +53,7 @@ class GSM8KWorkload:
 
     def measure(self, server, folder: Path) -> None:
         spec = self.spec
+        folder = Path(folder).resolve()  # lm-eval runs in another working directory
         self.job = LmEvalJob(base_url=server.base_url, model=server.model, source=self.source,
                              output_dir=folder / "lm_eval", concurrency=spec.concurrency,
                              limit=spec.limit, include_path=write_local_task(self.source, folder / "task"),
