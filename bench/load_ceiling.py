@@ -14,13 +14,16 @@ one token per chunk, as the heaviest reference cell has.
    alternate e2e / vllm-bench ``--repeats`` times; medians and their ratio are printed.
 3. skew: the server paces every stream at a fixed inter-token interval (a spinning pacer on its
    own core, chunk times exact to some 10 µs) at ``--paced-fraction`` of each client's
-   measured ceiling; each client's mean TPOT is compared with the true interval.
+   measured ceiling; each client's mean TPOT is compared with the TPOT the server really
+   sent (its first to last write of each stream, on the clients' clock: the client's own
+   error) and with the nominal interval (the server's pacer jitter included).
 
     python bench/load_ceiling.py [--vs-vllm-bench ~/.cache/e2e/envs/*/bin/python]
         [--workers 1,2] [--streams 64] [--tokens 509] [--requests 512] [--repeats 3]
         [--paced-fraction 0.5 | --paced-rate 32000] [--whole-responses] [--server-procs N]
 
-Needs e2e's load generator only (aiohttp, orjson, numpy, pydantic); not vLLM, not a GPU.
+Needs e2e's load generator only (httptools, uvloop, orjson, numpy, pydantic); not vLLM, not
+a GPU.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ import os
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+
+from e2e.affinity import parse_cpus, spread_cores
 
 CHUNK = ('data: {"id":"cmpl-0","object":"text_completion","created":0,"model":"m",'
          '"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,'
@@ -62,31 +67,45 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
            tick_s: float = 0.0) -> None:
     """The scripted server. Unpaced: every stream as fast as it can, 8 chunks per write, or
     (``whole``) each response pre-built and sent in one write, so that the server costs next
-    to nothing and several client processes can be measured on few cores. Paced: one pacer
-    task spins on the server's own core and writes each stream's chunks when they fall due
-    (chunk i at start + i * interval_s)."""
+    to nothing and several client processes can be measured on few cores. Paced, as vLLM
+    decodes: a step every ``interval_s``, and at each step one chunk to every running stream
+    (a new stream joins at the next step; its last chunk goes out with the usage and
+    ``[DONE]`` in one write). The pacer spins on the server's own core to the step's time
+    (``tick_s`` > 0: it sleeps that long between looks instead, for hosts with few cores), and
+    a step that comes late delays the later ones rather than bunching them. It notes when it
+    wrote each stream's first and last chunk: ``GET /written`` returns those [first, last,
+    tokens, first prompt token] (perf_counter, the clients' clock) and forgets them, so a
+    client's TPOT can be compared with what the server really sent, pacer jitter and all."""
     if core is not None:
         os.sched_setaffinity(0, {core})
     framed = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
     block = framed * 8
-    active: list[list] = []  # [writer, start, sent, tokens, done-future]
+    active: list[list] = []  # [writer, sent, tokens, done, tail, first write, prompt[0]]
     built: dict[tuple[int, int], bytes] = {}
+    written: list[tuple[float, float, int, int]] = []
 
     async def pacer() -> None:
         clock = time.perf_counter
+        step = clock()
         while True:
-            now = clock()
+            while clock() < step:
+                await asyncio.sleep(tick_s)
             for entry in active:
-                writer, start, sent, tokens, done = entry
-                due = min(tokens, int((now - start) / interval_s) + 1)
-                if due > sent:
-                    writer.write(framed * (due - sent))
-                    entry[2] = due
-                    if due == tokens:
-                        done.set_result(None)
-            if any(e[2] == e[3] for e in active):
-                active[:] = [e for e in active if e[2] < e[3]]
-            await asyncio.sleep(tick_s)
+                writer, sent, tokens, done, tail, _, _ = entry
+                at = clock()
+                writer.write(framed + tail if sent + 1 == tokens else framed)
+                entry[1] = sent + 1
+                if sent == 0:
+                    entry[5] = at
+                if sent + 1 == tokens:
+                    written.append((entry[5], at, tokens, entry[6]))
+                    done.set_result(None)
+            if any(e[1] == e[2] for e in active):
+                active[:] = [e for e in active if e[1] < e[2]]
+            step += interval_s
+            if step < clock() - interval_s:  # a step or more behind: go on from now
+                step = clock()
+            await asyncio.sleep(0)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
@@ -100,6 +119,12 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
             except (asyncio.IncompleteReadError, ConnectionError):
                 writer.close()
                 return
+            if head.startswith(b"GET /written "):
+                payload = json.dumps(written).encode()
+                written.clear()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (len(payload), payload))
+                continue
             if not head.startswith(b"POST /v1/completions "):
                 writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                 continue
@@ -107,26 +132,26 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
             tokens, prompt = body["max_tokens"], len(body["prompt"])
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+            usage = _usage(prompt, tokens)
+            tail = b"%x\r\n%s\r\n0\r\n\r\n" % (len(usage), usage)
             if whole:
                 key = (tokens, prompt)
                 if key not in built:
-                    tail = _usage(prompt, tokens)
-                    built[key] = (framed * tokens
-                                  + b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+                    built[key] = framed * tokens + tail
                 writer.write(built[key])
                 await writer.drain()
                 continue
             if interval_s:
                 done = asyncio.get_running_loop().create_future()
-                active.append([writer, time.perf_counter(), 0, tokens, done])
+                active.append([writer, 0, tokens, done, tail, 0.0, body["prompt"][0]])
                 await done
-            else:
-                for _ in range(tokens // 8):
-                    writer.write(block)
-                    await writer.drain()
-                writer.write(framed * (tokens % 8))
-            tail = _usage(prompt, tokens)
-            writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+                await writer.drain()
+                continue
+            for _ in range(tokens // 8):
+                writer.write(block)
+                await writer.drain()
+            writer.write(framed * (tokens % 8))
+            writer.write(tail)
             await writer.drain()
 
     async def main() -> None:
@@ -150,7 +175,7 @@ def _free_port() -> int:
 def _server(interval_s: float, procs: int = 1, whole: bool = False, tick_s: float = 0.0):
     """``procs`` server processes on one port (SO_REUSEPORT spreads the connections), pinned
     to the last cores, so that the server is not what limits several client processes."""
-    cores = sorted(os.sched_getaffinity(0))
+    cores = spread_cores(os.sched_getaffinity(0))  # the clients take the first
     port = _free_port()
     spawn = mp.get_context("spawn")
     servers = [spawn.Process(target=_serve, daemon=True,
@@ -174,10 +199,10 @@ def _server(interval_s: float, procs: int = 1, whole: bool = False, tick_s: floa
 
 
 @contextmanager
-def _pinned(core: int | None):
+def _pinned(cores):
     before = os.sched_getaffinity(0)
-    if core is not None:
-        os.sched_setaffinity(0, {core})
+    if cores is not None:
+        os.sched_setaffinity(0, set(cores))
     try:
         yield
     finally:
@@ -192,8 +217,8 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
 
     spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * requests,
                     output_len=args.tokens, concurrency=args.streams, workers=workers)
-    first = sorted(os.sched_getaffinity(0))[0]
-    with _pinned(first if workers == 1 else None):
+    cores = args.client_cores or spread_cores(os.sched_getaffinity(0))
+    with _pinned(cores[:1] if workers == 1 else cores):
         outcome = run_measured_load(spec, progress=False)
     failed = [r for r in outcome.records if not r.ok]
     if failed:
@@ -225,7 +250,7 @@ def vllm_bench_run(url: str, args, requests: int) -> dict:
                "--max-concurrency", str(args.streams), "--request-rate", "inf",
                "--disable-tqdm", "--num-warmups", "0",
                "--save-result", "--result-dir", out, "--result-filename", "result.json"]
-        first = sorted(os.sched_getaffinity(0))[0]
+        first = (args.client_cores or spread_cores(os.sched_getaffinity(0)))[0]
         cpu_start = cpu_end = None
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               preexec_fn=lambda: os.sched_setaffinity(0, {first})) as proc:
@@ -254,12 +279,25 @@ def _default_tokenizer() -> str | None:
     return str(Path(found[0]).parent) if found else None
 
 
-def _skew(result: dict, interval_s: float, streams: int) -> dict:
-    """The client's mean TPOT against the server's pace; ``chunks_per_s`` below
-    ``paced_chunks_per_s`` means the pace was not kept (by the server or the client)."""
+def _written(url: str, requests: int) -> list[list[float]]:
+    """What the paced server wrote since it was last asked: [first, last, tokens, prompt[0]]
+    per request (vllm bench's initial test request, the earliest, is left out)."""
+    with urllib.request.urlopen(url + "/written") as response:
+        written = sorted(json.loads(response.read()))
+    return written[len(written) - requests:]
+
+
+def _skew(result: dict, interval_s: float, streams: int, written: list[list[float]]) -> dict:
+    """The client's mean TPOT against what the server really sent (each stream's first to
+    last write, over tokens - 1: the client's own error, pacer jitter left out) and against
+    the nominal pace; ``chunks_per_s`` below ``paced_chunks_per_s`` means the pace was not
+    kept (by the server or the client)."""
+    sent = statistics.mean((last - first) / (tokens - 1) for first, last, tokens, _ in written)
     return {"paced_chunks_per_s": streams / interval_s,
-            "true_tpot_ms": interval_s * 1e3, "measured_tpot_ms": result["tpot_ms_mean"],
-            "error_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
+            "nominal_tpot_ms": interval_s * 1e3, "server_tpot_ms": sent * 1e3,
+            "measured_tpot_ms": result["tpot_ms_mean"],
+            "error_pct": (result["tpot_ms_mean"] / (sent * 1e3) - 1) * 100,
+            "error_vs_nominal_pct": (result["tpot_ms_mean"] / (interval_s * 1e3) - 1) * 100,
             **{k: result[k] for k in ("chunks_per_s", "client_cpu_us_per_chunk", "core_share",
                                       "loop_lag_ms_p99", "wait_share", "saturated")
                if k in result}}
@@ -285,6 +323,9 @@ def main() -> None:
     parser.add_argument("--pacer-tick-ms", type=float, default=0.0,
                         help="the paced server wakes this often (0: it spins, exact timing but a "
                         "busy core; 0.5: ~1 ms steps, for hosts with few cores)")
+    parser.add_argument("--client-cores", type=lambda text: sorted(parse_cpus(text)),
+                        help="the cores the clients may use, e.g. 0,8 (default: one per "
+                        "physical core first, the servers on the last)")
     parser.add_argument("--vs-vllm-bench", metavar="PYTHON",
                         help="a Python with vLLM: also run `vllm bench serve` on the same server")
     parser.add_argument("--tokenizer", default=_default_tokenizer(),
@@ -340,12 +381,14 @@ def main() -> None:
     if one:
         interval = args.streams / (args.paced_rate or args.paced_fraction * one)
         with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
-            skew["e2e"] = _skew(e2e_run(url, args, 1, paced), interval, args.streams)
+            run = e2e_run(url, args, 1, paced)
+            skew["e2e"] = _skew(run, interval, args.streams, _written(url, paced))
     if args.vs_vllm_bench:
         vb_rate = ceiling["vllm_bench"]["chunks_per_s_median"]
         interval = args.streams / (args.paced_rate or args.paced_fraction * vb_rate)
         with _server(interval, tick_s=args.pacer_tick_ms / 1e3) as url:
-            skew["vllm_bench"] = _skew(vllm_bench_run(url, args, paced), interval, args.streams)
+            run = vllm_bench_run(url, args, paced)
+            skew["vllm_bench"] = _skew(run, interval, args.streams, _written(url, paced))
     where = (f"at_{args.paced_rate:g}_chunks_per_s" if args.paced_rate
              else f"at_{args.paced_fraction:g}_of_ceiling")
     result[f"paced_skew_{where}"] = {

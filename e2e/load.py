@@ -10,7 +10,6 @@ what it costs: docs/load.md. The private parts live in ``e2e.loadgen``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,13 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import aiohttp
 import numpy as np
 
 from e2e.errors import ConfigError
 from e2e.loadgen.arrivals import arrival_times
-from e2e.loadgen.clientstats import ClientStats, ProcessUsage, client_stats
-from e2e.loadgen.stream import Shard, run_shard
+from e2e.loadgen.clientstats import ClientStats, client_stats
+from e2e.loadgen.stream import Shard, run_loop, run_shard
 from e2e.loadgen.workers import run_workers, split
 from e2e.records import RequestRecord
 
@@ -146,19 +144,13 @@ def _shards(spec: LoadSpec) -> list[Shard]:
             for ix, times, cap in parts]
 
 
-async def _drive_here(spec: LoadSpec, on_done, transport) -> tuple[list[RequestRecord],
-                                                                   ProcessUsage]:
-    (shard,) = _shards(replace(spec, workers=1))
-    return await run_shard(spec, shard, time.perf_counter(), on_done, transport)
-
-
-async def drive(spec: LoadSpec, on_done: Callable[[RequestRecord], None] | None = None,
-                transport: aiohttp.BaseConnector | None = None) -> list[RequestRecord]:
+async def drive(spec: LoadSpec,
+                on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
     """Send every prompt from this process (``spec.workers`` is not used here: see
     ``run_measured_load``); records in prompt order. Records finished before an interruption
-    are passed to ``on_done`` as they finish. ``transport``: an aiohttp connector (tests);
-    None = a TCP connector sized to the load."""
-    records, _ = await _drive_here(spec, on_done, transport)
+    are passed to ``on_done`` as they finish."""
+    (shard,) = _shards(replace(spec, workers=1))
+    records, _ = await run_shard(spec, shard, time.perf_counter(), on_done)
     return records
 
 
@@ -200,7 +192,7 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
 
         shards = _shards(spec)
         if len(shards) == 1:
-            records, usage = asyncio.run(run_shard(spec, shards[0], time.perf_counter(), done))
+            records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter(), done))
             usages = [usage]
         else:
             records, usages = run_workers(replace(spec, prompts=()), shards, done)

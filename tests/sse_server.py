@@ -63,6 +63,8 @@ class ScriptedServer:
         self.respond = respond
         self.process = process
         self.bodies: list[dict] = []
+        self.heads: list[bytes] = []  # each request's line and headers
+        self.connections = 0
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -86,6 +88,7 @@ class ScriptedServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._tasks.add(asyncio.current_task())
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -94,6 +97,7 @@ class ScriptedServer:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 payload = json.loads(await reader.readexactly(length)) if length else {}
+                self.heads.append(head)
                 self.bodies.append(payload)
                 await self.respond(payload, writer)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

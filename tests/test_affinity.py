@@ -106,3 +106,14 @@ def test_pinned_process_restores_every_thread():
     finally:
         stop.set()
         worker.join()
+
+
+def test_busy_processes_get_distinct_physical_cores_before_siblings(monkeypatch):
+    import e2e.affinity as affinity
+
+    siblings = {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0)}  # cpu -> (package, core)
+    monkeypatch.setattr(affinity, "physical_core", siblings.get)
+    assert affinity.spread_cores({3, 1, 0, 2, 4}) == [0, 2, 4, 1, 3]
+    monkeypatch.setattr(affinity, "physical_core", lambda cpu: None)  # topology unknown
+    assert affinity.spread_cores({2, 0, 1}) == [0, 1, 2]
+

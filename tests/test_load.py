@@ -62,7 +62,49 @@ def test_connection_cut_mid_stream():
 
     records, _ = run(respond)
     assert all(not r.ok and r.end_s is None for r in records)
-    assert all("Payload" in r.error or "Disconnected" in r.error for r in records), records[0].error
+    assert all("closed the connection mid-response" in r.error for r in records), records[0].error
+
+
+def test_connections_are_kept_alive_and_reused():
+    with ScriptedServer(blocks(chunk(), usage(3, 1), b"[DONE]")) as server:
+        spec = LoadSpec(base_url=server.base_url + "/", model="m", prompts=[[1]] * 12,
+                        output_len=1, concurrency=3, headers={"Authorization": "Bearer k"})
+        records = asyncio.run(drive(spec))
+    assert all(r.ok for r in records) and server.connections == 3
+    head = server.heads[0].decode()
+    assert head.startswith("POST /v1/completions HTTP/1.1\r\n")
+    assert "Authorization: Bearer k" in head and f"Host: 127.0.0.1:{server.port}" in head
+
+
+def test_a_server_that_closes_after_each_response():
+    async def respond(payload, writer):
+        body = b"".join(good(2))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    with ScriptedServer(respond) as server:
+        spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[1]] * 5, output_len=2,
+                        concurrency=1)
+        records = asyncio.run(drive(spec))
+    assert all(r.ok for r in records) and server.connections == 5
+
+
+def test_nothing_listening_and_a_garbled_response():
+    with ScriptedServer(blocks(chunk())) as server:
+        port = server.port
+    spec = LoadSpec(base_url=f"http://127.0.0.1:{port}", model="m", prompts=[[1]], output_len=1,
+                    concurrency=1)
+    (record,) = asyncio.run(drive(spec))
+    assert record.error.startswith(f"cannot connect to 127.0.0.1:{port}")
+
+    async def respond(payload, writer):
+        writer.write(b"SPDY/9 what\r\n\r\n")
+        await writer.drain()
+
+    records, _ = run(respond)
+    assert all("malformed HTTP response" in r.error for r in records)
 
 
 def test_malformed_sse():

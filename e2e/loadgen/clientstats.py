@@ -55,6 +55,8 @@ class ClientStats(BaseModel):
     """The most any client process waited for a core, over the wall time (None: unknown)."""
     saturated: bool
     saturated_because: str | None = None
+    event_loop: str | None = None
+    """'uvloop' or 'asyncio' (None: a record from before e2e chose the loop)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class ProcessUsage:
     chunks: int
     lags_s: tuple[float, ...]
     wait_s: float | None = None
+    event_loop: str | None = None
 
 
 def runqueue_wait_s() -> float | None:
@@ -129,4 +132,5 @@ def client_stats(usages: Sequence[ProcessUsage]) -> ClientStats:
         loop_lag_ms_max=lag_max, loop_lag_ms_p99=lag_p99, wait_share=wait,
         saturated=bool(because),
         saturated_because="; ".join(because) or None,
+        event_loop=usages[0].event_loop if usages else None,
     )

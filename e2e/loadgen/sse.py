@@ -23,17 +23,20 @@ class StreamFailed(Exception):
 class SSEStream:
     """The state of one stream: content chunk times, usage, whether ``[DONE]`` came."""
 
-    __slots__ = ("chunk_times", "usage", "done", "done_at", "_rest")
+    __slots__ = ("chunk_times", "usage", "done", "done_at", "last", "stalled", "_rest")
 
-    def __init__(self) -> None:
+    def __init__(self, now: float = 0.0) -> None:
         self.chunk_times: list[float] = []
         self.usage: dict | None = None
         self.done = False
         self.done_at: float | None = None  # receipt time of the read that carried [DONE]
+        self.last = now  # when the request was sent, then the receipt time of the last read
+        self.stalled = False  # set by whoever gave up waiting for the next read
         self._rest = b""
 
     def feed(self, data: bytes, now: float) -> None:
         """Handle one read of the body received at time ``now``; raises ``StreamFailed``."""
+        self.last = now
         if self.done:
             return
         buffer = self._rest + data if self._rest else data

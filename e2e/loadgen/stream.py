@@ -1,12 +1,7 @@
-"""Drive one client process's share of a load: streamed ``/v1/completions`` requests over one
-aiohttp session, closed-loop (a fixed number of streams) or open-loop (requests sent at
-scheduled times), one ``RequestRecord`` per request.
-
-Why aiohttp and not httpx here: on the stream-reading hot path httpx goes through h11, a
-pure-Python HTTP/1.1 parser that handles every chunk of a chunked body in Python; measured with
-the same SSE splitting on one core (bench/load_ceiling.py's server, docs/load.md) httpx took
-about 10x the CPU per chunk of aiohttp, whose llhttp parser is C. httpx remains the HTTP client
-everywhere else in e2e.
+"""Drive one client process's share of a load: streamed ``/v1/completions`` requests over
+keep-alive connections (``conn``: why not an HTTP client library on this path), closed-loop (a
+fixed number of streams) or open-loop (requests sent at scheduled times), one
+``RequestRecord`` per request.
 
 Times are ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux: one clock for every process of
 the host) minus the load's start ``t0``, which the parent gives every worker process.
@@ -19,16 +14,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import aiohttp
 import orjson
 
+from e2e.loadgen.conn import Endpoint, Pool
 from e2e.loadgen.clientstats import LagProbe, ProcessUsage, runqueue_wait_s
 from e2e.loadgen.sse import SSEStream, StreamFailed
 from e2e.records import RequestRecord
 
-__all__ = ["Shard", "run_shard"]
+__all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
 
-_JSON = {"content-type": "application/json"}
 _SPIN_S = 0.0012  # an open-loop send sleeps until this close to its time (the loop's timers wake up
 #                   to ~1 ms late), then yields to other tasks until the time has come
 _SPIN_BUDGET = 0.3  # ... unless that would cost more than 30 % of a core (rate x _SPIN_S)
@@ -58,36 +52,66 @@ def _body(spec, prompt: Sequence[int]) -> bytes:
     })
 
 
-async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
-                   prompt: Sequence[int], t0: float, sent: float | None = None) -> RequestRecord:
+class _Watchdog:
+    """Stops a request that has received nothing for ``stall_s``: one task checks every
+    stream's last receipt a few times per ``stall_s``, rather than a timer re-armed on every
+    read (what aiohttp's read timeout did: some 10 % of the client's CPU when chunks come one
+    or two per read, as they do from a real server)."""
+
+    def __init__(self, stall_s: float, t0: float) -> None:
+        self.stall_s, self.t0 = stall_s, t0
+        self.watched: dict[asyncio.Task, SSEStream] = {}
+
+    async def run(self) -> None:
+        clock, every = time.perf_counter, min(1.0, self.stall_s / 4)
+        while True:
+            await asyncio.sleep(every)
+            now = clock() - self.t0
+            for task, stream in self.watched.items():
+                if not stream.stalled and now - stream.last > self.stall_s:
+                    stream.stalled = True
+                    task.cancel()
+
+
+async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: float,
+                   watchdog: _Watchdog, sent: float | None = None) -> RequestRecord:
     """One request; ``sent``: when an open loop dispatched it (None: now)."""
     clock = time.perf_counter
     send = clock() - t0 if sent is None else sent
-    body = _body(spec, prompt)
-    stream = SSEStream()
+    request = pool.endpoint.request(_body(spec, prompt))
+    stream = SSEStream(clock() - t0)
     status: int | None = None
     error: str | None = None
+    task = asyncio.current_task()
+    watchdog.watched[task] = stream
+    conn = None
     try:
         async with asyncio.timeout(spec.request_timeout_s):
-            async with session.post(url, data=body, headers=_JSON) as response:
-                status = response.status
-                if status != 200:
-                    text = (await response.read()).decode(errors="replace")[:300]
-                    raise StreamFailed(f"HTTP {status}: {text}")
-                feed, read = stream.feed, response.content.readany
-                while data := await read():  # what has arrived; b"" at the end
-                    feed(data, clock() - t0)
-                stream.close(clock() - t0)
+            conn = await pool.take()
+            conn.send(request, stream)
+            status = await conn.wait()
+            if status != 200:
+                raise StreamFailed(f"HTTP {status}: {conn.other_body()[:300]}")
+            stream.close(clock() - t0)
+            pool.give_back(conn)  # only a response that ended cleanly leaves it reusable
+            conn = None
+    except asyncio.CancelledError:
+        if not stream.stalled:
+            raise
+        task.uncancel()
+        error = f"no data for {spec.stall_timeout_s:g} s (load.stall_timeout_s)"
     except StreamFailed as exc:
         error = str(exc)
-    except aiohttp.ServerTimeoutError:
-        error = f"no data for {spec.stall_timeout_s:.0f} s (load.stall_timeout_s)"
     except TimeoutError:
         error = f"timed out after {spec.request_timeout_s:.0f} s (load.request_timeout_s)"
-    except aiohttp.ClientError as exc:
-        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    # the response ends with [DONE]: its receipt, not the later end-of-body read, which only
-    # adds the client's own event-loop queueing
+    except OSError as exc:  # could not connect
+        error = (f"cannot connect to {pool.endpoint.host}:{pool.endpoint.port}: "
+                 f"{exc.strerror or exc}")
+    finally:
+        del watchdog.watched[task]
+        if conn is not None:
+            conn.close()
+    # the response ends with [DONE]: its receipt
     end = stream.done_at if stream.done_at is not None else clock() - t0
     usage = stream.usage or {}
     chunks = stream.chunk_times
@@ -104,6 +128,22 @@ async def _request(session: aiohttp.ClientSession, url: str, spec, index: int,
     )
 
 
+def run_loop(coro):
+    """Run a client process's event loop to the end of ``coro``: uvloop where it is installed
+    (a dependency on Linux and macOS), asyncio's own elsewhere. uvloop takes ~17 % less CPU per
+    chunk when chunks come one or two per read, as from a real server (docs/load.md)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def event_loop_name() -> str:
+    """Which event loop runs this code: 'uvloop' or 'asyncio'."""
+    return "uvloop" if "uvloop" in type(asyncio.get_running_loop()).__module__ else "asyncio"
+
+
 async def _sleep_until(deadline: float, spin_s: float = _SPIN_S) -> None:
     """Sleep to ``deadline`` (perf_counter) without the loop's ~1 ms timer rounding: sleep to
     ``spin_s`` before it, then yield to other tasks until it has passed."""
@@ -117,25 +157,21 @@ async def _sleep_until(deadline: float, spin_s: float = _SPIN_S) -> None:
 
 async def run_shard(spec, shard: Shard, t0: float,
                     on_done: Callable[[RequestRecord], None] | None = None,
-                    connector: aiohttp.BaseConnector | None = None,
                     ) -> tuple[list[RequestRecord], ProcessUsage]:
     """Send the shard's requests from ``t0`` on; its records (in index order) and this
     process's CPU, wall time, chunk count and event-loop lags over the load."""
-    url = spec.base_url.rstrip("/") + spec.path
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=spec.stall_timeout_s)
-    limit = shard.cap or 0
-    if connector is None:
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=60)
+    pool = Pool(Endpoint(spec.base_url.rstrip("/") + spec.path, spec.headers), t0)
     records: dict[int, RequestRecord] = {}
     probe = LagProbe()
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                     headers=spec.headers) as session:
+    try:
         await _sleep_until(t0)
         probe.start()
+        watchdog = _Watchdog(spec.stall_timeout_s, t0)
+        watching = asyncio.get_running_loop().create_task(watchdog.run())
         cpu0, wall0, wait0 = time.process_time(), time.perf_counter(), runqueue_wait_s()
 
         async def one(index: int, prompt: Sequence[int], sent: float | None = None) -> None:
-            record = await _request(session, url, spec, index, prompt, t0, sent)
+            record = await _request(pool, spec, index, prompt, t0, watchdog, sent)
             records[index] = record
             if on_done is not None:
                 on_done(record)
@@ -171,9 +207,13 @@ async def run_shard(spec, shard: Shard, t0: float,
             await asyncio.gather(*tasks)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         wait1 = runqueue_wait_s()
+        watching.cancel()
         await probe.stop()
+    finally:
+        pool.close()
     usage = ProcessUsage(wall_s=wall, cpu_s=cpu,
                          chunks=sum(len(r.chunk_times_s) for r in records.values()),
                          lags_s=tuple(probe.lags),
-                         wait_s=None if wait0 is None or wait1 is None else wait1 - wait0)
+                         wait_s=None if wait0 is None or wait1 is None else wait1 - wait0,
+                         event_loop=event_loop_name())
     return [records[i] for i in sorted(records)], usage

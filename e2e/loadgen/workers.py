@@ -23,6 +23,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
+from e2e.affinity import spread_cores
 from e2e.loadgen.clientstats import ProcessUsage
 from e2e.loadgen.stream import Shard
 from e2e.records import RequestRecord
@@ -67,9 +68,7 @@ def _worker_main(k: int, spec, shard: Shard, core: int | None, start, out) -> No
     """A client process: pin, build the loop, report ready, wait for t0, drive, report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers on Ctrl-C
     try:
-        import asyncio
-
-        from e2e.loadgen.stream import run_shard
+        from e2e.loadgen.stream import run_loop, run_shard
 
         _pin(core)
         out.put(("ready", k, None))
@@ -78,7 +77,7 @@ def _worker_main(k: int, spec, shard: Shard, core: int | None, start, out) -> No
         def done(record: RequestRecord) -> None:
             out.put(("record", k, record))
 
-        _, usage = asyncio.run(run_shard(spec, shard, t0, done))
+        _, usage = run_loop(run_shard(spec, shard, t0, done))
         out.put(("usage", k, usage))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         out.put(("error", k, traceback.format_exc()))
@@ -90,7 +89,7 @@ def run_workers(spec, shards: Sequence[Shard],
     """Run each shard in its own spawned process from one common ``t0``; merged records and
     each process's usage."""
     ctx = mp.get_context("spawn")
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores = spread_cores(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     pin = len(cores) >= len(shards)
     out = ctx.Queue()
     procs, starts = [], []
