@@ -43,7 +43,12 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from e2e.affinity import parse_cpus, spread_cores
+from e2e.affinity import parse_cpus
+
+try:
+    from e2e.affinity import spread_cores
+except ImportError:  # an older e2e first on PYTHONPATH, to measure it beside this one
+    spread_cores = sorted
 
 CHUNK = ('data: {"id":"cmpl-0","object":"text_completion","created":0,"model":"m",'
          '"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,'
@@ -226,6 +231,7 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
 
     c = outcome.client
     return {"chunks_per_s": c.chunks / c.wall_s, "client_cpu_us_per_chunk": c.cpu_us_per_chunk,
+            "client_cpu_us_per_request": c.cpu_s / requests * 1e6,
             "core_share": c.core_share, "loop_lag_ms_p99": c.loop_lag_ms_p99,
             "wait_share": c.wait_share,
             "saturated": c.saturated, "tpot_ms_mean": summarize_run(outcome.records).tpot_ms_mean}
@@ -354,6 +360,9 @@ def main() -> None:
         if cpus:
             entry["client_cpu_us_per_chunk_median"] = round(statistics.median(cpus), 2)
             entry["client_cpu_us_per_chunk_runs"] = [round(c, 2) for c in cpus]
+            if "client_cpu_us_per_request" in rs[0]:
+                entry["client_cpu_us_per_request_median"] = round(statistics.median(
+                    r["client_cpu_us_per_request"] for r in rs), 1)
             entry["core_share_runs"] = [round(r["core_share"], 2) for r in rs]
             if rs[0].get("wait_share") is not None:
                 entry["wait_share_runs"] = [round(r["wait_share"], 2) for r in rs]
