@@ -44,16 +44,15 @@ class SSEStream:
             buffer = buffer.replace(b"\r\n", b"\n")
         events = buffer.split(b"\n\n")
         self._rest = events.pop()
-        append = self.chunk_times.append
         for event in events:
             # the usual event, one "data: {...}" line, inline; anything else the long way
-            if event[:6] == b"data: " and b"\n" not in event and event[6:7] == b"{":
+            if event.startswith(b"data: {") and b"\n" not in event:
                 try:
                     parsed = _loads(event[6:])
                 except ValueError:
                     raise StreamFailed(f"malformed SSE data: {event[6:86]!r}") from None
-                if type(parsed) is dict and parsed.get("choices") and "usage" not in parsed:
-                    append(now)
+                if type(parsed) is dict and "usage" not in parsed and parsed.get("choices"):
+                    self.chunk_times.append(now)
                     continue
             self._event(event, now)
             if self.done:
