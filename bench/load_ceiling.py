@@ -12,15 +12,17 @@ one token per chunk, as the heaviest reference cell has.
    the managed vLLM CPU environment) against the same server, same core, same load; its
    chunks/s = generated tokens / its benchmark duration (one token per chunk here). Runs
    alternate e2e / vllm-bench ``--repeats`` times; medians and their ratio are printed.
-3. skew: the server paces every stream at a fixed inter-token interval (a spinning pacer on its
-   own core, chunk times exact to some 10 µs) at ``--paced-fraction`` of each client's
-   measured ceiling; each client's mean TPOT is compared with the TPOT the server really
+3. skew: the server steps as vLLM decodes, one chunk to every running stream each interval (a
+   spinning pacer on its own core) at ``--paced-fraction`` of each client's measured ceiling; each client's mean TPOT is compared with the TPOT the server really
    sent (its first to last write of each stream, on the clients' clock: the client's own
    error) and with the nominal interval (the server's pacer jitter included).
 
     python bench/load_ceiling.py [--vs-vllm-bench ~/.cache/e2e/envs/*/bin/python]
         [--workers 1,2] [--streams 64] [--tokens 509] [--requests 512] [--repeats 3]
         [--paced-fraction 0.5 | --paced-rate 32000] [--whole-responses] [--server-procs N]
+        [--client-cores 0,8] [--pacer-tick-ms 0.5]
+
+An older e2e can be measured beside this one: PYTHONPATH=<its checkout> python bench/...
 
 Needs e2e's load generator only (httptools, uvloop, orjson, numpy, pydantic); not vLLM, not
 a GPU.
