@@ -91,6 +91,27 @@ def test_a_server_that_closes_after_each_response():
     assert all(r.ok for r in records) and server.connections == 5
 
 
+def test_bodies_that_end_when_the_server_closes():
+    """HTTP/1.1 without a length or chunks: the body ends at the close, for a good stream and
+    for an error alike; a chunked body cut short stays an error (test_connection_cut_...)."""
+    async def respond(payload, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"connection: close\r\n\r\n" + b"".join(good(2)))
+        await writer.drain()
+        writer.close()
+
+    records, _ = run(respond)
+    assert all(r.ok and len(r.chunk_times_s) == 2 for r in records), records[0].error
+
+    async def refuse(payload, writer):
+        writer.write(b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\r\nbusy")
+        await writer.drain()
+        writer.close()
+
+    records, _ = run(refuse)
+    assert all(r.status == 503 and r.error == "HTTP 503: busy" for r in records)
+
+
 def test_nothing_listening_and_a_garbled_response():
     with ScriptedServer(blocks(chunk())) as server:
         port = server.port

@@ -63,6 +63,7 @@ class Connection(asyncio.Protocol):
         self.status: int | None = None
         self.reusable = False
         self._complete = False
+        self._framed = False  # the response says where its body ends (a length or chunks)
         self._pieces: list[bytes] = []
         self._other: list[bytes] = []  # the body of a response that is not a 200
 
@@ -93,11 +94,20 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
-        if self.done is not None and not self.done.done():
-            why = f": {exc}" if exc else ""
-            self._finish(StreamFailed(f"the server closed the connection mid-response{why}"))
+        if self.done is None or self.done.done():
+            return
+        if exc is None and self.status is not None and not self._framed:
+            self._complete = True  # a body without a length or chunks ends when the server closes
+            self._finish(None)
+            return
+        why = f": {exc}" if exc else ""
+        self._finish(StreamFailed(f"the server closed the connection mid-response{why}"))
 
     # -- httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self._framed = True
+
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
         self.reusable = self.parser.should_keep_alive()
@@ -110,7 +120,7 @@ class Connection(asyncio.Protocol):
 
     # -- requests
     def send(self, request: bytes, stream: SSEStream) -> None:
-        self.stream, self.status, self._complete = stream, None, False
+        self.stream, self.status, self._complete, self._framed = stream, None, False, False
         self._other.clear()
         self.done = asyncio.get_running_loop().create_future()
         self.reusable = False
@@ -152,10 +162,13 @@ class Pool:
                 return conn
             self.open.discard(conn)
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self.connect_timeout_s):
-            _, conn = await loop.create_connection(
-                lambda: Connection(self.t0), self.endpoint.host, self.endpoint.port,
-                ssl=self.endpoint.ssl)
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                _, conn = await loop.create_connection(
+                    lambda: Connection(self.t0), self.endpoint.host, self.endpoint.port,
+                    ssl=self.endpoint.ssl)
+        except TimeoutError:
+            raise ConnectionError(f"no connection within {self.connect_timeout_s:g} s") from None
         self.open.add(conn)
         return conn
 
