@@ -5,6 +5,12 @@ error event, a hang, a stall; and the SSE framing itself, fed byte by byte."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from sse_server import ScriptedServer, chunk, framed, good, sse, stream, usage
@@ -277,3 +283,56 @@ def test_prompts_exact_length_seeded_and_without_specials():
     assert all(len(p) == 1031 for p in a)
     assert min(min(p) for p in a) >= 3 and max(max(p) for p in a) <= 99
     assert make_prompts(4, 16, vocab_size=100, seed=4) != make_prompts(4, 16, vocab_size=100, seed=3)
+
+
+INTERRUPTED_LOAD = """
+import sys
+sys.path.insert(0, {tests!r})
+from sse_server import HEAD, ScriptedServer, chunk, framed, sse
+from e2e.load import LoadSpec, run_measured_load
+
+block = framed(b"".join(sse(*[chunk()] * 64)))
+
+async def respond(payload, writer):  # a stream that keeps the client busy reading
+    writer.write(HEAD)
+    for _ in range(100_000):
+        writer.write(block)
+        await writer.drain()
+
+with ScriptedServer(respond, process=True) as server:
+    spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[1]] * 4, output_len=1,
+                    concurrency=4)
+    print("loading", flush=True)
+    try:
+        records = run_measured_load(spec, progress=False).records
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    else:
+        print("finished:", [r.error for r in records], flush=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_load_interrupts_it(tmp_path, signum):
+    """Ctrl-C (or SIGTERM, which e2e's commands turn into Ctrl-C) while the client is busy
+    reading must interrupt the load. Raised inside a protocol callback, uvloop would take the
+    KeyboardInterrupt for a transport error, fail that one request and go on."""
+    script = tmp_path / "load.py"
+    script.write_text(INTERRUPTED_LOAD.format(tests=str(Path(__file__).parent)))
+    setup = ("import signal, runpy\n"
+             "signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))\n"
+             f"runpy.run_path({str(script)!r}, run_name='__main__')\n")
+    proc = subprocess.Popen([sys.executable, "-c", setup], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "loading"
+        time.sleep(1.0)  # well into the streams
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the scripted server's process too
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    assert output.strip().splitlines()[-1] == "interrupted", output

@@ -10,6 +10,8 @@ the host) minus the load's start ``t0``, which the parent gives every worker pro
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -131,12 +133,41 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
 def run_loop(coro):
     """Run a client process's event loop to the end of ``coro``: uvloop where it is installed
     (a dependency on Linux and macOS), asyncio's own elsewhere. uvloop takes ~17 % less CPU per
-    chunk when chunks come one or two per read, as from a real server (docs/load.md)."""
+    chunk when chunks come one or two per read, as from a real server (docs/load.md). Ctrl-C
+    and SIGTERM still raise KeyboardInterrupt (``_interruptible``)."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(_interruptible(coro))
+    return uvloop.run(_interruptible(coro))
+
+
+async def _interruptible(coro):
+    """Await ``coro`` with SIGINT and SIGTERM taken by the loop: the load is cancelled and
+    KeyboardInterrupt raised from here. A Python signal handler that raises runs wherever the
+    main thread is, and inside a protocol callback (``data_received``) uvloop would take the
+    KeyboardInterrupt for a transport error, fail that request and go on. Only signals that
+    already have a Python handler (Ctrl-C's; e2e's commands give SIGTERM one) are taken, and
+    their handlers are put back after."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    caught: list[int] = []
+    taken = []
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if callable(previous):
+                loop.add_signal_handler(signum, lambda s=signum: (caught.append(s), task.cancel()))
+                taken.append((signum, previous))
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        if caught:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        for signum, previous in taken:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, previous)
 
 
 def event_loop_name() -> str:
