@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from e2e.config import RunSpec
 from e2e.errors import ConfigError, ResultsError
-from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS,
+from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS, _peaks,
                                     ImportOptions, export_dir, import_file, read_results,
                                     to_result, to_run)
 from e2e.metrics import summarize_run
@@ -260,7 +260,7 @@ def test_export_of_an_e2e_run(dspark: bool, path: Path) -> None:
     assert doc["itls"][0] == pytest.approx([0.1, 0.1, 0.1])
     assert doc["mean_tpot_ms"] == record.metrics.tpot_ms_mean  # type: ignore[union-attr]
     assert doc["std_ttft_ms"] == pytest.approx(0.0, abs=1e-9)
-    assert doc["max_concurrent_requests"] >= 1
+    assert (doc["max_output_tokens_per_s"], doc["max_concurrent_requests"]) == (8.0, 2)
     if dspark:
         assert (doc["spec_decode_num_drafts"], doc["spec_decode_draft_tokens"],
                 doc["spec_decode_accepted_tokens"]) == (8, 24, 12)
@@ -359,3 +359,12 @@ def test_commands(tmp_path: Path) -> None:
     got = runner.invoke(app, ["import", "vllm-bench", str(tmp_path / "missing.json"),
                               "--results", str(tmp_path)])
     assert got.exit_code == 1 and "cannot read" in got.output
+
+
+@pytest.mark.parametrize("path, peaks", [(BASE, (350.0, 6)), (DSPARK, (247.0, 6))])
+def test_peaks_by_vllms_formula_match_its_files(path: Path, peaks: tuple[float, int]) -> None:
+    """The keys e2e computes for its own runs (max_output_tokens_per_s,
+    max_concurrent_requests) from a file's per-request arrays give the file's own values."""
+    doc = load(path)
+    assert (doc["max_output_tokens_per_s"], doc["max_concurrent_requests"]) == peaks
+    assert _peaks(to_run(doc, OPTS, source=path.name, repeat=2).requests) == peaks

@@ -10,7 +10,6 @@ from sse_server import ScriptedServer, good, stream
 
 from e2e.load import LoadSpec, drive, run_measured_load
 from e2e.loadgen.workers import merge, split
-from e2e.metrics import summarize_run
 
 
 async def fast(payload, writer):
@@ -41,8 +40,7 @@ def test_merged_records_give_the_same_percentiles_as_one_process():
     assert all(r.ok for r in records)
     shards = [[records[i] for i in ix] for ix, _, _ in split(24, 3, streams=6, at_s=None, cap=None)]
     merged = merge(shards[::-1])  # the order processes report in does not matter
-    assert merged == records
-    assert summarize_run(merged) == summarize_run(records)
+    assert merged == records  # the very records, so every percentile computed from them agrees
 
 
 def test_two_client_processes_on_one_clock():
