@@ -250,7 +250,8 @@ def sweep(
         out.print(f"sweep: {len(outcome.ran)} run(s) made, {len(outcome.skipped)} already done, "
                   f"{len(outcome.invalid)} invalid, {len(outcome.given_up)} given up", highlight=False)
         for run_id in outcome.given_up:
-            out.print(f"  [red]given up:[/] {run_id} (see its run.json)", highlight=False)
+            out.print(f"  [red]given up:[/] {run_id} (see its run.json; attempts count across "
+                      "reruns: rerun with a higher --max-attempts to try again)", highlight=False)
         if report:
             _report(results / experiment.name, confidence=confidence)
         if outcome.given_up:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -41,10 +41,7 @@ class ExternalServer:
     model: str
     api_key: str | None = None
     log_path: Path | None = None  # none: e2e cannot see an external server's log
-    argv: list[str] = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.argv = []
+    argv: list[str] = field(default_factory=list)  # e2e did not start it: no command line
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

@@ -142,7 +142,8 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
         reasons = "; ".join(dict.fromkeys(r for rec in outcome.invalid for r in rec.invalid_reasons))
         raise ResultsError(f"GSM8K arm(s) {', '.join(outcome.given_up)} invalid after "
                            f"{max_attempts} attempt(s): {reasons} (see each arm.json under "
-                           f"{plan.eval_dir}); finished arms are kept, rerun to retry")
+                           f"{plan.eval_dir}); finished arms are kept; rerun with a higher --max-attempts to try "
+                           "again (attempts count across reruns)")
     if report is None:  # pragma: no cover - every arm is done here
         raise ResultsError(f"no GSM8K results under {plan.eval_dir}")
     return report

@@ -99,7 +99,7 @@ def load_section(eval_dir: Path) -> Section | None:
         return None
     arms = []
     for arm_dir in sorted(p for p in Path(eval_dir).iterdir() if p.is_dir()):
-        if arm_dir.name.endswith(".partial") or not is_complete(arm_dir):
+        if not is_complete(arm_dir):
             continue
         result = read_arm(arm_dir)
         if result.valid:

@@ -72,8 +72,9 @@ class GSM8KWorkload:
     def record(self, info, folder: Path) -> ArmResult:
         spec, output, verdicts = self.spec, self.output, self.verdicts
         warnings = info.warnings
-        before = spec_counters(info.metrics_before) if info.metrics_before else None
-        after = spec_counters(info.metrics_after) if info.metrics_after else None
+        kind = self.launch.kind
+        before = spec_counters(info.metrics_before, kind) if info.metrics_before else None
+        after = spec_counters(info.metrics_after, kind) if info.metrics_after else None
         length = acceptance_length(before, after) if spec.dspark else None
         ours = accuracy(verdicts) if verdicts else None
         if output is not None and verdicts:

@@ -188,6 +188,9 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
                 problems.append(f"GSM8K arm {label} did not finish")
             continue
         result = gstore.read_arm(arm_dir)
+        if not result.valid:  # kept with its reasons; not an accuracy to judge
+            problems.append(f"GSM8K arm {label} is invalid: {'; '.join(result.invalid_reasons)}")
+            continue
         by_arm.setdefault(result.arm, []).append(
             (result.occurrence, result.accuracy_strict, _rel(arm_dir, results)))
     cells = []
