@@ -368,3 +368,20 @@ def test_peaks_by_vllms_formula_match_its_files(path: Path, peaks: tuple[float, 
     doc = load(path)
     assert (doc["max_output_tokens_per_s"], doc["max_concurrent_requests"]) == peaks
     assert _peaks(to_run(doc, OPTS, source=path.name, repeat=2).requests) == peaks
+
+
+def test_export_of_an_open_loop_run() -> None:
+    """An open loop's cap (not the closed loop's streams) is vLLM's max_concurrency, and a
+    queue time runs from the request's arrival in the seeded schedule to its send."""
+    from e2e.loadgen.arrivals import arrival_times
+
+    record, requests = e2e_run()
+    spec = record.spec.model_copy(update={"request_rate": 2.0, "burstiness": 0.5,
+                                          "max_concurrency": 3})
+    at = arrival_times(4, 2.0, burstiness=0.5, seed=3)
+    sent = [r.model_copy(update={"send_s": float(at[r.index]) + 0.01 * r.index}) for r in requests]
+    doc = to_result(record.model_copy(update={"spec": spec}), sent)
+    assert (doc["max_concurrency"], doc["request_rate"], doc["burstiness"]) == (3, 2.0, 0.5)
+    assert doc["queue_times"] == pytest.approx([0.0, 0.01, 0.02, 0.03])
+    closed = to_result(record, requests)
+    assert closed["max_concurrency"] == 2 and closed["queue_times"] == [r.send_s for r in requests]

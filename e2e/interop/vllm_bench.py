@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from e2e.config import RunSpec, describe_validation_error
 from e2e.errors import ConfigError, ResultsError
+from e2e.loadgen.arrivals import arrival_times
 from e2e.metrics import request_tpot_s
 from e2e.paths import atomic_write_json, sha256_file
 from e2e.records import RequestRecord, RunMetrics, RunRecord, ServerInfo
@@ -498,11 +499,22 @@ def _arrays(record: RunRecord, requests: Sequence[RequestRecord]) -> dict[str, A
                  for r in requests],
         "latencies": [r.end_s - r.send_s if r.ok else 0.0 for r in requests],  # type: ignore[operator]
         "start_times": [r.send_s for r in requests],
-        # closed loop: every request is ready at the load's start and waits for a free slot
-        "queue_times": [r.send_s for r in requests],
+        "queue_times": _queue_times(spec, requests),
         "generated_texts": ["" for _ in requests],  # e2e keeps no text
         "errors": [r.error or "" for r in requests],
     }
+
+
+def _queue_times(spec, requests: Sequence[RequestRecord]) -> list[float]:
+    """How long each request waited to be sent. Closed loop: from the load's start (every
+    request is ready then and waits for a free stream). Open loop: from its arrival in the
+    seeded schedule (recomputed, as the load made it) to its send, which a max_concurrency cap
+    delays."""
+    if spec.request_rate is None:
+        return [r.send_s for r in requests]
+    at = arrival_times(spec.prompts, spec.request_rate, burstiness=spec.burstiness,
+                       seed=spec.seed)
+    return [max(r.send_s - float(at[r.index]), 0.0) for r in requests]
 
 
 def _computed(record: RunRecord, requests: Sequence[RequestRecord] | None) -> dict[str, Any]:
@@ -516,9 +528,9 @@ def _computed(record: RunRecord, requests: Sequence[RequestRecord] | None) -> di
         "label": record.spec.arm,
         "model_id": record.server.model,
         "tokenizer_id": record.server.model,
-        "request_rate": getattr(record.spec, "request_rate", None) or "inf",
-        "burstiness": getattr(record.spec, "burstiness", None) or 1.0,
-        "request_goodput": getattr(mx, "goodput_req_s", None),
+        "request_rate": record.spec.request_rate or "inf",
+        "burstiness": record.spec.burstiness,
+        "request_goodput": mx.goodput_req_s,
         "total_token_throughput": ((mx.input_tokens + mx.output_tokens) / mx.duration_s
                                    if mx.duration_s > 0 else None),
         "rtfx": 0.0,
@@ -567,7 +579,9 @@ def to_result(record: RunRecord, requests: Sequence[RequestRecord] | None) -> di
         "num_prompts": spec.prompts, "arm": spec.arm, "spec_mode": spec.spec_mode,
         "seed": spec.seed, "warmup_requests": spec.warmup_requests, "repeat": spec.repeat,
         "input_len": spec.input_len, "output_len": spec.output_len,
-        "max_concurrency": spec.concurrency, "failed": mx.requests - mx.ok_requests,
+        # vLLM's in-flight cap: the streams of a closed loop, the open loop's cap (None: none)
+        "max_concurrency": spec.concurrency if spec.request_rate is None else spec.max_concurrency,
+        "failed": mx.requests - mx.ok_requests,
     })
     for name in (imported or {}).get("defaulted") or ():
         doc.pop(name, None)  # not known at import: leave it unknown
