@@ -432,6 +432,9 @@ def import_file(path: Path, options: ImportOptions, results: Path
                           "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
     written = []
+    # what the folder held before: imported runs change neither (no config, not e2e's own)
+    first = None
+    native_by_cell: dict[str, list[str]] = {}
     for i, doc in enumerate(docs):
         source = str(path) if len(docs) == 1 else f"{path} (result {i + 1})"
         cell = to_run(doc, options, source=source).record.spec.cell
@@ -439,12 +442,16 @@ def import_file(path: Path, options: ImportOptions, results: Path
         if repeat is None:
             wanted = _int(doc.get("repeat"), "repeat")  # an e2e export's; kept when free
             taken = wanted is None or (results / options.experiment / f"{cell}-r{wanted}").exists()
-            repeat = wanted if not taken else _first_repeat(results, options.experiment)
+            if taken and first is None:
+                first = _first_repeat(results, options.experiment)
+            repeat = wanted if not taken else first
             while taken and (results / options.experiment / f"{cell}-r{repeat}").exists():
                 repeat += 1
         run = to_run(doc, options, source=source, repeat=repeat,
                      provenance={"path": str(path.resolve()), "sha256": digest, "index": i})
-        native = _native_runs(results, options.experiment, cell)
+        if cell not in native_by_cell:
+            native_by_cell[cell] = _native_runs(results, options.experiment, cell)
+        native = native_by_cell[cell]
         if native:
             record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
                 f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
