@@ -6,23 +6,15 @@ Exit codes: 0 the first bad commit was named, 2 bad input or a failed build, 130
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from e2e.errors import ConfigError, E2EError
+from e2e.console import guard, out, say
+from e2e.errors import ConfigError
 
 __all__ = ["bisect_command", "load_bisect_config"]
-
-_err = Console(stderr=True)
-_out = Console()
-
-
-def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
-    raise KeyboardInterrupt
 
 
 def load_bisect_config(path: Path):
@@ -84,17 +76,10 @@ def bisect_command(
     measure midpoints (fresh servers, rounds of the good build and the commit back to back)
     until one commit is left. Every measurement is kept under <results>/bisect/ and the
     same command resumes."""
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs,
-                max_runs, threshold, confidence, quiet)
-    except E2EError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        _err.print("[yellow]interrupted[/]: the server was stopped; measured commits are kept "
-                   "(rerun the same command to resume)")
-        raise typer.Exit(130) from None
+    guard(lambda: _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs,
+                          max_runs, threshold, confidence, quiet),
+          error_exit=2, interrupted="the server was stopped; measured commits are kept (rerun "
+                                    "the same command to resume)")
 
 
 def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs, max_runs,
@@ -108,12 +93,11 @@ def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, run
         nightly_metric(metric)
     except KeyError as exc:
         raise ConfigError(f"--metric: {exc.args[0]}") from None
-    say = lambda s: _err.print(f"[dim]{s}[/]", highlight=False, soft_wrap=True)  # noqa: E731
     result = run_bisect(experiment, BisectCell(arm, concurrency, spec_mode, metric), good=good,
                         bad=bad, results=results, runs=runs, max_runs=max_runs or 2 * runs,
                         threshold_pct=threshold, confidence=confidence, progress=not quiet,
                         say=say)
-    _out.print(f"first bad commit: {result.first_bad}", highlight=False)
-    _out.print(f"last good commit: {result.last_good}", highlight=False)
-    _out.print(f"commits measured: {len(result.measured)} of {len(result.commits) - 1} "
+    out.print(f"first bad commit: {result.first_bad}", highlight=False)
+    out.print(f"last good commit: {result.last_good}", highlight=False)
+    out.print(f"commits measured: {len(result.measured)} of {len(result.commits) - 1} "
                f"(plus the good build as reference)", highlight=False)

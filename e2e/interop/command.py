@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e2e.errors import ConfigError, E2EError
+from e2e.console import guard, say
+from e2e.errors import ConfigError
 
 __all__ = ["import_app", "import_vllm_bench", "export_command", "EXPORT_FORMATS"]
 
@@ -25,18 +25,6 @@ import_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def _say(message: str) -> None:
-    typer.echo(message, err=True)
-
-
-def _guard(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except E2EError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
 
 
 @import_app.command("vllm-bench")
@@ -104,7 +92,7 @@ def import_vllm_bench(
                 for warning in record.warnings[1:]:  # the first says where it came from
                     typer.echo(f"  warning: {warning}")
 
-    _guard(body)
+    guard(body)
 
 
 def export_command(
@@ -130,7 +118,7 @@ def export_command(
         for path in written:
             typer.echo(str(path))
         for line in skipped:
-            _say(f"skipped {line}")
-        _say(f"{len(written)} run(s) written to {target}, {len(skipped)} skipped")
+            say(f"skipped {line}")
+        say(f"{len(written)} run(s) written to {target}, {len(skipped)} skipped")
 
-    _guard(body)
+    guard(body)
