@@ -197,15 +197,23 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
                                          "arms": {"good": at(good), "candidate": at(candidate)}})
 
 
-def _by_round(records, arm: str, cell: BisectCell, start: int) -> dict[int, float]:
-    """The cell's metric per round (repeat) of ``arm``'s reported runs: the report's own
-    cell (``e2e.aggregate.summarize``, with the nightly's metrics)."""
+def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], dict[int, float]]:
+    """The cell's metric per round (repeat) of the candidate's and the good build's reported
+    runs: the report's own cells (``e2e.aggregate.summarize``, with the nightly's metrics)."""
     from e2e.aggregate import summarize
     from e2e.nightly.settings import NIGHTLY_METRICS
 
-    summary = summarize(records, baseline="good", report_from_run=start, metrics=NIGHTLY_METRICS)
-    found = summary.cell(arm, cell.concurrency, cell.spec_mode, cell.metric)
-    return dict(zip(found.repeats, found.values)) if found else {}
+    try:
+        summary = summarize(records, baseline="good", report_from_run=start,
+                            metrics=NIGHTLY_METRICS)
+    except ValueError as exc:  # runs the report refuses to put in one cell
+        raise ResultsError(str(exc)) from None
+
+    def rounds(arm: str) -> dict[int, float]:
+        found = summary.cell(arm, cell.concurrency, cell.spec_mode, cell.metric)
+        return dict(zip(found.repeats, found.values)) if found else {}
+
+    return rounds("candidate"), rounds("good")
 
 
 def _state(folder: Path, header: dict) -> dict:
@@ -285,9 +293,7 @@ def run_bisect(
             run_sweep(exp, plan, folder, max_attempts=max_attempts, progress=progress, say=say,
                       plugin_check=plugin_check)
             records, _ = load_records(folder / exp.name)
-            change = blocked_change(_by_round(records, "candidate", cell, start),
-                                    _by_round(records, "good", cell, start),
-                                    confidence=confidence)
+            change = blocked_change(*_by_round(records, cell, start), confidence=confidence)
             outcome = classify(change, threshold_pct=threshold_pct,
                                higher_is_better=higher_is_better)
             if outcome is not None or n >= max_runs:
