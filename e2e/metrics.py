@@ -27,7 +27,7 @@ from e2e.slo import SLO, SLO_NAMES
 __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
     "parse_samples", "spec_counters", "histogram_mean_delta",
-    "request_tpot_s", "acceptance", "summarize_run", "validity_reasons",
+    "request_tpot_s", "acceptance", "summarize_run", "run_duration_s", "validity_reasons",
     "ms_per_verify_step", "metric_value", "SERVER_VERIFY_STEP", "Goodput", "goodput", "meets",
 ]
 
@@ -136,12 +136,7 @@ def summarize_run(
     e2el = [r.end_s - r.send_s for r in ok]  # type: ignore[operator]
     tpot = [t for t in (request_tpot_s(r) for r in ok) if t is not None]
     itl = [b - a for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])]
-    if records:
-        start = min(r.send_s for r in records)
-        end = max((r.end_s for r in records if r.end_s is not None), default=start)
-        duration = max(end - start, 0.0)
-    else:
-        duration = 0.0
+    duration = run_duration_s(records)
     output_tokens = sum(r.completion_tokens or 0 for r in ok)
     length = rate = None
     if counters_before is not None and counters_after is not None:
@@ -233,8 +228,8 @@ class Goodput:
     missed: dict[str, int] = field(default_factory=dict)
 
 
-def _duration(records: Sequence[RequestRecord]) -> float:
-    # The same duration as summarize_run: first send to last end.
+def run_duration_s(records: Sequence[RequestRecord]) -> float:
+    """A run's duration: its first send to its last end (what summarize_run reports)."""
     if not records:
         return 0.0
     start = min(r.send_s for r in records)
@@ -256,7 +251,7 @@ def goodput(records: Sequence[RequestRecord], slo: SLO, *,
         met += not misses
         for name in misses:
             missed[name] += 1
-    duration = _duration(records) if duration_s is None else float(duration_s)
+    duration = run_duration_s(records) if duration_s is None else float(duration_s)
     return Goodput(
         slo=slo,
         requests=len(records),

@@ -96,7 +96,7 @@ class LoadWorkload:
             if summary is not None:
                 summary = summary.model_copy(update={"burst_share": bursts.tpot_affected_share})
         if summary is not None and self.load.slo:
-            met = goodput(finished, parse_slo(self.load.slo))
+            met = goodput(finished, parse_slo(self.load.slo), duration_s=summary.duration_s)
             summary = summary.model_copy(update={"goodput_slo": self.load.slo,
                                                  "goodput_share": met.share,
                                                  "goodput_req_s": met.req_s})
