@@ -48,8 +48,8 @@ from e2e.errors import ConfigError, E2EError
 from e2e.executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
                           blocks, format_eta)
 from e2e.paths import atomic_write_bytes, atomic_write_json
-from e2e.store import (ATTEMPTS, finalize_unit, new_partial_dir, record_name, unit_dir,
-                       unit_state, utc_now)
+from e2e.store import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
+                       unit_dir, unit_state, utc_now)
 
 __all__ = ["RayExecutor", "executor_from", "describe_cluster_plan", "FAILURE_JSON"]
 
@@ -235,14 +235,10 @@ def keep_failed_attempt(results: Path, experiment: str, unit: Unit, failure: dic
     ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.store.unit_state`` as an attempt,
     ignored by reports."""
     final = unit_dir(results, experiment, unit)
-    attempts = final.parent / ATTEMPTS
     partial = new_partial_dir(results, experiment, unit.unit_id)
     atomic_write_json(partial / FAILURE_JSON, failure)
-    attempts.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while (attempts / f"{final.name}.{n}").exists():
-        n += 1
-    target = attempts / f"{final.name}.{n}"
+    target = next_attempt_dir(final)
+    target.parent.mkdir(parents=True, exist_ok=True)
     os.rename(partial, target)
     return target
 
@@ -459,12 +455,7 @@ class RayExecutor:
                     del running[gen]
                     cause = exc.cause
                     raise (cause if isinstance(cause, E2EError) else exc) from None
-                except (ray.exceptions.TaskCancelledError,) as exc:
-                    del running[gen]
-                    if not stopping:
-                        fault(flight, exc)
-                    continue
-                except ray.exceptions.RayError as exc:  # worker or node died
+                except ray.exceptions.RayError as exc:  # worker or node died, task cancelled
                     del running[gen]
                     if not stopping:
                         fault(flight, exc)

@@ -66,17 +66,23 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
         raise ResultsError(f"cannot create a run folder under {root}: {exc}") from exc
 
 
+def next_attempt_dir(final: Path) -> Path:
+    """Where the next earlier attempt of the unit at ``final`` goes: ``.attempts/<name>.<n>``,
+    the first free n."""
+    attempts = Path(final).parent / ATTEMPTS
+    n = 1
+    while (attempts / f"{Path(final).name}.{n}").exists():
+        n += 1
+    return attempts / f"{Path(final).name}.{n}"
+
+
 def finalize_unit(partial: Path, final: Path) -> Path:
     """Move a finished unit's folder into place atomically; an existing folder there (an
     earlier attempt) goes to ``.attempts/<name>.<n>`` once the new one is in place."""
     final = Path(final)
-    attempts = final.parent / ATTEMPTS
-    n = 1
-    while (attempts / f"{final.name}.{n}").exists():
-        n += 1
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
-        replace_dir(partial, final, keep_old=attempts / f"{final.name}.{n}")
+        replace_dir(partial, final, keep_old=next_attempt_dir(final))
     except OSError as exc:
         raise ResultsError(f"cannot move {partial} to {final}: {exc}; the unit's files are in "
                            f"{partial}") from exc
