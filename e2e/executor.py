@@ -83,13 +83,14 @@ class LocalExecutor:
             say: Callable[[str], None] = lambda message: None) -> Outcome:
         outcome = Outcome()
         states = [unit_state(results, experiment, u) for u in units]
-        clock = _Clock(to_make=sum(not s.done for s in states))
+        clock = _Clock(to_make=sum(not s.done and s.attempts < max_attempts for s in states))
         total, finished = len(units), 0
         for i, (unit, state) in enumerate(zip(units, states), 1):
             if state.done:
                 outcome.skipped.append(unit.unit_id)
                 continue
             attempts = state.attempts
+            tried = attempts < max_attempts  # a unit whose attempts are spent costs no time
             while attempts < max_attempts:
                 attempts += 1
                 say(f"[{i}/{total}] {unit.unit_id} (attempt {attempts} of {max_attempts}) · "
@@ -102,7 +103,7 @@ class LocalExecutor:
                 if record.valid:
                     finished += 1
                     break
-            clock.made += 1
+            clock.made += tried
             if not unit_state(results, experiment, unit).done:
                 outcome.given_up.append(unit.unit_id)
                 if fail_fast:
