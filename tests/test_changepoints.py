@@ -191,7 +191,7 @@ def test_verify_step_from_the_server_when_the_client_stream_came_in_bursts():
     j = judge_night("2026-01-02", now, base, Rules({"dspark": {"ms_per_verify_step": 2.0}}))
     (v,) = [v for v in j.verdicts if v.verdict != "not judged"]
     assert (v.key.metric, v.verdict) == ("server_ms_per_verify_step", "regressed")
-    assert "burst-affected tonight (burst share up to 0.45 > 0.1)" in v.source
+    assert "burst-affected tonight (burst share up to 0.45 > 0.05)" in v.source
     assert j.exit_code == 1
 
 

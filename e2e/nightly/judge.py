@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Literal
 from scipy.stats import norm
 
 from e2e import stats
+from e2e.bursts import WARN_SHARE
 from e2e.errors import ResultsError
 from e2e.nightly.headline import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
                                   burst_affected)
@@ -123,7 +124,7 @@ class Rules:
     thresholds: dict[str, dict[str, float]]
     confidence: float = 0.95
     verify_step_from: str = "client"
-    burst_share_max: float = 0.1
+    burst_share_max: float = WARN_SHARE
     gsm8k_alpha: float = 0.05
     gsm8k_min_drop_pp: float = 2.0
 

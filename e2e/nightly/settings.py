@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from e2e.aggregate import METRICS, Metric
+from e2e.bursts import WARN_SHARE
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
 from e2e.nightly.headline import BURST_SHARE, SERVER_VERIFY_STEP
@@ -143,8 +144,9 @@ class NightlySettings(_Strict):
                               "TPOT, unless a run's client stream is flagged as burst-affected) "
                               "or 'server' (the server's own mean TPOT).")
     burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
-        0.1, description="A run whose burst_share exceeds this has a burst-affected client "
-                         "TPOT: its cell's ms per verify step is built from the server's TPOT.")
+        WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
+        "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
+        "where the run's own record warns of it, e2e.bursts.WARN_SHARE).")
     gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
     changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
 
