@@ -132,7 +132,7 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
     _prepare_eval(plan, version)
     session = SessionOptions(plugin_check=plugin_check, progress=progress, say=runner.log,
                              servers=runner.servers,
-                             workloads=Workloads(lmeval=runner.lmeval, check=lambda: version))
+                             workloads=Workloads(lmeval=runner.lmeval, check=runner.check))
     outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
                       session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
     report = store.load_report(plan.results, plan.experiment.name)
