@@ -73,10 +73,18 @@ NoPluginCheckOpt = Annotated[bool, typer.Option(
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
 
 
-def _with_flags(experiment, *, server: dict, load: dict):
-    """The experiment with the flags that were given (not None) merged into its server and
-    load tables, validated like the file."""
-    return experiment.override("server", **server).override("load", **load)
+def _with_flags(experiment, *, lock_wait, base_url, server_cpus, require_quiet, slo,
+                client_cpus, client_workers, request_rate, burstiness, max_concurrency,
+                **load):
+    """The experiment with the measurement flags that were given (not None) merged into its
+    server and load tables (``load``: more load keys, e.g. sweep's lengths), validated like
+    the file."""
+    return experiment.override(
+        "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
+        require_quiet=require_quiet,
+    ).override(
+        "load", slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
+        burstiness=burstiness, max_concurrency=max_concurrency, **load)
 
 
 @app.command()
@@ -117,11 +125,10 @@ def run(
         from e2e.store import next_repeat
 
         experiment = _with_flags(
-            load_experiment(config), server=dict(
-                lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-                require_quiet=require_quiet), load=dict(
-                slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
-                burstiness=burstiness, max_concurrency=max_concurrency))
+            load_experiment(config), lock_wait=lock_wait, base_url=base_url,
+            server_cpus=server_cpus, require_quiet=require_quiet, slo=slo,
+            client_cpus=client_cpus, client_workers=client_workers, request_rate=request_rate,
+            burstiness=burstiness, max_concurrency=max_concurrency)
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
@@ -204,13 +211,12 @@ def sweep(
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = _with_flags(
-            load_experiment(config), server=dict(
-                lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-                require_quiet=require_quiet), load=dict(
-                prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-                output_len=output_len, slo=slo, cpus=client_cpus, workers=client_workers,
-                request_rate=request_rate, burstiness=burstiness,
-                max_concurrency=max_concurrency))
+            load_experiment(config), lock_wait=lock_wait, base_url=base_url,
+            server_cpus=server_cpus, require_quiet=require_quiet, slo=slo,
+            client_cpus=client_cpus, client_workers=client_workers, request_rate=request_rate,
+            burstiness=burstiness, max_concurrency=max_concurrency,
+            prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
+            output_len=output_len)
         plan = make_plan(experiment, arms=_csv(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:
