@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from e2e.affinity import parse_cpus
+from e2e.server import free_port
 
 try:
     from e2e.affinity import spread_cores
@@ -172,18 +173,13 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
     asyncio.run(main())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @contextmanager
 def _server(interval_s: float, procs: int = 1, whole: bool = False, tick_s: float = 0.0):
     """``procs`` server processes on one port (SO_REUSEPORT spreads the connections), pinned
     to the last cores, so that the server is not what limits several client processes."""
     cores = spread_cores(os.sched_getaffinity(0))  # the clients take the first
-    port = _free_port()
+    port = free_port()
     spawn = mp.get_context("spawn")
     servers = [spawn.Process(target=_serve, daemon=True,
                              args=(port, interval_s, cores[-1 - k] if len(cores) > procs else None,

@@ -16,6 +16,7 @@ from e2e.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, dec
                         stream_spread)
 from e2e.load import LoadSpec, drive
 from e2e.records import RequestRecord
+from e2e.server import free_port
 
 
 def _record(index: int, chunks: list[float], *, send: float = 0.0, end: float | None = None,
@@ -160,14 +161,9 @@ def _serve(port: int, interval_s: float) -> None:
     asyncio.run(main())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def test_scripted_server_burst_is_flagged_and_paced_stream_is_not():
-    port, interval = _free_port(), 0.02
+    port, interval = free_port(), 0.02
     server = mp.get_context("spawn").Process(target=_serve, args=(port, interval), daemon=True)
     server.start()
     try:
