@@ -153,12 +153,13 @@ class SessionUnit:
 
         return run_unit(self.experiment, unit, self.results, self.options or SessionOptions())
 
-    def at(self, results: Path, **options: Any) -> SessionUnit:
-        """The same session writing under ``results``, with ``options`` (SessionOptions
-        fields such as ``say`` or ``progress``) replaced."""
+    def at(self, results: Path | None = None, **options: Any) -> SessionUnit:
+        """The same session writing under ``results`` (None: where it writes now), with
+        ``options`` (SessionOptions fields such as ``say`` or ``progress``) replaced."""
         from dataclasses import replace
 
         from e2e.session import SessionOptions
 
         base = self.options or SessionOptions()
-        return SessionUnit(self.experiment, Path(results), replace(base, **options) if options else base)
+        folder = self.results if results is None else Path(results)
+        return SessionUnit(self.experiment, folder, replace(base, **options) if options else base)

@@ -326,7 +326,7 @@ class RayExecutor:
             num_cpus=0, resources={self.config.resource: 1}, max_retries=0,
             retry_exceptions=False, label_selector=selector or None)
         # the driver's ``say`` (a console) stays here: the worker prints, Ray forwards it
-        shipped = session.at(Path(tempfile.gettempdir()), say=_worker_say, progress=False)
+        shipped = session.at(say=_worker_say, progress=False)  # each block writes to its scratch
         return task.remote(shipped, todo, max_attempts)
 
     def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
