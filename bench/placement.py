@@ -1,7 +1,7 @@
 """Runs of the default experiment under CPU placements, side by side: for each run the
-client's and the server's mean TPOT, the burst-delivered share (``e2e.bursts``), what else
-used the host during the measured load (``e2e.hostnoise``) and the cores the server's
-process group and the load generator really had (``e2e.affinity``).
+client's and the server's mean TPOT, the burst-delivered share (``e2e.load._bursts``), what else
+used the host during the measured load (``e2e.host._noise``) and the cores the server's
+process group and the load generator really had (``e2e.host._affinity``).
 
 Until the session takes ``[server] cpus`` / ``[load] cpus`` itself, this script applies a
 placement around the session: the load generator's process is pinned with ``pin_process``
@@ -24,14 +24,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from e2e import server as server_module
-from e2e.affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
-from e2e.bursts import burst_summary
+from e2e.session._session import _server as server_module
+from e2e.host._affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
+from e2e.load._bursts import burst_summary
 from e2e.config import RunSpec
-from e2e.hostnoise import noise, snapshot, with_descendants
-from e2e.session import SessionOptions, run_unit
-from e2e.store import next_repeat, read_requests
-from e2e.workload import Workloads
+from e2e.host._noise import noise, snapshot, with_descendants
+from e2e.session._session import SessionOptions, run_unit
+from e2e.results._store import next_repeat, read_requests
+from e2e.load._workload import Workloads
 
 
 def _placement(text: str) -> dict[str, str | None]:
@@ -69,7 +69,7 @@ class _Watched:
 
 def _bursts(run: dict):
     """The run's burst summary under the current rule (recomputed from requests.parquet, so
-    that a table of old runs follows ``e2e.bursts``)."""
+    that a table of old runs follows ``e2e.load._bursts``)."""
     tpot = run["server_tpot_ms"] / 1e3 if run["server_tpot_ms"] else None
     return burst_summary(read_requests(Path(run["run"]) / "requests.parquet"), server_tpot_s=tpot)
 

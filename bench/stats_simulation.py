@@ -13,11 +13,11 @@ calibration, where main-repeat drifted from 2.75 to 3.08 ms over its rounds. ``-
 gives the no-drift case. sigma_run defaults to 1.25 %, the steadiest cell of that calibration
 (delay-500's server TPOT, 3.63-3.72 ms over 3 runs, drift included, so an upper bound there).
 
-For every experiment: the report's blocked comparison (``e2e.stats.log_ratio`` with rounds as
-blocks) and the unpaired one (``e2e.stats.welch_log_ratio``) on the same runs, each read by
-``e2e.stats.call`` at the report's defaults (95 %, minimum effect 1 %, equivalence ±1 %) and at
+For every experiment: the report's blocked comparison (``e2e.analysis._stats.log_ratio`` with rounds as
+blocks) and the unpaired one (``e2e.analysis._stats.welch_log_ratio``) on the same runs, each read by
+``e2e.analysis._stats.call`` at the report's defaults (95 %, minimum effect 1 %, equivalence ±1 %) and at
 minimum effect 0 (the bare test); a false call is "faster" or "slower". The MDE is each
-estimate's ``mde_pct`` (80 % power). The adaptive procedure (``e2e.stats.settled``) looks after
+estimate's ``mde_pct`` (80 % power). The adaptive procedure (``e2e.analysis._stats.settled``) looks after
 every round from ``--min-rounds`` to ``--max-rounds`` with the drift continuing at the same rate,
 and is compared with naive peeking (a fixed 95 % blocked interval at every look). Last, the
 calibration's delay arms (100, 250, 500 µs on a 2.75 ms step) as true effects: how often each
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from e2e import stats
+from e2e.analysis import _stats as stats
 
 LEVEL_MS = 2.75
 DRIFT_TOTAL = math.log(3.08 / 2.75)

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.builds import prepare, python_path
+from e2e.session._builds import prepare, python_path
 from e2e.config import Experiment
 from e2e.kinds import KINDS, VLLM, ServerKind
-from e2e.tinymodel import model_path, resolve_model
+from e2e.session._tinymodel import model_path, resolve_model
 
 __all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env",
            "redact_argv", "REDACTED"]

@@ -121,8 +121,8 @@ def run(
     /metrics before and after)."""
 
     def body() -> None:
-        from e2e.session import SessionOptions, run_unit
-        from e2e.store import next_repeat
+        from e2e.session._session import SessionOptions, run_unit
+        from e2e.results._store import next_repeat
 
         experiment = _with_flags(
             load_experiment(config), lock_wait=lock_wait, base_url=base_url,
@@ -136,7 +136,7 @@ def run(
         session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
         folder, record = run_unit(experiment, spec, results, session)
         if json_:
-            from e2e.jsonout import dumps, run_json
+            from e2e.render._json import dumps, run_json
 
             print_run(folder, record, console=err)
             sys.stdout.write(dumps(run_json(folder, record)) + "\n")
@@ -203,9 +203,9 @@ def sweep(
         from e2e.errors import ConfigError
         from e2e.pipeline import sweep as run_matrix
         from e2e.plan import make_plan
-        from e2e.ray_executor import describe_cluster_plan, executor_from
-        from e2e.session import SessionOptions
-        from e2e.sweep import describe_plan
+        from e2e.execute._ray import describe_cluster_plan, executor_from
+        from e2e.session._session import SessionOptions
+        from e2e.execute._describe import describe_plan
 
         if sum([dspark, no_dspark, both]) > 1:
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
@@ -283,7 +283,7 @@ def _report(folder: Path, report_from_run: int | None = None, baseline: str = "m
             confidence: float | None = None) -> None:
     from e2e.gsm8k import load_report, render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
-    from e2e.report import build_report
+    from e2e.render._report import build_report
 
     folder = Path(folder)
     gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
@@ -292,9 +292,9 @@ def _report(folder: Path, report_from_run: int | None = None, baseline: str = "m
         output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
                               only=only, confidence=confidence)
     if json_:
-        from e2e.jsonout import dumps, gsm8k_json, report_json
+        from e2e.render._json import dumps, gsm8k_json, report_json
 
-        # e2e.report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
+        # e2e.render._report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
         # e2e.gsm8k for one with GSM8K results only
         document = report_json(output.summary) if output is not None else gsm8k_json(gsm8k)
         if output is not None and gsm8k is not None:
@@ -365,8 +365,8 @@ def build(
     """Prepare server builds (managed environments) and the model ahead of time."""
 
     def body() -> None:
-        from e2e.builds import resolve_python
-        from e2e.tinymodel import resolve_model
+        from e2e.session._builds import resolve_python
+        from e2e.session._tinymodel import resolve_model
 
         experiment = load_experiment(config)
         names = [arm] if arm else list(experiment.arms)
@@ -385,12 +385,12 @@ def build(
 def _register_optional() -> None:
     """Commands that live in their own packages (they import torch, lm-eval and the like only
     when they run)."""
-    from e2e.bisect_command import bisect_command
-    from e2e.gsm8k.command import gsm8k_command
-    from e2e.interop.command import export_command, import_app
-    from e2e.micro import micro_command
-    from e2e.nightly.command import nightly_command
-    from e2e.plan_command import plan_target_effect
+    from e2e.commands._bisect import bisect_command
+    from e2e.commands._gsm8k import gsm8k_command
+    from e2e.commands._interop import export_command, import_app
+    from e2e.commands._micro import micro_command
+    from e2e.commands._nightly import nightly_command
+    from e2e.commands._plan import plan_target_effect
 
     app.command("gsm8k")(gsm8k_command)
     app.command("micro")(micro_command)

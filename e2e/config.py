@@ -56,7 +56,7 @@ def _cpus(value: str | None) -> str | None:
     """A CPU set as the config gives it ('0', '0-3', '0,2'), checked; None: unpinned."""
     if value is None:
         return None
-    from e2e.affinity import parse_cpus
+    from e2e.host._affinity import parse_cpus
 
     try:
         parse_cpus(value)

@@ -2,11 +2,11 @@
 
     config (TOML -> pydantic, once)
       -> plan: a list of units (e2e.plan; e2e.gsm8k.run for GSM8K; nightly plans both)
-      -> executor: runs the units in rounds, resumes, shows progress (e2e.executor)
+      -> executor: runs the units in rounds, resumes, shows progress (e2e.execute._executor)
            -> server session per unit: build -> fresh server -> /health -> plugin check
-              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session)
-      -> aggregate: comparable cells -> comparisons (e2e.aggregate, e2e.stats)
-      -> render: Markdown / CSV / PNG (e2e.render, written by e2e.report)
+              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session._session)
+      -> aggregate: comparable cells -> comparisons (e2e.analysis._aggregate, e2e.analysis._stats)
+      -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
 
 ``sweep`` below is that flow for the load matrix; ``e2e gsm8k`` and ``e2e nightly`` plan other
 units and call the same ``execute``.
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e import stats
+from e2e.analysis import _stats as stats
 from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
-from e2e.executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
+from e2e.execute._executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import make_plan
-from e2e.report import ReportOutput, build_report
-from e2e.session import SessionOptions
+from e2e.render._report import ReportOutput, build_report
+from e2e.session._session import SessionOptions
 
 __all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs"]
 
@@ -55,7 +55,7 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
 def headline_pairs(summary) -> list[tuple[dict[int, float], dict[int, float]]]:
     """Per headline comparison of a summary (each arm against the baseline, the headline
     metric of each cell): (arm values by round, baseline values by round)."""
-    from e2e.render.markdown import headline_metric
+    from e2e.render._markdown import headline_metric
 
     pairs = []
     for comp in summary.comparisons:
@@ -77,8 +77,8 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
     comparison is settled (``stats.settled``: alpha spent over the looks, so peeking does not
     inflate false calls) or N runs per cell are made. Starts with enough rounds for the first
     look (3 reported rounds); resumes like any sweep."""
-    from e2e.aggregate import summarize
-    from e2e.report import equivalence_of, load_records
+    from e2e.analysis._aggregate import summarize
+    from e2e.render._report import equivalence_of, load_records
 
     start = experiment.report_from_run
     runs = max(experiment.repeats, start - 1 + 3)

@@ -5,7 +5,7 @@ Round k holds run k of every cell and arm; the arm order rotates by one between 
 that drift of the machine (thermal, background load) lands on every arm alike. Within a round
 the arms of one cell run back to back. The plan is a pure function of its inputs. (GSM8K
 units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is read by
-``e2e.store.unit_state``.)
+``e2e.results._store.unit_state``.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from e2e.affinity import (describe_affinity, format_cpus, group_placement, parse_cpus,
+from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, parse_cpus,
                           pin_process, pinned_process, spawn_pinned)
 from e2e.errors import ConfigError
 
@@ -109,7 +109,7 @@ def test_pinned_process_restores_every_thread():
 
 
 def test_busy_processes_get_distinct_physical_cores_before_siblings(monkeypatch):
-    import e2e.affinity as affinity
+    import e2e.host._affinity as affinity
 
     siblings = {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0)}  # cpu -> (package, core)
     monkeypatch.setattr(affinity, "physical_core", siblings.get)

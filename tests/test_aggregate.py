@@ -1,4 +1,4 @@
-"""RunRecords -> cells, comparisons and warnings (e2e.aggregate), on hand-made records."""
+"""RunRecords -> cells, comparisons and warnings (e2e.analysis._aggregate), on hand-made records."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from e2e.aggregate import METRICS, Summary, runs_frame, summarize
+from e2e.analysis._aggregate import METRICS, Summary, runs_frame, summarize
 from e2e.config import RunSpec
-from e2e.records import RunMetrics, RunRecord, ServerInfo
+from e2e.results._records import RunMetrics, RunRecord, ServerInfo
 
 ARMS_CONFIG = {
     "main": {"description": "the engine as it is", "plugin": {"packing": "main"}},

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from e2e.bisect import BlockedChange, blocked_change, classify, search_first_bad
+from e2e.nightly.bisect import BlockedChange, blocked_change, classify, search_first_bad
 
 # --- the search: pure ----------------------------------------------------------------------
 

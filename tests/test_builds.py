@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from e2e.arms import ServerLaunch
-from e2e.builds import managed_env_dir, prepare
+from e2e.session._builds import managed_env_dir, prepare
 from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
-from e2e.server import start
+from e2e.session._server import start
 
 FAKE_SERVER = textwrap.dedent('''
     """A stand-in for vLLM's OpenAI server: answers /health, reports its version."""

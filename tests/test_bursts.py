@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from e2e.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
+from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
                         stream_spread)
-from e2e.load import LoadSpec, drive
-from e2e.records import RequestRecord
-from e2e.server import free_port
+from e2e.load._generator import LoadSpec, drive
+from e2e.results._records import RequestRecord
+from e2e.session._server import free_port
 
 
 def _record(index: int, chunks: list[float], *, send: float = 0.0, end: float | None = None,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from e2e.arms import environment_for, server_launch
 from e2e.cli import app
-from e2e.server import _kill_group, free_port, server_lock
+from e2e.session._server import _kill_group, free_port, server_lock
 
 
 class _TextOnly(BaseHTTPRequestHandler):
@@ -98,7 +98,7 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     assert record["provenance"]["build"]["version"] == "0.32.0"
     assert record["plugin"]["check"] == "skipped"
     assert record["counters_after"]["drafts"] > record["counters_before"]["drafts"]
-    from e2e.store import read_requests
+    from e2e.results._store import read_requests
 
     requests = read_requests(folder / "requests.parquet")
     assert {r.prompt_tokens for r in requests} == {1031}

@@ -26,7 +26,7 @@ from e2e.arms import REDACTED, ServerLaunch, redact_argv, redact_env
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError, ResultsError, ServerBusyError, ServerStartError
 from e2e.kinds import VLLM
-from e2e.server import group_alive, server_lock, start
+from e2e.session._server import group_alive, server_lock, start
 
 DEFAULT = tomllib.loads((ROOT / "configs" / "default.toml").read_text())
 
@@ -39,7 +39,7 @@ def home(tmp_path, monkeypatch):
 
 def test_second_e2e_is_refused_with_the_holders_pid_and_the_lock_never_goes_stale(home):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "from e2e.server import server_lock\nimport time\n"
+        [sys.executable, "-c", "from e2e.session._server import server_lock\nimport time\n"
          "with server_lock():\n    print('held', flush=True)\n    time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "E2E_HOME": str(home)})
     try:
@@ -64,7 +64,7 @@ def test_leftover_server_of_a_crashed_e2e_is_stopped(home, tmp_path):
         from e2e.arms import ServerLaunch
         import dataclasses
         from e2e.kinds import VLLM
-        from e2e.server import start
+        from e2e.session._server import start
         SLEEPER = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))
         launch = ServerLaunch(arm="main", python=Path(sys.executable), args=(), kind=SLEEPER)
         start(launch, Path({str(tmp_path / 'server.log')!r}), startup_timeout_s=600)
@@ -191,7 +191,7 @@ def test_secrets_are_redacted():
 
 def test_missing_model_is_a_clear_error_before_any_server(tmp_path, default_experiment):
     from e2e.config import RunSpec
-    from e2e.session import SessionOptions, run_unit
+    from e2e.session._session import SessionOptions, run_unit
 
     experiment = default_experiment.model_copy(update={"server": default_experiment.server.model_copy(
         update={"model": str(tmp_path / "no-model"), "build": default_experiment.server.build.model_copy(

@@ -15,7 +15,7 @@ from e2e.gsm8k.agreement import acceptance_length, accuracy, compare, mcnemar_ex
 from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.summary import GSM8KReport, summarize
-from e2e.records import SpecCounters
+from e2e.results._records import SpecCounters
 
 DATA = Path(__file__).parent / "data" / "gsm8k_samples"
 

@@ -153,7 +153,7 @@ def test_plan_validation(experiment, tmp_path, data):
 
 
 def test_command_reports_errors_with_exit_code(tmp_path, monkeypatch):
-    from e2e.gsm8k.command import gsm8k_command
+    from e2e.commands._gsm8k import gsm8k_command
 
     app = typer.Typer()
     app.command("gsm8k")(gsm8k_command)

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from e2e.hostnoise import (GPUProcess, GPUState, HostNotQuietError, HostSnapshot, ProcessCPU,
+from e2e.host._noise import (GPUProcess, GPUState, HostNotQuietError, HostSnapshot, ProcessCPU,
                            gpu_state, noise, parse_nvidia_smi, parse_rocm_smi, require_quiet,
                            snapshot, with_descendants)
 

@@ -1,4 +1,4 @@
-"""The --json documents (e2e.jsonout): keys and values on hand-made records, strict JSON."""
+"""The --json documents (e2e.render._json): keys and values on hand-made records, strict JSON."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from e2e.aggregate import summarize
+from e2e.analysis._aggregate import summarize
 from e2e.config import RunSpec
 from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
 from e2e.gsm8k.summary import GSM8KReport, summarize as summarize_gsm8k
-from e2e.jsonout import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
-from e2e.records import RunMetrics, RunRecord, ServerInfo
+from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
+from e2e.results._records import RunMetrics, RunRecord, ServerInfo
 
 RUN_KEYS = ["schema_version", "kind", "experiment", "run_id", "folder", "valid",
             "invalid_reasons", "warnings", "spec", "started_at", "finished_at",
@@ -74,7 +74,7 @@ def test_report_json_keys_and_values() -> None:
                          "interval_method", "counts", "metrics", "cells",
                          "comparisons", "warnings"]
     assert (doc["kind"], doc["experiment"], doc["baseline"], doc["arms"]) == \
-        ("e2e.report", "exp", "main", ["main", "pr"])
+        ("e2e.render._report", "exp", "main", ["main", "pr"])
     assert doc["counts"] == {"total": 8, "reported": 6, "warmup": 2, "invalid": 0}
     assert {m["key"] for m in doc["metrics"]} >= {"tpot_ms_mean", "ms_per_verify_step"}
     cell = next(c for c in doc["cells"] if c["arm"] == "pr" and c["metric"] == "tpot_ms_mean")

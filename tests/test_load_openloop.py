@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import LoadSpec, run_measured_load
-from e2e.loadgen.arrivals import arrival_times
+from e2e.load._generator import LoadSpec, run_measured_load
+from e2e.load._arrivals import arrival_times
 
 
 async def quick(payload, writer):

@@ -8,8 +8,8 @@ import asyncio
 import numpy as np
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import LoadSpec, drive, run_measured_load
-from e2e.loadgen.workers import merge, split
+from e2e.load._generator import LoadSpec, drive, run_measured_load
+from e2e.load._workers import merge, split
 
 
 async def fast(payload, writer):
@@ -62,7 +62,7 @@ def test_two_client_processes_on_one_clock():
 
 
 def test_open_loop_over_two_processes_sends_the_one_schedule():
-    from e2e.loadgen.arrivals import arrival_times
+    from e2e.load._arrivals import arrival_times
 
     with ScriptedServer(fast) as server:
         spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[1] * 4] * 200,

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from e2e.nightly.command import nightly_command
+from e2e.commands._nightly import nightly_command
 
 pytestmark = pytest.mark.server
 

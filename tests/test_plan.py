@@ -7,11 +7,11 @@ import pytest
 
 from e2e.config import RunSpec
 from e2e.errors import ConfigError
-from e2e.executor import LocalExecutor, format_eta
+from e2e.execute._executor import LocalExecutor, format_eta
 from e2e.plan import make_plan
-from e2e.store import unit_state as _unit_state
-from e2e.records import RunRecord, ServerInfo
-from e2e.store import finalize, new_partial_dir, write_run
+from e2e.results._store import unit_state as _unit_state
+from e2e.results._records import RunRecord, ServerInfo
+from e2e.results._store import finalize, new_partial_dir, write_run
 
 
 def test_rounds_interleave_and_rotate(default_experiment):
@@ -104,7 +104,7 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
 
 
 def test_dry_run_describes_every_run_without_starting(tmp_path, default_experiment):
-    from e2e.sweep import describe_plan
+    from e2e.execute._describe import describe_plan
 
     plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[True], runs=1)
     text = "\n".join(describe_plan(default_experiment, plan, tmp_path))
@@ -131,7 +131,7 @@ def test_fail_fast_stops_at_the_first_run_given_up(tmp_path, default_experiment,
 
 
 def test_eta_comes_from_the_units_made_so_far(tmp_path, default_experiment, monkeypatch):
-    import e2e.executor as executor
+    import e2e.execute._executor as executor
 
     clock = iter(range(0, 1000, 30))  # every unit takes 30 s of (fake) wall time
     monkeypatch.setattr(executor.time, "monotonic", lambda: next(clock))

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-import e2e.session as session
+import e2e.session._session as session
 from conftest import small
 from e2e.config import RunSpec
-from e2e.plugin_check import plugin_check
+from e2e.session._plugin_check import plugin_check
 
 pytestmark = pytest.mark.server
 

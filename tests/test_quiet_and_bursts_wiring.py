@@ -13,8 +13,8 @@ import time
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from e2e.aggregate import summarize
-from e2e.bursts import BurstSummary
+from e2e.analysis._aggregate import summarize
+from e2e.load._bursts import BurstSummary
 from e2e.cli import app
 from test_cells import record
 

@@ -21,13 +21,13 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from e2e.config import ExecutorConfig  # noqa: E402
 from e2e.errors import ConfigError  # noqa: E402
-from e2e.executor import LocalExecutor, SessionUnit, blocks  # noqa: E402
+from e2e.execute._executor import LocalExecutor, SessionUnit, blocks  # noqa: E402
 from e2e.pipeline import execute  # noqa: E402
 from e2e.plan import make_plan  # noqa: E402
-from e2e.ray_executor import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
-from e2e.report import build_report  # noqa: E402
-from e2e.session import SessionOptions  # noqa: E402
-from e2e.store import unit_state  # noqa: E402
+from e2e.execute._ray import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
+from e2e.render._report import build_report  # noqa: E402
+from e2e.session._session import SessionOptions  # noqa: E402
+from e2e.results._store import unit_state  # noqa: E402
 
 START_S = 0.5  # each fake server takes this long to become healthy: a unit's fixed duration
 
@@ -42,7 +42,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     saved = os.environ.get("E2E_HOME")
     os.environ["E2E_HOME"] = str(root / "driver-home")
-    from e2e.tinymodel import build_tiny_llama
+    from e2e.session._tinymodel import build_tiny_llama
 
     model = build_tiny_llama()
     pids = root / "pids"
@@ -243,7 +243,7 @@ def test_a_worker_killed_mid_unit_is_retried_on_the_other_host(world, tmp_path):
 
 def test_executor_from_config_and_flag(default_experiment):
     from e2e.config import parse_experiment
-    from e2e.ray_executor import executor_from
+    from e2e.execute._ray import executor_from
 
     assert isinstance(executor_from(ExecutorConfig(), None), LocalExecutor)
     assert isinstance(executor_from(ExecutorConfig(kind="ray"), "local"), LocalExecutor)
@@ -267,8 +267,8 @@ def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path):
     import subprocess
     import sys
 
-    code = ("from e2e.ray_executor import RayExecutor\n"
-            "from e2e.executor import SessionUnit\n"
+    code = ("from e2e.execute._ray import RayExecutor\n"
+            "from e2e.execute._executor import SessionUnit\n"
             "from e2e.config import load_experiment\n"
             "from e2e.errors import ConfigError\n"
             "try:\n"

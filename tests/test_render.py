@@ -1,4 +1,4 @@
-"""Renderers (Markdown golden file, CSV, PNG) and e2e.report on a hand-made results folder."""
+"""Renderers (Markdown golden file, CSV, PNG) and e2e.render._report on a hand-made results folder."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from e2e.aggregate import Summary, summarize
+from e2e.analysis._aggregate import Summary, summarize
 from e2e.errors import ResultsError
-from e2e.records import RunRecord
+from e2e.results._records import RunRecord
 from e2e.render import render_csv, render_markdown, render_plots
-from e2e.render.forest import comparison_plot_names
-from e2e.render.markdown import (
+from e2e.render._forest import comparison_plot_names
+from e2e.render._markdown import (
     format_cell,
     format_headline_comparison,
     format_pct,
     format_value,
 )
-from e2e.report import build_report
+from e2e.render._report import build_report
 from test_aggregate import make_record
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -10,13 +10,13 @@ import socket
 
 import pytest
 
-import e2e.server as server_mod
-import e2e.session as session
-import e2e.workload as workload
+import e2e.session._server as server_mod
+import e2e.session._session as session
+import e2e.load._workload as workload
 from conftest import small
 from e2e.config import RunSpec
-from e2e.server import group_alive
-from e2e.store import read_requests, read_run
+from e2e.session._server import group_alive
+from e2e.results._store import read_requests, read_run
 
 pytestmark = pytest.mark.server
 OPTIONS = session.SessionOptions(progress=False)
@@ -151,7 +151,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
 
 
 def _group(pgid: int) -> list[int]:
-    from e2e.server import _group_members
+    from e2e.session._server import _group_members
 
     return _group_members(pgid)
 

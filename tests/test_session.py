@@ -10,10 +10,10 @@ import json
 import pytest
 
 from e2e.config import EvalSpec, RunSpec
-from e2e.session import SessionOptions, run_unit
-from e2e.store import unit_state
-from e2e.tinymodel import resolve_model
-from e2e.workload import Workloads
+from e2e.session._session import SessionOptions, run_unit
+from e2e.results._store import unit_state
+from e2e.session._tinymodel import resolve_model
+from e2e.load._workload import Workloads
 from scripted import Scripted
 
 GSM8K = dict(limit=3, concurrency=2)
@@ -108,7 +108,7 @@ def test_a_second_ctrl_c_while_writing_loses_nothing(default_experiment, tmp_pat
     import os
     import signal
 
-    import e2e.session as session
+    import e2e.session._session as session
     from e2e.shield import shielded
 
     def interrupted(job, log_path):

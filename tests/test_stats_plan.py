@@ -1,4 +1,4 @@
-"""``e2e plan --target-effect``: runs needed from a sweep's noise (e2e.plan_command)."""
+"""``e2e plan --target-effect``: runs needed from a sweep's noise (e2e.commands._plan)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from e2e import stats
-from e2e.aggregate import summarize
+from e2e.analysis import _stats as stats
+from e2e.analysis._aggregate import summarize
 from e2e.errors import ConfigError
-from e2e.plan_command import parse_effect, plan_target_effect, runs_advice
+from e2e.commands._plan import parse_effect, plan_target_effect, runs_advice
 from test_aggregate import cell_runs
 
 

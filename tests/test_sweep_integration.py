@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from e2e.paths import e2e_home
-from e2e.server import group_alive
+from e2e.session._server import group_alive
 
 pytestmark = pytest.mark.server
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from e2e.executor import Outcome
+from e2e.execute._executor import Outcome
 from e2e.pipeline import sweep_until_settled
-from e2e.records import RunMetrics, RunRecord, ServerInfo
-from e2e.session import SessionOptions, redacted_config
-from e2e.store import finalize, new_partial_dir, unit_state, write_run
+from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+from e2e.session._session import SessionOptions, redacted_config
+from e2e.results._store import finalize, new_partial_dir, unit_state, write_run
 
 
 class KnownValues:

@@ -5,8 +5,8 @@ per-run values (the reported runs: valid, repeat >= report_from_run). Tonight's 
 compared with the baseline night's cell of the same key; the rules are:
 
 * **load metrics** (``e2e.nightly.settings.NIGHTLY_METRICS``) with a threshold for their spec mode:
-  ``e2e.stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
-  values at the configured confidence), then ``e2e.stats.verdict_for`` with
+  ``e2e.analysis._stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
+  values at the configured confidence), then ``e2e.analysis._stats.verdict_for`` with
   ``min_effect_pct = threshold``: **regressed** when the interval excludes 1 on the worse
   side, the point estimate is on that side and at least the threshold in size (worse:
   higher for latencies and ms per verify step, lower for throughput and acceptance);
@@ -16,7 +16,7 @@ compared with the baseline night's cell of the same key; the rules are:
   ms per verify step built from the client's mean TPOT, unless the rules say
   ``verify_step_from = "server"`` or a run of the cell (tonight's or the baseline's) has a
   ``burst_share`` above ``burst_share_max``: then ``server_ms_per_verify_step`` (the
-  server's TPOT × acceptance length, ``e2e.nightly.headline``) is judged with that threshold,
+  server's TPOT × acceptance length, ``e2e.analysis._headline``) is judged with that threshold,
   and the verdict says why.
 * **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
   the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Literal
 
 from scipy.stats import norm
 
-from e2e import stats
-from e2e.bursts import WARN_SHARE
+from e2e.analysis import _stats as stats
+from e2e.load._bursts import WARN_SHARE
 from e2e.errors import ResultsError
-from e2e.nightly.headline import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
+from e2e.analysis._headline import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
                                   burst_affected)
 from e2e.nightly.settings import nightly_metric as load_metric
 

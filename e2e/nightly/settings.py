@@ -24,11 +24,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from e2e.aggregate import METRICS, Metric
-from e2e.bursts import WARN_SHARE
+from e2e.analysis._aggregate import METRICS, Metric
+from e2e.load._bursts import WARN_SHARE
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
-from e2e.nightly.headline import BURST_SHARE, SERVER_VERIFY_STEP
+from e2e.analysis._headline import BURST_SHARE, SERVER_VERIFY_STEP
 
 __all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS",
            "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",
@@ -44,7 +44,7 @@ SpecMode = Literal["base", "dspark"]
 
 # The report's metrics (the server's own TPOT among them: on the CPU default the client-side
 # TPOT of the tiny model says little, as the API server often flushes a request's tokens in
-# one burst on a busy host; ms per verify step from the server's TPOT, e2e.aggregate) plus the
+# one burst on a busy host; ms per verify step from the server's TPOT, e2e.analysis._aggregate) plus the
 # share of a run's stream that reached the client in bursts (a run-level flag, recorded when
 # the run has it): the nightly records, judges if asked, and plots the same cells.
 NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
@@ -146,7 +146,7 @@ class NightlySettings(_Strict):
     burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
-        "where the run's own record warns of it, e2e.bursts.WARN_SHARE).")
+        "where the run's own record warns of it, e2e.load._bursts.WARN_SHARE).")
     gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
     changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
 

@@ -13,7 +13,7 @@ change, and that process logs the line e2e checks before measuring::
 - other builds (the CPU default): ``e2e.plugin.inject`` wraps the model runner; the line
   comes from the model runner's constructor, which runs only in a worker.
 
-Every line starts with ``e2e-plugin:``; ``e2e.plugin_check`` reads them from the server log.
+Every line starts with ``e2e-plugin:``; ``e2e.session._plugin_check`` reads them from the server log.
 """
 
 from __future__ import annotations

@@ -1,0 +1,103 @@
+"""``e2e bisect``: thin typer command; the work is in ``e2e.nightly.bisect``.
+
+Exit codes: 0 the first bad commit was named, 2 bad input or a failed build, 130 interrupted
+(the server is stopped; the same command resumes, skipping measured commits).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.console import guard, out, say
+from e2e.errors import ConfigError
+
+__all__ = ["bisect_command", "load_bisect_config"]
+
+
+def load_bisect_config(path: Path):
+    """(experiment, [nightly] settings or None) of an experiment or nightly TOML."""
+    from e2e.config import load_experiment, read_toml
+    from e2e.nightly.settings import load_nightly
+
+    if "nightly" in read_toml(path):
+        cfg = load_nightly(path)
+        return cfg.experiment, cfg
+    return load_experiment(path), None
+
+
+def _defaults(nightly, spec_mode: str, metric: str | None, runs: int | None,
+              threshold: float | None, experiment) -> tuple[str, int, float]:
+    """The metric, runs and threshold a nightly config judges the cell with, where not given."""
+    table = dict(nightly.settings.thresholds.get(spec_mode, {})) if nightly else {}
+    if metric is None:
+        if table:
+            metric = next(iter(table))
+            if metric == "ms_per_verify_step" and nightly.settings.verify_step_from == "server":
+                metric = "server_ms_per_verify_step"
+        else:
+            metric = "server_tpot_ms_mean" if spec_mode == "base" else "ms_per_verify_step"
+    if threshold is None:
+        key = "ms_per_verify_step" if metric == "server_ms_per_verify_step" else metric
+        threshold = table.get(key, table.get(metric, 2.0))
+    runs = runs or (nightly.runs if nightly else experiment.repeats)
+    return metric, runs, float(threshold)
+
+
+def bisect_command(
+    good: Annotated[str, typer.Option(help="A ref (commit, tag, branch) of the arm's git "
+                                           "build that is known good.")],
+    bad: Annotated[str, typer.Option(help="A later ref that is known bad (the regressed "
+                                          "night's commit).")],
+    arm: Annotated[str, typer.Option(help="The arm whose build is a git ref.")] = "main",
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="Experiment or nightly TOML (default: the embedded nightly).",
+        dir_okay=False)] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="The cell's concurrency.")] = 1,
+    spec_mode: Annotated[str, typer.Option(help="base or dspark.")] = "base",
+    metric: Annotated[Optional[str], typer.Option(
+        help="Metric to judge (default: what the nightly config judges in this spec mode).")] = None,
+    results: Annotated[Path, typer.Option(
+        help="Results folder; the search goes to <results>/bisect/.")] = Path("results"),
+    runs: Annotated[Optional[int], typer.Option(
+        min=2, help="Rounds per measured commit, warmups included (default: the nightly's "
+                    "runs, else the experiment's repeats).")] = None,
+    max_runs: Annotated[Optional[int], typer.Option(
+        min=2, help="More rounds while a verdict is undecided, up to this (default: 2 x runs).")] = None,
+    threshold: Annotated[Optional[float], typer.Option(
+        min=0.0, help="Smallest worsening in % that makes a commit bad (default: the "
+                      "nightly's threshold for the metric, else 2).")] = None,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999)] = 0.95,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Find the first commit between --good and --bad that makes a cell worse: build and
+    measure midpoints (fresh servers, rounds of the good build and the commit back to back)
+    until one commit is left. Every measurement is kept under <results>/bisect/ and the
+    same command resumes."""
+    guard(lambda: _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs,
+                          max_runs, threshold, confidence, quiet),
+          error_exit=2, interrupted="the server was stopped; measured commits are kept (rerun "
+                                    "the same command to resume)")
+
+
+def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs, max_runs,
+            threshold, confidence, quiet) -> None:
+    from e2e.nightly.bisect import BisectCell, run_bisect
+    from e2e.nightly.settings import default_nightly_path, nightly_metric
+
+    experiment, nightly = load_bisect_config(config or default_nightly_path())
+    metric, runs, threshold = _defaults(nightly, spec_mode, metric, runs, threshold, experiment)
+    try:
+        nightly_metric(metric)
+    except KeyError as exc:
+        raise ConfigError(f"--metric: {exc.args[0]}") from None
+    result = run_bisect(experiment, BisectCell(arm, concurrency, spec_mode, metric), good=good,
+                        bad=bad, results=results, runs=runs, max_runs=max_runs or 2 * runs,
+                        threshold_pct=threshold, confidence=confidence, progress=not quiet,
+                        say=say)
+    out.print(f"first bad commit: {result.first_bad}", highlight=False)
+    out.print(f"last good commit: {result.last_good}", highlight=False)
+    out.print(f"commits measured: {len(result.measured)} of {len(result.commits) - 1} "
+               f"(plus the good build as reference)", highlight=False)

@@ -1,0 +1,102 @@
+"""``e2e nightly``: thin typer command; the work is in ``e2e.nightly.run``.
+
+Exit codes: 0 nothing regressed, 1 a regression, 2 the night could not run or could not be
+judged (bad config, build failure, runs invalid after a retry, a cell without runs),
+130 interrupted (the server is stopped; the same command with the same --date resumes).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.console import guard, out, print_run, say
+from e2e.errors import ConfigError
+
+__all__ = ["nightly_command"]
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def nightly_command(
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="Nightly config: an experiment TOML plus a nightly table. "
+                               "Default: the embedded configs/nightly.toml.",
+        dir_okay=False)] = None,
+    results: Annotated[Path, typer.Option(
+        "--results", help="Results folder; the night goes to <results>/nightly/<date>/ and "
+                          "the history to <results>/nightly/history.parquet.")] = Path("results"),
+    date: Annotated[Optional[str], typer.Option(
+        help="The night's date, YYYY-MM-DD (default: today, UTC). The same date resumes a "
+             "night; a new date starts a fresh one.")] = None,
+    baseline: Annotated[Optional[str], typer.Option(
+        help="Judge against this night (YYYY-MM-DD) instead of the last passing night with "
+             "the same config hash; overrides the config's nightly.baseline_night.")] = None,
+    arm_setting: Annotated[Optional[list[str]], typer.Option(
+        "--arm-setting", help="KEY=VALUE merged into the plugin settings of every nightly arm "
+                              "(e.g. step_delay_us=500, the calibration delay); recorded as "
+                              "build provenance, not part of the config hash. Repeatable.")] = None,
+    link_base: Annotated[Optional[str], typer.Option(
+        help="URL the summary's links start with (e.g. where CI keeps results/); default: "
+             "paths relative to --results.")] = None,
+    executor: Annotated[Optional[str], typer.Option(
+        "--executor", help="Where the night's units run: local or ray (a Ray cluster, one "
+                           "server per host; docs/cluster.md). Default: the config's.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan, the config hash and the baseline; start nothing.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """The nightly benchmark job: prepare the build(s), run the configured sweep (and GSM8K
+    subset), append every cell to the history, judge the night against the last passing
+    night (or a pinned one) and write a Markdown summary, trend plots and the full report.
+    Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
+    code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
+                                  dry_run, quiet, executor),
+                 error_exit=2, unexpected_exit=2,
+                 interrupted="the server was stopped; finished runs are kept (rerun with the "
+                             "same --date to resume)")
+    raise SystemExit(code)
+
+
+def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
+             executor=None) -> int:
+    from e2e.nightly.history import history_path, read_history, select_baseline
+    from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
+    from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
+
+    date = date or _today()
+    for value, flag in ((date, "--date"), (baseline, "--baseline")):
+        if value is not None and not _DATE.match(value):
+            raise ConfigError(f"{flag} {value!r}: give a date as YYYY-MM-DD")
+    cfg = load_nightly(config)
+    overrides = parse_arm_settings(arm_setting)
+    options = NightlyOptions(results=results, date=date, pinned=baseline,
+                             arm_overrides=overrides, link_base=link_base, progress=not quiet,
+                             executor=executor)
+    if dry_run:
+        from e2e.execute._describe import describe_plan
+
+        experiment = with_arm_settings(cfg.experiment, cfg.arms, overrides)
+        for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+        chosen = select_baseline(read_history(history_path(results)), date=date,
+                                 experiment=experiment.name, config_hash=cfg.config_hash,
+                                 pinned=baseline or cfg.settings.baseline_night)
+        out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
+                   + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
+                   highlight=False, markup=False)
+        return 0
+
+    outcome = run_nightly(cfg, options, say=say,
+                          on_run=lambda folder, record: print_run(folder, record, brief=True))
+    out.print(outcome.summary, highlight=False, markup=False, soft_wrap=True)
+    say(f"summary: {outcome.summary_path}; history: {outcome.history_path}")
+    return outcome.judgement.exit_code

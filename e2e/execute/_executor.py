@@ -1,0 +1,165 @@
+"""Executors run a plan's units: in order, resuming, with progress for the whole plan.
+
+An executor takes the units (in the plan's order: rounds, every arm of a cell back to back,
+arm order rotated) and a ``run_unit`` function (the server session) and:
+
+* skips units already done (a valid record of exactly that unit in the results folder);
+* reruns invalid ones until ``max_attempts`` is spent (every attempt is kept);
+* reports progress for the whole plan: done/total and an ETA from the units made so far;
+* with ``fail_fast``, stops at the first unit given up.
+
+``LocalExecutor`` runs units one after another on this host. The interface is the seam a
+cluster executor plugs into: it must keep the same contract (the driver's results folder is
+the one source of truth; units are whole folders).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from e2e.config import Unit
+from e2e.results._store import unit_state
+
+__all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "format_eta", "blocks",
+           "block_key", "SessionUnit"]
+
+RunUnit = Callable[[Unit], "tuple[Path, Any]"]
+OnUnit = Callable[[Path, Any], None]
+
+
+@dataclass
+class Outcome:
+    """What an execution did: records made, units skipped (done already) and given up."""
+
+    ran: list[Any] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)
+    stopped_early: bool = False
+
+    @property
+    def invalid(self) -> list[Any]:
+        return [r for r in self.ran if not r.valid]
+
+
+class Executor(Protocol):
+    def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
+            max_attempts: int = 2, fail_fast: bool = False,
+            on_unit: OnUnit = lambda folder, record: None,
+            say: Callable[[str], None] = lambda message: None) -> Outcome: ...
+
+
+def format_eta(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+@dataclass
+class _Clock:
+    """ETA from the wall time of the units made so far (skipped ones cost nothing)."""
+
+    to_make: int
+    made: int = 0
+    spent: float = 0.0
+
+    def eta(self) -> str:
+        if self.made == 0:
+            return "ETA after the first unit"
+        left = max(self.to_make - self.made, 0)
+        return f"ETA {format_eta(self.spent / self.made * left)}"
+
+
+class LocalExecutor:
+    """Every unit on this host, one at a time, in the plan's order."""
+
+    def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
+            max_attempts: int = 2, fail_fast: bool = False,
+            on_unit: OnUnit = lambda folder, record: None,
+            say: Callable[[str], None] = lambda message: None) -> Outcome:
+        outcome = Outcome()
+        states = [unit_state(results, experiment, u) for u in units]
+        clock = _Clock(to_make=sum(not s.done and s.attempts < max_attempts for s in states))
+        total, finished = len(units), 0
+        for i, (unit, state) in enumerate(zip(units, states), 1):
+            if state.done:
+                outcome.skipped.append(unit.unit_id)
+                continue
+            attempts = state.attempts
+            tried = attempts < max_attempts  # a unit whose attempts are spent costs no time
+            while attempts < max_attempts:
+                attempts += 1
+                say(f"[{i}/{total}] {unit.unit_id} (attempt {attempts} of {max_attempts}) · "
+                    f"{len(outcome.skipped) + finished} of {total} done · {clock.eta()}")
+                t0 = time.monotonic()
+                folder, record = run_unit(unit)
+                clock.spent += time.monotonic() - t0
+                outcome.ran.append(record)
+                on_unit(folder, record)
+                if record.valid:
+                    finished += 1
+                    break
+            clock.made += tried
+            if not unit_state(results, experiment, unit).done:
+                outcome.given_up.append(unit.unit_id)
+                if fail_fast:
+                    outcome.stopped_early = True
+                    break
+        return outcome
+
+
+
+# --- Helpers a cluster executor needs (e2e.execute._ray) -------------------------------------
+
+
+def block_key(unit: Unit) -> tuple:
+    """What a block shares: a load unit's round, concurrency and spec mode (every arm of that
+    cell, back to back, in the plan's rotated order); a GSM8K unit's evaluation (every arm's
+    servers for it)."""
+    if unit.kind == "gsm8k":
+        return ("gsm8k", unit.eval_name, unit.data, unit.concurrency)
+    return ("load", unit.repeat, unit.concurrency, unit.dspark)
+
+
+def blocks(units: Sequence[Unit]) -> list[list[Unit]]:
+    """The plan's units cut into blocks: runs of consecutive units with the same
+    ``block_key``, in plan order. A block is what one host runs back to back, so drift on
+    that host lands on every arm of the block alike (interleaving, as on one host)."""
+    out: list[list[Unit]] = []
+    for unit in units:
+        if out and block_key(out[-1][-1]) == block_key(unit):
+            out[-1].append(unit)
+        else:
+            out.append([unit])
+    return out
+
+
+@dataclass(frozen=True)
+class SessionUnit:
+    """``run_unit`` as a value: the server session (``e2e.session._session.run_unit``) for one
+    experiment, results folder and options. Picklable, so that a cluster executor can send it
+    to a worker and point it at a scratch folder there (``at``) instead of the driver's."""
+
+    experiment: Any  # e2e.config.Experiment
+    results: Path
+    options: Any = None  # e2e.session._session.SessionOptions; None: the defaults
+
+    def __call__(self, unit: Unit) -> tuple[Path, Any]:
+        from e2e.session._session import SessionOptions, run_unit
+
+        return run_unit(self.experiment, unit, self.results, self.options or SessionOptions())
+
+    def at(self, results: Path | None = None, **options: Any) -> SessionUnit:
+        """The same session writing under ``results`` (None: where it writes now), with
+        ``options`` (SessionOptions fields such as ``say`` or ``progress``) replaced."""
+        from dataclasses import replace
+
+        from e2e.session._session import SessionOptions
+
+        base = self.options or SessionOptions()
+        folder = self.results if results is None else Path(results)
+        return SessionUnit(self.experiment, folder, replace(base, **options) if options else base)

@@ -1,0 +1,549 @@
+"""The Ray executor: a plan's units on the hosts of a Ray cluster, one unit per host at a time,
+whole blocks per host, the driver's results folder the one source of truth.
+
+    driver (this process)                        a host (a Ray node offering ``resource``)
+    plan -> blocks (e2e.execute._executor.blocks)
+    one Ray task per block  ------------------>  holds ``resource: 1``: the whole host
+                                                 for each unit of the block, each attempt:
+                            <-- Started -------    (node id, hostname)
+                                                   the server session (e2e.session._session) into a
+                                                   scratch folder of this host: the build is
+                                                   resolved here, the host's server lock taken
+                            <-- Finished ------    the unit folder's files as bytes + record
+    the folder finalized atomically in the
+    driver's results (e2e.results._store), the record
+    with provenance["executor"] (node, block)
+
+A block is every arm of one cell of one round (e2e.execute._executor.blocks), so a host runs whole
+rounds back to back and drift on that host lands on every arm alike. Every participating node
+advertises the resource exactly once (``ray start --resources='{"e2e_host": 1}'``); a unit's
+task holds it, so two units never share a host.
+
+Faults: a task that dies with its worker or its node (a Ray system error) costs the unit in
+flight one attempt, kept as ``.attempts/<unit>.<n>/failure.json`` with the reason; the block's
+remaining units go back to the cluster as a new task (avoiding that node while another host is
+alive). Finished units are already in the driver's folder. Ctrl-C cancels every task: each
+unit runs in a child process of its worker (``run_in_child``), which gets a real SIGINT, so the
+session stops its server's process group; the driver waits for that before re-raising, and the
+same command resumes. An error of e2e's own on a worker (a busy host, a failed build) stops
+the run as it would on one host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.config import ExecutorConfig, Experiment, Unit
+from e2e.errors import ConfigError, E2EError
+from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
+                          blocks, format_eta)
+from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.results._store import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
+                       unit_dir, unit_state, utc_now)
+
+__all__ = ["RayExecutor", "executor_from", "describe_cluster_plan", "FAILURE_JSON"]
+
+FAILURE_JSON = "failure.json"
+Say = Callable[[str], None]
+
+_INSTALL = "pip install 'e2e[ray]'"
+
+
+def _start_hint(resource: str) -> str:
+    return (f"start a node on each host with  ray start --address=<head>:6379 "
+            f"--resources='{{\"{resource}\": 1}}'  (the head: ray start --head "
+            f"--resources='{{\"{resource}\": 1}}')")
+
+
+# --- What a worker sends back --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    """A host began an attempt of a unit."""
+
+    unit_id: str
+    attempt: int
+    node_id: str
+    hostname: str
+    pid: int  # the Ray worker's process on that host
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An attempt ended (valid or not): the unit folder's files, relative path -> bytes."""
+
+    unit_id: str
+    attempt: int
+    node_id: str
+    hostname: str
+    files: dict[str, bytes]
+    record: Any
+
+
+def _worker_say(message: str) -> None:
+    print(f"[{socket.gethostname()}] {message}", flush=True)  # Ray forwards it to the driver
+
+
+def _read_tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: int):
+    """The task a host runs (a Ray generator): every unit of ``todo`` (unit, attempts made so
+    far) in order, each retried here until valid or ``max_attempts`` is spent, each in a
+    scratch folder of this host that is sent back as bytes and then removed."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    host = socket.gethostname()
+    for unit, attempts in todo:
+        while attempts < max_attempts:
+            attempts += 1
+            yield Started(unit.unit_id, attempts, node, host, os.getpid())
+            scratch = Path(tempfile.mkdtemp(prefix="e2e-ray-"))
+            try:
+                files, record = run_in_child(session.at(scratch / "results"), unit, scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            yield Finished(unit.unit_id, attempts, node, host, files, record)
+            if record.valid:
+                break
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: SIGTERM to this process when the Ray worker that started it dies."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
+                 poll_s: float = 0.2) -> tuple[dict[str, bytes], Any]:
+    """One unit's server session in a child process of this Ray worker; returns its folder's
+    files and its record, or raises the session's error.
+
+    Why a child: Ray cancels a running task by raising KeyboardInterrupt in it between two
+    bytecodes, so a task blocked in a long call (lm-eval's process, a build) would hear of a
+    Ctrl-C only when that call returns. Here the worker only polls, hears it within
+    ``poll_s``, and passes it on as a real SIGINT, which interrupts any call; the session then
+    stops its server and the child exits. If the worker dies outright (killed, OOM), the
+    kernel sends the child SIGTERM (PR_SET_PDEATHSIG), which the session treats as Ctrl-C, so
+    no server outlives its worker."""
+    import signal
+    import subprocess
+    import sys
+
+    from ray import cloudpickle
+
+    job, answer = scratch / "unit.pickle", scratch / "answer.pickle"
+    job.write_bytes(cloudpickle.dumps((session, unit)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    child = subprocess.Popen([sys.executable, "-m", "e2e.execute._ray", str(job), str(answer)],
+                             env=env, stdin=subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    try:
+        while child.poll() is None:
+            time.sleep(poll_s)
+    except BaseException:  # a cancel (KeyboardInterrupt): stop the child as Ctrl-C would
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        raise
+    if not answer.is_file():
+        raise RuntimeError(f"the unit's process exited with status {child.returncode} "
+                           "without an answer (see the worker's output above)")
+    outcome, *value = cloudpickle.loads(answer.read_bytes())
+    if outcome == "error":
+        raise value[0]
+    return value[0], value[1]
+
+
+def _child_main(job: str, answer: str) -> int:
+    """``python -m e2e.execute._ray JOB ANSWER``: the unit of ``run_in_child``."""
+    import pickle
+    import signal
+
+    def terminated(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM (the worker died) is handled like Ctrl-C
+
+    signal.signal(signal.SIGTERM, terminated)
+    session, unit = pickle.loads(Path(job).read_bytes())
+    try:
+        folder, record = session(unit)
+        result: tuple = ("ok", _read_tree(folder), record)
+    except E2EError as exc:
+        result = ("error", exc)
+    except KeyboardInterrupt:  # the session stopped its server; nothing to answer
+        return 130
+    from ray import cloudpickle
+
+    atomic_write_bytes(Path(answer), cloudpickle.dumps(result))
+    return 0
+
+
+# --- The driver --------------------------------------------------------------------------
+
+
+@dataclass
+class _Flight:
+    """A block's task and the attempt it is making now."""
+
+    index: int
+    units: list[Unit]
+    current: Started | None = None
+    finished: set[str] = field(default_factory=set)
+    strikes: int = 0  # earlier tasks of this block that died before starting a unit
+    started: bool = False
+
+
+def _with_executor(record: Any, facts: dict) -> Any:
+    return record.model_copy(update={"provenance": {**record.provenance, "executor": facts}})
+
+
+def finalize_remote(results: Path, experiment: str, unit: Unit, message: Finished,
+                    facts: dict) -> tuple[Path, Any]:
+    """A worker's unit folder into the driver's results: files written into a fresh partial
+    folder, the record (with ``provenance["executor"] = facts``) last, then one atomic rename
+    (e2e.results._store.finalize_unit, which keeps an earlier attempt in ``.attempts``)."""
+    partial = new_partial_dir(results, experiment, unit.unit_id)
+    name = record_name(unit)
+    for rel, data in message.files.items():
+        if rel != name:
+            atomic_write_bytes(partial / rel, data)
+    record = _with_executor(message.record, facts)
+    atomic_write_json(partial / name, record.model_dump(mode="json"))
+    return finalize_unit(partial, unit_dir(results, experiment, unit)), record
+
+
+def keep_failed_attempt(results: Path, experiment: str, unit: Unit, failure: dict) -> Path:
+    """An attempt that left no folder (its worker or node died) as
+    ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.results._store.unit_state`` as an attempt,
+    ignored by reports."""
+    final = unit_dir(results, experiment, unit)
+    partial = new_partial_dir(results, experiment, unit.unit_id)
+    atomic_write_json(partial / FAILURE_JSON, failure)
+    target = next_attempt_dir(final)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(partial, target)
+    return target
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless ``host:port`` (or ``ray://host:port``) takes a TCP connection;
+    'auto' and 'local' are left to Ray."""
+    target = address.split("://", 1)[-1]
+    host, sep, port = target.rpartition(":")
+    if address in ("auto", "local") or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc})") from None
+
+
+def _hosts(resource: str, labels: dict[str, str]) -> list[dict]:
+    """Alive nodes offering ``resource`` (and carrying ``labels``, plain values only)."""
+    import ray
+
+    out = []
+    for node in ray.nodes():
+        if not node.get("Alive") or node.get("Resources", {}).get(resource, 0) < 1:
+            continue
+        have = node.get("Labels") or {}
+        if all(have.get(k) == v for k, v in labels.items() if v and v[0].isalnum()):
+            out.append(node)
+    return out
+
+
+class RayExecutor:
+    """Units on a Ray cluster (see the module docstring). Connects to ``config.address``
+    (None: $RAY_ADDRESS, else 'auto') unless this process is connected already."""
+
+    def __init__(self, config: ExecutorConfig = ExecutorConfig(kind="ray"), *,
+                 stop_wait_s: float = 120.0, poll_s: float = 1.0):
+        self.config = config
+        self.stop_wait_s = stop_wait_s
+        self.poll_s = poll_s
+
+    # connection and the fail-fast checks
+    def _connect(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError(f"--executor ray needs Ray: {_INSTALL}") from None
+        if ray.is_initialized():
+            return
+        address = self.config.address or os.environ.get("RAY_ADDRESS") or "auto"
+        try:
+            _reachable(address)  # ray.init would retry an unreachable address for minutes
+            ray.init(address=address, logging_level="WARNING", log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"cannot reach a Ray cluster at {address!r}: {exc}; "
+                              f"{_start_hint(self.config.resource)}, or give [executor] "
+                              "address / $RAY_ADDRESS") from None
+
+    def check_hosts(self) -> list[dict]:
+        """The participating hosts; a ConfigError when none offers the resource or one offers
+        it more than once (two units would share that host)."""
+        resource = self.config.resource
+        hosts = _hosts(resource, self.config.labels)
+        where = f" with labels {self.config.labels}" if self.config.labels else ""
+        if not hosts:
+            raise ConfigError(f"no node of the Ray cluster{where} offers the resource "
+                              f"{resource!r}, so no unit can run; {_start_hint(resource)}")
+        shared = [h for h in hosts if h["Resources"][resource] > 1]
+        if shared:
+            node = shared[0]
+            raise ConfigError(f"node {node['NodeID'][:12]} ({node.get('NodeManagerAddress')}) "
+                              f"offers {resource}: {node['Resources'][resource]:g}; each host "
+                              f"must offer it once, or units would share its GPUs; restart it "
+                              f"with --resources='{{\"{resource}\": 1}}'")
+        return hosts
+
+    def _submit(self, session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: int,
+                avoid: str | None):
+        import ray
+
+        selector = dict(self.config.labels)
+        if avoid and any(h["NodeID"] != avoid for h in _hosts(self.config.resource, selector)):
+            selector[ray._raylet.RAY_NODE_ID_KEY] = f"!{avoid}"
+        task = ray.remote(run_block).options(
+            num_cpus=0, resources={self.config.resource: 1}, max_retries=0,
+            retry_exceptions=False, label_selector=selector or None)
+        # the driver's ``say`` (a console) stays here: the worker prints, Ray forwards it
+        shipped = session.at(say=_worker_say, progress=False)  # each block writes to its scratch
+        return task.remote(shipped, todo, max_attempts)
+
+    def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
+            max_attempts: int = 2, fail_fast: bool = False,
+            on_unit: OnUnit = lambda folder, record: None,
+            say: Say = lambda message: None) -> Outcome:
+        if not isinstance(run_unit, SessionUnit):
+            raise ConfigError("the Ray executor runs the server session on other hosts and "
+                              "needs it as a value: pass e2e.execute._executor.SessionUnit(experiment, "
+                              "results, options) as run_unit (e2e.pipeline.execute does)")
+        import ray
+
+        self._connect()
+        self.check_hosts()
+        results = Path(results)
+        outcome = Outcome()
+        by_id = {u.unit_id: u for u in units}
+        queue: deque[tuple[int, list[Unit], str | None, int]] = deque()
+        for index, block in enumerate(blocks(units), 1):
+            todo = []
+            for unit in block:
+                if unit_state(results, experiment, unit).done:
+                    outcome.skipped.append(unit.unit_id)
+                else:
+                    todo.append(unit)
+            if todo:
+                queue.append((index, todo, None, 0))
+        total = len(units)
+        to_make = total - len(outcome.skipped)
+        state = {"done": 0, "made": 0, "t0": time.monotonic()}
+        running: dict[Any, _Flight] = {}
+
+        def eta() -> str:
+            if not state["made"]:
+                return "ETA after the first unit"
+            per = (time.monotonic() - state["t0"]) / state["made"]
+            return f"ETA {format_eta(per * max(to_make - state['made'], 0))}"
+
+        def attempts_of(unit: Unit) -> int:
+            return unit_state(results, experiment, unit).attempts
+
+        def submit_queued() -> None:
+            while queue:
+                index, todo, avoid, strikes = queue.popleft()
+                pairs = [(u, attempts_of(u)) for u in todo]
+                gen = self._submit(run_unit, pairs, max_attempts, avoid)
+                running[gen] = _Flight(index, todo, strikes=strikes)
+
+        def give_up(unit: Unit) -> None:
+            if unit.unit_id not in outcome.given_up:
+                outcome.given_up.append(unit.unit_id)
+            if fail_fast:
+                outcome.stopped_early = True
+
+        def handle(flight: _Flight, message: Any) -> None:
+            unit = by_id[message.unit_id]
+            if isinstance(message, Started):
+                flight.current, flight.started = message, True
+                say(f"{unit.unit_id} on {message.hostname} (node {message.node_id[:8]}, pid "
+                    f"{message.pid}, block {flight.index}; attempt {message.attempt} of "
+                    f"{max_attempts}) · "
+                    f"{len(outcome.skipped) + state['done']} of {total} done · {eta()}")
+                return
+            facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,
+                     "block": flight.index, "round": getattr(unit, "repeat", None),
+                     "attempt": message.attempt}
+            folder, record = finalize_remote(results, experiment, unit, message, facts)
+            flight.current = None
+            outcome.ran.append(record)
+            on_unit(folder, record)
+            if record.valid:
+                state["done"] += 1
+                state["made"] += 1
+                flight.finished.add(unit.unit_id)
+            elif message.attempt >= max_attempts:
+                state["made"] += 1
+                flight.finished.add(unit.unit_id)
+                give_up(unit)
+
+        def fault(flight: _Flight, exc: BaseException) -> None:
+            """The task died with its worker or node: the attempt in flight is kept as a
+            failure, the block's remaining units go back to the queue."""
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            current = flight.current
+            if current is not None:
+                unit = by_id[current.unit_id]
+                why = f"the Ray task died mid-unit: {reason}"
+                keep_failed_attempt(results, experiment, unit, {
+                    "unit_id": unit.unit_id, "run_id": unit.unit_id, "attempt": current.attempt,
+                    "spec": unit.model_dump(mode="json"), "valid": False, "reason": why,
+                    "invalid_reasons": [why], "at": utc_now(),
+                    "executor": {"kind": "ray", "node_id": current.node_id,
+                                 "hostname": current.hostname, "block": flight.index}})
+                say(f"{unit.unit_id}: attempt {current.attempt} lost on {current.hostname} "
+                    f"(node {current.node_id[:8]}): {reason}")
+            left = []
+            for unit in flight.units:
+                if unit.unit_id in flight.finished:
+                    continue
+                st = unit_state(results, experiment, unit)
+                if st.done:
+                    continue
+                if st.attempts >= max_attempts:
+                    state["made"] += 1
+                    give_up(unit)
+                else:
+                    left.append(unit)
+            strikes = 0 if flight.started else flight.strikes + 1
+            if strikes >= 3:
+                raise E2EError(f"the Ray tasks of block {flight.index} died 3 times before "
+                               f"starting a unit ({reason}); check that every host has e2e "
+                               f"installed ({_INSTALL}, the same version as here)")
+            if left and not outcome.stopped_early:
+                queue.append((flight.index, left, current.node_id if current else None, strikes))
+
+        def step(timeout: float) -> None:
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
+            for gen in ready:
+                flight = running[gen]
+                try:
+                    message = ray.get(next(gen))
+                except StopIteration:
+                    del running[gen]
+                    continue
+                except ray.exceptions.RayTaskError as exc:  # e2e's own error on the host
+                    del running[gen]
+                    cause = exc.cause
+                    raise (cause if isinstance(cause, E2EError) else exc) from None
+                except ray.exceptions.RayError as exc:  # worker or node died, task cancelled
+                    del running[gen]
+                    if not stopping:
+                        fault(flight, exc)
+                    continue
+                handle(flight, message)
+
+        stopping = False
+        checked = time.monotonic()
+        try:
+            while queue or running:
+                if outcome.stopped_early:
+                    break
+                submit_queued()
+                step(self.poll_s)
+                if running and time.monotonic() - checked > 10:
+                    checked = time.monotonic()
+                    self.check_hosts()  # every host gone: fail, keeping what finished
+        except BaseException:
+            stopping = True
+            self._stop(running, step)
+            raise
+        if running:  # fail_fast: stop the rest
+            stopping = True
+            self._stop(running, step)
+        return outcome
+
+    def _stop(self, running: dict, step: Callable[[float], None]) -> None:
+        """Cancel every task (KeyboardInterrupt in its worker: the session stops its server)
+        and wait until they ended, taking in units that finish meanwhile."""
+        import ray
+
+        for gen in list(running):
+            ray.cancel(gen)
+        deadline = time.monotonic() + self.stop_wait_s
+        try:
+            while running and time.monotonic() < deadline:
+                try:
+                    step(1.0)
+                except Exception:  # noqa: BLE001 - stopping anyway; the first error is raised
+                    continue
+        except KeyboardInterrupt:  # a second Ctrl-C: do not wait
+            pass
+        for gen in list(running):
+            ray.cancel(gen, force=True)
+
+
+def executor_from(config: ExecutorConfig, flag: str | None = None) -> Executor:
+    """The executor for ``[executor]`` and ``--executor`` (the flag wins): LocalExecutor or
+    RayExecutor. A bad flag is a ConfigError; so is ``ray`` without Ray installed."""
+    kind = flag if flag is not None else config.kind
+    if kind not in ("local", "ray"):
+        raise ConfigError(f"--executor {kind!r}: give 'local' (this host) or 'ray' (a Ray "
+                          "cluster, see docs/cluster.md)")
+    if kind == "local":
+        return LocalExecutor()
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"--executor ray needs Ray on this machine and every host: {_INSTALL}") from None
+    return RayExecutor(config.model_copy(update={"kind": "ray"}))
+
+
+def describe_cluster_plan(experiment: Experiment, units: Sequence[Unit], results: Path,
+                          config: ExecutorConfig | None = None) -> list[str]:
+    """For ``--dry-run --executor ray``: the blocks the cluster would get, in order, each
+    with its units and their state. Contacts no cluster."""
+    config = config or experiment.executor
+    where = config.address or os.environ.get("RAY_ADDRESS") or "auto"
+    labels = f", labels {json.dumps(config.labels, sort_keys=True)}" if config.labels else ""
+    lines = [f"Ray cluster {where}: each block holds one host ({config.resource}: 1{labels}) "
+             "and runs its units back to back; blocks go to hosts as they come free"]
+    to_run = 0
+    for index, block in enumerate(blocks(units), 1):
+        first = block[0]
+        what = (f"round {first.repeat}, concurrency {first.concurrency}, {first.spec_mode}"
+                if first.kind == "load" else f"GSM8K {first.eval_name}, {first.spec_mode}")
+        lines.append(f"block {index} ({what}):")
+        for unit in block:
+            state = unit_state(results, experiment.name, unit)
+            status = ("done (skipped)" if state.done else
+                      f"rerun (attempt {state.attempts + 1})" if state.attempts else "to run")
+            to_run += not state.done
+            lines.append(f"  {unit.unit_id}  {status}")
+    lines.append(f"{to_run} of {len(units)} units would go to the cluster")
+    return lines
+
+
+if __name__ == "__main__":  # the child process of run_in_child
+    import sys
+
+    sys.exit(_child_main(*sys.argv[1:3]))

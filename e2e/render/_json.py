@@ -1,0 +1,143 @@
+"""The ``--json`` documents of ``e2e run``, ``e2e report`` and ``e2e gsm8k``: pure functions
+from e2e's records and summaries to JSON-able dicts, and ``dumps`` to text.
+
+Every document has ``schema_version`` (this module's ``SCHEMA_VERSION``) and ``kind``
+(``e2e.run``, ``e2e.render._report``, ``e2e.gsm8k``). Keys are documented in docs/json.md. Versions:
+  1: first version.
+A key may be added without a new version; a key removed, renamed or changing meaning bumps
+it. Numbers that are not finite (an infinite spread) are written as null, so every document
+is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from e2e.analysis._aggregate import Summary
+from e2e.gsm8k.agreement import Agreement
+from e2e.gsm8k.summary import ArmSummary, GSM8KReport, Section
+from e2e.results._records import RunRecord
+
+__all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]
+
+SCHEMA_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    """Non-finite floats -> None, tuples -> lists, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """One document as strict JSON text (indented, keys in the documented order)."""
+    return json.dumps(_clean(document), indent=2, allow_nan=False, ensure_ascii=False)
+
+
+def run_json(folder: Path, record: RunRecord) -> dict[str, Any]:
+    """``e2e run --json``: one run's identity, spec, validity and metrics.
+
+    ``metrics`` holds every field of the run's ``RunMetrics`` (latencies in ms, throughputs
+    per second, null where undefined) or is null when no request finished."""
+    spec = record.spec
+    return _clean({
+        "schema_version": SCHEMA_VERSION,
+        "kind": "e2e.run",
+        "experiment": record.experiment,
+        "run_id": record.run_id,
+        "folder": str(folder),
+        "valid": record.valid,
+        "invalid_reasons": list(record.invalid_reasons),
+        "warnings": list(record.warnings),
+        "spec": {**spec.model_dump(mode="json"), "spec_mode": spec.spec_mode,
+                 "cell": spec.cell},
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "record_schema_version": record.schema_version,
+        "metrics": record.metrics.model_dump(mode="json") if record.metrics is not None else None,
+    })
+
+
+def report_json(summary: Summary) -> dict[str, Any]:
+    """``e2e report --json``: every cell (median and range of the reported runs), every
+    comparison with the baseline, and the warnings, as ``e2e.analysis._aggregate.summarize`` made them."""
+    return _clean({
+        "schema_version": SCHEMA_VERSION,
+        "kind": "e2e.render._report",
+        "experiment": summary.experiment,
+        "baseline": summary.baseline,
+        "arms": list(summary.arms),
+        "concurrencies": list(summary.concurrencies),
+        "spec_modes": list(summary.spec_modes),
+        "report_from_run": summary.report_from_run,
+        "confidence": summary.confidence,
+        "min_effect_pct": summary.min_effect_pct,
+        "equivalence_pct": summary.equivalence_pct,
+        "n_comparisons": summary.n_comparisons,
+        "interval_method": summary.interval_method,
+        "counts": {"total": summary.counts.total, "reported": summary.counts.reported,
+                   "warmup": summary.counts.warmup, "invalid": summary.counts.invalid},
+        "metrics": [{"key": m.key, "label": m.label, "unit": m.unit,
+                     "higher_is_better": m.higher_is_better, "definition": m.definition}
+                    for m in summary.metrics],
+        "cells": [{"arm": c.arm, "concurrency": c.concurrency, "spec_mode": c.spec_mode,
+                   "metric": c.metric, "n": c.n, "repeats": list(c.repeats),
+                   "values": list(c.values), "median": c.median, "low": c.low, "high": c.high,
+                   "spread": c.spread}
+                  for c in summary.cells],
+        "comparisons": [{"arm": c.arm, "baseline": c.baseline, "concurrency": c.concurrency,
+                         "spec_mode": c.spec_mode, "metric": c.metric, "ratio": c.ratio,
+                         "pct": c.pct,
+                         "interval_pct": ({"low": c.interval[0], "high": c.interval[1]}
+                                          if c.interval is not None else None),
+                         "confidence": c.confidence, "verdict": c.verdict, "method": c.method,
+                         "n_arm": c.n_arm, "n_baseline": c.n_baseline, "n_blocks": c.n_blocks,
+                         "median_ratio": c.median_ratio, "mde_pct": c.mde_pct,
+                         "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,
+                         "p_value": c.p_value, "tost_p": c.tost_p, "p_holm": c.p_holm,
+                         "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct}
+                        for c in summary.comparisons],
+        "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
+                      "spec_mode": w.spec_mode, "metric": w.metric}
+                     for w in summary.warnings],
+    })
+
+
+def _agreement(a: Agreement | None) -> dict[str, Any] | None:
+    if a is None:
+        return None
+    return {"reference": a.reference, "arm": a.arm, "n": a.n, "same": a.same,
+            "share": a.share, "flipped": list(a.flipped),
+            "reference_only_correct": list(a.reference_only_correct),
+            "arm_only_correct": list(a.arm_only_correct), "p_value": a.p_value}
+
+
+def _arm(a: ArmSummary) -> dict[str, Any]:
+    return {"label": a.label, "arm": a.arm, "occurrence": a.occurrence, "name": a.name,
+            "n": a.n, "correct": a.correct, "accuracy_strict": a.accuracy_strict,
+            "accuracy_flexible": a.accuracy_flexible, "acceptance_length": a.acceptance_length,
+            "agreement": _agreement(a.agreement)}
+
+
+def _section(s: Section) -> dict[str, Any]:
+    return {"experiment": s.experiment, "spec_mode": s.spec_mode, "limit": s.limit,
+            "title": s.title, "data_kind": s.data_kind, "arms": [_arm(a) for a in s.arms],
+            "warnings": list(s.warnings)}
+
+
+def gsm8k_json(report: GSM8KReport) -> dict[str, Any]:
+    """``e2e gsm8k --json``: per evaluation (spec mode, limit) each arm's strict-match
+    accuracy and its per-document agreement with main (exact McNemar p-value)."""
+    return _clean({
+        "schema_version": SCHEMA_VERSION,
+        "kind": "e2e.gsm8k",
+        "sections": [_section(s) for s in report.sections],
+    })

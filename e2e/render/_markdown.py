@@ -1,0 +1,343 @@
+"""Markdown renderer: a ``Summary`` -> the report text (no I/O).
+
+Layout: a headline table in the reference layout (``concurrency | metric | <arms> | <arm> vs
+<baseline>``; mean TPOT at concurrency 1, median TPOT above it, ms per verify step with the
+speculator, plus acceptance length rows), a table of every metric per spec mode, the warnings
+(numbered; each number appears next to the figures it affects as ``⚠N``), and how every figure
+is defined.
+"""
+
+from __future__ import annotations
+
+from e2e.analysis import _stats as stats
+from e2e.render._forest import comparison_plot_names
+from e2e.analysis._aggregate import (
+    MAX_ACCEPTANCE_MOVE,
+    MAX_SPREAD,
+    MIN_RUNS,
+    Cell,
+    Comparison,
+    Metric,
+    ReportWarning,
+    Summary,
+    metric,
+)
+
+__all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
+           "format_headline_comparison", "headline_metric"]
+
+MINUS = "\u2212"
+DASH = "\u2013"
+MISSING = "\u2014"
+WARN = "\u26a0"
+HOLM_MARK = "\u2020"
+_MODE_TITLE = {"base": "without speculator", "dspark": "with the DSpark speculator"}
+
+
+def format_value(x: float) -> str:
+    """Digits by magnitude: 1523, 152.3, 6.73, 0.512."""
+    a = abs(x)
+    if a >= 1000:
+        s = f"{x:.0f}"
+    elif a >= 100:
+        s = f"{x:.1f}"
+    elif a >= 1:
+        s = f"{x:.2f}"
+    else:
+        s = f"{x:.3f}"
+    return s.replace("-", MINUS)
+
+
+def format_cell(cell: Cell | None) -> str:
+    """``6.73 (6.65–6.74)``: median (minimum–maximum) of the reported runs."""
+    if cell is None:
+        return MISSING
+    if cell.n == 1:
+        return f"{format_value(cell.median)} (1 run)"
+    return f"{format_value(cell.median)} ({format_value(cell.low)}{DASH}{format_value(cell.high)})"
+
+
+def format_pct(x: float) -> str:
+    """Signed, one decimal, with a true minus sign: ``−3.1``, ``+0.4``, ``0.0``."""
+    s = f"{x:+.1f}"
+    if s in ("+0.0", "-0.0"):
+        return "0.0"
+    return s.replace("-", MINUS)
+
+
+def _verdict_text(comp: Comparison) -> str:
+    if comp.verdict == "equivalent":
+        text = f"equivalent ±{comp.equivalence_pct:g} %"
+    elif (comp.verdict == "inconclusive" and comp.interval is not None
+          and (comp.interval[0] > 0 or comp.interval[1] < 0)):
+        text = f"inconclusive (not 0, under the {comp.min_effect_pct:g} % minimum effect)"
+    elif comp.verdict == "inconclusive" and comp.mde_pct is not None:
+        text = f"inconclusive (MDE {comp.mde_pct:.1f} %)"
+    else:
+        text = comp.verdict
+    if comp.survives is False:
+        text += f" {HOLM_MARK}"
+    return text
+
+
+def format_comparison(comp: Comparison | None) -> str:
+    """``−3.1 % [−4.0, −2.2] faster``: the geometric-mean change, its interval and the verdict
+    (``inconclusive (MDE 2.9 %)``, ``equivalent ±1 %``); ``†`` when the verdict does not
+    survive Holm's correction."""
+    if comp is None:
+        return MISSING
+    if comp.interval is None:
+        return f"{format_pct(comp.pct)} % ({comp.verdict})"
+    lo, hi = comp.interval
+    return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}] {_verdict_text(comp)}"
+
+
+def format_headline_comparison(comp: Comparison | None) -> str:
+    """``format_comparison`` plus the method and the MDE: ``… faster · blocked, MDE 2.0 %``."""
+    text = format_comparison(comp)
+    if comp is None or comp.interval is None:
+        return text
+    method = "blocked" if comp.method == "blocked" else "unpaired"
+    if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
+        return f"{text} · {method}"
+    return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
+
+
+def headline_metric(concurrency: int, spec_mode: str) -> str:
+    """The reference's headline figure: mean TPOT at concurrency 1, median TPOT above it,
+    ms per verify step with the speculator."""
+    if spec_mode == "dspark":
+        return "ms_per_verify_step"
+    return "tpot_ms_mean" if concurrency == 1 else "tpot_ms_median"
+
+
+def _metric_name(m: Metric, spec_mode: str | None = None) -> str:
+    name = m.label if m.unit in ("tokens/step",) or m.key == "ms_per_verify_step" else f"{m.label} ({m.unit})"
+    if spec_mode == "dspark":
+        name += ", DSpark"
+    return name
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+class _Markers:
+    """Numbers the summary's warnings 1..N, in order, for ``⚠N`` markers."""
+
+    def __init__(self, warnings: tuple[ReportWarning, ...]) -> None:
+        self.number = {id(w): i for i, w in enumerate(warnings, start=1)}
+
+    def suffix(self, summary: Summary, arm: str, conc: int, mode: str, key: str) -> str:
+        hits = [self.number[id(w)] for w in summary.warnings_for(arm, conc, mode, key)]
+        return f" {WARN}{','.join(map(str, hits))}" if hits else ""
+
+
+def _header(summary: Summary, first: list[str]) -> list[str]:
+    compared = summary.compared_arms
+    head = first + list(summary.arms) + [f"{a} vs {summary.baseline}" for a in compared]
+    align = ["---:" if h == "concurrency" else "---" for h in first]
+    align += ["---:"] * (len(summary.arms) + len(compared))
+    return [_row(head), "|" + "|".join(align) + "|"]
+
+
+def _figures(summary: Summary, markers: _Markers, conc: int, mode: str, key: str,
+             *, headline: bool = False) -> list[str]:
+    out = []
+    for arm in summary.arms:
+        cell = summary.cell(arm, conc, mode, key)
+        text = format_cell(cell)
+        if cell is not None or summary.warnings_for(arm, conc, mode, key):
+            text += markers.suffix(summary, arm, conc, mode, key)
+        out.append(text)
+    fmt = format_headline_comparison if headline else format_comparison
+    out += [fmt(summary.comparison(a, conc, mode, key)) for a in summary.compared_arms]
+    return out
+
+
+def _has_row(summary: Summary, conc: int, mode: str, key: str) -> bool:
+    return any(summary.cell(a, conc, mode, key) is not None for a in summary.arms)
+
+
+def _has_group(summary: Summary, conc: int, mode: str) -> bool:
+    return any(c.concurrency == conc and c.spec_mode == mode for c in summary.cells) or any(
+        w.concurrency == conc and w.spec_mode == mode for w in summary.warnings)
+
+
+def _runs_sentence(summary: Summary) -> str:
+    k = summary.report_from_run
+    c = summary.counts
+    if k == 1:
+        which = "every run of each cell is reported (no warmup)"
+    elif k == 2:
+        which = "run 1 of each cell is a warmup, runs 2 and later are reported"
+    else:
+        which = f"runs 1{DASH}{k - 1} of each cell are warmups, runs {k} and later are reported"
+    ns = sorted({cell.n for cell in summary.cells})
+    per = (f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}{DASH}{ns[-1]}") if ns else "0"
+    return (
+        f"Runs: {c.total} recorded; {c.reported} reported, {c.warmup} warmup, {c.invalid} invalid "
+        f"(invalid runs are never used). {which[0].upper() + which[1:]}; "
+        f"{per} reported run{'s' if per != '1' else ''} per cell."
+    )
+
+
+def _multiplicity(summary: Summary) -> list[str]:
+    n = summary.n_comparisons
+    if n == 0:
+        return []
+    lost = [c for c in summary.comparisons if c.survives is False]
+    kept = [c for c in summary.comparisons if c.survives]
+    text = (f"Multiplicity: this report makes {n} comparison{'s' if n != 1 else ''} (arms × metrics "
+            f"× cells); {len(kept)} verdict{'s' if len(kept) != 1 else ''} (a difference or "
+            f"equivalence) survive{'s' if len(kept) == 1 else ''} Holm's correction across all of them at "
+            f"{(1 - summary.confidence) * 100:g} %")
+    if lost:
+        text += (f", {len(lost)} do{'es' if len(lost) == 1 else ''} not and "
+                 f"{'is' if len(lost) == 1 else 'are'} marked {HOLM_MARK}")
+    return [text + ".", ""]
+
+
+def _noise_section(summary: Summary) -> list[str]:
+    rows = [r for r in summary.noise]
+    if not rows:
+        return []
+    target = rows[0].target_pct
+    out = ["## Noise and what it can detect", "",
+           _row(["concurrency", "metric", "noise (CV of the paired log ratio)", "from", "rounds",
+                 "MDE, blocked", "MDE, unpaired", f"runs for a {target:g} % MDE"]),
+           "|---:|---|---:|---|---:|---:|---:|---:|"]
+    for mode in summary.spec_modes:
+        for conc in summary.concurrencies:
+            for m in summary.metrics:
+                r = summary.noise_row(conc, mode, m.key)
+                if r is None:
+                    continue
+                out.append(_row([
+                    str(conc), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
+                    r.source, str(r.n_blocks),
+                    MISSING if r.mde_pct is None else f"{r.mde_pct:.1f} %",
+                    MISSING if r.unpaired_mde_pct is None else f"{r.unpaired_mde_pct:.1f} %",
+                    "more than 1000" if r.runs_for_target is None else str(r.runs_for_target)]))
+    out += ["", (f"The MDE is the smallest true change a comparison at these runs finds with "
+                 f"{summary.power * 100:g} % power at the report's {summary.confidence * 100:g} % "
+                 "confidence; a smaller effect can be real and still read “inconclusive”. "
+                 "Per-server variance (each run is a fresh server) does not cancel in blocks: only "
+                 "drift between rounds does."), ""]
+    return out
+
+
+def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]:
+    if not plot_names:
+        return []
+    forest = [n for n in plot_names if n.startswith("forest-")]
+    strip = [n for n in plot_names if n.startswith("strip-")]
+    out = ["## Pictures", ""]
+    if forest:
+        out.append("Every arm against " + summary.baseline + " (point, interval, equivalence band, "
+                   "MDE shaded): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in forest) + ".")
+    if strip:
+        out.append("Every run of a cell, rounds connected across arms (the pairing the blocked "
+                   "comparison uses): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in strip) + ".")
+    return out + [""]
+
+
+def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = None) -> str:
+    """The whole report as Markdown text (ends with a newline). ``plot_names``: the PNG file
+    names linked from the report (in ``plots/``); None links the forest and strip plots that
+    ``render_plots`` makes (``comparison_plot_names``)."""
+    if plot_names is None:
+        plot_names = comparison_plot_names(summary)
+    markers = _Markers(summary.warnings)
+    lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
+    lines.append(_runs_sentence(summary))
+    lines.append(
+        f"Arms: {', '.join(summary.arms)}; baseline: {summary.baseline}. "
+        "Cells are median (min–max) of the reported runs; "
+        f"“X vs {summary.baseline}” is the change of the geometric mean with its "
+        f"{summary.confidence * 100:g} % interval and verdict (see “How to read this”).")
+    lines.append("")
+
+    lines += ["## Headline", ""]
+    lines += _header(summary, ["concurrency", "metric"])
+    body = 0
+    for mode in summary.spec_modes:
+        keys_by_conc = [(conc, headline_metric(conc, mode)) for conc in summary.concurrencies]
+        if mode == "dspark":
+            keys_by_conc += [(conc, "acceptance_length") for conc in summary.concurrencies]
+        for conc, key in keys_by_conc:
+            if not _has_group(summary, conc, mode):
+                continue
+            if key == "acceptance_length" and not _has_row(summary, conc, mode, key):
+                continue
+            lines.append(_row([str(conc), _metric_name(metric(key), mode)]
+                              + _figures(summary, markers, conc, mode, key, headline=True)))
+            body += 1
+    if body == 0:
+        lines.append(_row(["", "no data"] + [""] * (len(summary.arms) + len(summary.compared_arms))))
+    lines.append("")
+    lines += _multiplicity(summary)
+    lines += _noise_section(summary)
+    lines += _pictures(summary, plot_names)
+
+    lines += ["## All metrics", ""]
+    for mode in summary.spec_modes:
+        lines += [f"### {mode} ({_MODE_TITLE.get(mode, mode)})", ""]
+        lines += _header(summary, ["concurrency", "metric"])
+        for conc in summary.concurrencies:
+            for m in summary.metrics_in(mode):
+                if _has_row(summary, conc, mode, m.key):
+                    lines.append(_row([str(conc), _metric_name(m)]
+                                      + _figures(summary, markers, conc, mode, m.key)))
+        lines.append("")
+
+    lines += ["## Warnings", ""]
+    if summary.warnings:
+        for i, w in enumerate(summary.warnings, start=1):
+            if w.arm is None:
+                where = "report"
+            else:
+                where = f"{w.arm} · concurrency {w.concurrency} · {w.spec_mode}"
+                where += f" · {metric(w.metric).label}" if w.metric else " · every metric"
+            lines.append(f"- {WARN}{i} {where}: {w.message}")
+    else:
+        lines.append("None.")
+    lines.append("")
+
+    lines += ["## How to read this", ""]
+    lines.append(f"- **Cell**: all runs of one (arm, concurrency, spec mode); each run is a fresh "
+                 f"server. A figure is the median (minimum{DASH}maximum) over the cell's reported runs "
+                 f"(valid runs numbered {summary.report_from_run} or later).")
+    lines.append(
+        f"- **X vs {summary.baseline}**: the change of the geometric mean of X's runs against "
+        f"{summary.baseline}'s, in %, with its {summary.confidence * 100:g} % interval; both "
+        "estimate the same ratio (the median (min–max) cells are shown beside it). "
+        "**Blocked** (the default): each round of the sweep runs every arm of a cell back to back, "
+        "so a round (and a host) is a block; per block the log ratio of X's run to "
+        f"{summary.baseline}'s, then a t-interval across blocks, so drift between rounds cancels. "
+        "A round lacking one of the two arms is left out (warned). **Unpaired**: runs that do not "
+        "pair up (fewer than 2 shared rounds) get the Welch t-interval on log values. With few "
+        "runs either interval widens by itself (t with few degrees of freedom).")
+    lines.append(
+        f"- **Verdict**: “faster”/“slower” (times) or “higher”/“lower” (other metrics) when the "
+        f"interval excludes 0 % and the change is at least {summary.min_effect_pct:g} % (a "
+        f"minimum practical effect); “equivalent ±{summary.equivalence_pct:g} %” when both "
+        f"one-sided tests against ±{summary.equivalence_pct:g} % pass (TOST: the "
+        f"{(1 - 2 * (1 - summary.confidence)) * 100:g} % interval lies inside the band); otherwise "
+        "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
+        "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
+        "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
+        f"a run-to-run noise below {stats.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
+        "half the noise pooled across the metric's other comparisons when that is larger (warned). "
+        f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
+        "comparisons.")
+    lines.append("- **Headline metric**: mean TPOT at concurrency 1, median TPOT at higher "
+                 "concurrency, ms per verify step with the speculator (raw TPOT follows the "
+                 "acceptance length, which moves from run to run on random prompts).")
+    for m in summary.metrics:
+        lines.append(f"- **{m.label}** ({m.unit}, {'higher' if m.higher_is_better else 'lower'} is "
+                     f"better): {m.definition}.")
+    lines.append(f"- **Warnings**: fewer than {MIN_RUNS} reported runs; spread (max − min) / median "
+                 f"above {MAX_SPREAD * 100:g} % (acceptance length: above "
+                 f"{MAX_ACCEPTANCE_MOVE * 100:g} %); invalid runs (excluded, counted).")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,131 @@
+"""``e2e report``: read every run of an experiment's results folder, aggregate, write the report.
+
+The only stage here that touches files: it reads ``<results_dir>/*/run.json`` (folders without
+one are skipped: a run in progress or one that failed before writing), hands the records to
+``e2e.analysis._aggregate.summarize`` and the summary to each renderer, and writes what they return into
+``<results_dir>/report/`` with atomic writes:
+
+    report/report.md          the Markdown report
+    report/cells.csv          every cell (arm, concurrency, spec mode, metric)
+    report/comparisons.csv    every comparison with the baseline
+    report/plots/*.png        each metric against concurrency, one line per arm
+
+An unreadable or invalid ``run.json`` does not stop the report: it is skipped and named in the
+report's warnings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from e2e.analysis._aggregate import ReportWarning, Summary, select, summarize
+from e2e.errors import ResultsError
+from e2e.paths import atomic_write_bytes
+from e2e.results._records import RunRecord
+from e2e.render import render_csv, render_markdown, render_plots
+
+__all__ = ["ReportOutput", "build_report", "load_records", "REPORT_DIR"]
+
+REPORT_DIR = "report"
+
+
+@dataclass(frozen=True)
+class ReportOutput:
+    """What ``build_report`` wrote: the summary, the Markdown text and every file's path."""
+
+    summary: Summary
+    markdown: str
+    report_dir: Path
+    markdown_path: Path
+    csv_paths: tuple[Path, ...]
+    plot_paths: tuple[Path, ...]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return (self.markdown_path, *self.csv_paths, *self.plot_paths)
+
+
+def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[ReportWarning, ...]]:
+    """Every ``*/run.json`` directly under ``results_dir``, sorted by folder name, and a
+    warning for each one that could not be read or validated."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+    records: list[RunRecord] = []
+    problems: list[ReportWarning] = []
+    for path in sorted(results_dir.glob("*/run.json")):
+        try:
+            records.append(RunRecord.model_validate_json(path.read_bytes()))
+        except OSError as exc:
+            problems.append(ReportWarning(f"skipped {path.parent.name}/run.json: cannot read it ({exc.strerror})"))
+        except ValidationError as exc:
+            problems.append(ReportWarning(
+                f"skipped {path.parent.name}/run.json: not a valid run record "
+                f"({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})"))
+    return tuple(records), tuple(problems)
+
+
+def equivalence_of(records) -> float:
+    """The equivalence band (±%) of the records' config snapshot (the largest if they
+    differ; 1 % when none says)."""
+    bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
+    bands = [float(b) for b in bands if b is not None]
+    return max(bands) if bands else 1.0
+
+
+def build_report(
+    results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main",
+    only: dict[str, str] | None = None, confidence: float | None = None,
+) -> ReportOutput:
+    """Aggregate ``results_dir/*/run.json`` and write ``results_dir/report/``.
+
+    ``report_from_run`` None uses the experiment config's value; ``only`` keeps the runs whose
+    spec matches (e.g. ``{"output_len": "128"}``). Raises ``ResultsError`` when the folder
+    holds no readable run, when its runs are not comparable (naming the field that differs),
+    or when a file cannot be written."""
+    results_dir = Path(results_dir)
+    records, problems = load_records(results_dir)
+    if only:
+        try:
+            records = tuple(select(records, only))
+        except ValueError as exc:
+            raise ResultsError(str(exc)) from exc
+    if not records:
+        detail = f"; {len(problems)} unreadable run.json skipped" if problems else ""
+        raise ResultsError(
+            f"{results_dir}: no run.json found in its run folders{detail}; run `e2e sweep` first "
+            "or point at results/<experiment>")
+    try:
+        summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
+                            equivalence_pct=equivalence_of(records),
+                            **({"confidence": confidence} if confidence is not None else {}),
+                            extra_warnings=problems)
+    except ValueError as exc:
+        raise ResultsError(f"{results_dir}: {exc}") from exc
+
+    out_dir = results_dir / REPORT_DIR
+    markdown = render_markdown(summary)
+    md_path = out_dir / "report.md"
+    atomic_write_bytes(md_path, markdown.encode("utf-8"))
+    csv_paths = []
+    for name, data in render_csv(summary).items():
+        atomic_write_bytes(out_dir / name, data)
+        csv_paths.append(out_dir / name)
+    plot_dir = out_dir / "plots"
+    plots = render_plots(summary)
+    plot_paths = []
+    for name, data in plots.items():
+        atomic_write_bytes(plot_dir / name, data)
+        plot_paths.append(plot_dir / name)
+    if plot_dir.is_dir():  # a plot of an earlier report whose metric is gone would mislead
+        for stale in plot_dir.glob("*.png"):
+            if stale.name not in plots:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+    return ReportOutput(summary=summary, markdown=markdown, report_dir=out_dir,
+                        markdown_path=md_path, csv_paths=tuple(csv_paths),
+                        plot_paths=tuple(plot_paths))

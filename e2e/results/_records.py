@@ -1,0 +1,168 @@
+"""Typed, immutable records that e2e persists: a request, a run's metrics, a run.
+
+``run.json`` carries ``schema_version``; bump it when a persisted field changes meaning.
+  1: first version (request records, run metrics, validity, provenance).
+  2: ``plugin`` (how the arm's settings reached the server), ``server.kind`` (fresh or
+     external), provenance's ``e2e.dirty``/``diff_sha256``/``source_sha256``. Version 1 files
+     read as before (the new fields are optional).
+  3: ``placement`` (CPU sets asked for and applied; the server's cores), ``host_noise`` (what
+     else used the host during the measured load), ``bursts`` (burst-delivered streams),
+     ``metrics.burst_share``, goodput fields, ``client`` (the load generator's own cost and
+     whether it saturated), ``offered_rate``/``achieved_rate`` (open loop), the spec's
+     ``request_rate``, ``burstiness``, ``max_concurrency``. Optional: older files read as
+     before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from e2e.host._affinity import Placement
+from e2e.load._bursts import BurstSummary
+from e2e.config import RunSpec
+from e2e.host._noise import HostNoise
+from e2e.load._clientstats import ClientStats
+
+__all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
+           "PluginInfo", "PlacementInfo", "RunRecord"]
+
+SCHEMA_VERSION = 3
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RequestRecord(_Record):
+    """One measured request. Times are seconds since the run's load started (monotonic)."""
+
+    index: int
+    send_s: float
+    first_token_s: float | None = None
+    end_s: float | None = None
+    chunk_times_s: tuple[float, ...] = ()
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    status: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end_s is not None and self.first_token_s is not None
+
+
+class SpecCounters(_Record):
+    """Speculative-decoding counters scraped from /metrics (sums over engines)."""
+
+    accepted: float = 0.0
+    drafts: float = 0.0
+    draft_tokens: float = 0.0
+
+
+class RunMetrics(_Record):
+    """Per-run summary. Latencies in ms; None where undefined (no successful request)."""
+
+    requests: int
+    ok_requests: int
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    ttft_ms_mean: float | None = None
+    ttft_ms_median: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_mean: float | None = None
+    tpot_ms_median: float | None = None
+    tpot_ms_p99: float | None = None
+    itl_ms_mean: float | None = None
+    itl_ms_median: float | None = None
+    itl_ms_p99: float | None = None
+    e2el_ms_mean: float | None = None
+    e2el_ms_median: float | None = None
+    e2el_ms_p99: float | None = None
+    output_throughput_tok_s: float | None = None
+    request_throughput_req_s: float | None = None
+    server_tpot_ms_mean: float | None = Field(
+        None, description="Server's own mean TPOT, from vllm:request_time_per_output_token_seconds."
+    )
+    server_ttft_ms_mean: float | None = Field(
+        None, description="Server's own mean TTFT, from vllm:time_to_first_token_seconds.")
+    server_e2el_ms_mean: float | None = Field(
+        None, description="Server's own mean E2E latency, from vllm:e2e_request_latency_seconds.")
+    acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    ms_per_verify_step: float | None = None
+    burst_share: float | None = Field(
+        None, description="Share of the run's streams whose decode time reached the client in "
+        "one burst (client TPOT understates them; e2e.load._bursts).")
+    goodput_slo: str | None = Field(None, description="The SLO goodput was measured against.")
+    goodput_share: float | None = Field(None, description="Share of requests meeting every SLO.")
+    goodput_req_s: float | None = Field(None, description="Requests per second meeting every SLO.")
+
+
+class ServerInfo(_Record):
+    """The server a unit ran on: how it was started (argv and environment, secrets redacted)
+    and where it listened. ``kind`` is ``fresh`` (started by e2e for this unit) or
+    ``external`` (an already-running server e2e did not start: not a fresh server)."""
+
+    kind: str = "fresh"
+    argv: list[str]
+    env: dict[str, str] = Field(description="Environment given to the server, secrets redacted.")
+    base_url: str
+    model: str
+    model_hash: str | None = None
+
+
+class PluginInfo(_Record):
+    """How the arm's settings reached the server through e2e's vLLM plugin.
+
+    ``check``: ``passed`` (a worker logged that it applied exactly the arm's settings),
+    ``no settings`` (the arm has none), ``skipped`` (``--no-plugin-check``: recorded, for
+    engines without the plugin), ``failed`` (the unit was not measured). ``mode`` is the
+    plugin's mode from the applied line (``inject`` on the CPU default, ``rocm`` when it
+    patched vLLM's ROCm builders), ``where`` the process and class that applied them."""
+
+    check: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+    mode: str | None = None
+    where: str | None = None
+    detail: str | None = None
+
+
+class PlacementInfo(_Record):
+    """Which cores the server and the load generator were given, and which cores the
+    server's processes could run on once started (its whole process group)."""
+
+    server: Placement | None = None
+    client: Placement | None = None
+    server_cores: list[int] | None = None
+
+
+class RunRecord(_Record):
+    """Everything ``run.json`` holds about one run."""
+
+    schema_version: int = SCHEMA_VERSION
+    experiment: str
+    run_id: str
+    spec: RunSpec
+    arm_settings: dict[str, Any]
+    config: dict[str, Any] = Field(description="Snapshot of the whole experiment config.")
+    server: ServerInfo
+    provenance: dict[str, Any]
+    plugin: PluginInfo | None = None
+    placement: PlacementInfo | None = None
+    host_noise: HostNoise | None = None
+    bursts: BurstSummary | None = None
+    client: ClientStats | None = None
+    offered_rate: float | None = Field(None, description="Open loop: requests/s offered.")
+    achieved_rate: float | None = Field(
+        None, description="Requests/s sent (open loop) or completed (closed loop).")
+    started_at: str
+    finished_at: str
+    counters_before: SpecCounters | None = None
+    counters_after: SpecCounters | None = None
+    metrics: RunMetrics | None = None
+    valid: bool
+    invalid_reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,183 @@
+"""The results store: one folder per unit, its record written last.
+
+    results/<experiment>/<run id>/                          a load run (run.json)
+    results/<experiment>/gsm8k/<mode>-<n|all>/<label>/      a GSM8K evaluation (arm.json)
+
+A unit is assembled in a hidden ``<experiment>/.partial/`` folder and appears at its place
+by one atomic rename, so a unit folder is always whole. A rerun of a unit that exists (an
+invalid one being retried) swaps the new folder in atomically and then moves the old one to
+``.attempts/`` beside it: nothing is lost, and there is no moment without a folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from e2e.config import EvalSpec, Unit
+from e2e.errors import ResultsError
+from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir
+from e2e.results._records import RequestRecord, RunRecord
+
+__all__ = ["experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
+           "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
+           "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
+
+RUN_JSON = "run.json"
+ARM_JSON = "arm.json"
+REQUESTS = "requests.parquet"
+ATTEMPTS = ".attempts"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def experiment_dir(results: Path, experiment: str) -> Path:
+    return Path(results) / experiment
+
+
+def unit_dir(results: Path, experiment: str, unit: Unit) -> Path:
+    """Where a finished unit's folder lives."""
+    root = experiment_dir(results, experiment)
+    if isinstance(unit, EvalSpec):
+        return root / "gsm8k" / unit.eval_name / unit.label
+    return root / unit.run_id
+
+
+def record_name(unit: Unit) -> str:
+    """The record file of a unit's folder: run.json (load) or arm.json (GSM8K)."""
+    return ARM_JSON if isinstance(unit, EvalSpec) else RUN_JSON
+
+
+def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
+    root = experiment_dir(results, experiment) / ".partial"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
+    except OSError as exc:
+        raise ResultsError(f"cannot create a run folder under {root}: {exc}") from exc
+
+
+def next_attempt_dir(final: Path) -> Path:
+    """Where the next earlier attempt of the unit at ``final`` goes: ``.attempts/<name>.<n>``,
+    the first free n."""
+    attempts = Path(final).parent / ATTEMPTS
+    n = 1
+    while (attempts / f"{Path(final).name}.{n}").exists():
+        n += 1
+    return attempts / f"{Path(final).name}.{n}"
+
+
+def finalize_unit(partial: Path, final: Path) -> Path:
+    """Move a finished unit's folder into place atomically; an existing folder there (an
+    earlier attempt) goes to ``.attempts/<name>.<n>`` once the new one is in place."""
+    final = Path(final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        replace_dir(partial, final, keep_old=next_attempt_dir(final))
+    except OSError as exc:
+        raise ResultsError(f"cannot move {partial} to {final}: {exc}; the unit's files are in "
+                           f"{partial}") from exc
+    return final
+
+
+def finalize(partial: Path, results: Path, experiment: str, run_id: str) -> Path:
+    """``finalize_unit`` for a load run's folder."""
+    return finalize_unit(partial, experiment_dir(results, experiment) / run_id)
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """What the results folder says of one planned unit."""
+
+    done: bool          # a valid record of exactly this unit exists: skip it
+    attempts: int       # finished attempts so far (valid or not)
+    last_reason: str | None = None
+
+
+def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
+    """Done (valid, same spec), or how many attempts were made and why the last failed. An
+    unreadable record, or one made with other settings, is never trusted: the unit is redone."""
+    final = unit_dir(results, experiment, unit)
+    attempts = final.parent / ATTEMPTS
+    old = len(list(attempts.glob(f"{final.name}.*"))) if attempts.is_dir() else 0
+    path = final / record_name(unit)
+    if not path.is_file():
+        return UnitState(done=False, attempts=old)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        spec = data.get("spec")
+        same = (type(unit).model_validate(spec) == unit) if spec is not None else True
+    except (OSError, ValueError) as exc:
+        return UnitState(done=False, attempts=old + 1, last_reason=f"unreadable record: {exc}")
+    if not same:
+        return UnitState(done=False, attempts=old + 1,
+                         last_reason="the unit on disk was made with other settings")
+    valid = bool(data.get("valid", True))
+    if valid and isinstance(unit, EvalSpec) and not (final / "verdicts.jsonl").is_file():
+        valid = False
+    reason = "; ".join(data.get("invalid_reasons") or []) or None
+    return UnitState(done=valid, attempts=old + 1, last_reason=reason)
+
+
+def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:
+    frame = pd.DataFrame([r.model_dump() for r in records],
+                         columns=list(RequestRecord.model_fields))
+    frame["chunk_times_s"] = frame["chunk_times_s"].map(list)
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_requests(path: Path) -> list[RequestRecord]:
+    frame = pd.read_parquet(path)
+    out = []
+    for row in frame.to_dict("records"):
+        row = {k: (None if (not isinstance(v, (list, tuple)) and not hasattr(v, "__len__")
+                            and pd.isna(v)) else v) for k, v in row.items()}
+        row["chunk_times_s"] = tuple(float(x) for x in row["chunk_times_s"])
+        for key in ("prompt_tokens", "completion_tokens", "status"):
+            if row.get(key) is not None:
+                row[key] = int(row[key])
+        out.append(RequestRecord.model_validate(row))
+    return out
+
+
+def write_run(folder: Path, record: RunRecord) -> None:
+    atomic_write_json(Path(folder) / RUN_JSON, record.model_dump(mode="json"))
+
+
+def read_run(folder: Path) -> RunRecord:
+    path = Path(folder) / RUN_JSON
+    try:
+        return RunRecord.model_validate(json.loads(path.read_text()))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"cannot read {path}: {exc}") from exc
+
+
+def iter_runs(results: Path, experiment: str) -> Iterator[tuple[Path, RunRecord]]:
+    """Every finished run of an experiment (folders with run.json, hidden ones skipped)."""
+    root = experiment_dir(results, experiment)
+    if not root.is_dir():
+        return
+    for folder in sorted(root.iterdir()):
+        if folder.name.startswith(".") or not (folder / RUN_JSON).is_file():
+            continue
+        yield folder, read_run(folder)
+
+
+def next_repeat(results: Path, experiment: str, cell: str) -> int:
+    """The first repeat number of ``cell`` with no run folder yet."""
+    root = experiment_dir(results, experiment)
+    k = 1
+    while (root / f"{cell}-r{k}").exists():
+        k += 1
+    return k

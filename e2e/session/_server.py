@@ -1,0 +1,327 @@
+"""A fresh vLLM server as a context manager that owns its process group.
+
+``serve()`` takes the host's one-server lock, starts the server in a new session (its own
+process group) on a free port, logs to the run's folder, and waits for ``/health``. If the
+process exits first it fails at once with the log's tail. Every exit path (success, error,
+Ctrl-C) stops it: SIGTERM to the group, SIGKILL after a grace period, then wait until no
+process of the group is alive and the port is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from e2e.host._affinity import Placement, spawn_pinned
+from e2e.arms import ServerLaunch, environment_for
+from e2e.config import ServerConfig
+from e2e.errors import ServerBusyError, ServerError, ServerStartError
+from e2e.host._noise import require_quiet, snapshot, with_descendants
+from e2e.paths import e2e_home
+from e2e.shield import shielded
+
+__all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
+           "group_alive", "reap_leftover"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no server log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    if os.path.isdir("/proc"):
+        return bool(_group_members(pgid))
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def server_lock(*, wait_s: float = 0.0) -> Iterator[None]:
+    """One server on the host at a time. The lock is an flock: the kernel drops it when its
+    holder dies, so a crashed e2e never leaves a stale lock behind. A second e2e waits up to
+    ``wait_s`` and then refuses, naming the holder's pid."""
+    path = e2e_home() / "server.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "unknown"
+                    raise ServerBusyError(
+                        f"another e2e (pid {holder}) is running a server on this host "
+                        f"(lock {path}); wait for it to finish, or stop it, then rerun"
+                    ) from None
+                time.sleep(1.0)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        reap_leftover()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def _state_path() -> Path:
+    return e2e_home() / "server.json"
+
+
+def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGCONT)
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.2)
+    if group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.2)
+
+
+def reap_leftover() -> str | None:
+    """Stop a server that a crashed e2e left running (its process group outlives e2e: it runs
+    in its own session). Called with the server lock held, so its owner is gone. Returns what
+    was done, also printed to stderr."""
+    import json
+    import sys
+
+    path = _state_path()
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        path.unlink(missing_ok=True)
+        return None
+    pgid = int(state.get("pgid", 0))
+    message = None
+    if pgid > 1 and group_alive(pgid):
+        _kill_group(pgid)
+        message = (f"stopped a server left running by a crashed e2e (pid {state.get('owner')}, "
+                   f"server process group {pgid}, port {state.get('port')})")
+        if group_alive(pgid):
+            raise ServerBusyError(f"a server left by a crashed e2e (process group {pgid}) "
+                                  f"survived SIGKILL; kill it by hand: kill -9 -{pgid}")
+        print(f"e2e: {message}", file=sys.stderr)
+    path.unlink(missing_ok=True)
+    return message
+
+
+@dataclass
+class Server:
+    """A running server. ``stop()`` is idempotent."""
+
+    launch: ServerLaunch
+    process: subprocess.Popen
+    port: int
+    log_path: Path
+    argv: list[str]
+    stop_grace_s: float = 30.0
+    placement: Placement | None = None  # the CPU set asked for and applied
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.launch.host}:{self.port}"
+
+    @property
+    def model(self) -> str:
+        return self.launch.model
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pid  # the leader of its own session and group
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.launch.api_key}"} if self.launch.api_key else {}
+
+    def scrape_metrics(self, timeout_s: float = 30.0) -> str:
+        try:
+            response = httpx.get(self.base_url + "/metrics", timeout=timeout_s,
+                                 headers=self.headers())
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ServerError(f"could not read {self.base_url}/metrics: {exc}") from exc
+        return response.text
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerStartError(
+                    f"the {self.launch.arm} server exited with code {code} before it became "
+                    f"healthy; its log is {self.log_path}\n--- last lines ---\n"
+                    f"{log_tail(self.log_path)}"
+                )
+            try:
+                url = self.base_url + self.launch.kind.health_path
+                if httpx.get(url, timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                raise ServerStartError(
+                    f"the {self.launch.arm} server was not healthy after {timeout_s:.0f} s "
+                    f"(server.startup_timeout_s); its log is {self.log_path}\n"
+                    f"--- last lines ---\n{log_tail(self.log_path)}"
+                )
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """SIGTERM the group, SIGKILL it after the grace period, then wait until every process
+        of the group is gone and the port is free."""
+        pgid = self.pgid
+        if group_alive(pgid) or self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGCONT)  # a stopped (SIGSTOP) server cannot exit
+                os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_grace_s
+            while time.monotonic() < deadline and (group_alive(pgid) or self.process.poll() is None):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=0.2)
+            if group_alive(pgid) or self.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (group_alive(pgid) or
+                                               port_in_use(self.launch.host, self.port)):
+            time.sleep(0.2)
+        if group_alive(pgid):
+            raise ServerError(f"server process group {pgid} survived SIGKILL; "
+                              f"kill it by hand: kill -9 -{pgid}")
+        _state_path().unlink(missing_ok=True)
+
+
+def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
+          stop_grace_s: float = 30.0, port: int | None = None, cpus: str | None = None) -> Server:
+    """Start a server and wait until it is healthy; on failure nothing is left running."""
+    port = port or free_port(launch.host)
+    if port_in_use(launch.host, port):
+        raise ServerStartError(f"port {port} on {launch.host} is taken by another program; "
+                               "stop that program, or set server.port = 0 to let e2e pick a "
+                               "free port")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = launch.argv(port)
+    with open(log_path, "ab") as log, spawn_pinned(cpus) as placement:
+        try:
+            process = subprocess.Popen(argv, env=environment_for(launch), stdout=log,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True)
+        except OSError as exc:
+            raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
+    from e2e.paths import atomic_write_json
+
+    atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
+                                      "owner": os.getpid(), "log": str(log_path)})
+    server = Server(launch=launch, process=process, port=port, log_path=log_path, argv=argv,
+                    stop_grace_s=stop_grace_s, placement=placement)
+    try:
+        server.wait_healthy(startup_timeout_s)
+    except BaseException:
+        with shielded():
+            server.stop()
+        raise
+    return server
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How e2e operates a server (not what it measures): timeouts, the lock wait, the port."""
+
+    startup_timeout_s: float = 600.0
+    stop_grace_s: float = 30.0
+    lock_wait_s: float = 0.0
+    port: int = 0  # 0: a free port
+    cpus: str | None = None  # the server's CPU set (None: unpinned)
+    require_quiet: float | None = None  # max share of a core another process may use
+    quiet_sample_s: float = 2.0
+
+    @classmethod
+    def of(cls, server: ServerConfig) -> ServerOptions:
+        return cls(startup_timeout_s=server.startup_timeout_s, stop_grace_s=server.stop_grace_s,
+                   lock_wait_s=server.lock_wait_s, port=server.port, cpus=server.cpus,
+                   require_quiet=server.require_quiet, quiet_sample_s=server.quiet_sample_s)
+
+
+@contextlib.contextmanager
+def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Iterator[Server]:
+    """A fresh server for ``launch``, holding the host's server lock, stopped on every exit
+    path. The only place in e2e that starts a server process is ``start`` below, and the
+    only caller of this is the server session (``e2e.session._session``)."""
+    with server_lock(wait_s=options.lock_wait_s):
+        if options.require_quiet is not None:  # with the lock held: our own servers are gone
+            require_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
+                          exclude_pids=with_descendants(snapshot(gpu=False), {os.getpid()}))
+        server = start(launch, log_path, startup_timeout_s=options.startup_timeout_s,
+                       stop_grace_s=options.stop_grace_s, port=options.port or None,
+                       cpus=options.cpus)
+        try:
+            yield server
+        finally:
+            with shielded():  # a second Ctrl-C must not leave the server running
+                server.stop()

@@ -1,0 +1,209 @@
+"""The server session: the one place where a unit of work meets a server.
+
+    run_unit(experiment, unit, results)
+        resolve the arm's launch once (build, model, argv, environment)
+        -> a fresh server in its own process group (``e2e.session._server.serve``) -> /health
+        -> the plugin check (mandatory; ``--no-plugin-check`` is an explicit, recorded choice)
+        -> workload warmup -> /metrics before -> the workload -> /metrics after
+        -> stop the process group
+        -> the unit's folder, with its record (spec, redacted config, server argv and
+           environment, provenance, plugin mode), finalized atomically
+
+Load runs and GSM8K evaluations are two workloads inside it (``e2e.load._workload``,
+``e2e.gsm8k.workload``). Whatever happens, the folder is written with what was measured and
+why the unit is invalid if it is; Ctrl-C (or SIGTERM) stops the server, writes what finished
+and re-raises.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from e2e.arms import ServerLaunch, redact_argv, redact_env
+from e2e.config import Experiment, Unit
+from e2e.errors import E2EError, ServerBusyError, ServerError
+from e2e.paths import atomic_write_json, atomic_write_text
+from e2e.session._plugin_check import check_plugin
+from e2e.session._provenance import provenance
+from e2e.results._records import PlacementInfo, PluginInfo, ServerInfo
+from e2e.host._affinity import describe_affinity
+from e2e.session._external import external_servers
+from e2e.host._noise import HostNoise, noise, snapshot, with_descendants
+from e2e.session._server import ServerOptions
+from e2e.session._servers import ServerHandle, Servers
+from e2e.shield import shielded
+from e2e.results._store import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
+from e2e.load._workload import Workloads
+
+__all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "run_unit",
+           "redacted_config", "servers_for"]
+
+Say = Callable[[str], None]
+
+
+class Workload(Protocol):
+    """What a unit does with its server (see the module docstring for the order of calls)."""
+
+    def warmup(self, server: ServerHandle) -> None: ...
+
+    def measure(self, server: ServerHandle, folder: Path) -> None: ...
+
+    def record(self, info: UnitInfo, folder: Path) -> BaseModel:
+        """The unit's record from what was measured; may add reasons and warnings to
+        ``info`` and files to ``folder``."""
+        ...
+
+
+@dataclass
+class UnitInfo:
+    """What the session learned of a unit, common to every workload's record."""
+
+    experiment: str
+    unit: Unit
+    config: dict[str, Any]
+    launch: ServerLaunch
+    started_at: str
+    server: ServerInfo
+    provenance: dict[str, Any] = field(default_factory=dict)
+    plugin: PluginInfo | None = None
+    placement: PlacementInfo | None = None
+    host_noise: HostNoise | None = None
+    finished_at: str = ""
+    metrics_before: str | None = None
+    metrics_after: str | None = None
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def arm_settings(self) -> dict[str, Any]:
+        return self.config["arms"][self.unit.arm]
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How units run. ``plugin_check`` False is ``--no-plugin-check`` (for engines without
+    e2e's plugin): recorded in every record as ``plugin.check = "skipped"``."""
+
+    plugin_check: bool = True
+    progress: bool = True
+    say: Say = lambda message: None
+    servers: Servers | None = None  # None: fresh servers, or the config's external one
+    workloads: Callable[..., Workload] | None = None  # None: e2e.load._workload.Workloads()
+
+
+def servers_for(experiment: Experiment) -> Servers:
+    """Fresh servers, or the already-running one of ``server.external`` (``--base-url``)."""
+    if experiment.server.external:
+        return external_servers(experiment.server.external)
+    return Servers()
+
+
+def redacted_config(experiment: Experiment) -> dict:
+    """The experiment as JSON with secrets (matching ``server.secret_pattern``) redacted."""
+    data = experiment.model_dump(mode="json")
+    pattern = experiment.server.secret_pattern
+    server = data["server"]
+    server["env"] = redact_env(server["env"], pattern)
+    if server.get("api_key"):
+        server["api_key"] = "***"
+    for arm in data["arms"].values():
+        arm["env"] = redact_env(arm["env"], pattern)
+    return data
+
+
+def _server_info(launch: ServerLaunch, argv: list[str], base_url: str, pattern: str) -> ServerInfo:
+    return ServerInfo(kind="external" if launch.external else "fresh",
+                      argv=redact_argv(argv, pattern, [launch.api_key or ""]),
+                      env=redact_env(launch.env, pattern), base_url=base_url,
+                      model=launch.model, model_hash=launch.model_hash)
+
+
+def _plugin(log_path: Path | None, settings: dict, check: bool) -> PluginInfo:
+    if log_path is None:
+        return PluginInfo(check="skipped", settings=settings,
+                          detail="external server: e2e cannot see its log")
+    if not check:
+        return PluginInfo(check="skipped", settings=settings,
+                          detail="--no-plugin-check: the arm's settings were not verified")
+    return check_plugin(log_path, settings)
+
+
+def _placement(server) -> PlacementInfo | None:
+    """The server's CPU set (asked, applied) and the cores its processes may run on."""
+    pgid = getattr(server, "pgid", None)
+    if pgid is None:  # not a server e2e started
+        return None
+    return PlacementInfo(server=getattr(server, "placement", None),
+                         server_cores=describe_affinity(pgid) or None)
+
+
+def run_unit(experiment: Experiment, unit: Unit, results: Path,
+             options: SessionOptions = SessionOptions()) -> tuple[Path, BaseModel]:
+    """Run ``unit`` on a fresh server and write its folder under ``results``; returns the
+    folder and the record (``record.valid`` False for an invalid unit, which is written
+    too). Raises ServerBusyError (nothing written) when another e2e holds the host."""
+    say = options.say
+    servers = options.servers or servers_for(experiment)
+    launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
+    workload = (options.workloads or Workloads())(experiment, unit, launch, options)
+    partial = new_partial_dir(results, experiment.name, unit.unit_id)
+    pattern = experiment.server.secret_pattern
+    info = UnitInfo(experiment=experiment.name, unit=unit, config=redacted_config(experiment),
+                    launch=launch, started_at=utc_now(),
+                    server=_server_info(launch, [] if launch.external else launch.argv(0),
+                                        launch.host if launch.external else f"http://{launch.host}",
+                                        pattern))
+    arm = experiment.arm(unit.arm)
+    interrupted: BaseException | None = None
+    try:
+        say(f"measuring the external server {launch.host} as arm {unit.arm}" if launch.external
+            else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
+                 f"speculator); log: {partial / 'server.log'}")
+        with servers.serve(launch, partial / "server.log",
+                           ServerOptions.of(experiment.server)) as server:
+            info.server = _server_info(launch, server.argv, server.base_url, pattern)
+            info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check)
+            if info.plugin.check == "failed":
+                raise ServerError(f"arm settings not applied: {info.plugin.detail}")
+            workload.warmup(server)
+            info.metrics_before = server.scrape_metrics()
+            info.placement = _placement(server)
+            host_before = snapshot()
+            try:
+                workload.measure(server, partial)
+            finally:  # own = e2e, its server and client processes (those started meanwhile too)
+                host_after = snapshot()
+                info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
+                    host_after, {os.getpid(), getattr(server, "pgid", os.getpid())}))
+            if server.alive():
+                info.metrics_after = server.scrape_metrics()
+            else:
+                info.reasons.append("the server exited during the workload")
+    except ServerBusyError:
+        shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no folder
+        raise
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        info.reasons.append("interrupted (Ctrl-C or SIGTERM) before the workload finished")
+    except E2EError as exc:
+        info.reasons.append(str(exc))
+    with shielded():  # a second Ctrl-C must not lose what finished
+        info.provenance = provenance(launch.python, launch.build)
+        info.finished_at = utc_now()
+        record = workload.record(info, partial)
+        if info.metrics_before:
+            atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
+        if info.metrics_after:
+            atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
+        atomic_write_json(partial / record_name(unit), record.model_dump(mode="json"))
+        folder = finalize_unit(partial, unit_dir(results, experiment.name, unit))
+    if interrupted is not None:
+        raise interrupted
+    return folder, record
