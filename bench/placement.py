@@ -24,14 +24,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from e2e.session._session import _server as server_module
+from e2e.session import _server as server_module
 from e2e.host._affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
 from e2e.load._bursts import burst_summary
 from e2e.config import RunSpec
 from e2e.host._noise import noise, snapshot, with_descendants
 from e2e.session._session import SessionOptions, run_unit
 from e2e.results._store import next_repeat, read_requests
-from e2e.load._workload import Workloads
+from e2e.session import Workloads
 
 
 def _placement(text: str) -> dict[str, str | None]:

@@ -1,20 +1,17 @@
 """Arms: one server build plus its settings, turned into the exact command and environment
-that start its server. Arguments are lists and never pass through a shell."""
+that start its server (``ServerLaunch``; resolved by ``e2e.session``, which builds the
+environment and the model). Arguments are lists and never pass through a shell."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.session._builds import prepare, python_path
-from e2e.config import Experiment
-from e2e.kinds import KINDS, VLLM, ServerKind
-from e2e.session._tinymodel import model_path, resolve_model
+from e2e.kinds import VLLM, ServerKind
 
-__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "server_launch", "redact_env",
+__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "environment_for", "redact_env",
            "redact_argv", "REDACTED"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
@@ -47,38 +44,6 @@ class ServerLaunch:
     def argv(self, port: int) -> list[str]:
         return [str(self.python), *self.kind.entry, *self.args, "--host", self.host,
                 "--port", str(port)]
-
-
-def server_launch(
-    experiment: Experiment, arm: str, *, dspark: bool, python: Path | None = None,
-    progress=lambda message: None, dry: bool = False,
-) -> ServerLaunch:
-    """Resolve an arm into its server launch: build (creating a managed env if needed), model,
-    flags, environment and plugin settings. ``dry`` builds nothing: it names the paths a
-    build would have."""
-    settings = experiment.arm(arm)
-    server = experiment.server
-    build = settings.build or server.build
-    build_info: dict = {"kind": build.kind}
-    if python is None:
-        if dry:
-            python = python_path(build)
-        else:
-            prepared = prepare(build, progress=progress)
-            python, build_info = prepared.python, prepared.describe()
-    model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
-    args = ["--model", model, *server.args, *settings.args]
-    kind = KINDS[server.kind]
-    if dspark:
-        args += kind.speculative_args(experiment.speculator("dspark"))
-    if server.api_key:
-        args += ["--api-key", server.api_key]
-    env = {**server.env, **settings.env, ARM_ENV: arm}
-    if settings.plugin:
-        env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
-    return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
-                        host=server.host, model=model, model_hash=model_hash,
-                        api_key=server.api_key, build=build_info, kind=kind)
 
 
 def redact_env(env: dict[str, str], pattern: str) -> dict[str, str]:

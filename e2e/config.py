@@ -56,13 +56,37 @@ def _cpus(value: str | None) -> str | None:
     """A CPU set as the config gives it ('0', '0-3', '0,2'), checked; None: unpinned."""
     if value is None:
         return None
-    from e2e.host._affinity import parse_cpus
-
     try:
         parse_cpus(value)
     except E2EError as exc:
         raise ValueError(str(exc)) from None
     return value
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """A CPU list as Linux writes it (``cpuset(7)`` "list format"): ``"0"``, ``"0-1"``,
+    ``"0,2"``, ``"0-3,6"``. Raises ConfigError for anything else (empty, negative, reversed
+    ranges, stray characters)."""
+    cores: set[int] = set()
+    parts = [p.strip() for p in str(text).split(",")]
+    if not text or not str(text).strip() or any(not p for p in parts):
+        raise ConfigError(f"CPU set {text!r} is empty or has an empty item; write cores like "
+                          "'0', '0-1' or '0,2'")
+    for part in parts:
+        match = _RANGE.match(part)
+        if not match:
+            raise ConfigError(f"CPU set {text!r}: {part!r} is not a core number or a range "
+                              "'a-b'; write cores like '0', '0-1' or '0,2'")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
+        cores.update(range(low, high + 1))
+    return frozenset(cores)
+
 
 
 class _Strict(BaseModel):

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e.analysis import _stats as stats
+from e2e import analysis
 from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
-from e2e.execute._executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
+from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import make_plan
-from e2e.render._report import ReportOutput, build_report
-from e2e.session._session import SessionOptions
+from e2e.render import ReportOutput, build_report
+from e2e.session import SessionOptions
 
 __all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs"]
 
@@ -55,7 +55,7 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
 def headline_pairs(summary) -> list[tuple[dict[int, float], dict[int, float]]]:
     """Per headline comparison of a summary (each arm against the baseline, the headline
     metric of each cell): (arm values by round, baseline values by round)."""
-    from e2e.render._markdown import headline_metric
+    from e2e.render import headline_metric
 
     pairs = []
     for comp in summary.comparisons:
@@ -72,13 +72,14 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
                         spec_modes: list[bool] | None = None, executor: Executor | None = None,
                         session: SessionOptions = SessionOptions(), max_attempts: int = 2,
                         on_unit: OnUnit = lambda folder, record: None,
-                        baseline: str = "main") -> tuple[Outcome, stats.Settlement]:
+                        baseline: str = "main") -> tuple[Outcome, analysis.Settlement]:
     """``e2e sweep --until-settled --max-runs N``: whole rounds until every headline
-    comparison is settled (``stats.settled``: alpha spent over the looks, so peeking does not
+    comparison is settled (``analysis.settled``: alpha spent over the looks, so peeking does not
     inflate false calls) or N runs per cell are made. Starts with enough rounds for the first
     look (3 reported rounds); resumes like any sweep."""
-    from e2e.analysis._aggregate import summarize
-    from e2e.render._report import equivalence_of, load_records
+    from e2e.analysis import summarize
+    from e2e.analysis import equivalence_of
+    from e2e.results import load_records
 
     start = experiment.report_from_run
     runs = max(experiment.repeats, start - 1 + 3)
@@ -97,7 +98,7 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
         records, _ = load_records(Path(results) / experiment.name)
         summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
         pairs = headline_pairs(summary)
-        settlement = stats.settled(pairs, rounds=runs - start + 1, max_rounds=max_runs - start + 1,
+        settlement = analysis.settled(pairs, rounds=runs - start + 1, max_rounds=max_runs - start + 1,
                                    min_effect_pct=summary.min_effect_pct,
                                    equivalence_pct=summary.equivalence_pct)
         session.say(f"after {runs - start + 1} reported round(s): "

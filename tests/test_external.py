@@ -15,7 +15,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from e2e.arms import environment_for, server_launch
+from e2e.arms import environment_for
+from e2e.session import server_launch
 from e2e.cli import app
 from e2e.session._server import _kill_group, free_port, server_lock
 

@@ -1,6 +1,9 @@
 """The house stays easy to see: no import cycle among e2e's modules (imports inside functions
-count too: a lazy import that hides a cycle is still a cycle), and nothing imports the
-command line."""
+and under ``TYPE_CHECKING`` count too: a lazy or type-only import that hides a cycle is still
+a cycle), the stages layered (foundation <- results <- analysis, host <- load <- session <-
+render <- execute <- pipeline <- commands), each stage package reached only through its
+face (its ``__init__``'s ``__all__``, pinned here), only ``e2e.commands`` imports typer, and
+nothing imports the command line."""
 
 from __future__ import annotations
 
@@ -15,12 +18,6 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def import_graph() -> dict[str, set[str]]:
     """module -> the e2e modules it imports (``from e2e.pkg import sub`` counts as importing
     the submodule ``e2e.pkg.sub`` when there is one)."""
@@ -28,12 +25,8 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                and _is_type_checking(node) for n in ast.walk(node)}
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -86,7 +79,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_lazy_imports():
     graph = import_graph()
-    assert "e2e.gsm8k.workload" in graph["e2e.load._workload"]  # imported inside a method
+    assert "e2e.session" in graph["e2e.commands._run"]  # imported inside the command's body
     assert "e2e.gsm8k.store" in graph["e2e.gsm8k.run"]    # from e2e.gsm8k import store
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -98,3 +91,118 @@ def test_no_import_cycle():
 def test_nothing_imports_the_command_line():
     importers = sorted(m for m, deps in import_graph().items() if "e2e.cli" in deps)
     assert importers == []
+
+
+# --- layers ---------------------------------------------------------------------------------
+# Each module's layer, by the longest matching prefix. A module may import its own layer and
+# the layers before it, never a later one. gsm8k, nightly and interop are features that cut
+# across stages, so their modules are placed one by one.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.shield", "e2e.kinds",
+                    "e2e.slo", "e2e.config", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
+    ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.task",
+                 "e2e.gsm8k.agreement")),
+    ("analysis", ("e2e.analysis", "e2e.gsm8k.summary", "e2e.gsm8k.store", "e2e.nightly.cells",
+                  "e2e.nightly.changepoints")),
+    ("host", ("e2e.host",)),
+    ("load", ("e2e.load", "e2e.gsm8k.lmeval", "e2e.gsm8k.workload")),
+    ("session", ("e2e.session",)),
+    ("render", ("e2e.render", "e2e.gsm8k.render", "e2e.gsm8k", "e2e.nightly.render",
+                "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
+                "e2e.interop")),
+    ("execute", ("e2e.execute",)),
+    ("pipeline", ("e2e.pipeline", "e2e.gsm8k.run", "e2e.nightly", "e2e.nightly.assess",
+                  "e2e.nightly.run", "e2e.nightly.bisect")),
+    ("commands", ("e2e.commands", "e2e.cli")),
+]
+STAGES = ("results", "analysis", "host", "load", "session", "render", "execute", "commands")
+
+
+def layer_of(module: str) -> int:
+    best, rank = "", -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, rank = prefix, i
+    assert rank >= 0, f"{module} has no layer: add it to LAYERS"
+    return rank
+
+
+def test_every_import_goes_down_the_layers():
+    upward = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {d} ({LAYERS[layer_of(d)][0]})"
+              for m, deps in sorted(import_graph().items()) for d in sorted(deps)
+              if layer_of(d) > layer_of(m)]
+    assert upward == []
+
+
+def test_a_stage_is_reached_only_through_its_face():
+    """Outside ``e2e/<stage>/`` nothing imports ``e2e.<stage>._private``."""
+    leaks = []
+    for m, deps in sorted(import_graph().items()):
+        for d in sorted(deps):
+            parts = d.split(".")
+            if (len(parts) == 3 and parts[1] in STAGES and parts[2].startswith("_")
+                    and not m.startswith(f"e2e.{parts[1]}")):
+                leaks.append(f"{m} -> {d}")
+    assert leaks == []
+
+
+def test_only_the_commands_import_typer():
+    importers = []
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "typer" or n.startswith("typer.") for n in names):
+                importers.append(name)
+    assert sorted({n for n in importers if not n.startswith("e2e.commands")}) == []
+
+
+FACES = {
+    "e2e.results": [
+        "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
+        "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
+        "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters",
+        "finalize", "finalize_unit", "load_records", "new_partial_dir", "next_attempt_dir",
+        "next_repeat", "read_requests", "read_run", "record_name", "unit_dir", "unit_state",
+        "utc_now", "write_requests", "write_run"],
+    "e2e.analysis": [
+        "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER",
+        "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
+        "ReportWarning", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Summary",
+        "burst_affected", "compare_runs", "equivalence_of", "format_advice", "median_range",
+        "metric", "parse_effect", "runs_advice", "runs_needed", "select", "settled",
+        "summarize", "verdict_for"],
+    "e2e.host": [
+        "describe_affinity", "noise", "pinned_process", "require_quiet", "snapshot",
+        "spawn_pinned", "spread_cores", "with_descendants"],
+    "e2e.load": [
+        "LoadWorkload", "WARN_SHARE", "arrival_times"],
+    "e2e.session": [
+        "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
+        "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python",
+        "run_unit", "server_launch"],
+    "e2e.render": [
+        "ReportOutput", "build_report", "dumps", "gsm8k_json", "headline_metric", "render_csv",
+        "render_markdown", "render_plots", "report_json", "run_json"],
+    "e2e.execute": [
+        "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
+        "describe_cluster_plan", "describe_plan", "executor_from"],
+    "e2e.commands": [
+        "app"],
+}
+
+
+def test_each_face_exports_what_it_says():
+    import importlib
+
+    for package in (f"e2e.{s}" for s in STAGES):
+        module = importlib.import_module(package)
+        assert module.__all__ == sorted(set(module.__all__)), f"{package}: __all__ sorted, once"
+        missing = [n for n in module.__all__ if not hasattr(module, n)]
+        assert missing == [], f"{package} exports names it lacks: {missing}"
+        private = [n for n in module.__all__ if n.startswith("_")]
+        assert private == [], f"{package} exports private names: {private}"
+    for package, names in FACES.items():
+        assert importlib.import_module(package).__all__ == names

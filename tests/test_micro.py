@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from e2e.errors import ConfigError
-from e2e.commands._micro import (
+from e2e.kernels.micro import (
     FLOOR,
     FLOOR_DIRECT,
     MicroSpec,
@@ -115,7 +115,7 @@ def test_micro_command_dry_run_end_to_end(tmp_path):
     """The whole command on the CPU: JSON, Markdown and PNG exist and are well formed."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, "-m", "e2e.commands._micro", "--dry-run", "--rows", "1,5", "--rows", "17", "--cols", "16",
+        [sys.executable, "-m", "e2e.cli", "micro", "--dry-run", "--rows", "1,5", "--rows", "17", "--cols", "16",
          "--runs", "2", "--report-from", "2", "--calls", "2", "--graph-calls", "1", "--out", str(tmp_path)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-8000:]
@@ -136,7 +136,7 @@ def test_micro_command_dry_run_end_to_end(tmp_path):
 
 def test_micro_command_rejects_bad_options(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "e2e.commands._micro", "--dry-run", "--runs", "2", "--report-from", "3",
+    proc = subprocess.run([sys.executable, "-m", "e2e.cli", "micro", "--dry-run", "--runs", "2", "--report-from", "3",
                            "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "report-from" in proc.stderr
 
@@ -144,7 +144,7 @@ def test_micro_command_rejects_bad_options(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_micro_on_gpu_counts_and_graphs(tmp_path):
-    from e2e.commands._micro import run_micro, write_outputs
+    from e2e.kernels.micro import run_micro, write_outputs
 
     result = run_micro(MicroSpec(rows=(1, 64), runs=2, report_from=2, calls=20, graph_calls=5), log=lambda m: None)
     write_outputs(result, tmp_path)

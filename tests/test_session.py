@@ -13,7 +13,7 @@ from e2e.config import EvalSpec, RunSpec
 from e2e.session._session import SessionOptions, run_unit
 from e2e.results._store import unit_state
 from e2e.session._tinymodel import resolve_model
-from e2e.load._workload import Workloads
+from e2e.session import Workloads
 from scripted import Scripted
 
 GSM8K = dict(limit=3, concurrency=2)

@@ -1,1 +1,26 @@
-"""TODO face."""
+"""Numbers across runs: cells and comparisons (aggregate), statistics, and the one headline
+rule. Pure functions over records already read; no I/O.
+"""
+
+from e2e.analysis._aggregate import (
+    equivalence_of,
+    Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
+    Summary, metric, select, summarize
+)
+from e2e.analysis._planning import RunsAdvice, format_advice, parse_effect, runs_advice
+from e2e.analysis._headline import (
+    BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP, burst_affected
+)
+from e2e.analysis._stats import (
+    DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, settled,
+    verdict_for
+)
+
+__all__ = [
+    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER",
+    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
+    "ReportWarning", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Summary",
+    "burst_affected", "compare_runs", "equivalence_of", "format_advice", "median_range",
+    "metric", "parse_effect", "runs_advice", "runs_needed", "select", "settled", "summarize",
+    "verdict_for"
+]

@@ -24,9 +24,9 @@ import pandas as pd
 from e2e.analysis import _stats as stats
 from e2e.config import comparable_settings
 from e2e.metrics import metric_value
-from e2e.results._records import RunRecord
+from e2e.results import RunRecord
 
-__all__ = [
+__all__ = ["equivalence_of", 
     "Metric",
     "METRICS",
     "metric",
@@ -854,3 +854,11 @@ def _noise_rows(rows: list[dict], aa_arms: tuple[str, ...], confidence: float,
             runs_for_target=stats.runs_needed(noise, target, method=method, confidence=confidence),
             floored=floored))
     return tuple(out)
+
+
+def equivalence_of(records) -> float:
+    """The equivalence band (±%) of the records' config snapshot (the largest if they
+    differ; 1 % when none says)."""
+    bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
+    bands = [float(b) for b in bands if b is not None]
+    return max(bands) if bands else 1.0

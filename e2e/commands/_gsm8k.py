@@ -52,7 +52,7 @@ def gsm8k_command(
         plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
                             concurrency=concurrency, data=data, results=results)
         console = err if json_ else out
-        from e2e.execute._ray import executor_from
+        from e2e.execute import executor_from
 
         report = run_gsm8k(plan, Runner(log=say, on_unit=lambda folder, record: print_run(
             folder, record, console=console)), max_attempts=max_attempts,
@@ -62,7 +62,7 @@ def gsm8k_command(
         console.print((root / "gsm8k.md").read_text(encoding="utf-8"), highlight=False,
                       markup=False, soft_wrap=True)
         if json_:
-            from e2e.render._json import dumps, gsm8k_json
+            from e2e.render import dumps, gsm8k_json
 
             sys.stdout.write(dumps(gsm8k_json(report)) + "\n")
         say(f"report: {root / 'gsm8k.md'} and {root / 'gsm8k.csv'}")

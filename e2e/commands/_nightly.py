@@ -82,7 +82,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                              arm_overrides=overrides, link_base=link_base, progress=not quiet,
                              executor=executor)
     if dry_run:
-        from e2e.execute._describe import describe_plan
+        from e2e.execute import describe_plan
 
         experiment = with_arm_settings(cfg.experiment, cfg.arms, overrides)
         for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):

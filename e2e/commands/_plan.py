@@ -1,104 +1,19 @@
-"""``e2e plan --target-effect 1% RESULTS``: how many runs each cell needs to detect an effect.
-
-Reads a finished sweep (ideally a calibration with an A/A arm, e.g. ``configs/calibration.toml``),
-takes each cell's run-to-run noise from ``e2e.analysis._aggregate.summarize`` (the A/A arm's blocked
-comparison, else the cell's pooled blocked residuals) and answers with ``e2e.analysis._stats.runs_needed``:
-the fewest reported runs per arm whose minimal detectable effect (80 % power, the report's
-confidence) is the target, and the ``e2e sweep --runs`` value that gives them (plus warmups).
-
-The lead registers the command in ``e2e/cli.py`` (nothing here imports it):
-
-    from e2e.commands._plan import plan_target_effect
-    app.command("plan")(plan_target_effect)
-"""
+"""``e2e plan --target-effect 1% RESULTS``: the runs each cell needs (the work is in
+``e2e.analysis``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e2e.analysis import _stats as stats
-from e2e.analysis._aggregate import Summary, metric, summarize
-from e2e.errors import ConfigError, E2EError
-from e2e.render._report import load_records
+from e2e.analysis import format_advice, metric, parse_effect, runs_advice, summarize
+from e2e.console import guard, out
+from e2e.errors import ConfigError
+from e2e.results import load_records
 
-__all__ = ["RunsAdvice", "parse_effect", "runs_advice", "format_advice", "plan_target_effect"]
-
-
-@dataclass(frozen=True)
-class RunsAdvice:
-    """Runs one (concurrency, spec mode, metric) needs: ``reported_runs`` per arm for an MDE of
-    ``target_pct`` (None: more than 1000), ``sweep_runs`` = that plus the warmups."""
-
-    concurrency: int
-    spec_mode: str
-    metric: str
-    noise_pct: float
-    source: str
-    mde_now_pct: float | None
-    rounds_now: int
-    target_pct: float
-    reported_runs: int | None
-    sweep_runs: int | None
-
-
-def parse_effect(text: str) -> float:
-    """``"1%"``, ``"1 %"``, ``"0.5"`` -> percent as a float (> 0 and < 100)."""
-    raw = text.strip().removesuffix("%").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"--target-effect {text!r}: give a percentage such as 1% or 0.5") from None
-    if not 0.0 < value < 100.0:
-        raise ConfigError(f"--target-effect {text!r}: must be between 0 and 100 %")
-    return value
-
-
-def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
-                metrics: tuple[str, ...] | None = None) -> tuple[RunsAdvice, ...]:
-    """For every noise row of ``summary`` (``metrics`` None: all), the runs needed for an MDE of
-    ``target_pct`` with the blocked method at ``summary.confidence`` and ``power``."""
-    out = []
-    for row in summary.noise:
-        if metrics is not None and row.metric not in metrics:
-            continue
-        n = stats.runs_needed(row.noise_pct / 100.0, target_pct, confidence=summary.confidence,
-                              power=power)
-        out.append(RunsAdvice(
-            concurrency=row.concurrency, spec_mode=row.spec_mode, metric=row.metric,
-            noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
-            rounds_now=row.n_blocks, target_pct=target_pct, reported_runs=n,
-            sweep_runs=None if n is None else n + summary.report_from_run - 1))
-    return tuple(out)
-
-
-def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
-    """Markdown: one row per (concurrency, spec mode, metric) and the ``--runs`` to use."""
-    if not advice:
-        return ("No noise estimate: the sweep needs an A/A arm (settings equal to "
-                f"{summary.baseline}'s) or at least 2 rounds in which every arm ran.\n")
-    target = advice[0].target_pct
-    lines = [f"Runs for a minimal detectable effect of {target:g} % (80 % power, "
-             f"{summary.confidence * 100:g} % confidence, blocked comparison) from "
-             f"{summary.experiment}:", "",
-             "| concurrency | spec mode | metric | noise | from | MDE now | rounds now | reported runs "
-             "| e2e sweep --runs |", "|---:|---|---|---:|---|---:|---:|---:|---:|"]
-    for a in advice:
-        lines.append(
-            f"| {a.concurrency} | {a.spec_mode} | {metric(a.metric).label} | {a.noise_pct:.2f} % | "
-            f"{a.source} | {'—' if a.mde_now_pct is None else f'{a.mde_now_pct:.1f} %'} | "
-            f"{a.rounds_now} | {'more than 1000' if a.reported_runs is None else a.reported_runs} | "
-            f"{'—' if a.sweep_runs is None else a.sweep_runs} |")
-    reachable = [a.sweep_runs for a in advice if a.sweep_runs is not None]
-    lines.append("")
-    if reachable:
-        lines.append(f"The largest: `e2e sweep --runs {max(reachable)}` (runs 1–"
-                     f"{summary.report_from_run - 1} of each cell are warmups). Per-server variance "
-                     "does not shrink with blocking; only more runs (or a quieter host) shrink it.")
-    return "\n".join(lines) + "\n"
+__all__ = ["plan_target_effect"]
 
 
 def plan_target_effect(
@@ -114,11 +29,14 @@ def plan_target_effect(
     power: Annotated[float, typer.Option(help="Power at the target effect.", min=0.5, max=0.99)] = 0.8,
 ) -> None:
     """Say how many runs each cell needs for a target minimal detectable effect."""
-    try:
+
+    def body() -> None:
         target = parse_effect(target_effect)
-        if metric_key:
-            for k in metric_key:
-                metric(k)
+        for key in metric_key or []:
+            try:
+                metric(key)
+            except KeyError as exc:
+                raise ConfigError(f"--metric: {exc.args[0]}") from None
         records, problems = load_records(results_dir)
         if not records:
             raise ConfigError(f"{results_dir}: no run.json found; run `e2e sweep` first")
@@ -126,10 +44,7 @@ def plan_target_effect(
                             extra_warnings=problems)
         advice = runs_advice(summary, target, power=power,
                              metrics=tuple(metric_key) if metric_key else None)
-    except KeyError as exc:
-        typer.echo(f"error: {exc.args[0]}", err=True)
-        raise typer.Exit(2) from None
-    except E2EError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    typer.echo(format_advice(summary, advice), nl=False)
+        out.print(format_advice(summary, advice), end="", highlight=False, markup=False,
+                  soft_wrap=True)
+
+    guard(body)

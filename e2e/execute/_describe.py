@@ -1,27 +1,18 @@
-"""``e2e sweep``'s plan, described without starting anything (``--dry-run``), and
-``run_sweep``: a plan of load units through the local executor (``e2e.pipeline.execute``).
-
-Rerunning the same sweep skips runs already done and valid, and reruns invalid ones until
-``max_attempts`` is spent. Ctrl-C stops the server, keeps every finished run, and leaves a
-sweep that the same command resumes.
-"""
+"""A plan described without starting or building anything (``e2e sweep --dry-run``): each
+unit's round, state, workload, server command and environment (redacted)."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from e2e.arms import redact_argv, redact_env, server_launch
+from e2e.arms import redact_argv, redact_env
+from e2e.session import server_launch
 from e2e.config import Experiment, Unit
-from e2e.execute._executor import Outcome
-from e2e.pipeline import execute
-from e2e.session._session import Servers, SessionOptions
-from e2e.results._store import unit_state
+from e2e.results import unit_state
 
-__all__ = ["describe_plan", "run_sweep", "SweepOutcome"]
-
-SweepOutcome = Outcome
+__all__ = ["describe_plan"]
 
 
 def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -> list[str]:
@@ -46,14 +37,3 @@ def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -
                          f"generator {experiment.load.cpus or 'unpinned'}")
     return lines
 
-
-def run_sweep(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
-              max_attempts: int = 2, progress: bool = True,
-              say: Callable[[str], None] = lambda message: None,
-              on_run: Callable = lambda folder, record: None, fail_fast: bool = False,
-              plugin_check: bool = True, servers: Servers | None = None) -> Outcome:
-    """Run every planned unit not yet done on this host (see ``e2e.pipeline.execute``)."""
-    session = SessionOptions(plugin_check=plugin_check, progress=progress, say=say,
-                             servers=servers)
-    return execute(experiment, plan, results, session=session, max_attempts=max_attempts,
-                   fail_fast=fail_fast, on_unit=on_run)

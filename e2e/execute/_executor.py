@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from e2e.config import Unit
-from e2e.results._store import unit_state
+from e2e.results import unit_state
 
 __all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "format_eta", "blocks",
            "block_key", "SessionUnit"]
@@ -149,7 +149,7 @@ class SessionUnit:
     options: Any = None  # e2e.session._session.SessionOptions; None: the defaults
 
     def __call__(self, unit: Unit) -> tuple[Path, Any]:
-        from e2e.session._session import SessionOptions, run_unit
+        from e2e.session import SessionOptions, run_unit
 
         return run_unit(self.experiment, unit, self.results, self.options or SessionOptions())
 
@@ -158,7 +158,7 @@ class SessionUnit:
         ``options`` (SessionOptions fields such as ``say`` or ``progress``) replaced."""
         from dataclasses import replace
 
-        from e2e.session._session import SessionOptions
+        from e2e.session import SessionOptions
 
         base = self.options or SessionOptions()
         folder = self.results if results is None else Path(results)

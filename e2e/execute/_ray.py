@@ -48,7 +48,7 @@ from e2e.errors import ConfigError, E2EError
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
                           blocks, format_eta)
 from e2e.paths import atomic_write_bytes, atomic_write_json
-from e2e.results._store import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
+from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
                        unit_dir, unit_state, utc_now)
 
 __all__ = ["RayExecutor", "executor_from", "describe_cluster_plan", "FAILURE_JSON"]

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from e2e.config import EvalSpec
-from e2e.results._records import PluginInfo, ServerInfo, SpecCounters
+from e2e.results import PluginInfo, ServerInfo, SpecCounters
 
 __all__ = ["GSM8K_SCHEMA_VERSION", "REFERENCE_ARM", "SampleVerdict", "EvalInfo", "ArmResult",
            "arm_label", "label_occurrence"]

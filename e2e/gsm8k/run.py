@@ -16,7 +16,7 @@ from pathlib import Path
 
 from e2e.config import EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
-from e2e.execute._executor import Executor
+from e2e.execute import Executor
 from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
 from e2e.gsm8k.records import REFERENCE_ARM, EvalInfo, label_occurrence
@@ -24,8 +24,8 @@ from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.summary import GSM8KReport
 from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.pipeline import execute
-from e2e.session._session import Servers, SessionOptions
-from e2e.load._workload import Workloads
+from e2e.session import Servers, SessionOptions
+from e2e.session import Workloads
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k", "write_gsm8k_report"]
 

@@ -1,1 +1,11 @@
-"""TODO face."""
+"""The host: the one reader of ``/proc`` and ``/sys``, CPU placement, and what else used
+the host during a run.
+"""
+
+from e2e.host._affinity import describe_affinity, pinned_process, spawn_pinned, spread_cores
+from e2e.host._noise import noise, require_quiet, snapshot, with_descendants
+
+__all__ = [
+    "describe_affinity", "noise", "pinned_process", "require_quiet", "snapshot", "spawn_pinned",
+    "spread_cores", "with_descendants"
+]

@@ -26,67 +26,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
 
-from e2e.errors import ConfigError
+from e2e.config import parse_cpus
+from e2e.results import Placement, ProcessPlacement
 
-__all__ = ["Placement", "ProcessPlacement", "parse_cpus", "format_cpus", "pin_process",
+__all__ = ["parse_cpus", "format_cpus", "pin_process",
            "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity",
            "physical_core", "spread_cores"]
-
-
-class Placement(BaseModel):
-    """What was asked and what was applied, for run.json. ``applied`` is None when nothing
-    was pinned (no set asked, or the OS refused it: ``refused`` says why); ``allowed`` is the
-    mask read back afterwards."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    target: str = Field(description="What was placed: 'load generator' or 'server'.")
-    requested: str | None = Field(None, description="The CPU set as configured, e.g. '0-1'.")
-    applied: list[int] | None = Field(None, description="Cores pinned to; None: unpinned.")
-    refused: str | None = Field(None, description="Why the OS refused the set (ran unpinned).")
-    allowed: list[int] = Field(default_factory=list,
-                               description="Cores the target may run on, read back.")
-
-
-class ProcessPlacement(BaseModel):
-    """One process of a group and the cores its threads may use (union over threads)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    pid: int
-    name: str
-    threads: int
-    cores: list[int]
-
-
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-def parse_cpus(text: str) -> frozenset[int]:
-    """A CPU list as Linux writes it (``cpuset(7)`` "list format"): ``"0"``, ``"0-1"``,
-    ``"0,2"``, ``"0-3,6"``. Raises ConfigError for anything else (empty, negative, reversed
-    ranges, stray characters)."""
-    cores: set[int] = set()
-    parts = [p.strip() for p in str(text).split(",")]
-    if not text or not str(text).strip() or any(not p for p in parts):
-        raise ConfigError(f"CPU set {text!r} is empty or has an empty item; write cores like "
-                          "'0', '0-1' or '0,2'")
-    for part in parts:
-        match = _RANGE.match(part)
-        if not match:
-            raise ConfigError(f"CPU set {text!r}: {part!r} is not a core number or a range "
-                              "'a-b'; write cores like '0', '0-1' or '0,2'")
-        low = int(match.group(1))
-        high = int(match.group(2)) if match.group(2) is not None else low
-        if high < low:
-            raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
-        cores.update(range(low, high + 1))
-    return frozenset(cores)
 
 
 def format_cpus(cores: frozenset[int] | set[int] | list[int]) -> str:

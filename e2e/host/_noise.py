@@ -43,9 +43,9 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from e2e.errors import E2EError, HostNotQuietError
+from e2e.results import ProcessCPU, GPUDevice, GPUProcess, GPUState, HostNoise
 
-__all__ = ["HostNotQuietError", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState",
-           "HostSnapshot", "HostNoise", "snapshot", "noise", "with_descendants",
+__all__ = ["HostNotQuietError", "HostSnapshot", "snapshot", "noise", "with_descendants",
            "require_quiet", "gpu_state", "parse_nvidia_smi", "parse_rocm_smi"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -54,47 +54,6 @@ _STAT_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "st
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ProcessCPU(_Model):
-    """One process: CPU seconds used (in a snapshot: since it started; in HostNoise: during
-    the run) and that as a share of one core over the run."""
-
-    pid: int
-    name: str
-    cpu_s: float
-    share: float | None = None
-    ppid: int | None = None
-    pgid: int | None = None
-    start_ticks: int | None = None
-
-
-class GPUDevice(_Model):
-    index: int
-    name: str | None = None
-    uuid: str | None = None
-    sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    max_sm_clock_mhz: float | None = None
-    utilization_pct: float | None = None
-
-
-class GPUProcess(_Model):
-    pid: int
-    name: str
-    gpu: str | None = None
-    used_mib: float | None = None
-
-
-class GPUState(_Model):
-    """What the GPU tool said. ``tool`` None: neither nvidia-smi nor rocm-smi is installed
-    (``detail`` says so); ``error`` set: the tool ran and failed (recorded, not raised)."""
-
-    tool: str | None = None
-    detail: str | None = None
-    error: str | None = None
-    devices: list[GPUDevice] = Field(default_factory=list)
-    processes: list[GPUProcess] = Field(default_factory=list)
 
 
 class HostSnapshot(_Model):
@@ -109,30 +68,6 @@ class HostSnapshot(_Model):
                                              "None where cpufreq is not readable.")
     freq_mhz: dict[str, float] | None = None
     gpu: GPUState = Field(default_factory=GPUState)
-
-
-class HostNoise(_Model):
-    """What else used the host during a run; goes into run.json."""
-
-    wall_s: float
-    cpus_online: int
-    loadavg_before: tuple[float, float, float]
-    loadavg_after: tuple[float, float, float]
-    host_busy_cpu_s: float = Field(description="All CPU time used on the host (/proc/stat).")
-    own_cpu_s: float = Field(description="CPU time of the run's own processes.")
-    other_cpu_s: float = Field(description="host busy - own: everything else, in CPU seconds.")
-    other_cpu_share: float = Field(description="other_cpu_s / wall_s: cores' worth of others.")
-    unattributed_cpu_s: float = Field(description="other CPU no visible process accounts for.")
-    steal_s: float = Field(description="CPU seconds the hypervisor gave to someone else.")
-    steal_share: float
-    top_other: list[ProcessCPU] = Field(description="Busiest other processes, by CPU used.")
-    governors: dict[str, str] | None = None
-    freq_mhz_before: dict[str, float] | None = None
-    freq_mhz_after: dict[str, float] | None = None
-    gpu_before: GPUState = Field(default_factory=GPUState)
-    gpu_after: GPUState = Field(default_factory=GPUState)
-    gpu_other_processes: list[GPUProcess] = Field(
-        default_factory=list, description="Processes not the run's own that held a GPU.")
 
 
 # --- reading /proc --------------------------------------------------------------------------

@@ -39,11 +39,11 @@ from pydantic import ValidationError
 
 from e2e.config import RunSpec, describe_validation_error
 from e2e.errors import ConfigError, ResultsError
-from e2e.load._arrivals import arrival_times
+from e2e.load import arrival_times
 from e2e.metrics import request_tpot_s
 from e2e.paths import atomic_write_json, sha256_file
-from e2e.results._records import RequestRecord, RunMetrics, RunRecord, ServerInfo
-from e2e.results._store import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
+from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
+from e2e.results import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
                        write_requests, write_run)
 
 __all__ = [

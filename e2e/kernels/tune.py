@@ -17,7 +17,7 @@ import torch
 from e2e.kernels import bench, reference_ragged
 from e2e.kernels import triton_paths as tp
 from e2e.kernels.triton_paths import _pow2
-from e2e.commands._micro import make_inputs
+from e2e.kernels.micro import make_inputs
 
 
 def _graph_us(call, graph_calls: int = 20, replays: int = 25) -> float:

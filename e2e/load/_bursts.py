@@ -43,16 +43,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from e2e.results import BurstSummary, RequestRecord
 
-if TYPE_CHECKING:  # only for annotations: records.py may import BurstSummary from here
-    from e2e.results._records import RequestRecord
 
 __all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E", "WARN_SHARE",
-           "BurstSummary", "stream_spread", "decode_share", "decode_reference_s",
+           "stream_spread", "decode_share", "decode_reference_s",
            "burst_summary"]
 
 GAP_SHARE = 0.9
@@ -60,33 +56,6 @@ SPREAD_THRESHOLD = 0.1
 HELD_SHARE = 0.5
 HELD_SHARE_E2E = 0.1
 WARN_SHARE = 0.05
-
-
-class BurstSummary(BaseModel):
-    """A run's burst-delivered requests, for run.json and the run summary."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    rule: str = Field(description="The rule, in words.")
-    reference: str = Field(description="'server TPOT' or 'E2E latency': what spread is "
-                                       "measured against.")
-    threshold: float
-    warn_share: float
-    held_limit: float = Field(description="share below which a burst is TPOT-affected.")
-    judged: int = Field(description="Requests judged (ok, at least 3 content chunks).")
-    flagged: int = Field(description="Burst-delivered requests (spread < threshold).")
-    share: float | None = Field(None, description="flagged / judged; None when none judged.")
-    flagged_indices: list[int] = Field(default_factory=list)
-    tpot_affected: int = Field(0, description="Burst-delivered with their decode time in TTFT.")
-    tpot_affected_share: float | None = None
-    tpot_affected_indices: list[int] = Field(default_factory=list)
-    spread_median: float | None = None
-    spread_min: float | None = None
-    affected: bool = Field(False, description="tpot_affected_share > warn_share: the run's "
-                                              "client TPOT is burst-affected.")
-    itl_affected: bool = Field(False, description="share > warn_share: inter-chunk latency "
-                                                  "is burst-affected.")
-    warnings: list[str] = Field(default_factory=list)
 
 
 def decode_reference_s(record: RequestRecord, server_tpot_s: float | None) -> float | None:

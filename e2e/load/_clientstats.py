@@ -27,36 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from e2e.results import ClientStats
 
-__all__ = ["ClientStats", "LagProbe", "ProcessUsage", "client_stats", "runqueue_wait_s",
+__all__ = ["LagProbe", "ProcessUsage", "client_stats", "runqueue_wait_s",
            "TICK_S", "SATURATED_SHARE", "SATURATED_LAG_MS", "STARVED_WAIT_SHARE"]
 
 TICK_S = 0.005
 SATURATED_SHARE = 0.80
 SATURATED_LAG_MS = 5.0
 STARVED_WAIT_SHARE = 0.10
-
-
-class ClientStats(BaseModel):
-    """The load generator's own cost over one load (all client processes together)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    workers: int
-    wall_s: float
-    cpu_s: float
-    chunks: int
-    cpu_us_per_chunk: float | None
-    core_share: float
-    loop_lag_ms_max: float
-    loop_lag_ms_p99: float
-    wait_share: float | None = None
-    """The most any client process waited for a core, over the wall time (None: unknown)."""
-    saturated: bool
-    saturated_because: str | None = None
-    event_loop: str | None = None
-    """'uvloop' or 'asyncio' (None: a record from before e2e chose the loop)."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from e2e.load._arrivals import arrival_times
 from e2e.load._clientstats import ClientStats, client_stats
 from e2e.load._stream import Shard, run_loop, run_shard
 from e2e.load._workers import run_workers, split
-from e2e.results._records import RequestRecord
+from e2e.results import RequestRecord
 
 __all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary", "drive",
            "run_load", "run_measured_load"]

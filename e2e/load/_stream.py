@@ -21,7 +21,7 @@ import orjson
 from e2e.load._conn import Endpoint, Pool
 from e2e.load._clientstats import LagProbe, ProcessUsage, runqueue_wait_s
 from e2e.load._sse import SSEStream, StreamFailed
-from e2e.results._records import RequestRecord
+from e2e.results import RequestRecord
 
 __all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
 

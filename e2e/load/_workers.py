@@ -23,10 +23,10 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from e2e.host._affinity import spread_cores
+from e2e.host import spread_cores
 from e2e.load._clientstats import ProcessUsage
 from e2e.load._stream import Shard
-from e2e.results._records import RequestRecord
+from e2e.results import RequestRecord
 
 __all__ = ["split", "merge", "run_workers"]
 

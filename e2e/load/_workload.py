@@ -1,28 +1,25 @@
 """The reference load as a session workload: seeded warmup requests, then the measured load,
 then the run's metrics and validity (``run.json``, ``requests.parquet``).
-
-``Workloads`` picks a unit's workload: a ``RunSpec`` is this load, an ``EvalSpec`` a GSM8K
-evaluation (``e2e.gsm8k.workload``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from e2e import metrics as m
 from e2e.arms import ServerLaunch
-from e2e.config import EvalSpec, Experiment, LoadConfig, RunSpec, Unit
+from e2e.config import LoadConfig, RunSpec
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
-from e2e.host._affinity import Placement, pinned_process
+from e2e.host import pinned_process
+from e2e.results import Placement
 from e2e.load._bursts import burst_summary
-from e2e.results._records import PlacementInfo, RequestRecord, RunRecord
+from e2e.results import PlacementInfo, RequestRecord, RunRecord
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
-from e2e.results._store import write_requests
+from e2e.results import write_requests
 
-__all__ = ["LoadWorkload", "Workloads"]
+__all__ = ["LoadWorkload"]
 
 
 class LoadWorkload:
@@ -124,21 +121,3 @@ class LoadWorkload:
             achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
-
-
-@dataclass(frozen=True)
-class Workloads:
-    """Picks each unit's workload. ``lmeval`` and ``check`` reach lm-eval (replaced in tests
-    by scripted ones); None means the real lm-eval."""
-
-    lmeval: Callable | None = None
-    check: Callable[[], str] | None = None
-
-    def __call__(self, experiment: Experiment, unit: Unit, launch: ServerLaunch, options):
-        if isinstance(unit, EvalSpec):
-            from e2e.gsm8k.workload import GSM8KWorkload
-
-            return GSM8KWorkload(unit, launch, api_key=experiment.server.api_key,
-                                 lmeval=self.lmeval, check=self.check, say=options.say)
-        return LoadWorkload(unit, launch, experiment.load, progress=options.progress,
-                            say=options.say)

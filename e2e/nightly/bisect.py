@@ -200,7 +200,7 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
 def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], dict[int, float]]:
     """The cell's metric per round (repeat) of the candidate's and the good build's reported
     runs: the report's own cells (``e2e.analysis._aggregate.summarize``, with the nightly's metrics)."""
-    from e2e.analysis._aggregate import summarize
+    from e2e.analysis import summarize
     from e2e.nightly.settings import NIGHTLY_METRICS
 
     try:
@@ -249,12 +249,13 @@ def run_bisect(
     """Bisect ``cell`` between the ``good`` and ``bad`` refs of ``cell.arm``'s git build (see
     the module docstring). ``runs`` rounds per measurement (warmups included), up to
     ``max_runs`` while the verdict is undecided."""
-    from e2e.session._builds import resolve_git
+    from e2e.session import resolve_git
     from e2e.nightly.settings import nightly_metric
     from e2e.plan import make_plan
-    from e2e.session._plugin_check import plugin_check
-    from e2e.render._report import load_records
-    from e2e.execute._describe import run_sweep
+    from e2e.session import plugin_check
+    from e2e.results import load_records
+    from e2e.pipeline import execute
+    from e2e.session import SessionOptions
 
     build = _git_build(experiment, cell.arm)
     if cell.spec_mode not in ("base", "dspark"):
@@ -290,8 +291,8 @@ def run_bisect(
             plan = make_plan(exp, arms=["good", "candidate"], concurrencies=[cell.concurrency],
                              spec_modes=[cell.spec_mode == "dspark"], runs=n)
             say(f"{commit[:12]}: {n} round(s) of the good build and this commit")
-            run_sweep(exp, plan, folder, max_attempts=max_attempts, progress=progress, say=say,
-                      plugin_check=plugin_check)
+            execute(exp, plan, folder, max_attempts=max_attempts,
+                    session=SessionOptions(plugin_check=plugin_check, progress=progress, say=say))
             records, _ = load_records(folder / exp.name)
             change = blocked_change(*_by_round(records, cell, start), confidence=confidence)
             outcome = classify(change, threshold_pct=threshold_pct,

@@ -41,68 +41,30 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from scipy.stats import norm
 
-from e2e.analysis import _stats as stats
-from e2e.load._bursts import WARN_SHARE
+from e2e import analysis
+from e2e.load import WARN_SHARE
 from e2e.errors import ResultsError
-from e2e.analysis._headline import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
+from e2e.analysis import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
                                   burst_affected)
+from e2e.gsm8k.records import SampleVerdict
+from e2e.nightly.cells import CellKey, CellVerdict, NightCell, VerdictName
+from e2e.nightly.changepoints import ChangePoint
 from e2e.nightly.settings import nightly_metric as load_metric
 
-if TYPE_CHECKING:
-    from e2e.gsm8k.records import SampleVerdict
-    from e2e.nightly.changepoints import ChangePoint
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
            "VerdictName", "NightStatus", "EXIT_CODES", "judge_cell", "judge_night",
            "night_status", "paired_change_interval", "Samples"]
 
-VerdictName = Literal["regressed", "improved", "noise", "too few runs", "no baseline",
-                      "new cell", "missing", "not judged", "no samples"]
 NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
-Samples = Mapping[str, "Sequence[SampleVerdict]"]
-
-
-@dataclass(frozen=True, order=True)
-class CellKey:
-    kind: str          # "load" or "gsm8k"
-    arm: str
-    concurrency: int   # 0 for GSM8K
-    spec_mode: str
-    metric: str
-
-    def label(self) -> str:
-        if self.kind == "gsm8k":
-            return f"{self.arm} GSM8K {self.spec_mode}"
-        return f"{self.arm} c{self.concurrency} {self.spec_mode}"
-
-
-@dataclass(frozen=True)
-class NightCell:
-    """One metric of one cell of one night: its reported runs' values and run folders."""
-
-    key: CellKey
-    values: tuple[float, ...]
-    repeats: tuple[int, ...] = ()
-    run_dirs: tuple[str, ...] = ()
-
-    @property
-    def median(self) -> float:
-        return stats.median_range(self.values).median
-
-    @property
-    def low(self) -> float:
-        return min(self.values)
-
-    @property
-    def high(self) -> float:
-        return max(self.values)
+Samples = Mapping[str, Sequence[SampleVerdict]]
 
 
 @dataclass(frozen=True)
@@ -143,27 +105,6 @@ class Rules:
 
 
 @dataclass(frozen=True)
-class CellVerdict:
-    """Tonight's cell against the baseline's. ``pct`` is the change in % (load metrics) or
-    in percentage points (GSM8K); ``interval`` the change's interval in the same unit;
-    ``p_value`` the GSM8K McNemar p; ``floor_pp`` the documents tonight's own servers
-    disagree on, in pp (the repeat-of-main floor, for information); ``source`` why this
-    metric is the headline (ms per verify step from the server's TPOT)."""
-
-    key: CellKey
-    verdict: VerdictName
-    tonight: NightCell | None
-    baseline: NightCell | None
-    threshold: float | None = None
-    pct: float | None = None
-    interval: tuple[float, float] | None = None
-    floor_pp: float | None = None
-    reason: str = ""
-    p_value: float | None = None
-    source: str = ""
-
-
-@dataclass(frozen=True)
 class Judgement:
     date: str
     baseline: Baseline | None
@@ -191,10 +132,10 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     if min(now.values + base.values) <= 0:
         return CellVerdict(key, "too few runs", now, base, threshold,
                            reason="a value is zero or negative: no ratio")
-    est = stats.compare_runs(now.values, base.values, confidence=rules.confidence)
+    est = analysis.compare_runs(now.values, base.values, confidence=rules.confidence)
     interval = ((est.pct_low, est.pct_high)
                 if est.pct_low is not None and est.pct_high is not None else None)
-    verdict = stats.verdict_for(est, higher_is_better=m.higher_is_better,
+    verdict = analysis.verdict_for(est, higher_is_better=m.higher_is_better,
                                 min_effect_pct=threshold)
     name: VerdictName = {"slower": "regressed", "faster": "improved",
                          "within noise": "noise", "too few runs": "too few runs"}[verdict]  # type: ignore[assignment]

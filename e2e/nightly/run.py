@@ -33,8 +33,8 @@ from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   with_arm_settings)
 from e2e.paths import atomic_write_bytes, atomic_write_json
-from e2e.results._records import RunRecord
-from e2e.results._store import utc_now
+from e2e.results import RunRecord
+from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
            "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
@@ -77,8 +77,8 @@ def _rel(path: Path, results: Path) -> str:
 def prepare_builds(experiment: Experiment, arms: tuple[str, ...], say: Say) -> dict[str, dict]:
     """Create (if managed and missing) each arm's server environment and read what it holds:
     engine version and commit, a hash of its packages, e2e's commit, the host."""
-    from e2e.session._builds import resolve_python
-    from e2e.session._provenance import provenance
+    from e2e.session import resolve_python
+    from e2e.session import provenance
 
     seen: dict[str, dict] = {}
     out: dict[str, dict] = {}
@@ -142,7 +142,7 @@ def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
     """Night cells of the sweep's run records: the report's own cells (``e2e.analysis._aggregate``:
     comparable runs only, reported runs = valid with repeat >= report_from_run) for every
     metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value."""
-    from e2e.analysis._aggregate import summarize
+    from e2e.analysis import summarize
 
     if not records:
         return []
@@ -224,7 +224,7 @@ def night_report(folder: Path, cfg: NightlyConfig, say: Say) -> Path | None:
     """Write the night's full report (``e2e report``) against the baseline arm
     (``[nightly] baseline``, default main), whatever the order of the arms; None if there is
     no run to report."""
-    from e2e.render._report import build_report
+    from e2e.render import build_report
 
     try:
         return build_report(folder, baseline=cfg.baseline_arm).report_dir
@@ -245,8 +245,8 @@ def run_nightly(
     """Run one night end to end and judge it (see the module docstring). ``servers``
     (an ``e2e.session._session.Servers``) replaces the real servers in tests."""
     from e2e.pipeline import execute
-    from e2e.render._report import load_records
-    from e2e.session._session import SessionOptions
+    from e2e.results import load_records
+    from e2e.session import SessionOptions
 
     results = Path(options.results)
     experiment = with_arm_settings(cfg.experiment, cfg.arms, options.arm_overrides)
@@ -263,7 +263,7 @@ def run_nightly(
         "builds": builds, "started_at": utc_now()})
 
     say(f"night {options.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
-    from e2e.execute._ray import executor_from
+    from e2e.execute import executor_from
 
     runner = executor_from(cfg.experiment.executor, options.executor)
     session = SessionOptions(progress=options.progress, say=say, servers=servers)
@@ -276,7 +276,7 @@ def run_nightly(
     records: tuple[RunRecord, ...] = ()
     if folder.is_dir():
         records, unreadable = load_records(folder)
-        problems += [w.message for w in unreadable]
+        problems += list(unreadable)
         cells += load_cells(list(records), prefix=prefix)
     if cfg.settings.gsm8k.enabled:
         g_cells, g_problems = gsm8k_cells(cfg, experiment, root, results, say, gsm8k_runner,

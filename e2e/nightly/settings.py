@@ -24,11 +24,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from e2e.analysis._aggregate import METRICS, Metric
-from e2e.load._bursts import WARN_SHARE
+from e2e.analysis import METRICS, Metric
+from e2e.load import WARN_SHARE
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
-from e2e.analysis._headline import BURST_SHARE, SERVER_VERIFY_STEP
+from e2e.analysis import BURST_SHARE, SERVER_VERIFY_STEP
 
 __all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS",
            "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",

@@ -1,14 +1,15 @@
-"""Renderers: one per format, each turns a ``Summary`` into bytes and does no I/O.
-
-``render_markdown`` -> str (the report text; encode as UTF-8 to write it),
-``render_csv`` -> {file name: bytes}, ``render_plots`` -> {file name: PNG bytes}.
-``e2e.render._report`` owns where the bytes go.
+"""Every writer of bytes for a report: Markdown, CSV, PNG, JSON; ``build_report`` reads a
+results folder, aggregates and writes them.
 """
 
-from __future__ import annotations
-
+from e2e.render._json import dumps, gsm8k_json, report_json, run_json
+from e2e.render._markdown import headline_metric
+from e2e.render._report import ReportOutput, build_report
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
 
-__all__ = ["render_markdown", "render_csv", "render_plots"]
+__all__ = [
+    "ReportOutput", "build_report", "dumps", "gsm8k_json", "headline_metric", "render_csv",
+    "render_markdown", "render_plots", "report_json", "run_json"
+]

@@ -16,10 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis._aggregate import Summary
+from e2e.analysis import Summary
 from e2e.gsm8k.agreement import Agreement
 from e2e.gsm8k.summary import ArmSummary, GSM8KReport, Section
-from e2e.results._records import RunRecord
+from e2e.results import RunRecord
 
 __all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]
 

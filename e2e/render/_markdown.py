@@ -9,9 +9,9 @@ is defined.
 
 from __future__ import annotations
 
-from e2e.analysis import _stats as stats
+from e2e import analysis
 from e2e.render._forest import comparison_plot_names
-from e2e.analysis._aggregate import (
+from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
     MIN_RUNS,
@@ -327,7 +327,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
         "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
         "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
-        f"a run-to-run noise below {stats.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
+        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
         "half the noise pooled across the metric's other comparisons when that is larger (warned). "
         f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
         "comparisons.")

@@ -13,7 +13,7 @@ import io
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.analysis._aggregate import Summary
+from e2e.analysis import Summary
 from e2e.render._forest import render_comparison_plots
 
 __all__ = ["render_plots"]

@@ -20,15 +20,15 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from e2e.analysis._aggregate import ReportWarning, Summary, select, summarize
+from e2e.analysis import ReportWarning, Summary, equivalence_of, select, summarize
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_bytes
-from e2e.results._records import RunRecord
-from e2e.render import render_csv, render_markdown, render_plots
+from e2e.results import load_records
+from e2e.render._csv import render_csv
+from e2e.render._markdown import render_markdown
+from e2e.render._plots import render_plots
 
-__all__ = ["ReportOutput", "build_report", "load_records", "REPORT_DIR"]
+__all__ = ["ReportOutput", "build_report", "REPORT_DIR"]
 
 REPORT_DIR = "report"
 
@@ -49,34 +49,6 @@ class ReportOutput:
         return (self.markdown_path, *self.csv_paths, *self.plot_paths)
 
 
-def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[ReportWarning, ...]]:
-    """Every ``*/run.json`` directly under ``results_dir``, sorted by folder name, and a
-    warning for each one that could not be read or validated."""
-    results_dir = Path(results_dir)
-    if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
-    records: list[RunRecord] = []
-    problems: list[ReportWarning] = []
-    for path in sorted(results_dir.glob("*/run.json")):
-        try:
-            records.append(RunRecord.model_validate_json(path.read_bytes()))
-        except OSError as exc:
-            problems.append(ReportWarning(f"skipped {path.parent.name}/run.json: cannot read it ({exc.strerror})"))
-        except ValidationError as exc:
-            problems.append(ReportWarning(
-                f"skipped {path.parent.name}/run.json: not a valid run record "
-                f"({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})"))
-    return tuple(records), tuple(problems)
-
-
-def equivalence_of(records) -> float:
-    """The equivalence band (±%) of the records' config snapshot (the largest if they
-    differ; 1 % when none says)."""
-    bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
-    bands = [float(b) for b in bands if b is not None]
-    return max(bands) if bands else 1.0
-
-
 def build_report(
     results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main",
     only: dict[str, str] | None = None, confidence: float | None = None,
@@ -88,7 +60,8 @@ def build_report(
     holds no readable run, when its runs are not comparable (naming the field that differs),
     or when a file cannot be written."""
     results_dir = Path(results_dir)
-    records, problems = load_records(results_dir)
+    records, unread = load_records(results_dir)
+    problems = tuple(ReportWarning(message) for message in unread)
     if only:
         try:
             records = tuple(select(records, only))

@@ -19,14 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from e2e.host._affinity import Placement
-from e2e.load._bursts import BurstSummary
 from e2e.config import RunSpec
-from e2e.host._noise import HostNoise
-from e2e.load._clientstats import ClientStats
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
-           "PluginInfo", "PlacementInfo", "RunRecord"]
+           "PluginInfo", "PlacementInfo", "RunRecord",
+           "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
 
 SCHEMA_VERSION = 3
 
@@ -34,6 +31,155 @@ SCHEMA_VERSION = 3
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+
+# --- affinity: written by e2e.host ---
+
+class Placement(BaseModel):
+    """What was asked and what was applied, for run.json. ``applied`` is None when nothing
+    was pinned (no set asked, or the OS refused it: ``refused`` says why); ``allowed`` is the
+    mask read back afterwards."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str = Field(description="What was placed: 'load generator' or 'server'.")
+    requested: str | None = Field(None, description="The CPU set as configured, e.g. '0-1'.")
+    applied: list[int] | None = Field(None, description="Cores pinned to; None: unpinned.")
+    refused: str | None = Field(None, description="Why the OS refused the set (ran unpinned).")
+    allowed: list[int] = Field(default_factory=list,
+                               description="Cores the target may run on, read back.")
+
+
+class ProcessPlacement(BaseModel):
+    """One process of a group and the cores its threads may use (union over threads)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pid: int
+    name: str
+    threads: int
+    cores: list[int]
+
+
+# --- noise: written by e2e.host ---
+
+class ProcessCPU(_Record):
+    """One process: CPU seconds used (in a snapshot: since it started; in HostNoise: during
+    the run) and that as a share of one core over the run."""
+
+    pid: int
+    name: str
+    cpu_s: float
+    share: float | None = None
+    ppid: int | None = None
+    pgid: int | None = None
+    start_ticks: int | None = None
+
+
+class GPUDevice(_Record):
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    utilization_pct: float | None = None
+
+
+class GPUProcess(_Record):
+    pid: int
+    name: str
+    gpu: str | None = None
+    used_mib: float | None = None
+
+
+class GPUState(_Record):
+    """What the GPU tool said. ``tool`` None: neither nvidia-smi nor rocm-smi is installed
+    (``detail`` says so); ``error`` set: the tool ran and failed (recorded, not raised)."""
+
+    tool: str | None = None
+    detail: str | None = None
+    error: str | None = None
+    devices: list[GPUDevice] = Field(default_factory=list)
+    processes: list[GPUProcess] = Field(default_factory=list)
+
+
+class HostNoise(_Record):
+    """What else used the host during a run; goes into run.json."""
+
+    wall_s: float
+    cpus_online: int
+    loadavg_before: tuple[float, float, float]
+    loadavg_after: tuple[float, float, float]
+    host_busy_cpu_s: float = Field(description="All CPU time used on the host (/proc/stat).")
+    own_cpu_s: float = Field(description="CPU time of the run's own processes.")
+    other_cpu_s: float = Field(description="host busy - own: everything else, in CPU seconds.")
+    other_cpu_share: float = Field(description="other_cpu_s / wall_s: cores' worth of others.")
+    unattributed_cpu_s: float = Field(description="other CPU no visible process accounts for.")
+    steal_s: float = Field(description="CPU seconds the hypervisor gave to someone else.")
+    steal_share: float
+    top_other: list[ProcessCPU] = Field(description="Busiest other processes, by CPU used.")
+    governors: dict[str, str] | None = None
+    freq_mhz_before: dict[str, float] | None = None
+    freq_mhz_after: dict[str, float] | None = None
+    gpu_before: GPUState = Field(default_factory=GPUState)
+    gpu_after: GPUState = Field(default_factory=GPUState)
+    gpu_other_processes: list[GPUProcess] = Field(
+        default_factory=list, description="Processes not the run's own that held a GPU.")
+
+
+# --- bursts: written by e2e.load ---
+
+class BurstSummary(BaseModel):
+    """A run's burst-delivered requests, for run.json and the run summary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rule: str = Field(description="The rule, in words.")
+    reference: str = Field(description="'server TPOT' or 'E2E latency': what spread is "
+                                       "measured against.")
+    threshold: float
+    warn_share: float
+    held_limit: float = Field(description="share below which a burst is TPOT-affected.")
+    judged: int = Field(description="Requests judged (ok, at least 3 content chunks).")
+    flagged: int = Field(description="Burst-delivered requests (spread < threshold).")
+    share: float | None = Field(None, description="flagged / judged; None when none judged.")
+    flagged_indices: list[int] = Field(default_factory=list)
+    tpot_affected: int = Field(0, description="Burst-delivered with their decode time in TTFT.")
+    tpot_affected_share: float | None = None
+    tpot_affected_indices: list[int] = Field(default_factory=list)
+    spread_median: float | None = None
+    spread_min: float | None = None
+    affected: bool = Field(False, description="tpot_affected_share > warn_share: the run's "
+                                              "client TPOT is burst-affected.")
+    itl_affected: bool = Field(False, description="share > warn_share: inter-chunk latency "
+                                                  "is burst-affected.")
+    warnings: list[str] = Field(default_factory=list)
+
+
+# --- clientstats: written by e2e.load ---
+
+class ClientStats(BaseModel):
+    """The load generator's own cost over one load (all client processes together)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workers: int
+    wall_s: float
+    cpu_s: float
+    chunks: int
+    cpu_us_per_chunk: float | None
+    core_share: float
+    loop_lag_ms_max: float
+    loop_lag_ms_p99: float
+    wait_share: float | None = None
+    """The most any client process waited for a core, over the wall time (None: unknown)."""
+    saturated: bool
+    saturated_because: str | None = None
+    event_loop: str | None = None
+    """'uvloop' or 'asyncio' (None: a record from before e2e chose the loop)."""
+
+
+# --- the run ---
 
 class RequestRecord(_Record):
     """One measured request. Times are seconds since the run's load started (monotonic)."""

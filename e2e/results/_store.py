@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from pydantic import ValidationError
+
 from e2e.config import EvalSpec, Unit
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir
 from e2e.results._records import RequestRecord, RunRecord
 
-__all__ = ["experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
+__all__ = ["load_records", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
            "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
            "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
 
@@ -181,3 +183,24 @@ def next_repeat(results: Path, experiment: str, cell: str) -> int:
     while (root / f"{cell}-r{k}").exists():
         k += 1
     return k
+
+
+def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, ...]]:
+    """Every ``*/run.json`` directly under ``results_dir``, sorted by folder name, and a
+    message for each one that could not be read or validated (the report shows them as
+    warnings)."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+    records: list[RunRecord] = []
+    problems: list[str] = []
+    for path in sorted(results_dir.glob("*/run.json")):
+        try:
+            records.append(RunRecord.model_validate_json(path.read_bytes()))
+        except OSError as exc:
+            problems.append(f"skipped {path.parent.name}/run.json: cannot read it ({exc.strerror})")
+        except ValidationError as exc:
+            problems.append(
+                f"skipped {path.parent.name}/run.json: not a valid run record "
+                f"({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})")
+    return tuple(records), tuple(problems)

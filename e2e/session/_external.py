@@ -20,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from e2e.arms import ServerLaunch, server_launch
+from e2e.arms import ServerLaunch
+from e2e.session._launch import server_launch
 from e2e.errors import ConfigError, ServerError
 from e2e.session._servers import Servers
 

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from e2e.results._records import PluginInfo
+from e2e.results import PluginInfo
 
 __all__ = ["plugin_check", "check_plugin", "applied_settings"]
 

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import httpx
 
-from e2e.host._affinity import Placement, spawn_pinned
+from e2e.host import spawn_pinned
+from e2e.results import Placement
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ServerBusyError, ServerError, ServerStartError
-from e2e.host._noise import require_quiet, snapshot, with_descendants
+from e2e.host import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home
 from e2e.shield import shielded
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from e2e.arms import ServerLaunch, server_launch
+from e2e.arms import ServerLaunch
+from e2e.session._launch import server_launch
 from e2e.session._server import ServerOptions, serve
 
 __all__ = ["ServerHandle", "Servers"]

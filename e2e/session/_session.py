@@ -32,15 +32,16 @@ from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.session._plugin_check import check_plugin
 from e2e.session._provenance import provenance
-from e2e.results._records import PlacementInfo, PluginInfo, ServerInfo
-from e2e.host._affinity import describe_affinity
+from e2e.results import PlacementInfo, PluginInfo, ServerInfo
+from e2e.host import describe_affinity
 from e2e.session._external import external_servers
-from e2e.host._noise import HostNoise, noise, snapshot, with_descendants
+from e2e.host import noise, snapshot, with_descendants
+from e2e.results import HostNoise
 from e2e.session._server import ServerOptions
 from e2e.session._servers import ServerHandle, Servers
 from e2e.shield import shielded
-from e2e.results._store import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
-from e2e.load._workload import Workloads
+from e2e.results import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
+from e2e.session._workloads import Workloads
 
 __all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "run_unit",
            "redacted_config", "servers_for"]

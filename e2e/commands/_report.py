@@ -1,0 +1,78 @@
+"""``e2e report``: a results folder rendered as Markdown, CSV and PNG (and GSM8K's tables)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.commands._options import JsonOpt
+from e2e.console import err, guard, out
+
+__all__ = ["report", "write_report"]
+
+
+def _only(items: list[str] | None) -> dict[str, str]:
+    from e2e.errors import ConfigError
+
+    out_: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--only {item!r}: give FIELD=VALUE, e.g. output_len=128")
+        out_[key.strip()] = value.strip()
+    return out_
+
+
+def write_report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
+            only: dict[str, str] | None = None, json_: bool = False,
+            confidence: float | None = None) -> None:
+    from e2e.gsm8k import load_report, render_csv, render_markdown
+    from e2e.paths import atomic_write_bytes
+    from e2e.render import build_report
+
+    folder = Path(folder)
+    gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
+    output = None
+    if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
+        output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
+                              only=only, confidence=confidence)
+    if json_:
+        from e2e.render import dumps, gsm8k_json, report_json
+
+        # e2e.render._report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
+        # e2e.gsm8k for one with GSM8K results only
+        document = report_json(output.summary) if output is not None else gsm8k_json(gsm8k)
+        if output is not None and gsm8k is not None:
+            document["gsm8k"] = gsm8k_json(gsm8k)
+        sys.stdout.write(dumps(document) + "\n")
+    console = err if json_ else out
+    if output is not None:
+        console.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
+        err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
+    if gsm8k is not None:
+        text = render_markdown(gsm8k)
+        atomic_write_bytes(folder / "report" / "gsm8k.md", text)
+        atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
+        console.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
+        err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
+
+
+def report(
+    results_dir: Annotated[Path, typer.Argument(
+        help="An experiment's results folder, e.g. results/default.")],
+    report_from_run: Annotated[Optional[int], typer.Option(
+        help="First reported run of each cell (default: the config's report_from_run).",
+        min=1)] = None,
+    baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
+    only: Annotated[Optional[list[str]], typer.Option(
+        "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
+        "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
+        "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Render a results folder: Markdown (PR-description tables), CSV and PNG plots."""
+    guard(lambda: write_report(results_dir, report_from_run, baseline, _only(only), json_))
+

@@ -1,0 +1,132 @@
+"""``e2e sweep``: the experiment matrix, interleaved in rounds and resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.commands._options import (BaseUrlOpt, BurstinessOpt, ClientCpusOpt, ConfigOpt,
+                                   ExecutorOpt, LockWaitOpt, MaxConcOpt, NoPluginCheckOpt,
+                                   RateOpt, RequireQuietOpt, ResultsOpt, ServerCpusOpt, SloOpt,
+                                   WorkersOpt, csv_list, with_flags)
+from e2e.commands._report import write_report
+from e2e.config import load_experiment
+from e2e.console import guard, out, print_run, say
+
+__all__ = ["sweep"]
+
+
+def sweep(
+    arms: Annotated[Optional[str], typer.Option(
+        "--arms", help="Comma-separated arms (default: all of the config's, in its order).")] = None,
+    concurrency: Annotated[Optional[list[int]], typer.Option(
+        "--concurrency", help="Concurrency to run; repeat the flag for several (default: config).")] = None,
+    dspark: Annotated[bool, typer.Option("--dspark", help="Only with the speculator.")] = False,
+    no_dspark: Annotated[bool, typer.Option("--no-dspark", help="Only without it.")] = False,
+    both: Annotated[bool, typer.Option("--both", help="With and without it (the default).")] = False,
+    runs: Annotated[Optional[int], typer.Option(
+        help="Runs per cell (default: the config's repeats).", min=1)] = None,
+    max_attempts: Annotated[int, typer.Option(
+        help="Attempts per run before an invalid run is given up.", min=1)] = 2,
+    fail_fast: Annotated[bool, typer.Option(
+        "--fail-fast", help="Stop at the first run given up (default: move on).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
+    report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
+    until_settled: Annotated[bool, typer.Option(
+        "--until-settled", help="Keep adding whole rounds until every headline comparison is "
+        "settled (a difference beyond the minimum effect, or equivalent within the band), with "
+        "alpha spent over the looks so peeking adds no false calls; needs --max-runs.")] = False,
+    max_runs: Annotated[Optional[int], typer.Option(
+        "--max-runs", help="With --until-settled: at most this many runs per cell.", min=1)] = None,
+    prompts_per_concurrency: Annotated[Optional[int], typer.Option(
+        help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
+    input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
+    output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
+    lock_wait: LockWaitOpt = None,
+    base_url: BaseUrlOpt = None,
+    slo: SloOpt = None,
+    server_cpus: ServerCpusOpt = None,
+    client_cpus: ClientCpusOpt = None,
+    require_quiet: RequireQuietOpt = None,
+    client_workers: WorkersOpt = None,
+    request_rate: RateOpt = None,
+    burstiness: BurstinessOpt = None,
+    max_concurrency: MaxConcOpt = None,
+    no_plugin_check: NoPluginCheckOpt = False,
+    executor: ExecutorOpt = None,
+    config: ConfigOpt = None,
+    results: ResultsOpt = Path("results"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Run the experiment matrix: arms x concurrencies x spec modes x runs, interleaved
+    (round k of every cell before round k+1, arm order rotated), resumable."""
+
+    def body() -> None:
+        from e2e.errors import ConfigError
+        from e2e.pipeline import sweep as run_matrix
+        from e2e.plan import make_plan
+        from e2e.execute import describe_cluster_plan, executor_from
+        from e2e.session import SessionOptions
+        from e2e.execute import describe_plan
+
+        if sum([dspark, no_dspark, both]) > 1:
+            raise ConfigError("give at most one of --dspark, --no-dspark, --both")
+        modes = [True] if dspark else [False] if no_dspark else [False, True]
+        experiment = with_flags(
+            load_experiment(config), lock_wait=lock_wait, base_url=base_url,
+            server_cpus=server_cpus, require_quiet=require_quiet, slo=slo,
+            client_cpus=client_cpus, client_workers=client_workers, request_rate=request_rate,
+            burstiness=burstiness, max_concurrency=max_concurrency,
+            prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
+            output_len=output_len)
+        plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
+                         spec_modes=modes, runs=runs)
+        if dry_run:
+            for line in describe_plan(experiment, plan, results):
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
+            if (executor or experiment.executor.kind) == "ray":
+                for line in describe_cluster_plan(experiment, plan, results):
+                    out.print(line, highlight=False, soft_wrap=True, markup=False)
+            return
+        runner = executor_from(experiment.executor, executor)
+        session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
+        on_unit = lambda folder, record: print_run(folder, record, brief=True)  # noqa: E731
+        confidence = None
+        if until_settled or max_runs is not None:
+            from e2e.pipeline import sweep_until_settled
+
+            if not (until_settled and max_runs):
+                raise ConfigError("--until-settled and --max-runs N go together")
+            outcome, settlement = sweep_until_settled(
+                experiment, results, max_runs=max_runs, arms=csv_list(arms),
+                concurrencies=concurrency, spec_modes=modes, session=session,
+                max_attempts=max_attempts, on_unit=on_unit, executor=runner)
+            confidence = settlement.look_confidence
+            out.print(f"until settled: {'settled' if settlement.settled else 'not settled'} "
+                      f"after {settlement.rounds} reported round(s); the report's intervals are "
+                      f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks)",
+                      highlight=False)
+        else:
+            outcome, _ = run_matrix(
+                experiment, results, arms=csv_list(arms), concurrencies=concurrency,
+                spec_modes=modes, runs=runs, session=session, executor=runner,
+                max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit,
+                report=False)  # rendered below, with any GSM8K results
+        if outcome.stopped_early:
+            out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
+                      highlight=False)
+        out.print(f"sweep: {len(outcome.ran)} run(s) made, {len(outcome.skipped)} already done, "
+                  f"{len(outcome.invalid)} invalid, {len(outcome.given_up)} given up", highlight=False)
+        for run_id in outcome.given_up:
+            out.print(f"  [red]given up:[/] {run_id} (see its run.json; attempts count across "
+                      "reruns: rerun with a higher --max-attempts to try again)", highlight=False)
+        if report:
+            write_report(results / experiment.name, confidence=confidence)
+        if outcome.given_up:
+            raise SystemExit(1)
+
+    guard(body)
+

@@ -1,0 +1,71 @@
+"""A night's cells and their verdicts, the values the judge, the change points, the history and
+the renderers pass between them (no logic beyond a label and a median)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from e2e import analysis
+
+__all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName"]
+
+VerdictName = Literal["regressed", "improved", "noise", "too few runs", "no baseline",
+                      "new cell", "missing", "not judged", "no samples"]
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    kind: str          # "load" or "gsm8k"
+    arm: str
+    concurrency: int   # 0 for GSM8K
+    spec_mode: str
+    metric: str
+
+    def label(self) -> str:
+        if self.kind == "gsm8k":
+            return f"{self.arm} GSM8K {self.spec_mode}"
+        return f"{self.arm} c{self.concurrency} {self.spec_mode}"
+
+
+@dataclass(frozen=True)
+class NightCell:
+    """One metric of one cell of one night: its reported runs' values and run folders."""
+
+    key: CellKey
+    values: tuple[float, ...]
+    repeats: tuple[int, ...] = ()
+    run_dirs: tuple[str, ...] = ()
+
+    @property
+    def median(self) -> float:
+        return analysis.median_range(self.values).median
+
+    @property
+    def low(self) -> float:
+        return min(self.values)
+
+    @property
+    def high(self) -> float:
+        return max(self.values)
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """Tonight's cell against the baseline's. ``pct`` is the change in % (load metrics) or
+    in percentage points (GSM8K); ``interval`` the change's interval in the same unit;
+    ``p_value`` the GSM8K McNemar p; ``floor_pp`` the documents tonight's own servers
+    disagree on, in pp (the repeat-of-main floor, for information); ``source`` why this
+    metric is the headline (ms per verify step from the server's TPOT)."""
+
+    key: CellKey
+    verdict: VerdictName
+    tonight: NightCell | None
+    baseline: NightCell | None
+    threshold: float | None = None
+    pct: float | None = None
+    interval: tuple[float, float] | None = None
+    floor_pp: float | None = None
+    reason: str = ""
+    p_value: float | None = None
+    source: str = ""

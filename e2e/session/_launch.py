@@ -1,0 +1,47 @@
+"""Resolve an arm into its server launch: the build (a managed environment is created when
+needed), the model, the flags, the environment and the plugin settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from e2e.arms import ARM_ENV, PLUGIN_ENV, ServerLaunch
+from e2e.config import Experiment
+from e2e.kinds import KINDS
+from e2e.session._builds import prepare, python_path
+from e2e.session._tinymodel import model_path, resolve_model
+
+__all__ = ["server_launch"]
+
+
+def server_launch(
+    experiment: Experiment, arm: str, *, dspark: bool, python: Path | None = None,
+    progress=lambda message: None, dry: bool = False,
+) -> ServerLaunch:
+    """Resolve an arm into its server launch: build (creating a managed env if needed), model,
+    flags, environment and plugin settings. ``dry`` builds nothing: it names the paths a
+    build would have."""
+    settings = experiment.arm(arm)
+    server = experiment.server
+    build = settings.build or server.build
+    build_info: dict = {"kind": build.kind}
+    if python is None:
+        if dry:
+            python = python_path(build)
+        else:
+            prepared = prepare(build, progress=progress)
+            python, build_info = prepared.python, prepared.describe()
+    model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
+    args = ["--model", model, *server.args, *settings.args]
+    kind = KINDS[server.kind]
+    if dspark:
+        args += kind.speculative_args(experiment.speculator("dspark"))
+    if server.api_key:
+        args += ["--api-key", server.api_key]
+    env = {**server.env, **settings.env, ARM_ENV: arm}
+    if settings.plugin:
+        env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
+    return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
+                        host=server.host, model=model, model_hash=model_hash,
+                        api_key=server.api_key, build=build_info, kind=kind)
