@@ -399,6 +399,9 @@ class RunSpec(_Strict):
             raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None
 
 
+GSM8K_CONCURRENCY = 32  # requests lm-eval keeps in flight, by default
+
+
 class EvalSpec(_Strict):
     """A GSM8K unit: an arm's ``repeat``-th fresh server running one lm-eval GSM8K evaluation
     (5-shot, strict-match, greedy) of the first ``limit`` test documents (None: all) with

@@ -55,11 +55,10 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
 def headline_pairs(summary) -> list[tuple[dict[int, float], dict[int, float]]]:
     """Per headline comparison of a summary (each arm against the baseline, the headline
     metric of each cell): (arm values by round, baseline values by round)."""
-    from e2e.render import headline_metric
 
     pairs = []
     for comp in summary.comparisons:
-        if comp.metric != headline_metric(comp.concurrency, comp.spec_mode):
+        if comp.metric != analysis.headline_metric(comp.concurrency, comp.spec_mode):
             continue
         arm = summary.cell(comp.arm, comp.concurrency, comp.spec_mode, comp.metric)
         base = summary.cell(comp.baseline, comp.concurrency, comp.spec_mode, comp.metric)

@@ -165,18 +165,19 @@ FACES = {
         "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
         "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters",
         "finalize", "finalize_unit", "load_records", "new_partial_dir", "next_attempt_dir",
-        "next_repeat", "read_requests", "read_run", "record_name", "unit_dir", "unit_state",
-        "utc_now", "write_requests", "write_run"],
+        "next_repeat", "read_requests", "read_run", "record_name", "resume_state", "unit_dir",
+        "unit_state", "utc_now", "write_requests", "write_run"],
     "e2e.analysis": [
-        "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER",
+        "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER", "HEADLINE",
         "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
         "ReportWarning", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Summary",
-        "burst_affected", "compare_runs", "equivalence_of", "format_advice", "median_range",
-        "metric", "parse_effect", "runs_advice", "runs_needed", "select", "settled",
-        "summarize", "verdict_for"],
+        "burst_affected", "compare_runs", "equivalence_of", "format_advice", "headline_for",
+        "headline_metric", "median_range", "metric", "parse_effect", "runs_advice",
+        "runs_needed", "select", "server_twin", "settled", "summarize", "verdict_for"],
     "e2e.host": [
-        "describe_affinity", "noise", "pinned_process", "require_quiet", "snapshot",
-        "spawn_pinned", "spread_cores", "with_descendants"],
+        "cpu_model", "describe_affinity", "group_members", "noise", "pinned_process",
+        "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores",
+        "with_descendants"],
     "e2e.load": [
         "LoadWorkload", "WARN_SHARE", "arrival_times"],
     "e2e.session": [
@@ -184,8 +185,8 @@ FACES = {
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python",
         "run_unit", "server_launch"],
     "e2e.render": [
-        "ReportOutput", "build_report", "dumps", "gsm8k_json", "headline_metric", "render_csv",
-        "render_markdown", "render_plots", "report_json", "run_json"],
+        "ReportOutput", "build_report", "dumps", "gsm8k_json", "render_csv", "render_markdown",
+        "render_plots", "report_json", "run_json"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

@@ -7,7 +7,8 @@ import pytest
 
 from e2e.config import RunSpec
 from e2e.errors import ConfigError
-from e2e.execute._executor import LocalExecutor, format_eta
+from e2e.execute._executor import LocalExecutor
+from e2e.execute._progress import format_eta
 from e2e.plan import make_plan
 from e2e.results._store import unit_state as _unit_state
 from e2e.results._records import RunRecord, ServerInfo
@@ -131,10 +132,10 @@ def test_fail_fast_stops_at_the_first_run_given_up(tmp_path, default_experiment,
 
 
 def test_eta_comes_from_the_units_made_so_far(tmp_path, default_experiment, monkeypatch):
-    import e2e.execute._executor as executor
+    import e2e.execute._progress as progress
 
     clock = iter(range(0, 1000, 30))  # every unit takes 30 s of (fake) wall time
-    monkeypatch.setattr(executor.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
     plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=2)
 
     def ok(experiment, spec, results):

@@ -151,7 +151,7 @@ def test_engine_killed_mid_run(default_experiment, server_python, tmp_path, monk
 
 
 def _group(pgid: int) -> list[int]:
-    from e2e.session._server import _group_members
+    from e2e.host import group_members as _group_members
 
     return _group_members(pgid)
 

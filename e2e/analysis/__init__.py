@@ -9,7 +9,8 @@ from e2e.analysis._aggregate import (
 )
 from e2e.analysis._planning import RunsAdvice, format_advice, parse_effect, runs_advice
 from e2e.analysis._headline import (
-    BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP, burst_affected
+    BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
+    headline_metric, server_twin
 )
 from e2e.analysis._stats import (
     DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, settled,
@@ -17,10 +18,10 @@ from e2e.analysis._stats import (
 )
 
 __all__ = [
-    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER",
+    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER", "HEADLINE",
     "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
     "ReportWarning", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Summary",
-    "burst_affected", "compare_runs", "equivalence_of", "format_advice", "median_range",
-    "metric", "parse_effect", "runs_advice", "runs_needed", "select", "settled", "summarize",
-    "verdict_for"
+    "burst_affected", "compare_runs", "equivalence_of", "format_advice", "headline_for",
+    "headline_metric", "median_range", "metric", "parse_effect", "runs_advice", "runs_needed",
+    "select", "server_twin", "settled", "summarize", "verdict_for"
 ]

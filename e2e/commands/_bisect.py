@@ -28,20 +28,23 @@ def load_bisect_config(path: Path):
     return load_experiment(path), None
 
 
-def _defaults(nightly, spec_mode: str, metric: str | None, runs: int | None,
+def _defaults(nightly, concurrency: int, spec_mode: str, metric: str | None, runs: int | None,
               threshold: float | None, experiment) -> tuple[str, int, float]:
-    """The metric, runs and threshold a nightly config judges the cell with, where not given."""
+    """The metric, runs and threshold a nightly config judges the cell with, where not given:
+    the cell's headline (``e2e.analysis.headline_for``, built from the TPOT the nightly's
+    ``verify_step_from`` names) unless the nightly's thresholds judge another metric."""
+    from e2e.analysis import HEADLINE, headline_for, headline_metric, server_twin
+
     table = dict(nightly.settings.thresholds.get(spec_mode, {})) if nightly else {}
+    tpot_from = nightly.settings.verify_step_from if nightly else "client"
     if metric is None:
-        if table:
-            metric = next(iter(table))
-            if metric == "ms_per_verify_step" and nightly.settings.verify_step_from == "server":
-                metric = "server_ms_per_verify_step"
-        else:
-            metric = "server_tpot_ms_mean" if spec_mode == "base" else "ms_per_verify_step"
+        first = next(iter(table), HEADLINE)
+        metric = (headline_for(concurrency, spec_mode, tpot_from=tpot_from) if first == HEADLINE
+                  else first)
     if threshold is None:
-        key = "ms_per_verify_step" if metric == "server_ms_per_verify_step" else metric
-        threshold = table.get(key, table.get(metric, 2.0))
+        client = headline_metric(concurrency, spec_mode)
+        threshold = table.get(metric, table.get(HEADLINE if metric in (client, server_twin(client))
+                                                else metric, 2.0))
     runs = runs or (nightly.runs if nightly else experiment.repeats)
     return metric, runs, float(threshold)
 
@@ -88,7 +91,8 @@ def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, run
     from e2e.nightly.settings import default_nightly_path, nightly_metric
 
     experiment, nightly = load_bisect_config(config or default_nightly_path())
-    metric, runs, threshold = _defaults(nightly, spec_mode, metric, runs, threshold, experiment)
+    metric, runs, threshold = _defaults(nightly, concurrency, spec_mode, metric, runs,
+                                           threshold, experiment)
     try:
         nightly_metric(metric)
     except KeyError as exc:

@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.config import load_experiment
+from e2e.config import GSM8K_CONCURRENCY, load_experiment
 from e2e.console import err, guard, out, print_run, say
-from e2e.gsm8k.run import DEFAULT_CONCURRENCY, Runner, resolve_plan, run_gsm8k
 
 __all__ = ["gsm8k_command"]
 
@@ -25,7 +24,7 @@ def gsm8k_command(
     limit: Annotated[Optional[int], typer.Option(
         help="Evaluate only the first N test documents (default: all 1319).", min=1)] = None,
     concurrency: Annotated[int, typer.Option(
-        help="Requests lm-eval keeps in flight.", min=1)] = DEFAULT_CONCURRENCY,
+        help="Requests lm-eval keeps in flight.", min=1)] = GSM8K_CONCURRENCY,
     data: Annotated[Optional[Path], typer.Option(
         help="Folder with GSM8K train.jsonl and test.jsonl (offline); default: the hub "
              "dataset through lm-eval's own gsm8k task.")] = None,
@@ -49,6 +48,8 @@ def gsm8k_command(
 
     def body() -> None:
         experiment = load_experiment(config)
+        from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+
         plan = resolve_plan(experiment, arms=arms, dspark=dspark, limit=limit,
                             concurrency=concurrency, data=data, results=results)
         console = err if json_ else out

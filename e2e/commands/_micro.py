@@ -9,8 +9,6 @@ import typer
 
 from e2e.console import guard, say
 from e2e.console import out as output
-from e2e.kernels.micro import (BENCH_PATHS, DEFAULT_ROWS, MicroSpec, parse_int_list,
-                               render_markdown, run_micro, write_outputs)
 
 __all__ = ["micro_command"]
 
@@ -32,6 +30,9 @@ def micro_command(
     """Micro-benchmark the packing paths (µs per call, eager and in a CUDA graph)."""
 
     def body() -> None:
+        from e2e.kernels.micro import (BENCH_PATHS, DEFAULT_ROWS, MicroSpec, parse_int_list,
+                                       render_markdown, run_micro, write_outputs)
+
         spec = MicroSpec(rows=parse_int_list(rows, DEFAULT_ROWS), cols=cols, runs=runs,
                          report_from=report_from, calls=calls, graph_calls=graph_calls,
                          paths=tuple(p.strip() for v in (paths or [",".join(BENCH_PATHS)])

@@ -8,10 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.analysis import format_advice, metric, parse_effect, runs_advice, summarize
 from e2e.console import guard, out
 from e2e.errors import ConfigError
-from e2e.results import load_records
 
 __all__ = ["plan_target_effect"]
 
@@ -31,6 +29,9 @@ def plan_target_effect(
     """Say how many runs each cell needs for a target minimal detectable effect."""
 
     def body() -> None:
+        from e2e.analysis import format_advice, metric, parse_effect, runs_advice, summarize
+        from e2e.results import load_records
+
         target = parse_effect(target_effect)
         for key in metric_key or []:
             try:

@@ -15,16 +15,16 @@ the one source of truth; units are whole folders).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from e2e.config import Unit
+from e2e.execute._progress import ProgressClock
 from e2e.results import unit_state
 
-__all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "format_eta", "blocks",
+__all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "blocks",
            "block_key", "SessionUnit"]
 
 RunUnit = Callable[[Unit], "tuple[Path, Any]"]
@@ -52,28 +52,6 @@ class Executor(Protocol):
             say: Callable[[str], None] = lambda message: None) -> Outcome: ...
 
 
-def format_eta(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
-
-
-@dataclass
-class _Clock:
-    """ETA from the wall time of the units made so far (skipped ones cost nothing)."""
-
-    to_make: int
-    made: int = 0
-    spent: float = 0.0
-
-    def eta(self) -> str:
-        if self.made == 0:
-            return "ETA after the first unit"
-        left = max(self.to_make - self.made, 0)
-        return f"ETA {format_eta(self.spent / self.made * left)}"
-
-
 class LocalExecutor:
     """Every unit on this host, one at a time, in the plan's order."""
 
@@ -83,8 +61,9 @@ class LocalExecutor:
             say: Callable[[str], None] = lambda message: None) -> Outcome:
         outcome = Outcome()
         states = [unit_state(results, experiment, u) for u in units]
-        clock = _Clock(to_make=sum(not s.done and s.attempts < max_attempts for s in states))
-        total, finished = len(units), 0
+        clock = ProgressClock(to_make=sum(not s.done and s.attempts < max_attempts
+                                          for s in states))
+        total = len(units)
         for i, (unit, state) in enumerate(zip(units, states), 1):
             if state.done:
                 outcome.skipped.append(unit.unit_id)
@@ -93,15 +72,14 @@ class LocalExecutor:
             tried = attempts < max_attempts  # a unit whose attempts are spent costs no time
             while attempts < max_attempts:
                 attempts += 1
+                clock.start()
                 say(f"[{i}/{total}] {unit.unit_id} (attempt {attempts} of {max_attempts}) · "
-                    f"{len(outcome.skipped) + finished} of {total} done · {clock.eta()}")
-                t0 = time.monotonic()
+                    f"{clock.status(len(outcome.skipped), total)}")
                 folder, record = run_unit(unit)
-                clock.spent += time.monotonic() - t0
                 outcome.ran.append(record)
                 on_unit(folder, record)
                 if record.valid:
-                    finished += 1
+                    clock.done += 1
                     break
             clock.made += tried
             if not unit_state(results, experiment, unit).done:

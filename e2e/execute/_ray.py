@@ -45,8 +45,9 @@ from typing import Any
 
 from e2e.config import ExecutorConfig, Experiment, Unit
 from e2e.errors import ConfigError, E2EError
+from e2e.execute._progress import ProgressClock
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
-                          blocks, format_eta)
+                          blocks)
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
                        unit_dir, unit_state, utc_now)
@@ -356,14 +357,9 @@ class RayExecutor:
                 queue.append((index, todo, None, 0))
         total = len(units)
         to_make = total - len(outcome.skipped)
-        state = {"done": 0, "made": 0, "t0": time.monotonic()}
+        clock = ProgressClock(to_make=to_make)
+        clock.start()
         running: dict[Any, _Flight] = {}
-
-        def eta() -> str:
-            if not state["made"]:
-                return "ETA after the first unit"
-            per = (time.monotonic() - state["t0"]) / state["made"]
-            return f"ETA {format_eta(per * max(to_make - state['made'], 0))}"
 
         def attempts_of(unit: Unit) -> int:
             return unit_state(results, experiment, unit).attempts
@@ -388,7 +384,7 @@ class RayExecutor:
                 say(f"{unit.unit_id} on {message.hostname} (node {message.node_id[:8]}, pid "
                     f"{message.pid}, block {flight.index}; attempt {message.attempt} of "
                     f"{max_attempts}) · "
-                    f"{len(outcome.skipped) + state['done']} of {total} done · {eta()}")
+                    f"{clock.status(len(outcome.skipped), total)}")
                 return
             facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,
                      "block": flight.index, "round": getattr(unit, "repeat", None),
@@ -398,11 +394,11 @@ class RayExecutor:
             outcome.ran.append(record)
             on_unit(folder, record)
             if record.valid:
-                state["done"] += 1
-                state["made"] += 1
+                clock.done += 1
+                clock.made += 1
                 flight.finished.add(unit.unit_id)
             elif message.attempt >= max_attempts:
-                state["made"] += 1
+                clock.made += 1
                 flight.finished.add(unit.unit_id)
                 give_up(unit)
 
@@ -430,7 +426,7 @@ class RayExecutor:
                 if st.done:
                     continue
                 if st.attempts >= max_attempts:
-                    state["made"] += 1
+                    clock.made += 1
                     give_up(unit)
                 else:
                     left.append(unit)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.config import EvalSpec, Experiment
+from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k import store
@@ -29,7 +29,7 @@ from e2e.session import Workloads
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k", "write_gsm8k_report"]
 
-DEFAULT_CONCURRENCY = 32
+DEFAULT_CONCURRENCY = GSM8K_CONCURRENCY
 
 
 @dataclass(frozen=True)

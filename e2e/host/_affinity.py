@@ -30,6 +30,8 @@ from collections.abc import Iterator
 
 
 from e2e.config import parse_cpus
+from e2e.host import _procfs as procfs
+from e2e.host._procfs import physical_core
 from e2e.results import Placement, ProcessPlacement
 
 __all__ = ["parse_cpus", "format_cpus", "pin_process",
@@ -49,16 +51,6 @@ def format_cpus(cores: frozenset[int] | set[int] | list[int]) -> str:
         out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
         i = j + 1
     return ",".join(out)
-
-
-def physical_core(cpu: int) -> tuple[int, int] | None:
-    """(package, core id) of a logical CPU, from sysfs; None where Linux does not say."""
-    base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
-    try:
-        with open(base + "physical_package_id") as pkg, open(base + "core_id") as core:
-            return int(pkg.read()), int(core.read())
-    except (OSError, ValueError):
-        return None
 
 
 def spread_cores(cpus) -> list[int]:
@@ -81,13 +73,6 @@ def thread_affinity(tid: int = 0) -> list[int]:
     return sorted(os.sched_getaffinity(tid))
 
 
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
-
 def _refusal(cores: frozenset[int], exc: OSError) -> str:
     online = format_cpus(os.sched_getaffinity(0)) or "?"
     return (f"the OS refused CPU set {format_cpus(cores)} ({exc.strerror or exc}); this process "
@@ -105,7 +90,7 @@ def pin_process(cpus: str | None, *, target: str = "load generator") -> Placemen
     pid = os.getpid()
     previous: dict[int, set[int]] = {}
     try:
-        for tid in _threads(pid) or [0]:
+        for tid in procfs.threads(pid) or [0]:
             try:
                 previous[tid] = os.sched_getaffinity(tid)
                 os.sched_setaffinity(tid, cores)
@@ -133,7 +118,7 @@ def pinned_process(cpus: str | None, *,
         yield placement
     finally:
         if placement.applied is not None:
-            for tid in _threads(os.getpid()) or [0]:
+            for tid in procfs.threads(os.getpid()) or [0]:
                 with contextlib.suppress(OSError):
                     os.sched_setaffinity(tid, previous)
 
@@ -163,16 +148,6 @@ def spawn_pinned(cpus: str | None, *, target: str = "server") -> Iterator[Placem
         os.sched_setaffinity(0, previous)
 
 
-def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read().decode(errors="replace")
-    except OSError:
-        return None
-    name = stat[stat.find("(") + 1:stat.rfind(")")]
-    return name, stat[stat.rfind(")") + 2:].split()
-
-
 def _group_of(pid: int) -> int:
     try:
         return os.getpgid(pid)
@@ -186,23 +161,17 @@ def group_placement(pid: int) -> list[ProcessPlacement]:
     skipped."""
     pgid = _group_of(pid)
     rows: list[ProcessPlacement] = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        member = int(entry.name)
-        parsed = _stat_fields(member)
-        if parsed is None:
-            continue
-        name, fields = parsed
-        if len(fields) < 3 or fields[0] == "Z" or int(fields[2]) != pgid:
+    for member in procfs.pids():
+        stat = procfs.proc_stat(member)
+        if stat is None or stat.state == "Z" or stat.pgid != pgid:
             continue
         cores: set[int] = set()
-        tids = _threads(member)
+        tids = procfs.threads(member)
         for tid in tids:
             with contextlib.suppress(OSError):
                 cores.update(os.sched_getaffinity(tid))
         if cores:
-            rows.append(ProcessPlacement(pid=member, name=name, threads=len(tids),
+            rows.append(ProcessPlacement(pid=member, name=stat.name, threads=len(tids),
                                          cores=sorted(cores)))
     return sorted(rows, key=lambda row: row.pid)
 

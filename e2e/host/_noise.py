@@ -31,7 +31,6 @@ naming the busiest processes by pid and name.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -43,13 +42,12 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from e2e.errors import E2EError, HostNotQuietError
+from e2e.host import _procfs as procfs
 from e2e.results import ProcessCPU, GPUDevice, GPUProcess, GPUState, HostNoise
 
 __all__ = ["HostNotQuietError", "HostSnapshot", "snapshot", "noise", "with_descendants",
            "require_quiet", "gpu_state", "parse_nvidia_smi", "parse_rocm_smi"]
 
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_STAT_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
 class _Model(BaseModel):
@@ -70,69 +68,16 @@ class HostSnapshot(_Model):
     gpu: GPUState = Field(default_factory=GPUState)
 
 
-# --- reading /proc --------------------------------------------------------------------------
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return None
-
-
-def _cpu_ticks() -> dict[str, int]:
-    text = _read("/proc/stat") or ""
-    for line in text.splitlines():
-        if line.startswith("cpu "):
-            values = [int(v) for v in line.split()[1:]]
-            return {k: values[i] for i, k in enumerate(_STAT_KINDS) if i < len(values)}
-    return {}
-
-
-def _process(pid: int) -> ProcessCPU | None:
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
-        return None
-    name = stat[stat.find("(") + 1:stat.rfind(")")]
-    fields = stat[stat.rfind(")") + 2:].split()
-    # fields[0] is field 3 of proc(5): state; ppid 4, pgrp 5, utime 14, stime 15, starttime 22
-    try:
-        return ProcessCPU(pid=pid, name=name, ppid=int(fields[1]), pgid=int(fields[2]),
-                          cpu_s=(int(fields[11]) + int(fields[12])) / _TICK,
-                          start_ticks=int(fields[19]))
-    except (IndexError, ValueError):
-        return None
-
+# --- reading /proc (through e2e.host._procfs) ------------------------------------------------
 
 def _processes() -> list[ProcessCPU]:
     rows = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            row = _process(int(entry.name))
-            if row is not None:
-                rows.append(row)
+    for pid in procfs.pids():
+        stat = procfs.proc_stat(pid)
+        if stat is not None:
+            rows.append(ProcessCPU(pid=pid, name=stat.name, ppid=stat.ppid, pgid=stat.pgid,
+                                   cpu_s=stat.cpu_s, start_ticks=stat.start_ticks))
     return rows
-
-
-def _cpufreq() -> tuple[dict[str, str] | None, dict[str, float] | None]:
-    governors: dict[str, str] = {}
-    freqs: dict[str, float] = {}
-    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq")):
-        core = folder.split("/")[-2][3:]
-        governor = _read(folder + "/scaling_governor")
-        if governor:
-            governors[core] = governor.strip()
-        khz = _read(folder + "/scaling_cur_freq")
-        if khz and khz.strip().isdigit():
-            freqs[core] = int(khz) / 1000.0
-    if not freqs:  # no cpufreq (common on VMs): /proc/cpuinfo's "cpu MHz" if it has it
-        core = -1
-        for line in (_read("/proc/cpuinfo") or "").splitlines():
-            if line.startswith("processor"):
-                core = int(line.split(":")[1])
-            elif line.startswith("cpu MHz") and core >= 0:
-                freqs[str(core)] = float(line.split(":")[1])
-    return governors or None, freqs or None
 
 
 # --- GPU tools ------------------------------------------------------------------------------
@@ -238,11 +183,11 @@ def gpu_state() -> GPUState:
 def snapshot(*, gpu: bool = True) -> HostSnapshot:
     """The host now (about 10 ms for a few hundred processes, plus the GPU tool's run time
     when ``gpu`` and one is installed)."""
-    governors, freqs = _cpufreq()
+    governors, freqs = procfs.cpufreq()
     return HostSnapshot(monotonic_s=time.monotonic(), loadavg=os.getloadavg(),
                         cpus_online=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                         else os.cpu_count() or 1,
-                        cpu_ticks=_cpu_ticks(), processes=_processes(), governors=governors,
+                        cpu_ticks=procfs.host_cpu_ticks(), processes=_processes(), governors=governors,
                         freq_mhz=freqs, gpu=gpu_state() if gpu else GPUState(detail="not read"))
 
 
@@ -275,7 +220,7 @@ def _used(before: HostSnapshot, after: HostSnapshot) -> list[ProcessCPU]:
 
 
 def _ticks(before: HostSnapshot, after: HostSnapshot, kinds: Iterable[str]) -> float:
-    return sum(after.cpu_ticks.get(k, 0) - before.cpu_ticks.get(k, 0) for k in kinds) / _TICK
+    return sum(after.cpu_ticks.get(k, 0) - before.cpu_ticks.get(k, 0) for k in kinds) / procfs.TICK
 
 
 def noise(before: HostSnapshot, after: HostSnapshot, *, own_pids: Iterable[int],
@@ -304,7 +249,7 @@ def noise(before: HostSnapshot, after: HostSnapshot, *, own_pids: Iterable[int],
 
 
 def _cmdline(pid: int, limit: int = 80) -> str:
-    raw = _read(f"/proc/{pid}/cmdline")
+    raw = procfs.read_text(f"/proc/{pid}/cmdline")
     text = (raw or "").replace("\0", " ").strip()
     return f" [{text[:limit]}{'...' if len(text) > limit else ''}]" if text else ""
 

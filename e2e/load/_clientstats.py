@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from e2e.host import runqueue_wait_s
 from e2e.results import ClientStats
 
 __all__ = ["LagProbe", "ProcessUsage", "client_stats", "runqueue_wait_s",
@@ -48,15 +49,6 @@ class ProcessUsage:
     lags_s: tuple[float, ...]
     wait_s: float | None = None
     event_loop: str | None = None
-
-
-def runqueue_wait_s() -> float | None:
-    """Seconds this thread has spent runnable but waiting for a core (Linux schedstat)."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 class LagProbe:

@@ -20,7 +20,6 @@ inside an interrupted measurement, runs already made.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,7 @@ from scipy.stats import t as t_dist
 from e2e.config import BuildSpec, Experiment, GitSource
 from e2e.errors import BuildError, ConfigError, ResultsError
 from e2e.paths import atomic_write_json
+from e2e.results import resume_state
 
 __all__ = ["Outcome", "BisectResult", "BisectCell", "Measurement", "search_first_bad",
            "blocked_change", "classify", "commits_between", "bisect_experiment", "run_bisect",
@@ -217,18 +217,9 @@ def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], 
 
 
 def _state(folder: Path, header: dict) -> dict:
-    path = folder / BISECT_FILE
-    if path.exists():
-        try:
-            state = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ResultsError(f"cannot read {path}: {exc}; move it aside to start over") from exc
-        if {k: state.get(k) for k in header} != header:
-            raise ResultsError(f"{path} belongs to another search ({state.get('cell')}, "
-                               f"{state.get('good', '')[:12]}..{state.get('bad', '')[:12]}); "
-                               "give another --results or remove that folder")
-        return state
-    return {"schema_version": BISECT_SCHEMA_VERSION, **header, "measurements": {}}
+    state = resume_state(folder / BISECT_FILE, header, what={"cell": "cell", "good": "good commit",
+                                                             "bad": "bad commit", "repo": "repo"})
+    return state or {"schema_version": BISECT_SCHEMA_VERSION, **header, "measurements": {}}
 
 
 def run_bisect(

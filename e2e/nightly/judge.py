@@ -12,12 +12,13 @@ compared with the baseline night's cell of the same key; the rules are:
   higher for latencies and ms per verify step, lower for throughput and acceptance);
   **improved** the same on the better side; otherwise **noise**. Fewer than 2 runs on a
   side: **too few runs**. Metrics without a threshold are recorded, **not judged**.
-* **headline with the speculator**: a threshold on ``ms_per_verify_step`` judges the cell's
-  ms per verify step built from the client's mean TPOT, unless the rules say
-  ``verify_step_from = "server"`` or a run of the cell (tonight's or the baseline's) has a
-  ``burst_share`` above ``burst_share_max``: then ``server_ms_per_verify_step`` (the
-  server's TPOT × acceptance length, ``e2e.analysis._headline``) is judged with that threshold,
-  and the verdict says why.
+* **the headline** (``e2e.analysis.headline_metric``: ms per verify step with the speculator,
+  mean TPOT at concurrency 1, median TPOT above; ``headline`` in the thresholds table) is
+  judged from the client's TPOT, unless the rules say ``verify_step_from = "server"`` or a
+  run of the cell (tonight's or the baseline's) has a ``burst_share`` above
+  ``burst_share_max``: then its server-built twin (``e2e.analysis.server_twin``: the server's
+  mean TPOT, or its TPOT x acceptance length) is judged with that threshold, and the verdict
+  says why.
 * **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
   the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
   baseline night, c = right only tonight; exact McNemar test on the b + c discordant pairs
@@ -48,12 +49,11 @@ from scipy.stats import norm
 from e2e import analysis
 from e2e.load import WARN_SHARE
 from e2e.errors import ResultsError
-from e2e.analysis import (BURST_SHARE, CLIENT_VERIFY_STEP, SERVER_VERIFY_STEP,
-                                  burst_affected)
+from e2e.analysis import BURST_SHARE, burst_affected, headline_metric, server_twin
 from e2e.gsm8k.records import SampleVerdict
 from e2e.nightly.cells import CellKey, CellVerdict, NightCell, VerdictName
 from e2e.nightly.changepoints import ChangePoint
-from e2e.nightly.settings import nightly_metric as load_metric
+from e2e.nightly.settings import judged_threshold, nightly_metric as load_metric
 
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
@@ -93,7 +93,7 @@ class Rules:
     def threshold(self, key: CellKey) -> float | None:
         if key.kind == "gsm8k":
             return self.gsm8k_min_drop_pp
-        return self.thresholds.get(key.spec_mode, {}).get(key.metric)
+        return judged_threshold(self.thresholds, key.spec_mode, key.metric, key.concurrency)
 
     @classmethod
     def from_settings(cls, settings) -> Rules:
@@ -269,8 +269,9 @@ def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),
 
 def _server_headline(key: CellKey, now: Mapping[CellKey, NightCell],
                      base: Mapping[CellKey, NightCell], rules: Rules) -> str:
-    """Why ``key`` (client ms per verify step) is judged from the server's TPOT; "" if not."""
-    if key.metric != CLIENT_VERIFY_STEP:
+    """Why ``key`` (the cell's headline, from the client's TPOT) is judged from the server's
+    TPOT instead (``e2e.analysis.server_twin``); "" if not."""
+    if key.metric != headline_metric(key.concurrency, key.spec_mode) or not server_twin(key.metric):
         return ""
     if rules.verify_step_from == "server":
         return 'built from the server\'s TPOT: the config says verify_step_from = "server"'
@@ -301,12 +302,16 @@ def judge_night(
     keys = sorted(set(now) | set(expected))
     have = baseline is not None
     headline: dict[CellKey, tuple[float, str]] = {}  # server key -> (threshold, why)
+    replaced: dict[CellKey, CellKey] = {}  # client headline -> the server twin judged instead
     for k in keys:
         threshold = rules.threshold(k)
         source = _server_headline(k, now, base, rules) if threshold is not None else ""
-        server = dataclasses.replace(k, metric=SERVER_VERIFY_STEP)
-        if source and rules.threshold(server) is None:
+        if not source:
+            continue
+        server = dataclasses.replace(k, metric=server_twin(k.metric))
+        if rules.threshold(server) is None:
             headline[server] = (threshold, source)
+            replaced[k] = server
     verdicts: dict[CellKey, CellVerdict] = {}
     for k in sorted(set(keys) | set(headline)):
         if k in headline:
@@ -314,10 +319,9 @@ def judge_night(
             v = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
                            threshold=threshold)
             verdicts[k] = dataclasses.replace(v, source=source)
-        elif dataclasses.replace(k, metric=SERVER_VERIFY_STEP) in headline \
-                and k.metric == CLIENT_VERIFY_STEP:
+        elif k in replaced:
             verdicts[k] = CellVerdict(k, "not judged", now.get(k), base.get(k),
-                                      reason="the headline is ms per verify step built from "
+                                      reason=f"the headline is {replaced[k].metric}, built from "
                                              "the server's TPOT")
         else:
             verdicts[k] = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,

@@ -31,9 +31,9 @@ from e2e.nightly.history import append_night, history_path, night_rows
 from e2e.nightly.judge import CellKey, Judgement, NightCell
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
-                                  with_arm_settings)
+                                  judged_metrics, with_arm_settings)
 from e2e.paths import atomic_write_bytes, atomic_write_json
-from e2e.results import RunRecord
+from e2e.results import RunRecord, resume_state
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
@@ -98,23 +98,13 @@ def prepare_builds(experiment: Experiment, arms: tuple[str, ...], say: Say) -> d
 
 def check_night(folder: Path, state: dict[str, Any]) -> None:
     """Write ``night.json``, or on a resumed night check that it measures the same thing."""
-    import json
-
-    path = folder / NIGHT_FILE
-    if path.exists():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ResultsError(f"cannot read {path}: {exc}") from exc
-        for key, what in (("config_hash", "config"), ("arm_overrides", "--arm-setting values"),
-                          ("packages", "server build (its packages changed)")):
-            if old.get(key) != state[key]:
-                raise ResultsError(
-                    f"{folder} was started on {old.get('started_at')} with another {what} "
-                    f"({old.get(key)!r}, now {state[key]!r}); a night measures one build and "
-                    "one config: give another --date or --results, or remove that folder")
-        return
-    atomic_write_json(path, state)
+    keys = {"config_hash": "config", "arm_overrides": "--arm-setting values",
+            "packages": "server build (its packages changed)"}
+    old = resume_state(folder / NIGHT_FILE, {k: state[k] for k in keys}, what=keys,
+                       hint="a night measures one build and one config: give another --date "
+                            "or --results, or remove that folder")
+    if old is None:
+        atomic_write_json(folder / NIGHT_FILE, state)
 
 
 def plan_night(cfg: NightlyConfig, experiment: Experiment):
@@ -130,7 +120,7 @@ def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
     for arm in cfg.arms:
         for conc in cfg.concurrencies:
             for mode in cfg.spec_modes:
-                for metric in cfg.settings.thresholds.get(mode, {}):
+                for metric in judged_metrics(cfg.settings.thresholds, mode, conc):
                     keys.append(CellKey("load", arm, conc, mode, metric))
         if cfg.settings.gsm8k.enabled:
             mode = "dspark" if cfg.settings.gsm8k.dspark else "base"

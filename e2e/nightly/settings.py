@@ -28,9 +28,9 @@ from e2e.analysis import METRICS, Metric
 from e2e.load import WARN_SHARE
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
-from e2e.analysis import BURST_SHARE, SERVER_VERIFY_STEP
+from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_metric
 
-__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "MAX_ATTEMPTS",
+__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics", "MAX_ATTEMPTS",
            "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",
            "load_nightly", "parse_nightly", "parse_arm_settings", "with_arm_settings",
            "default_nightly_path"]
@@ -53,6 +53,24 @@ NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
            "understates decode time)"),
 )
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
+
+
+def judged_threshold(thresholds: dict, spec_mode: str, metric_key: str,
+                     concurrency: int) -> float | None:
+    """A load metric's threshold in % from a thresholds table (the metric's own, else the
+    table's ``headline`` one when the metric is the cell's headline), None if not judged."""
+    table = thresholds.get(spec_mode, {})
+    if metric_key in table:
+        return table[metric_key]
+    if HEADLINE in table and metric_key == headline_metric(concurrency, spec_mode):
+        return table[HEADLINE]
+    return None
+
+
+def judged_metrics(thresholds: dict, spec_mode: str, concurrency: int) -> list[str]:
+    """The load metrics a thresholds table judges in one cell (``headline`` resolved)."""
+    return [headline_metric(concurrency, spec_mode) if key == HEADLINE else key
+            for key in thresholds.get(spec_mode, {})]
 
 
 def nightly_metric(key: str) -> Metric:
@@ -119,7 +137,7 @@ class ChangePointSettings(_Strict):
 
 
 def _default_thresholds() -> dict[str, dict[str, float]]:
-    return {"base": {"tpot_ms_median": 2.0}, "dspark": {"ms_per_verify_step": 2.0}}
+    return {"base": {HEADLINE: 2.0}, "dspark": {HEADLINE: 2.0}}
 
 
 class NightlySettings(_Strict):
@@ -132,7 +150,8 @@ class NightlySettings(_Strict):
     confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
     thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
         default_factory=_default_thresholds,
-        description="Per spec mode: metric key -> minimum change in % that counts.")
+        description="Per spec mode: metric key -> minimum change in % that counts; 'headline' "
+                    "is each cell's headline metric (e2e.analysis.headline_metric).")
     baseline: str = Field(
         "main", description="The arm every comparison between arms is made against (the "
                             "full report, GSM8K agreement).")
@@ -140,9 +159,9 @@ class NightlySettings(_Strict):
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")
     verify_step_from: Literal["client", "server"] = Field(
-        "client", description="TPOT that ms per verify step is built from: 'client' (mean "
-                              "TPOT, unless a run's client stream is flagged as burst-affected) "
-                              "or 'server' (the server's own mean TPOT).")
+        "client", description="TPOT the headline is built from: 'client' (the client's TPOT, "
+                              "unless a run's client stream is flagged as burst-affected) or "
+                              "'server' (the server's own mean TPOT).")
     burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
@@ -154,7 +173,7 @@ class NightlySettings(_Strict):
     @classmethod
     def _known_metrics(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
         for mode, table in value.items():
-            unknown = sorted(set(table) - _LOAD_METRICS)
+            unknown = sorted(set(table) - _LOAD_METRICS - {HEADLINE})
             if unknown:
                 raise ValueError(f"thresholds.{mode}: unknown metric(s) {', '.join(unknown)}; "
                                  f"known: {', '.join(m.key for m in NIGHTLY_METRICS)}")
@@ -208,9 +227,9 @@ class NightlyConfig:
         """The arm comparisons between arms are made against (``[nightly] baseline``)."""
         return self.settings.baseline
 
-    def threshold(self, spec_mode: str, metric_key: str) -> float | None:
+    def threshold(self, spec_mode: str, metric_key: str, concurrency: int = 1) -> float | None:
         """The judging threshold in % for a load metric, None if it is not judged."""
-        return self.settings.thresholds.get(spec_mode, {}).get(metric_key)  # type: ignore[call-overload]
+        return judged_threshold(self.settings.thresholds, spec_mode, metric_key, concurrency)
 
 
 def default_nightly_path() -> Path:

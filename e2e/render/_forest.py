@@ -19,17 +19,11 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.analysis import Summary, metric
+from e2e.analysis import Summary, headline_metric, metric
 
 __all__ = ["render_comparison_plots", "comparison_plot_names", "plotted_metrics"]
 
 _EXTRA = ("server_tpot_ms_mean",)
-
-
-def _headline(concurrency: int, spec_mode: str) -> str:
-    if spec_mode == "dspark":
-        return "ms_per_verify_step"
-    return "tpot_ms_mean" if concurrency == 1 else "tpot_ms_median"
 
 
 def plotted_metrics(summary: Summary) -> list[tuple[str, int, str]]:
@@ -39,7 +33,7 @@ def plotted_metrics(summary: Summary) -> list[tuple[str, int, str]]:
     have = {(c.spec_mode, c.concurrency, c.metric) for c in summary.comparisons}
     for mode in summary.spec_modes:
         for conc in summary.concurrencies:
-            for key in (_headline(conc, mode), *_EXTRA):
+            for key in (headline_metric(conc, mode), *_EXTRA):
                 if (mode, conc, key) in have and (mode, conc, key) not in out:
                     out.append((mode, conc, key))
     return out

@@ -10,6 +10,7 @@ is defined.
 from __future__ import annotations
 
 from e2e import analysis
+from e2e.analysis import headline_metric
 from e2e.render._forest import comparison_plot_names
 from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
@@ -24,7 +25,7 @@ from e2e.analysis import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison", "headline_metric"]
+           "format_headline_comparison"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -101,14 +102,6 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
         return f"{text} · {method}"
     return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
-
-
-def headline_metric(concurrency: int, spec_mode: str) -> str:
-    """The reference's headline figure: mean TPOT at concurrency 1, median TPOT above it,
-    ms per verify step with the speculator."""
-    if spec_mode == "dspark":
-        return "ms_per_verify_step"
-    return "tpot_ms_mean" if concurrency == 1 else "tpot_ms_median"
 
 
 def _metric_name(m: Metric, spec_mode: str | None = None) -> str:

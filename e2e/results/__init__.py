@@ -8,7 +8,7 @@ from e2e.results._records import (
     RunRecord, ServerInfo, SpecCounters
 )
 from e2e.results._store import (
-    load_records,
+    load_records, resume_state,
     REQUESTS, finalize, finalize_unit, new_partial_dir, next_attempt_dir, next_repeat,
     read_requests, read_run, record_name, unit_dir, unit_state, utc_now, write_requests,
     write_run
@@ -19,6 +19,6 @@ __all__ = [
     "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
     "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters", "finalize",
     "finalize_unit", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
-    "read_requests", "read_run", "record_name", "unit_dir", "unit_state", "utc_now",
-    "write_requests", "write_run"
+    "read_requests", "read_run", "record_name", "resume_state", "unit_dir", "unit_state",
+    "utc_now", "write_requests", "write_run"
 ]

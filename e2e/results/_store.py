@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -28,7 +29,7 @@ from e2e.errors import ResultsError
 from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir
 from e2e.results._records import RequestRecord, RunRecord
 
-__all__ = ["load_records", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
+__all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
            "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
            "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
 
@@ -204,3 +205,26 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
                 f"skipped {path.parent.name}/run.json: not a valid run record "
                 f"({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})")
     return tuple(records), tuple(problems)
+
+
+def resume_state(path: Path, expected: dict[str, Any], *, what: dict[str, str] | None = None,
+                 hint: str = "give another --results or remove that folder") -> dict | None:
+    """The state a resumed folder's ``path`` (a JSON file) was started with, or None for a new
+    folder. Every key of ``expected`` must be as it was: a resumed night, bisect search or
+    sweep measures one thing, so anything else is a ``ResultsError`` that names the key
+    (``what`` gives it words), both values and what to do."""
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"cannot read {path}: {exc}; move it aside to start over") from exc
+    if not isinstance(state, dict):
+        raise ResultsError(f"{path} is not a JSON object; move it aside to start over")
+    for key, value in expected.items():
+        if state.get(key) != value:
+            started = f" on {state['started_at']}" if state.get("started_at") else ""
+            raise ResultsError(
+                f"{path.parent} was started{started} with another "
+                f"{(what or {}).get(key, key)} ({state.get(key)!r}, now {value!r}): {hint}")
+    return state

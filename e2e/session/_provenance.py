@@ -10,19 +10,10 @@ import subprocess
 from pathlib import Path
 
 import e2e
+from e2e.host import cpu_model
 from e2e.session._builds import environment_facts
 
 __all__ = ["host_facts", "provenance", "source_facts"]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _gpus() -> dict:
@@ -52,7 +43,7 @@ def host_facts() -> dict:
     return {
         "hostname": platform.node(),
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "memory_gib": _memory_gib(),
         "gpus": _gpus(),

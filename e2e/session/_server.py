@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from e2e.host import spawn_pinned
+from e2e.host import group_members, spawn_pinned
 from e2e.results import Placement
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
@@ -55,26 +55,9 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, read from /proc."""
-    members = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                stat = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
 def group_alive(pgid: int) -> bool:
     if os.path.isdir("/proc"):
-        return bool(_group_members(pgid))
+        return bool(group_members(pgid))
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
