@@ -18,12 +18,13 @@ from rich.markup import escape
 
 from e2e.errors import E2EError
 
-__all__ = ["out", "err", "say", "guard", "print_run", "EXIT_INTERRUPTED"]
+__all__ = ["Say", "out", "err", "say", "guard", "print_run", "EXIT_INTERRUPTED"]
 
 EXIT_INTERRUPTED = 130
 out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
+Say = Callable[[str], None]  # where a command's progress lines go (``say`` on the terminal)
 
 
 def say(message: str) -> None:

@@ -1,6 +1,6 @@
 """Metric math: pure functions from request records and /metrics text to a run summary.
 
-Definitions (DESIGN.md):
+Definitions (the README's "Definitions"):
 - TTFT = first token time - send time.
 - TPOT (per request) = (end-to-end latency - TTFT) / (completion_tokens - 1), with
   completion_tokens from the server's ``usage``, never from counting stream chunks.

@@ -2,7 +2,7 @@
 over a run's requests (which requests met every SLO, and how many per second) is metric
 math: ``e2e.metrics.goodput(records, slo) -> Goodput(share, req_s, met, requests, missed)``.
 
-Per-request figures are e2e's own (``e2e.metrics``, DESIGN.md):
+Per-request figures are e2e's own (``e2e.metrics``; the README's "Definitions"):
 - TTFT = first token time - send time;
 - TPOT = (end-to-end latency - TTFT) / (completion_tokens - 1), completion_tokens from the
   server's usage (``e2e.metrics.request_tpot_s``);

@@ -183,7 +183,7 @@ FACES = {
     "e2e.session": [
         "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python",
-        "run_unit", "server_launch"],
+        "run_unit", "server_launch", "source_facts"],
     "e2e.render": [
         "ReportOutput", "build_report", "dumps", "gsm8k_json", "render_csv", "render_markdown",
         "render_plots", "report_json", "run_json"],

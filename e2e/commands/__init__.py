@@ -11,6 +11,11 @@ point.
 
 from __future__ import annotations
 
+import inspect
+import re
+from collections.abc import Callable
+from typing import Annotated
+
 import typer
 
 from e2e.commands._arms import arms, build
@@ -37,15 +42,42 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-app.command("run")(run)
-app.command("sweep")(sweep)
-app.command("report")(report)
-app.command("plan")(plan_target_effect)
-app.command("gsm8k")(gsm8k_command)
-app.command("nightly")(nightly_command)
-app.command("bisect")(bisect_command)
+
+
+def _prose(doc: str | None) -> str:
+    """A docstring as help text: its lines joined into sentences, paragraphs kept (a
+    docstring's hard line breaks would otherwise show in ``--help`` mid-sentence)."""
+    text = inspect.cleandoc(doc or "")
+    return "\n\n".join(re.sub(r"\s*\n\s*", " ", part) for part in text.split("\n\n"))
+
+
+def _version(value: bool) -> None:
+    if value:
+        from e2e.session import source_facts
+
+        facts = source_facts()
+        where = ""
+        if facts["git_sha"]:
+            where = f" (commit {facts['git_sha'][:12]}{', with uncommitted changes' if facts['dirty'] else ''})"
+        typer.echo(f"e2e {facts['version']}{where}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", help="Print e2e's version (and its checkout's commit) and exit.",
+        callback=_version, is_eager=True)] = False) -> None:
+    """e2e: prove what a change to an LLM serving engine (vLLM) does, end to end."""
+
+
+def _add(name: str, fn: Callable) -> None:
+    app.command(name, help=_prose(fn.__doc__))(fn)
+
+
+for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
+                   ("plan", plan_target_effect), ("gsm8k", gsm8k_command),
+                   ("nightly", nightly_command), ("bisect", bisect_command),
+                   ("export", export_command), ("arms", arms), ("build", build),
+                   ("micro", micro_command)):
+    _add(_name, _fn)
 app.add_typer(import_app, name="import")
-app.command("export")(export_command)
-app.command("arms")(arms)
-app.command("build")(build)
-app.command("micro")(micro_command)

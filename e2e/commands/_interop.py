@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.console import guard, say
+from e2e.console import guard, print_run, say
+from e2e.console import out as output
 from e2e.errors import ConfigError
 
 __all__ = ["import_app", "import_vllm_bench", "export_command", "EXPORT_FORMATS"]
@@ -85,12 +86,7 @@ def import_vllm_bench(
             warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths)
         for path in files:
             for folder, record in import_file(path, options, results):
-                status = "valid" if record.valid else "INVALID"
-                typer.echo(f"{record.run_id}: {status}  <-  {path}  ->  {folder}")
-                for reason in record.invalid_reasons:
-                    typer.echo(f"  invalid: {reason}")
-                for warning in record.warnings[1:]:  # the first says where it came from
-                    typer.echo(f"  warning: {warning}")
+                print_run(folder, record, brief=True)  # its first warning names the file
 
     guard(body)
 
@@ -116,7 +112,7 @@ def export_command(
         target = out if out is not None else Path(results_dir) / "export" / format
         written, skipped = export_dir(results_dir, target, include_invalid=include_invalid)
         for path in written:
-            typer.echo(str(path))
+            output.print(str(path), highlight=False, markup=False, soft_wrap=True)
         for line in skipped:
             say(f"skipped {line}")
         say(f"{len(written)} run(s) written to {target}, {len(skipped)} skipped")

@@ -1,9 +1,13 @@
 """The flags several commands share, each written once: the config and results folder, and
-the measurement flags that ``run`` and ``sweep`` both take (merged into the config by
-``measurement_flags``)."""
+the measurement flags that ``run`` and ``sweep`` both take (``@measurement_flags`` adds them to
+a command and hands it one ``Measurement``, which merges them into the config)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,7 +16,7 @@ import typer
 __all__ = ["ConfigOpt", "ResultsOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
-           "with_flags", "csv_list"]
+           "Measurement", "measurement_flags", "csv_list"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Experiment config (TOML). Default: the embedded configs/default.toml.",
@@ -60,18 +64,59 @@ NoPluginCheckOpt = Annotated[bool, typer.Option(
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
 
 
-def with_flags(experiment, *, lock_wait, base_url, server_cpus, require_quiet, slo,
-                client_cpus, client_workers, request_rate, burstiness, max_concurrency,
-                **load):
-    """The experiment with the measurement flags that were given (not None) merged into its
-    server and load tables (``load``: more load keys, e.g. sweep's lengths), validated like
-    the file."""
-    return experiment.override(
-        "server", lock_wait_s=lock_wait, external=base_url, cpus=server_cpus,
-        require_quiet=require_quiet,
-    ).override(
-        "load", slo=slo, cpus=client_cpus, workers=client_workers, request_rate=request_rate,
-        burstiness=burstiness, max_concurrency=max_concurrency, **load)
+@dataclass(frozen=True)
+class Measurement:
+    """The measurement flags of ``run`` and ``sweep`` (None: as the config says)."""
+
+    config: ConfigOpt = None
+    results: ResultsOpt = Path("results")
+    lock_wait: LockWaitOpt = None
+    base_url: BaseUrlOpt = None
+    slo: SloOpt = None
+    server_cpus: ServerCpusOpt = None
+    client_cpus: ClientCpusOpt = None
+    require_quiet: RequireQuietOpt = None
+    client_workers: WorkersOpt = None
+    request_rate: RateOpt = None
+    burstiness: BurstinessOpt = None
+    max_concurrency: MaxConcOpt = None
+    no_plugin_check: NoPluginCheckOpt = False
+
+    def experiment(self, **load):
+        """The config with the flags that were given merged into its server and load tables
+        (``load``: more load keys, e.g. sweep's lengths), validated like the file."""
+        from e2e.config import load_experiment
+
+        return load_experiment(self.config).override(
+            "server", lock_wait_s=self.lock_wait, external=self.base_url, cpus=self.server_cpus,
+            require_quiet=self.require_quiet,
+        ).override(
+            "load", slo=self.slo, cpus=self.client_cpus, workers=self.client_workers,
+            request_rate=self.request_rate, burstiness=self.burstiness,
+            max_concurrency=self.max_concurrency, **load)
+
+
+def measurement_flags(command):
+    """Give ``command(..., flags: Measurement)`` the measurement flags as its own options (what
+    typer reads is the signature: the command's parameters, then ``Measurement``'s fields)."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    mine = [p.replace(annotation=hints[p.name])
+            for p in inspect.signature(command).parameters.values() if p.name != "flags"]
+    flag_hints = typing.get_type_hints(Measurement, include_extras=True)
+    added = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                               annotation=flag_hints[f.name]) for f in fields(Measurement)]
+    names = [f.name for f in fields(Measurement)]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        flags = Measurement(**{name: kwargs.pop(name) for name in names})
+        return command(flags=flags, **kwargs)
+
+    del wrapper.__wrapped__  # typer reads the signature below, not the command's
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in mine] + added
+    wrapper.__signature__ = inspect.Signature(parameters, return_annotation=None)
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper
 
 
 def csv_list(value: str | None) -> list[str] | None:

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (BaseUrlOpt, BurstinessOpt, ClientCpusOpt, ConfigOpt, JsonOpt,
-                                   LockWaitOpt, MaxConcOpt, NoPluginCheckOpt, RateOpt,
-                                   RequireQuietOpt, ResultsOpt, ServerCpusOpt, SloOpt,
-                                   WorkersOpt, with_flags)
-from e2e.config import RunSpec, load_experiment
+from e2e.commands._options import JsonOpt, Measurement, measurement_flags
+from e2e.config import RunSpec
 from e2e.console import err, guard, print_run, say
 
 __all__ = ["run"]
 
 
+@measurement_flags
 def run(
     arm: Annotated[str, typer.Option(help="Arm to run (see `e2e arms`).")] = "main",
     concurrency: Annotated[int, typer.Option(help="Requests in flight.", min=1)] = 1,
@@ -30,21 +27,9 @@ def run(
     output_len: Annotated[Optional[int], typer.Option(
         help="Completion length in tokens, ignore_eos (default 509).", min=2)] = None,
     seed: Annotated[Optional[int], typer.Option(help="Prompt seed (same prompts on every arm).")] = None,
-    config: ConfigOpt = None,
-    results: ResultsOpt = Path("results"),
-    lock_wait: LockWaitOpt = None,
-    base_url: BaseUrlOpt = None,
-    slo: SloOpt = None,
-    server_cpus: ServerCpusOpt = None,
-    client_cpus: ClientCpusOpt = None,
-    require_quiet: RequireQuietOpt = None,
-    client_workers: WorkersOpt = None,
-    request_rate: RateOpt = None,
-    burstiness: BurstinessOpt = None,
-    max_concurrency: MaxConcOpt = None,
-    no_plugin_check: NoPluginCheckOpt = False,
     json_: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    flags: Measurement = Measurement(),
 ) -> None:
     """One run: a fresh server for ARM, the reference load at one concurrency, its metrics
     written to results/<experiment>/<run id>/ (run.json, requests.parquet, server.log,
@@ -54,16 +39,13 @@ def run(
         from e2e.session import SessionOptions, run_unit
         from e2e.results import next_repeat
 
-        experiment = with_flags(
-            load_experiment(config), lock_wait=lock_wait, base_url=base_url,
-            server_cpus=server_cpus, require_quiet=require_quiet, slo=slo,
-            client_cpus=client_cpus, client_workers=client_workers, request_rate=request_rate,
-            burstiness=burstiness, max_concurrency=max_concurrency)
+        experiment = flags.experiment()
+        results = flags.results
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
-        session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
+        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
         folder, record = run_unit(experiment, spec, results, session)
         if json_:
             from e2e.render import dumps, run_json

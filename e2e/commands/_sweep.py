@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (BaseUrlOpt, BurstinessOpt, ClientCpusOpt, ConfigOpt,
-                                   ExecutorOpt, LockWaitOpt, MaxConcOpt, NoPluginCheckOpt,
-                                   RateOpt, RequireQuietOpt, ResultsOpt, ServerCpusOpt, SloOpt,
-                                   WorkersOpt, csv_list, with_flags)
+from e2e.commands._options import ExecutorOpt, Measurement, csv_list, measurement_flags
 from e2e.commands._report import write_report
-from e2e.config import load_experiment
 from e2e.console import guard, out, print_run, say
 
 __all__ = ["sweep"]
 
 
+@measurement_flags
 def sweep(
     arms: Annotated[Optional[str], typer.Option(
         "--arms", help="Comma-separated arms (default: all of the config's, in its order).")] = None,
@@ -45,21 +41,9 @@ def sweep(
         help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
-    lock_wait: LockWaitOpt = None,
-    base_url: BaseUrlOpt = None,
-    slo: SloOpt = None,
-    server_cpus: ServerCpusOpt = None,
-    client_cpus: ClientCpusOpt = None,
-    require_quiet: RequireQuietOpt = None,
-    client_workers: WorkersOpt = None,
-    request_rate: RateOpt = None,
-    burstiness: BurstinessOpt = None,
-    max_concurrency: MaxConcOpt = None,
-    no_plugin_check: NoPluginCheckOpt = False,
     executor: ExecutorOpt = None,
-    config: ConfigOpt = None,
-    results: ResultsOpt = Path("results"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    flags: Measurement = Measurement(),
 ) -> None:
     """Run the experiment matrix: arms x concurrencies x spec modes x runs, interleaved
     (round k of every cell before round k+1, arm order rotated), resumable."""
@@ -75,13 +59,9 @@ def sweep(
         if sum([dspark, no_dspark, both]) > 1:
             raise ConfigError("give at most one of --dspark, --no-dspark, --both")
         modes = [True] if dspark else [False] if no_dspark else [False, True]
-        experiment = with_flags(
-            load_experiment(config), lock_wait=lock_wait, base_url=base_url,
-            server_cpus=server_cpus, require_quiet=require_quiet, slo=slo,
-            client_cpus=client_cpus, client_workers=client_workers, request_rate=request_rate,
-            burstiness=burstiness, max_concurrency=max_concurrency,
-            prompts_per_concurrency=prompts_per_concurrency, input_len=input_len,
-            output_len=output_len)
+        experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
+                                      input_len=input_len, output_len=output_len)
+        results = flags.results
         plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs)
         if dry_run:
@@ -92,7 +72,7 @@ def sweep(
                     out.print(line, highlight=False, soft_wrap=True, markup=False)
             return
         runner = executor_from(experiment.executor, executor)
-        session = SessionOptions(plugin_check=not no_plugin_check, progress=not quiet, say=say)
+        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
         on_unit = lambda folder, record: print_run(folder, record, brief=True)  # noqa: E731
         confidence = None
         if until_settled or max_runs is not None:

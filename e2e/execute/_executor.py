@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from e2e.console import Say
 from e2e.config import Unit
 from e2e.execute._progress import ProgressClock
 from e2e.results import unit_state
@@ -49,7 +50,7 @@ class Executor(Protocol):
     def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
             max_attempts: int = 2, fail_fast: bool = False,
             on_unit: OnUnit = lambda folder, record: None,
-            say: Callable[[str], None] = lambda message: None) -> Outcome: ...
+            say: Say = lambda message: None) -> Outcome: ...
 
 
 class LocalExecutor:
@@ -58,7 +59,7 @@ class LocalExecutor:
     def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
             max_attempts: int = 2, fail_fast: bool = False,
             on_unit: OnUnit = lambda folder, record: None,
-            say: Callable[[str], None] = lambda message: None) -> Outcome:
+            say: Say = lambda message: None) -> Outcome:
         outcome = Outcome()
         states = [unit_state(results, experiment, u) for u in units]
         clock = ProgressClock(to_make=sum(not s.done and s.attempts < max_attempts

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.config import ExecutorConfig, Experiment, Unit
+from e2e.console import Say
 from e2e.errors import ConfigError, E2EError
 from e2e.execute._progress import ProgressClock
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
@@ -55,7 +56,6 @@ from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, recor
 __all__ = ["RayExecutor", "executor_from", "describe_cluster_plan", "FAILURE_JSON"]
 
 FAILURE_JSON = "failure.json"
-Say = Callable[[str], None]
 
 _INSTALL = "pip install 'e2e[ray]'"
 

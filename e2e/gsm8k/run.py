@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from e2e.console import Say
 from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
@@ -39,7 +40,7 @@ class Runner:
     servers: Servers | None = None  # None: fresh servers (or the config's external one)
     lmeval: Callable[[LmEvalJob, Path], LmEvalOutput] = run_lmeval
     check: Callable[[], str] = check_lm_eval
-    log: Callable[[str], None] = lambda message: None
+    log: Say = lambda message: None
     on_unit: Callable = lambda folder, record: None
 
 

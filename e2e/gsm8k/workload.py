@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from e2e.console import Say
 from e2e.arms import ServerLaunch
 from e2e.config import EvalSpec
 from e2e.errors import ResultsError
@@ -38,7 +39,7 @@ class GSM8KWorkload:
     def __init__(self, spec: EvalSpec, launch: ServerLaunch, *, api_key: str | None = None,
                  lmeval: Callable[[LmEvalJob, Path], LmEvalOutput] | None = None,
                  check: Callable[[], str] | None = None,
-                 say: Callable[[str], None] = lambda message: None):
+                 say: Say = lambda message: None):
         self.spec, self.launch, self.api_key, self.say = spec, launch, api_key, say
         self.lmeval = lmeval or run_lmeval
         self.version = (check or check_lm_eval)()

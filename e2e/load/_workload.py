@@ -4,10 +4,10 @@ then the run's metrics and validity (``run.json``, ``requests.parquet``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from e2e import metrics as m
+from e2e.console import Say
 from e2e.arms import ServerLaunch
 from e2e.config import LoadConfig, RunSpec
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
@@ -26,7 +26,7 @@ class LoadWorkload:
     """``spec``'s prompts against a server: warmup (never measured), then the measured load."""
 
     def __init__(self, spec: RunSpec, launch: ServerLaunch, load: LoadConfig, *,
-                 progress: bool = True, say: Callable[[str], None] = lambda message: None):
+                 progress: bool = True, say: Say = lambda message: None):
         self.spec, self.launch, self.load = spec, launch, load
         self.progress, self.say = progress, say
         vocab, specials = vocabulary(launch.tokenizer or launch.model)

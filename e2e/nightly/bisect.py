@@ -30,6 +30,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import t as t_dist
 
+from e2e.console import Say
 from e2e.config import BuildSpec, Experiment, GitSource
 from e2e.errors import BuildError, ConfigError, ResultsError
 from e2e.paths import atomic_write_json
@@ -40,7 +41,6 @@ __all__ = ["Outcome", "BisectResult", "BisectCell", "Measurement", "search_first
            "BISECT_FILE"]
 
 Outcome = Literal["good", "bad"]
-Say = Callable[[str], None]
 BISECT_FILE = "bisect.json"
 BISECT_SCHEMA_VERSION = 1
 

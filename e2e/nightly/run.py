@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.config import Experiment
+from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.assess import assess_night, bisect_hints, git_commits, with_git_commits
 from e2e.nightly.history import append_night, history_path, night_rows
@@ -41,7 +42,6 @@ __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "n
            "night_report"]
 
 NIGHT_FILE = "night.json"
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
 from e2e.session._builds import prepare, python_path, resolve_git, resolve_python
 from e2e.session._launch import server_launch
 from e2e.session._plugin_check import plugin_check
-from e2e.session._provenance import provenance
+from e2e.session._provenance import provenance, source_facts
 from e2e.session._session import Servers, SessionOptions, run_unit
 from e2e.session._workloads import Workloads
 from e2e.session._tinymodel import model_path, resolve_model
@@ -13,5 +13,5 @@ from e2e.session._tinymodel import model_path, resolve_model
 __all__ = [
     "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
     "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_unit",
-    "server_launch"
+    "server_launch", "source_facts"
 ]

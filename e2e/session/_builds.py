@@ -50,7 +50,7 @@ class Build:
 
 def project_root() -> Path | None:
     """The source tree e2e runs from, when it is a checkout (has pyproject.toml)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # e2e/session/_builds.py -> the checkout
     return root if (root / "pyproject.toml").exists() else None
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from e2e.arms import ServerLaunch, redact_argv, redact_env
 from e2e.config import Experiment, Unit
+from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.session._plugin_check import check_plugin
@@ -46,7 +47,6 @@ from e2e.session._workloads import Workloads
 __all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "run_unit",
            "redacted_config", "servers_for"]
 
-Say = Callable[[str], None]
 
 
 class Workload(Protocol):

@@ -51,7 +51,8 @@ give gives gave take takes took get gets got put puts keep keeps kept need needs
 
 
 class TinyLlamaSpec:
-    """The shape of the tiny model. The CPU attention needs head_dim >= 32 (DESIGN.md)."""
+    """The shape of the tiny model. The CPU attention needs head_dim >= 32 (head_dim 16 fails
+    at the first request: ``Unsupported CPU attention configuration``)."""
 
     name = "tiny-llama"
     vocab_target = 4096

@@ -1,0 +1,80 @@
+"""The command line as a user meets it: help that reads as sentences, ``--version``, and every
+command's errors and Ctrl-C/SIGTERM through ``console.guard`` (``micro`` and ``plan`` had their
+own ``error:`` lines and never turned SIGTERM into exit 130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import e2e
+from e2e.cli import app
+from e2e.session._builds import project_root
+
+runner = CliRunner()
+
+
+def test_version_names_the_release_and_the_checkout():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.startswith(f"e2e {e2e.__version__}")
+    assert project_root() == Path(e2e.__file__).resolve().parent.parent
+    if (project_root() / ".git").exists():
+        assert "(commit " in result.output
+
+
+def test_every_command_help_reads_as_sentences():
+    """No docstring line break inside a sentence reaches a help text (the list in ``e2e
+    --help`` wrapped descriptions mid-sentence)."""
+    import typer.main
+
+    group = typer.main.get_group(app)
+    for name, command in group.commands.items():
+        for paragraph in (command.help or "").split("\n\n"):
+            assert "\n" not in paragraph, (name, paragraph)
+        assert runner.invoke(app, [name, "--help"]).exit_code == 0, name
+
+
+def _sigterm(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # what `kill <pid>` does to a running command
+    raise AssertionError("SIGTERM did not interrupt")
+
+
+@pytest.mark.parametrize("argv,target", [
+    (["micro", "--dry-run", "--rows", "1", "--runs", "1", "--report-from", "1", "--calls", "1"],
+     "e2e.kernels.micro.run_micro"),
+    (["plan", "--target-effect", "1%", "RESULTS"], "e2e.analysis.summarize"),
+])
+def test_micro_and_plan_go_through_the_guard(argv, target, tmp_path, monkeypatch):
+    argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]
+    from e2e.results import write_run
+    from test_aggregate import make_record
+
+    (tmp_path / "r1").mkdir()
+    write_run(tmp_path / "r1", make_record("main", 1, 1, tpot=5.0))
+    module, name = target.rsplit(".", 1)
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), name, _sigterm)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        result = runner.invoke(app, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 130, result.output
+    assert "interrupted" in result.output
+
+
+def test_micro_and_plan_bad_input_is_exit_2_with_one_error_line(tmp_path):
+    result = runner.invoke(app, ["micro", "--dry-run", "--runs", "2", "--report-from", "3",
+                                 "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "error:" in result.output and "report-from" in result.output
+    result = runner.invoke(app, ["plan", "--target-effect", "lots", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("error:") == 1
+    result = runner.invoke(app, ["plan", "--target-effect", "1%", "--metric", "nope",
+                                 str(tmp_path)])
+    assert result.exit_code == 2 and "nope" in result.output
