@@ -239,6 +239,9 @@ class ArmConfig(_Strict):
     plugin: dict[str, Any] = Field(
         default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
     )
+    opt_in: bool = Field(
+        False, description="Measured only where named (--arm / --arms): a sweep without --arms "
+        "leaves it out (an experimental arm that should not lengthen every default sweep).")
 
 
 class ExecutorConfig(_Strict):

@@ -24,7 +24,7 @@ def make_plan(
     spec_modes: list[bool] | None = None,
     runs: int | None = None,
 ) -> list[RunSpec]:
-    arms = arms or list(experiment.arms)
+    arms = arms or [name for name, arm in experiment.arms.items() if not arm.opt_in]
     for arm in arms:
         experiment.arm(arm)
     if len(set(arms)) != len(arms):

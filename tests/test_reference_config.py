@@ -21,7 +21,9 @@ def test_reference_settings():
     assert (e.load.input_len, e.load.output_len, e.load.prompts_per_concurrency) == (1031, 509, 32)
     assert e.load.concurrencies == [1, 4, 64]
     assert (e.repeats, e.report_from_run) == (4, 2)
-    assert list(e.arms) == ["main", "flag-off", "pr"]
+    assert list(e.arms) == ["main", "flag-off", "pr", "mono"]
+    assert [name for name, arm in e.arms.items() if not arm.opt_in] == ["main", "flag-off", "pr"]
+    assert e.arms["mono"].plugin == {"packing": "meta", "draft_update": True}
     assert e.speculator("dspark") == {"method": "dspark"}
     assert e.server.build.git.repo.endswith("vllm-project/vllm.git")
     assert e.server.build.env == {"VLLM_USE_PRECOMPILED": "1"}

@@ -12,8 +12,11 @@ each path maps to a torch implementation with the same allocation/copy structure
     inplace  -> cpu-inplace: count/scan/compact written straight into the buffers
     fused    -> cpu-inplace  (one launch has no CPU analogue)
     torch    -> the torch reference (its own allocation + copy)
+    meta     -> cpu-window-and-pack: each of the ``packs_per_step`` builds computes the window
+                rows and packs them in one pass (``e2e.kernels.swa_meta.cpu_window_and_pack``)
 
-On GPU tensors the arm's real path from ``e2e.kernels.PATHS`` runs.
+On GPU tensors the arm's real path from ``e2e.kernels.PATHS`` runs (``meta``: one
+``swa_decode_meta``-shaped pass is CPU-only here; on a GPU it packs with the fused path).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 
 from e2e.kernels.reference import keep_mask, pack_reference
+from e2e.kernels.swa_meta import cpu_window_and_pack
 from e2e.plugin.settings import PluginSettings
 
 __all__ = ["cpu_pack_main", "cpu_pack_inplace", "CPU_PATHS", "cpu_path_name",
@@ -55,12 +59,14 @@ def cpu_pack_inplace(indices, lengths, indices_out, indptr_out, num_rows=None) -
 
 
 CPU_PATHS = {"main": cpu_pack_main, "inplace": cpu_pack_inplace,
-             "fused": cpu_pack_inplace, "torch": pack_reference}
+             "fused": cpu_pack_inplace, "torch": pack_reference, "meta": cpu_pack_inplace}
 _CPU_WORDS = {
     "main": "cpu-main (scratch + 2 copies into persistent buffers)",
     "inplace": "cpu-inplace (written straight into persistent buffers)",
     "fused": "cpu-inplace (written straight into persistent buffers; no one-launch CPU analogue)",
     "torch": "torch reference (allocates, then copies into persistent buffers)",
+    "meta": "cpu-window-and-pack (window rows and ragged packing in one pass per build, "
+            "straight into persistent buffers)",
 }
 
 
@@ -103,13 +109,17 @@ class Injector:
                                           device=device)
         self.indptr_buffer = torch.empty(max(max_tokens, 1) + 1, dtype=torch.int32,
                                          device=device)
+        self.one_pass = settings.packing == "meta" and device.type == "cpu"
+        if self.one_pass:
+            self.dense_buffer = torch.empty(max(max_tokens, 1) * width, dtype=torch.int32)
+            self.lens_buffer = torch.empty(max(max_tokens, 1), dtype=torch.int32)
         if device.type == "cpu":
             self.pack = CPU_PATHS[settings.packing]
             self.rebuild = cpu_pack_main
         else:
             from e2e.kernels import PATHS
 
-            self.pack = PATHS[settings.packing]
+            self.pack = PATHS["fused" if settings.packing == "meta" else settings.packing]
             self.rebuild = PATHS["main"]
         self.decode_steps = 0
         self.on_first_step = lambda tokens: None  # called once, after the first decode step
@@ -144,6 +154,8 @@ class Injector:
         capacity = self.indptr_buffer.numel() - 1
         rows = rows[:capacity]
         positions = positions[:capacity]
+        if self.one_pass:
+            return self._one_pass_step(table, rows, positions, scheduler_output)
         dense, lengths = swa_window_indices(
             table.block_table.cpu, torch.tensor(rows), torch.tensor(positions),
             table.block_size, self.settings.window)
@@ -159,12 +171,29 @@ class Injector:
             else:
                 fresh = dense.clone()
                 self.rebuild(fresh, lengths, self.indices_buffer, self.indptr_buffer)
+        return self._finish_step(len(rows))
+
+    def _finish_step(self, tokens: int) -> int:
         if self.settings.step_delay_us:
             busy_wait_us(self.settings.step_delay_us)
         self.decode_steps += 1
         if self.decode_steps == 1:
-            self.on_first_step(len(rows))
-        return len(rows)
+            self.on_first_step(tokens)
+        return tokens
+
+    def _one_pass_step(self, table, rows: list[int], positions: list[int],
+                       scheduler_output: Any) -> int:
+        """``meta`` on CPU: every build (``packs_per_step`` of them, and one per draft step)
+        computes the window rows and packs them in one pass, as the one launch does."""
+        block_table = table.block_table.cpu
+        rows_t, positions_t = torch.tensor(rows), torch.tensor(positions)
+        spec = getattr(scheduler_output, "scheduled_spec_decode_tokens", None) or {}
+        draft_steps = max((len(tokens) for tokens in spec.values()), default=0)
+        for _ in range(self.settings.packs_per_step + draft_steps):
+            cpu_window_and_pack(block_table, rows_t, positions_t, table.block_size,
+                                self.settings.window, self.dense_buffer, self.lens_buffer,
+                                self.indices_buffer, self.indptr_buffer)
+        return self._finish_step(len(rows))
 
 
 def patch_model_runner(cls: type, settings: PluginSettings, applied, say) -> None:

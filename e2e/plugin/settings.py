@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 __all__ = ["PluginSettings", "SettingsError", "PACKINGS", "canonical"]
 
-PACKINGS = ("main", "inplace", "fused", "torch")
+PACKINGS = ("main", "inplace", "fused", "torch", "meta")
 _KEYS = {"packing", "draft_update", "step_delay_us", "packs_per_step", "window"}
 
 
@@ -44,7 +44,7 @@ class PluginSettings:
             raise SettingsError(f"draft_update must be true or false, got {draft_update!r}")
         if draft_update and packing == "main":
             raise SettingsError("draft_update = true needs an in-place packing path "
-                                "(inplace, fused or torch): main packs into scratch")
+                                "(inplace, fused, torch or meta): main packs into scratch")
         ints = {}
         for key, low in (("step_delay_us", 0), ("packs_per_step", 1), ("window", 1)):
             value = data.get(key, getattr(cls, key))
