@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,39 @@ def test_gfx950_narrowing_is_kept(checks):
     for state in ("on", "off"):
         assert_all(family(checks, f"views as main's with gfx950 narrowing {state}"),
                    arms=("pr", "mono"))
+
+
+def test_the_one_launch_matches_the_wheels_ops_on_adversarial_batches(checks):
+    found = family(checks, "one launch matches the wheel's ops")
+    assert_all(found, arms=("mono",), versions=("ops",))
+    assert len(found) >= 20
+
+
+def test_extracted_ops_are_the_wheels_and_match_the_one_launch(real_python, tmp_path):
+    """What the GPU machine (no vLLM there) runs: the wheel's ops copied out by
+    ``e2e.kernels.vllm_ops extract``, loaded here without vLLM, against the one launch."""
+    out = tmp_path / "vllm032_ops.py"
+    done = subprocess.run([sys.executable, "-m", "e2e.kernels.vllm_ops", "extract",
+                           "--python", str(real_python), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    code = ("import os; os.environ['TRITON_INTERPRET'] = '1';"
+            "from e2e.kernels import vllm_ops, meta_check; ops = vllm_ops.load();"
+            "bad = [(b.name, meta_check.compare(ops, b)) for b in meta_check.batches(3, random_cases=2)];"
+            "print(ops.VLLM_VERSION, [x for x in bad if x[1]])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "E2E_VLLM_OPS": str(out), "PYTHONPATH": str(ROOT)},
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["0.32.0", "[]"], run.stdout
+
+
+def test_extract_without_vllm_is_a_clear_error(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "e2e.kernels.vllm_ops", "extract",
+                           "--python", sys.executable, "--out", str(tmp_path / "x.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and "has no vLLM" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_the_harness_covers_v4_and_v41_on_every_arm(checks):

@@ -473,11 +473,27 @@ def registered_patch() -> list[dict]:
              "arm": "pr", "case": "-", "ok": bool(ok), "detail": text[-400:]}]
 
 
+def one_launch_vs_wheel() -> list[dict]:
+    """``swa_decode_meta`` against the wheel's own ops, imported from vLLM
+    (``e2e.kernels.vllm_ops.load``), on ``e2e.kernels.meta_check``'s adversarial batches."""
+    from e2e.kernels import meta_check, vllm_ops
+
+    ops = vllm_ops.load()
+    out = []
+    for b in meta_check.batches(seed=11, random_cases=10):
+        bad = meta_check.compare(ops, b)
+        out.append({"name": "one launch matches the wheel's ops", "version": "ops",
+                    "arm": "mono", "case": f"{b.name} ({b.num_tokens} rows)", "ok": not bad,
+                    "detail": f"differs: {bad}"})
+    return out
+
+
 def main(argv: list[str]) -> int:
     start = time.perf_counter()
     lift_cpu_host()
     checks = registered_patch()  # first: the module must not be imported yet
     checks += run()
+    checks += one_launch_vs_wheel()
     doc = {"checks": checks, "seconds": round(time.perf_counter() - start, 1)}
     with open(argv[1], "w") as f:
         json.dump(doc, f, indent=1)
