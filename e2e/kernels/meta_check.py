@@ -5,7 +5,8 @@ the edges that break index arithmetic: sequences of 1 token, at the window, one 
 and across block boundaries, thousands long; padding tokens (slot −1) and zero-length
 padding requests at the end of a padded graph batch; invalid tokens inside the batch; a
 block table that is a row slice of a wider persistent table; bounded-replay starts; the
-DSpark draft block (non-causal, width 192) and verify batches of 4 tokens per request;
+DSpark draft block (non-causal, width 192) and verify batches of 4 tokens per request; a
+negative block number inside a window (its slot ids are dropped by the packing);
 1..32 rows. ``compare(ops, batch)`` runs vLLM's sequence (``e2e.kernels.vllm_ops``:
 validity, token map, window kernel, ``build_ragged_indices_from_dense``,
 ``_copy_ragged_to_graph_buffers``) and ``swa_decode_meta`` on poisoned buffers and returns
@@ -21,7 +22,7 @@ import torch
 
 from e2e.kernels import swa_meta, vllm_ops
 
-__all__ = ["Batch", "batches", "compare"]
+__all__ = ["Batch", "batches", "compare", "graph_replay_check"]
 
 WINDOW = 128
 DSPARK_WIDTH = 192  # vLLM: align(window + 3 speculative tokens, 64)
@@ -46,7 +47,8 @@ class Batch:
 
 
 def _batch(name, g, device, *, seq_lens, query_len, block_size, noncausal, pad_tokens=0,
-           pad_reqs=0, invalid=(), replay=False, wide_table=False) -> Batch:
+           pad_reqs=0, invalid=(), replay=False, wide_table=False,
+           negative_block=False) -> Batch:
     num_reqs = len(seq_lens)
     max_blocks = max(-(-s // block_size) for s in seq_lens) + 1
     stride_blocks = max_blocks + (7 if wide_table else 0)
@@ -58,6 +60,8 @@ def _batch(name, g, device, *, seq_lens, query_len, block_size, noncausal, pad_t
     for r, s in enumerate(seq_lens):
         for p in range(s - query_len, s):
             slots.append(int(table[r, p // block_size]) * block_size + p % block_size)
+    if negative_block:  # a −1 block inside request 0's window: its slot ids go negative
+        table[0, max(0, (seq_lens[0] - 40) // block_size)] = -1
     slots += [-1] * pad_tokens
     for t in invalid:
         if t < len(slots):
@@ -94,6 +98,10 @@ def batches(seed: int = 0, device: str = "cpu", *, random_cases: int = 12) -> It
                  block_size=64, noncausal=False, pad_tokens=5, pad_reqs=5)
     yield _batch("invalid inside, wide table", g, device, seq_lens=[40, 900, 128, 3, 77],
                  query_len=1, block_size=16, noncausal=False, invalid=(0, 3), wide_table=True)
+    yield _batch("negative block number", g, device, seq_lens=[300, 90, 700], query_len=1,
+                 block_size=16, noncausal=False, negative_block=True)
+    yield _batch("negative block number, dspark", g, device, seq_lens=[300, 90], query_len=4,
+                 block_size=16, noncausal=True, negative_block=True)
     yield _batch("bounded replay", g, device, seq_lens=[200, 1000, 130, 9], query_len=1,
                  block_size=64, noncausal=False, replay=True)
     yield _batch("verify 4 x 8", g, device, seq_lens=torch.randint(4, 3000, (8,),
@@ -179,4 +187,46 @@ def compare(ops, b: Batch) -> list[str]:
     if want_views[0].data_ptr() != want["ragged_buffer"].data_ptr() or \
             got_views[0].data_ptr() != got["ragged_buffer"].data_ptr():
         bad.append("view base pointer")
+    return bad
+
+
+def graph_replay_check(ops, device: str = "cuda", rows: tuple[int, ...] = (1, 7, 32)) -> list[str]:
+    """Record one ``swa_decode_meta`` launch in a CUDA graph over static batch tensors, move
+    every request one token on (seq_lens, slot mapping refilled in place), replay, and compare
+    with vLLM's ops run eagerly on the new batch; three replays per shape. Returns the shapes
+    and outputs that differ."""
+    bad = []
+    g = torch.Generator().manual_seed(5)
+    for n in rows:
+        for noncausal in (False, True):
+            q = 4 if noncausal and n % 4 == 0 else 1
+            if noncausal and q == 1:
+                continue
+            seq = torch.randint(q + 3, 3000, (n // q,), generator=g).tolist()
+            b = _batch(f"graph {n}", g, device, seq_lens=seq, query_len=q, block_size=64,
+                       noncausal=noncausal)
+            buf = buffers(b)
+            run_meta(b, buf)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                run_meta(b, buf)
+            table = b.block_table.cpu()
+            for step in range(3):
+                seq = [s + 1 for s in seq]
+                slots = [int(table[r, p // 64]) * 64 + p % 64
+                         for r, s in enumerate(seq) for p in range(s - q, s)]
+                b.seq_lens.copy_(torch.tensor(seq, dtype=torch.int32))
+                b.slot_mapping.copy_(torch.tensor(slots, dtype=torch.int64))
+                graph.replay()
+                want = buffers(b)
+                views = run_vllm(ops, b, want)
+                torch.cuda.synchronize()
+                kept = int(views[1][-1])
+                same = (torch.equal(views[1], buf["indptr_buffer"][: n + 1])
+                        and torch.equal(views[0][:kept], buf["ragged_buffer"][:kept])
+                        and torch.equal(want["indices_out"][:n], buf["indices_out"][:n])
+                        and torch.equal(want["lens_out"][:n], buf["lens_out"][:n]))
+                if not same:
+                    bad.append(f"{n} rows noncausal={noncausal} replay {step + 1}")
     return bad
