@@ -354,3 +354,46 @@ def test_check_without_any_plugin_line(tmp_path):
     log.write_text("INFO vLLM started\n")
     assert "logged nothing" in plugin_check(log, PR)
     assert "cannot read the server log" in plugin_check(tmp_path / "missing.log", PR)
+
+
+# --- packing = "meta" (the mono arm) ---------------------------------------------------------
+
+MONO = {"packing": "meta", "draft_update": True}
+
+
+def test_meta_is_a_valid_packing_with_the_draft_update():
+    s = settings(MONO)
+    assert (s.packing, s.draft_update) == ("meta", True)
+
+
+def test_injector_meta_builds_window_and_ragged_in_one_pass_per_build(monkeypatch):
+    import e2e.plugin.inject as inject
+
+    calls = []
+    real = inject.cpu_window_and_pack
+    monkeypatch.setattr(inject, "cpu_window_and_pack",
+                        lambda *a: (calls.append(a[1].numel()), real(*a)))
+    injector = Injector(settings(MONO), max_tokens=32, device=torch.device("cpu"))
+    assert "cpu-window-and-pack" in injector.describe()
+    runner = fake_runner(prompt_lens=[1031, 50], computed=[1040, 60])
+    step = SimpleNamespace(num_scheduled_tokens={"r0": 1, "r1": 1},
+                           scheduled_spec_decode_tokens={"r0": [1, 2]})
+    assert injector.on_step(runner, step) == 2
+    assert calls == [2] * (7 + 2)  # every build of the step, and one per draft step
+    dense, lens = swa_window_indices(runner.input_batch.block_table.block_tables[0].block_table.cpu,
+                                     torch.tensor([0, 1]), torch.tensor([1040, 60]), 16, 128)
+    flat, indptr = reference_ragged(dense, lens)
+    assert torch.equal(injector.indptr_buffer[:3], indptr)
+    assert torch.equal(injector.indices_buffer[: flat.numel()], flat)
+    assert injector.decode_steps == 1
+
+
+def test_meta_on_a_builder_it_cannot_replace_packs_in_place():
+    """The stand-ins' build() is not vLLM's shared one, so the one launch is not taken (the
+    real classes: tests/test_rocm_real.py); the rest of build() is pr's path."""
+    module, builder, lines = patched(MONO)
+    assert "packing=meta" in lines[0] and "supports_draft_decode_metadata_update=True" in lines[0]
+    assert module.DeepseekV4ROCMAiterSparseSWAMetadataBuilder.supports_draft_decode_metadata_update
+    metadata = builder.build(0, standin.decode_batch([5, 300, 129]))
+    got, want = ragged(metadata), expected(metadata)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
