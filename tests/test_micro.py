@@ -159,3 +159,50 @@ def test_micro_on_gpu_counts_and_graphs(tmp_path):
         assert all(v["graph"] is not None for v in shape["median_us"].values())
     assert len(result["targets"]) == 5
     assert (tmp_path / "micro.json").exists() and (tmp_path / "micro.md").exists()
+
+
+# --- the per-step table (e2e.kernels.step_bench) ----------------------------------------------
+
+def _step_result(meta_graph: float, main_graph: float = 10.0, rows: int = 8) -> dict:
+    from e2e.kernels.step_bench import STEP_BUILDS, WAYS
+
+    med = {w: {"eager": 50.0, "graph": main_graph} for w in WAYS}
+    med["meta"] = {"eager": 20.0, "graph": meta_graph}
+    counts = {w: {"kernels": 1.0, "copies": 0.0, "memsets": 0.0, "allocations": 0.0} for w in WAYS}
+    return {"step_builds": STEP_BUILDS,
+            "shapes": [{"name": f"{rows} rows", "rows": rows, "dspark": False, "median_us": med,
+                        "counts": counts, "correct": {w: True for w in WAYS}},
+                       {"name": "64 rows", "rows": 64, "dspark": False,
+                        "median_us": {w: {"eager": 1.0, "graph": 99.0} for w in WAYS},
+                        "counts": counts, "correct": {w: True for w in WAYS}}]}
+
+
+def test_step_target_reads_only_1_to_32_rows():
+    from e2e.kernels.step_bench import check_step_target
+
+    met = check_step_target(_step_result(meta_graph=3.0))
+    assert met["met"] is True and met["worst_ratio"] == 0.3 and met["worst_shape"] == "8 rows"
+    missed = check_step_target(_step_result(meta_graph=4.0))
+    assert missed["met"] is False and missed["worst_ratio"] == 0.4
+
+
+def test_step_table_renders_per_build_and_per_step():
+    from e2e.kernels.step_bench import check_step_target, render_steps
+
+    result = _step_result(meta_graph=3.0)
+    result["target"] = check_step_target(result)
+    md = render_steps(result)
+    assert "| 8 rows | 50.0 | 50.0 | 50.0 | 20.0 | 10.0 | 10.0 | 10.0 | 3.00 | 0.30 |" in md
+    assert "| 70.0 | 70.0 | 70.0 | 21.0 |" in md  # x 7 builds per V4.1 step
+    assert "Every way matched main" in md and ": met." in md
+
+
+def test_per_step_without_vllm_ops_is_a_clear_error(tmp_path):
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, "-m", "e2e.cli", "micro", "--dry-run", "--rows", "1",
+                           "--cols", "16", "--runs", "1", "--report-from", "1", "--calls", "1",
+                           "--per-step", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1", "E2E_VLLM_OPS": ""})
+    assert proc.returncode == 2, proc.stderr
+    assert "needs vLLM's own ops" in proc.stderr and "Traceback" not in proc.stderr

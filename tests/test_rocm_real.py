@@ -33,14 +33,14 @@ VERSIONS = ("deepseek_v41", "deepseek_v4")
 
 @pytest.fixture(scope="module")
 def real_python(default_experiment) -> Path:
-    from e2e.builds import python_path
+    from e2e.session._builds import python_path
 
     path = python_path(default_experiment.server.build)
     if not path.exists():
         if os.environ.get("E2E_SKIP_SERVER_TESTS"):
             pytest.skip(f"the server environment is not built ({path}) and "
                         "E2E_SKIP_SERVER_TESTS is set; any server test or `e2e run` builds it")
-        from e2e.builds import resolve_python
+        from e2e.session._builds import resolve_python
 
         path = resolve_python(default_experiment.server.build)  # as the server tests do
     probe = subprocess.run(
@@ -144,6 +144,27 @@ def test_extracted_ops_are_the_wheels_and_match_the_one_launch(real_python, tmp_
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["0.32.0", "[]"], run.stdout
+
+
+def test_micro_per_step_dry_run_with_the_extracted_ops(real_python, tmp_path):
+    """``e2e micro --per-step --dry-run`` end to end on the CPU, with the wheel's ops from an
+    extracted file (what the GPU machine runs): every way of building matches main."""
+    ops = tmp_path / "ops.py"
+    subprocess.run([sys.executable, "-m", "e2e.kernels.vllm_ops", "extract", "--python",
+                    str(real_python), "--out", str(ops)], check=True, cwd=ROOT, timeout=120,
+                   capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "e2e.cli", "micro", "--dry-run", "--rows", "1,33", "--cols", "16",
+         "--runs", "1", "--report-from", "1", "--calls", "1", "--per-step", "--vllm-ops",
+         str(ops), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    step = json.loads((tmp_path / "out" / "step.json").read_text())
+    assert [s["name"] for s in step["shapes"]] == ["1 rows", "33 rows", "DSpark block 2 x 4"]
+    assert all(all(s["correct"].values()) for s in step["shapes"])
+    assert step["environment"]["vllm_ops"] == "0.32.0"
+    assert "Dry run" in (tmp_path / "out" / "step.md").read_text()
 
 
 def test_extract_without_vllm_is_a_clear_error(tmp_path):

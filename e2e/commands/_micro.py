@@ -26,6 +26,12 @@ def micro_command(
     out: Annotated[Path, typer.Option(help="Folder for micro.json, micro.md, micro.png.")] = Path("results/micro"),
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="CPU under TRITON_INTERPRET=1: checks the pipeline, measures nothing.")] = False,
+    per_step: Annotated[bool, typer.Option(
+        "--per-step", help="Also time the whole decode SWA metadata build (window + packing) per "
+        "build and per V4.1/V4 step for main, pr, fused and the one launch (step.json, step.md).")] = False,
+    vllm_ops: Annotated[Path | None, typer.Option(
+        help="vLLM's ops for --per-step where vLLM is not installed: a file made by "
+        "`python -m e2e.kernels.vllm_ops extract`.")] = None,
 ) -> None:
     """Micro-benchmark the packing paths (µs per call, eager and in a CUDA graph)."""
 
@@ -40,7 +46,19 @@ def micro_command(
                          dry_run=dry_run)
         result = run_micro(spec, log=say)
         written = write_outputs(result, out)
+        step_text = None
+        if per_step:
+            from e2e.kernels.step_bench import StepSpec, measure_and_write
+
+            step_rows = tuple(r for r in spec.rows if r <= 384) or (1,)
+            _, step_text, step_written = measure_and_write(
+                out, StepSpec(rows=step_rows, runs=spec.runs, report_from=spec.report_from,
+                              graph_calls=spec.graph_calls),
+                ops_file=vllm_ops, dry_run=dry_run, log=say)
+            written += step_written
         output.print(render_markdown(result), highlight=False, markup=False, soft_wrap=True)
+        if step_text:
+            output.print(step_text, highlight=False, markup=False, soft_wrap=True)
         output.print("wrote " + ", ".join(str(p) for p in written), highlight=False,
                      markup=False)
 

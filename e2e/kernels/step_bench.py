@@ -30,7 +30,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["WAYS", "STEP_BUILDS", "StepSpec", "run_steps", "render_steps", "check_step_target"]
+__all__ = ["WAYS", "STEP_BUILDS", "StepSpec", "run_steps", "render_steps", "check_step_target",
+           "load_ops", "measure_and_write"]
 
 WAYS = ("main", "pr", "fused", "meta")
 STEP_BUILDS = {"V4.1": 7, "V4": 3}
@@ -138,9 +139,9 @@ def run_steps(spec: StepSpec, ops, device, log=print) -> dict:
                 want = state
             shape.correct[way] = all(torch.equal(x, y) for x, y in zip(want, state))
             shape.calls[way] = fn
-            for _ in range(3):
-                fn()
             if device.type == "cuda":
+                for _ in range(3):
+                    fn()
                 shape.counts[way] = bench.count_ops(fn, device).as_dict()
                 shape.graphs[way] = bench.capture_graph(fn, spec.graph_calls)
         shapes.append(shape)
@@ -173,7 +174,7 @@ def check_step_target(result: dict) -> dict:
         if s["rows"] > 32:
             continue
         a, b = s["median_us"]["meta"]["graph"], s["median_us"]["main"]["graph"]
-        if a is None or b is None:
+        if not a or not b:
             continue
         r = a / b
         if worst is None or r > worst[0]:
@@ -222,30 +223,87 @@ def render_steps(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_ops(ops_file: Path | None = None):
+    """vLLM's ops (``e2e.kernels.vllm_ops``): from ``ops_file`` (or ``$E2E_VLLM_OPS``), else
+    from the installed vLLM. Raises ``E2EError`` (exit 2) with what to do when neither works."""
+    import os
+
+    from e2e.errors import ConfigError
+    from e2e.kernels import vllm_ops
+
+    if ops_file is not None:
+        if not Path(ops_file).is_file():
+            raise ConfigError(f"--vllm-ops {ops_file}: no such file")
+        os.environ["E2E_VLLM_OPS"] = str(ops_file)
+    try:
+        return vllm_ops.load()
+    except (ImportError, AttributeError, OSError, SyntaxError) as exc:
+        raise ConfigError(
+            f"the per-step table needs vLLM's own ops ({exc}); install vLLM or pass "
+            "--vllm-ops FILE made by `python -m e2e.kernels.vllm_ops extract --python "
+            "SERVER_ENV_PYTHON --out FILE`") from None
+
+
+def measure_and_write(out: Path, spec: StepSpec, *, ops_file: Path | None = None,
+                      dry_run: bool = False, log=print) -> tuple[dict, str, list[Path]]:
+    """Run the per-step table and write ``step.json`` / ``step.md`` under ``out``
+    atomically. ``dry_run``: CPU under ``TRITON_INTERPRET=1``, one call, no graphs."""
+    import torch
+
+    from e2e.errors import E2EError
+    from e2e.kernels import load_triton_paths
+    from e2e.paths import atomic_write_json, atomic_write_text
+
+    if dry_run:
+        device = torch.device("cpu")
+        spec = StepSpec(rows=spec.rows, dspark_requests=spec.dspark_requests[:1], runs=1,
+                        report_from=1, calls=1, graph_calls=1, seed=spec.seed)
+    elif not torch.cuda.is_available():
+        raise E2EError("the per-step table needs a CUDA GPU (torch sees none); use --dry-run")
+    else:
+        device = torch.device("cuda")
+    load_triton_paths()
+    ops = load_ops(ops_file)
+    result = run_steps(spec, ops, device, log=log)
+    import triton
+
+    result["environment"] = {"device": str(device), "torch": torch.__version__,
+                             "triton": triton.__version__,
+                             "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
+                             "vllm_ops": getattr(ops, "VLLM_VERSION", None),
+                             "dry_run": dry_run}
+    text = render_steps(result)
+    if dry_run:
+        text = "**Dry run** (CPU, `TRITON_INTERPRET=1`): a functional check, not a measurement.\n\n" + text
+    written = [Path(out) / "step.json", Path(out) / "step.md"]
+    atomic_write_json(written[0], result)
+    atomic_write_text(written[1], text)
+    return result, text, written
+
+
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.kernels.step_bench")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rows", default="1,2,4,8,16,32,64,128,384")
+    parser.add_argument("--vllm-ops", type=Path, default=None)
+    parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
-    import torch
+    from e2e.errors import E2EError
 
-    from e2e.kernels import vllm_ops
-    from e2e.paths import atomic_write_json, atomic_write_text
-
-    if not torch.cuda.is_available():
-        print("error: the per-step benchmark needs a CUDA GPU", file=sys.stderr)
+    try:
+        spec = StepSpec(rows=tuple(int(r) for r in args.rows.split(",")), runs=args.runs,
+                        calls=args.calls)
+        _, text, _ = measure_and_write(args.out, spec, ops_file=args.vllm_ops,
+                                       dry_run=args.dry_run,
+                                       log=lambda m: print(m, file=sys.stderr, flush=True))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    spec = StepSpec(rows=tuple(int(r) for r in args.rows.split(",")), runs=args.runs,
-                    calls=args.calls)
-    result = run_steps(spec, vllm_ops.load(), torch.device("cuda"),
-                       log=lambda m: print(m, file=sys.stderr, flush=True))
-    result["environment"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                             "triton": __import__("triton").__version__}
-    atomic_write_json(args.out / "step.json", result)
-    text = render_steps(result)
-    atomic_write_text(args.out / "step.md", text)
+    except E2EError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     print(text)
     return 0
 
