@@ -198,7 +198,6 @@ def test_step_table_renders_per_build_and_per_step():
 
 
 def test_per_step_without_vllm_ops_is_a_clear_error(tmp_path):
-    pytest.importorskip("triton")
     proc = subprocess.run([sys.executable, "-m", "e2e.cli", "micro", "--dry-run", "--rows", "1",
                            "--cols", "16", "--runs", "1", "--report-from", "1", "--calls", "1",
                            "--per-step", "--out", str(tmp_path)],
