@@ -64,7 +64,8 @@ def test_random_batches_match_their_reference():
 
 def test_a_negative_block_really_drops_entries():
     """The case exercises the scan branch: some in-window slot ids are negative."""
-    b = next(x for x in meta_check.batches(seed=1, random_cases=0) if x.name == "negative block number")
+    b = next(x for x in meta_check.batches(seed=1, device=DEVICE, random_cases=0)
+             if x.name == "negative block number")
     buf = meta_check.buffers(b)
     meta_check.run_meta(b, buf)
     n = b.num_tokens
