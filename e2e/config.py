@@ -244,6 +244,27 @@ class ArmConfig(_Strict):
         "leaves it out (an experimental arm that should not lengthen every default sweep).")
 
 
+class MutantConfig(_Strict):
+    """``[[unit.mutants]]``: an arm with one thing broken on purpose, for ``e2e unit``: a
+    plugin setting forced (``plugin``, over the arm's) and/or a function made a no-op
+    (``noop = "module:function"``). A mutant that no test catches is reported as such."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+ -]{0,63}$")
+    arm: str
+    description: str = ""
+    plugin: dict[str, Any] = Field(default_factory=dict)
+    noop: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class UnitConfig(_Strict):
+    """``[unit]``: the validation matrix ``e2e unit`` runs: these test files once per arm
+    (default: the arms a sweep without --arms runs) and once per mutant."""
+
+    tests: list[str] = Field(default_factory=list)
+    arms: list[str] = Field(default_factory=list)
+    mutants: list[MutantConfig] = Field(default_factory=list)
+
+
 class ExecutorConfig(_Strict):
     """``[executor]``: where a plan's units run. ``local`` (this host, one unit at a time) or
     ``ray`` (every host of a Ray cluster that offers ``resource``, one unit per host at a time;
@@ -277,6 +298,8 @@ class Experiment(_Strict):
         "+-this many % (two one-sided tests).")
     # How units are run, not what they measure: left out of dumps (config snapshots, hashes).
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig, exclude=True)
+    # What `e2e unit` runs; not part of what a run measures, so left out of dumps too.
+    unit: UnitConfig = Field(default_factory=UnitConfig, exclude=True)
 
     @field_validator("name")
     @classmethod

@@ -7,6 +7,7 @@ point.
     e2e report | plan                      results -> aggregate -> render
     e2e import | export                    vllm bench files in and out
     e2e arms | build | micro | bisect      the arms, their builds, the kernels, a regression
+    e2e unit                               the arms' and mutants' test matrix
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from e2e.commands._plan import plan_target_effect
 from e2e.commands._report import report
 from e2e.commands._run import run
 from e2e.commands._sweep import sweep
+from e2e.commands._unit import unit_command
 
 __all__ = [
     "app"
@@ -78,6 +80,6 @@ for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
                    ("plan", plan_target_effect), ("gsm8k", gsm8k_command),
                    ("nightly", nightly_command), ("bisect", bisect_command),
                    ("export", export_command), ("arms", arms), ("build", build),
-                   ("micro", micro_command)):
+                   ("micro", micro_command), ("unit", unit_command)):
     _add(_name, _fn)
 app.add_typer(import_app, name="import")

@@ -1,0 +1,170 @@
+"""``e2e unit``: the validation matrix. The reference change validated itself by running its
+tests against main, the change, a null arm (the flag forced off) and a no-op refresh, and
+showing which test fails where. This runs the config's ``[unit] tests`` once per arm (the
+arm's plugin settings in ``E2E_UNIT_SETTINGS``, its name in ``E2E_UNIT_ARM``) and once per
+``[[unit.mutants]]`` entry (an arm with a setting forced and/or a function made a no-op,
+``E2E_UNIT_NOOP``), each in a fresh ``pytest`` process, and renders which test fails on which
+column and whether each mutant is caught (at least one test fails that passes on the mutant's
+arm). Writes ``unit.json`` and ``unit.md`` under ``--out``.
+
+What it does not do (yet): run a vLLM tree's own tests against each arm's build; the tests
+run with the driver's Python against e2e's plugin (the CPU default's arms share one build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from e2e.errors import ConfigError, E2EError
+
+__all__ = ["Column", "columns", "run_column", "caught", "render_matrix", "unit_command"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    arm: str
+    settings: dict
+    noop: str | None = None
+    mutant: bool = False
+
+
+def columns(experiment, arms: list[str] | None = None) -> list[Column]:
+    """The arms (given, else ``[unit] arms``, else the non-opt-in arms), then the mutants."""
+    names = arms or experiment.unit.arms or [n for n, a in experiment.arms.items() if not a.opt_in]
+    out = [Column(n, n, dict(experiment.arm(n).plugin)) for n in names]
+    for m in experiment.unit.mutants:
+        base = experiment.arm(m.arm)
+        out.append(Column(m.name, m.arm, {**base.plugin, **m.plugin}, m.noop, mutant=True))
+    seen = set()
+    for c in out:
+        if c.name in seen:
+            raise ConfigError(f"e2e unit: two columns are named {c.name!r}")
+        seen.add(c.name)
+    return out
+
+
+def _test_paths(tests: list[str]) -> list[str]:
+    import e2e
+
+    root = Path(e2e.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").exists():
+        root = None
+    paths = []
+    for t in tests:
+        p = Path(t)
+        if not p.exists() and root is not None and (root / t).exists():
+            p = root / t
+        if not p.exists():
+            raise ConfigError(f"[unit] tests: {t} does not exist (relative paths resolve against "
+                              "the current folder, then e2e's repository)")
+        paths.append(str(p))
+    return paths
+
+
+def run_column(column: Column, tests: list[str], *, timeout_s: float = 1800) -> dict[str, str]:
+    """``{test id: "passed" | "failed" | "skipped"}`` for one column (a fresh pytest)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        env = {**os.environ, "E2E_UNIT_ARM": column.name,
+               "E2E_UNIT_SETTINGS": json.dumps(column.settings, sort_keys=True)}
+        env.pop("E2E_UNIT_NOOP", None)
+        if column.noop:
+            env["E2E_UNIT_NOOP"] = column.noop
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "-p", "e2e.commands._unit_noop", f"--junitxml={report}", *tests]
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise E2EError(f"e2e unit: the tests of column {column.name} ran past "
+                           f"{timeout_s:.0f} s") from None
+        if not report.exists() or done.returncode not in (0, 1):
+            tail = (done.stdout + done.stderr)[-1500:]
+            raise E2EError(f"e2e unit: pytest could not run the tests of column {column.name} "
+                           f"(exit {done.returncode}):\n{tail}")
+        outcomes = {}
+        for case in ET.parse(report).getroot().iter("testcase"):
+            test = f"{Path(case.get('file') or case.get('classname', '')).name}::{case.get('name')}"
+            if case.get("classname") and not case.get("file"):
+                test = f"{case.get('classname').rsplit('.', 1)[-1]}.py::{case.get('name')}"
+            kinds = {child.tag for child in case}
+            outcomes[test] = ("failed" if kinds & {"failure", "error"} else
+                              "skipped" if "skipped" in kinds else "passed")
+        return outcomes
+
+
+def caught(results: dict[str, dict[str, str]], column: Column) -> list[str]:
+    """The tests that fail on a mutant and pass on the mutant's arm."""
+    base = results.get(column.arm, {})
+    return sorted(t for t, o in results[column.name].items()
+                  if o == "failed" and base.get(t) == "passed")
+
+
+def render_matrix(cols: list[Column], results: dict[str, dict[str, str]]) -> str:
+    """Markdown: one row per test, one column per arm / mutant, then each mutant's verdict."""
+    tests = sorted({t for r in results.values() for t in r})
+    mark = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", None: "—"}
+    head = [c.name + (f" (mutant of {c.arm})" if c.mutant else "") for c in cols]
+    lines = ["# Unit validation matrix", "",
+             "| test | " + " | ".join(head) + " |", "|---|" + "---|" * len(cols)]
+    for t in tests:
+        lines.append(f"| {t} | " + " | ".join(mark[results[c.name].get(t)] for c in cols) + " |")
+    lines.append("")
+    for c in cols:
+        failed = sum(o == "failed" for o in results[c.name].values())
+        if c.mutant:
+            hit = caught(results, c)
+            what = ", ".join(filter(None, [
+                f"plugin {json.dumps(c.settings, sort_keys=True)}",
+                f"{c.noop} made a no-op" if c.noop else None]))
+            lines.append(f"- mutant **{c.name}** ({what}): " + (
+                f"caught by {len(hit)} test(s): {', '.join(hit)}" if hit
+                else "**not caught by any test**"))
+        else:
+            lines.append(f"- arm {c.name}: {failed} of {len(results[c.name])} tests fail")
+    return "\n".join(lines) + "\n"
+
+
+def unit_command(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Experiment config (TOML).")] = None,
+    arms: Annotated[str | None, typer.Option(help="Arms, comma-separated [default: [unit] arms, "
+                                                  "else a sweep's arms].")] = None,
+    tests: Annotated[list[str] | None, typer.Option(help="Test files [default: [unit] tests].")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for unit.json and unit.md.")] = Path("results/unit"),
+) -> None:
+    """Run the config's tests on every arm and mutant and render which test fails where."""
+    from e2e.config import load_experiment
+    from e2e.paths import atomic_write_json, atomic_write_text
+
+    try:
+        experiment = load_experiment(config)
+        cols = columns(experiment, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
+        files = _test_paths(list(tests or experiment.unit.tests))
+        if not files:
+            raise ConfigError("e2e unit: no tests; set [unit] tests in the config or pass --tests")
+        results = {}
+        for c in cols:
+            typer.echo(f"running {len(files)} test file(s) on {c.name}", err=True)
+            results[c.name] = run_column(c, files)
+        text = render_matrix(cols, results)
+        doc = {"schema_version": 1, "experiment": experiment.name, "tests": files,
+               "columns": [c.__dict__ for c in cols], "results": results,
+               "mutants": {c.name: caught(results, c) for c in cols if c.mutant}}
+        atomic_write_json(out / "unit.json", doc)
+        atomic_write_text(out / "unit.md", text)
+    except E2EError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from exc
+    typer.echo(text)
+    typer.echo(f"wrote {out / 'unit.json'}, {out / 'unit.md'}")
