@@ -14,6 +14,9 @@ units and call the same ``execute``.
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,11 +24,13 @@ from e2e import analysis
 from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
-from e2e.plan import make_plan
+from e2e.plan import make_plan, order_of, record_order
+from e2e.results import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.render import ReportOutput, build_report
 from e2e.session import SessionOptions
 
-__all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs"]
+__all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "LOOKS_FILE", "load_looks",
+           "save_looks", "last_look_confidence"]
 
 
 def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
@@ -44,26 +49,63 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
           session: SessionOptions = SessionOptions(), max_attempts: int = 2,
           fail_fast: bool = False, on_unit: OnUnit = lambda folder, record: None,
           report: bool = True) -> tuple[Outcome, ReportOutput | None]:
-    """plan -> execute -> aggregate and render: the load matrix (``e2e sweep``)."""
+    """plan -> execute -> aggregate and render: the load matrix (``e2e sweep``). The arm order
+    is the folder's (``plan.order_of``: Williams for a new folder, recorded in order.json)."""
+    folder = Path(results) / experiment.name
+    order = order_of(folder)
     units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
-                      spec_modes=spec_modes, runs=runs)
+                      spec_modes=spec_modes, runs=runs, order=order)
+    record_order(folder, experiment, order)
     outcome = execute(experiment, units, results, executor=executor, session=session,
                       max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
-    return outcome, build_report(Path(results) / experiment.name) if report else None
+    return outcome, build_report(folder) if report else None
 
 
-def headline_pairs(summary) -> list[tuple[dict[int, float], dict[int, float]]]:
-    """Per headline comparison of a summary (each arm against the baseline, the headline
-    metric of each cell): (arm values by round, baseline values by round)."""
-
+def headline_pairs(summary, records=None) -> list[tuple[dict, dict]]:
+    """Per primary comparison of a summary (each arm but the A/A ones against the baseline, the
+    headline metric of each cell): (arm values by block, baseline values by block), the block
+    being (round, host) as the report keys runs (``Cell.blocks``); a block holding two runs of
+    one side (a repeat recorded twice) gets their geometric mean. ``records`` is not needed
+    (kept for callers)."""
     pairs = []
     for comp in summary.comparisons:
-        if comp.metric != analysis.headline_metric(comp.concurrency, comp.spec_mode):
+        if comp.metric != analysis.primary_metric(comp.concurrency, comp.spec_mode) or comp.role == "check":
             continue
-        arm = summary.cell(comp.arm, comp.concurrency, comp.spec_mode, comp.metric)
-        base = summary.cell(comp.baseline, comp.concurrency, comp.spec_mode, comp.metric)
-        pairs.append((dict(zip(arm.repeats, arm.values)), dict(zip(base.repeats, base.values))))
+        sides = []
+        for arm in (comp.arm, comp.baseline):
+            cell = summary.cell(arm, comp.concurrency, comp.spec_mode, comp.metric)
+            groups: dict = {}
+            for block, v in zip(cell.blocks(), cell.values):
+                groups.setdefault(block, []).append(v)
+            sides.append({k: v[0] if len(v) == 1 else math.exp(sum(map(math.log, v)) / len(v))
+                          for k, v in groups.items()})
+        pairs.append((sides[0], sides[1]))
     return pairs
+
+
+def load_looks(folder: Path) -> list[analysis.Look]:
+    """The looks an earlier ``--until-settled`` took in ``folder`` (``looks.json``), oldest
+    first; [] when there is none. An unreadable file is an error (its alpha is spent)."""
+    return [analysis.Look(rounds=int(x["rounds"]), max_rounds=int(x["max_rounds"]),
+                          alpha=float(x["alpha"]), cumulative=float(x["cumulative"]),
+                          confidence=float(x["confidence"]), decisions=tuple(x["decisions"]),
+                          stop=bool(x["stop"]))
+            for x in read_looks(folder)]
+
+
+def save_looks(folder: Path, looks: Sequence[analysis.Look], *, confidence: float,
+               spending: str) -> None:
+    write_looks(folder, [{"rounds": k.rounds, "max_rounds": k.max_rounds, "alpha": k.alpha,
+                          "cumulative": k.cumulative, "confidence": k.confidence,
+                          "decisions": list(k.decisions), "stop": k.stop} for k in looks],
+                confidence=confidence, spending=spending)
+
+
+def _settlement(look: analysis.Look) -> analysis.Settlement:
+    return analysis.Settlement(rounds=look.rounds, look_confidence=look.confidence,
+                            decisions=look.decisions,
+                            settled=bool(look.decisions) and all(d != "open" for d in look.decisions),
+                            stop=look.stop)
 
 
 def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
@@ -71,38 +113,72 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
                         spec_modes: list[bool] | None = None, executor: Executor | None = None,
                         session: SessionOptions = SessionOptions(), max_attempts: int = 2,
                         on_unit: OnUnit = lambda folder, record: None,
-                        baseline: str = "main") -> tuple[Outcome, analysis.Settlement]:
-    """``e2e sweep --until-settled --max-runs N``: whole rounds until every headline
-    comparison is settled (``analysis.settled``: alpha spent over the looks, so peeking does not
-    inflate false calls) or N runs per cell are made. Starts with enough rounds for the first
-    look (3 reported rounds); resumes like any sweep."""
-    from e2e.analysis import summarize
-    from e2e.analysis import equivalence_of
+                        baseline: str = "main",
+                        spending: analysis.Spending = analysis.DEFAULT_SPENDING) -> tuple[Outcome, analysis.Settlement]:
+    """``e2e sweep --until-settled --max-runs N``: whole rounds until every primary comparison
+    (the headline metric of each cell, every arm but the A/A checks) is settled, or N runs per
+    cell are made. Each look reads the report's own comparisons (``summarize``: one model per
+    cell) at the α a Lan–DeMets spending function (``analysis.look_at``; Pocock-type by default,
+    so the first look can settle a large effect) allows at t = reported rounds / (N − warmups),
+    split over the open comparisons. The looks are stored in ``<experiment>/looks.json``: a
+    second invocation on the folder continues the spending where the first stopped (it never
+    looks at the same rounds twice; once all of alpha is spent it runs nothing), and
+    ``e2e report`` renders at the last look's confidence.
+    Starts with enough rounds for the first look (3 reported rounds); resumes like any sweep."""
+    from e2e.analysis import (DEFAULT_CONFIDENCE, equivalence_of, estimate_of, primary_metric,
+                              summarize)
     from e2e.results import load_records
 
     start = experiment.report_from_run
+    folder = Path(results) / experiment.name
     runs = max(experiment.repeats, start - 1 + 3)
     if max_runs < runs:
         raise ConfigError(f"--max-runs {max_runs}: adaptive repeats need at least {runs} runs "
                           f"per cell ({start - 1} warmup + 3 reported rounds for the first look)")
+    looks = load_looks(folder)
+    if looks and looks[-1].cumulative >= (1.0 - DEFAULT_CONFIDENCE) - 1e-12:
+        session.say(f"{LOOKS_FILE}: the looks after {looks[-1].rounds} reported round(s) spent "
+                    "all of alpha; more rounds cannot settle anything in this folder (a new "
+                    "--results folder starts a new sequential test)")
+        return Outcome(), _settlement(looks[-1])
+    if looks:
+        last = looks[-1]
+        if _settlement(last).settled or (last.stop and max_runs - start + 1 <= last.rounds):
+            session.say(f"{LOOKS_FILE}: stopped at the look after {last.rounds} reported "
+                        "round(s) already; nothing more to run")
+            return Outcome(), _settlement(last)
+        runs = max(runs, last.rounds + start)  # the next look is after one more round
+        if runs > max_runs:
+            return Outcome(), _settlement(last)
+    order = order_of(folder)
     total = Outcome()
     while True:
         units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
-                          spec_modes=spec_modes, runs=runs)
+                          spec_modes=spec_modes, runs=runs, order=order)
+        record_order(folder, experiment, order)
         outcome = execute(experiment, units, results, executor=executor, session=session,
                           max_attempts=max_attempts, on_unit=on_unit)
         total.ran += outcome.ran
         total.skipped = outcome.skipped
         total.given_up = outcome.given_up
-        records, _ = load_records(Path(results) / experiment.name)
+        records, _ = load_records(folder)
         summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
-        pairs = headline_pairs(summary)
-        settlement = analysis.settled(pairs, rounds=runs - start + 1, max_rounds=max_runs - start + 1,
-                                   min_effect_pct=summary.min_effect_pct,
-                                   equivalence_pct=summary.equivalence_pct)
-        session.say(f"after {runs - start + 1} reported round(s): "
-                    f"{sum(d != 'open' for d in settlement.decisions)} of {len(pairs)} headline "
-                    f"comparison(s) settled" + ("" if settlement.stop else "; one more round"))
-        if settlement.stop or outcome.given_up:
-            return total, settlement
+        primary = [c for c in summary.comparisons if c.role == "primary"
+                   and c.metric == primary_metric(c.concurrency, c.spec_mode)]
+        spent = looks[-1].cumulative if looks else 0.0
+        look = analysis.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
+                             max_rounds=max_runs - start + 1, spent_before=spent,
+                             confidence=summary.confidence, min_effect_pct=summary.min_effect_pct,
+                             equivalence_pct=summary.equivalence_pct, spending=spending)
+        if look.alpha == 0.0 and looks:  # nothing spent here: the report keeps the last level
+            look = replace(look, confidence=looks[-1].confidence)
+        looks.append(look)
+        save_looks(folder, looks, confidence=summary.confidence, spending=spending)
+        session.say(f"after {look.rounds} reported round(s): "
+                    f"{sum(d != 'open' for d in look.decisions)} of {len(primary)} primary "
+                    f"comparison(s) settled (look alpha {look.alpha:.2g}, "
+                    f"{look.cumulative:.2g} of {1 - summary.confidence:.2g} spent)"
+                    + ("" if look.stop else "; one more round"))
+        if look.stop or outcome.given_up:
+            return total, _settlement(look)
         runs += 1

@@ -1,19 +1,81 @@
 """The plan: a list of units. For a sweep, arms x concurrencies x spec modes x repeats,
 interleaved.
 
-Round k holds run k of every cell and arm; the arm order rotates by one between rounds, so
-that drift of the machine (thermal, background load) lands on every arm alike. Within a round
-the arms of one cell run back to back. The plan is a pure function of its inputs. (GSM8K
+Round k holds run k of every cell and arm; within a round the arms of one cell run back to
+back. The arm order of each round comes from a **Williams design** (``williams``): over a whole
+cycle of its rows (n rows for an even number of arms n, 2n for an odd one) every arm runs in
+every position equally often and follows every other arm equally often, so a linear drift of the
+machine (thermal, background load) and the carry-over of one run into the next land on every arm
+alike. The rows are taken in an order drawn from a recorded seed (``order_seed``: the load's
+seed), starting at the first reported round, so the reported rounds are a complete Williams
+design whenever their number is a multiple of the cycle, and otherwise the first rows of it in
+a seeded order (no arm repeats a position before every arm has had every position). The order of round k depends only
+on k, the arms and the seed: adding rounds (``--until-settled``) never reorders the earlier ones.
+A results folder started before this order (no ``order.json``) keeps the old one, the arm list
+rotated by one each round (``order_of``). The plan is a pure function of its inputs. (GSM8K
 units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is read by
 ``e2e.results._store.unit_state``.)
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
 from e2e.config import Experiment, RunSpec
 from e2e.errors import ConfigError
 
-__all__ = ["make_plan", "rounds"]
+__all__ = ["make_plan", "rounds", "williams", "round_orders", "Order", "ORDER_FILE", "order_of",
+           "record_order", "describe_order"]
+
+Order = Literal["williams", "rotation"]
+ORDER_FILE = "order.json"
+
+
+def williams(n: int) -> list[list[int]]:
+    """Rows of a Williams design for ``n`` treatments (Williams 1949): row 0 is
+    0, 1, n−1, 2, n−2, …; row i adds i (mod n). For even n these n rows are a Latin square in
+    which every treatment follows every other exactly once; for odd n the n mirrored rows are
+    added (2n rows), after which every ordered pair of neighbours occurs exactly twice."""
+    if n < 1:
+        raise ValueError(f"a Williams design needs at least 1 treatment, got {n}")
+    first = [0]
+    lo, hi = 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    if n % 2 == 1 and n > 1:
+        rows += [row[::-1] for row in rows]
+    return rows
+
+
+def round_orders(arms: list[str], runs: int, *, report_from_run: int = 1, seed: int = 0,
+                 order: Order = "williams") -> list[list[str]]:
+    """The arm order of rounds 1..``runs``. ``williams``: the rows of ``williams(len(arms))``,
+    arms relabelled and rows permuted by a generator seeded with ``seed``; reported round j
+    (j = 0 at ``report_from_run``) takes row j of that cycle (mod its length), a warmup round
+    before it the row the cycle gives it counting backwards. The Latin square's n rows come
+    first (in a seeded order) and, for odd n, their mirrors after, in the same order: so any
+    n or fewer consecutive reported rounds put every arm in a different position. ``rotation``: the arm list rotated
+    by k − 1 in round k (the order before the Williams design; kept for folders made with it)."""
+    if order == "rotation":
+        return [arms[(k - 1) % len(arms):] + arms[:(k - 1) % len(arms)] for k in range(1, runs + 1)]
+    if order != "williams":
+        raise ValueError(f"unknown order {order!r}")
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, len(arms)])
+    label = [arms[i] for i in rng.permutation(len(arms))]
+    rows = williams(len(arms))
+    n = len(arms)
+    shifts = rng.permutation(n)  # the Latin square's rows first, the mirrored ones after
+    rows = [rows[i] for i in shifts] + [rows[n + i] for i in shifts if len(rows) > n]
+    return [[label[x] for x in rows[(k - report_from_run) % len(rows)]] for k in range(1, runs + 1)]
 
 
 def make_plan(
@@ -23,6 +85,7 @@ def make_plan(
     concurrencies: list[int] | None = None,
     spec_modes: list[bool] | None = None,
     runs: int | None = None,
+    order: Order = "williams",
 ) -> list[RunSpec]:
     arms = arms or [name for name, arm in experiment.arms.items() if not arm.opt_in]
     for arm in arms:
@@ -33,16 +96,71 @@ def make_plan(
     concurrencies = concurrencies or list(experiment.load.concurrencies)
     spec_modes = spec_modes if spec_modes is not None else [False, True]
     runs = runs or experiment.repeats
+    orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
+                          seed=order_seed(experiment), order=order)
     plan: list[RunSpec] = []
     for k in range(1, runs + 1):
-        shift = (k - 1) % len(arms)
-        order = arms[shift:] + arms[:shift]
         for concurrency in concurrencies:
             for dspark in spec_modes:
-                for arm in order:
+                for arm in orders[k - 1]:
                     plan.append(RunSpec.resolve(experiment, arm=arm, concurrency=concurrency,
                                                 dspark=dspark, repeat=k))
     return plan
+
+
+def order_seed(experiment: Experiment) -> int:
+    """The seed of the arm order: the load's seed (recorded in every run's spec)."""
+    return int(experiment.load.seed)
+
+
+def order_of(folder: Path) -> Order:
+    """The order a results folder (``<results>/<experiment>``) is planned in: the one its
+    ``order.json`` names; "rotation" for a folder with runs but no ``order.json`` (made before
+    the Williams design: it keeps its order); "williams" for a new folder."""
+    path = Path(folder) / ORDER_FILE
+    if path.is_file():
+        try:
+            value = json.loads(path.read_text(encoding="utf-8")).get("order")
+        except (OSError, ValueError, AttributeError):
+            value = None
+        if value in ("williams", "rotation"):
+            return value
+        raise ConfigError(f"{path}: unreadable or unknown order; remove it only if the folder "
+                          "holds no runs")
+    if any(Path(folder).glob("*/run.json")):
+        return "rotation"
+    return "williams"
+
+
+def record_order(folder: Path, experiment: Experiment, order: Order) -> None:
+    """Write ``order.json`` (atomically) the first time a sweep plans into ``folder``."""
+    from e2e.paths import atomic_write_text
+
+    path = Path(folder) / ORDER_FILE
+    if path.is_file():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"order": order, "seed": order_seed(experiment)},
+                                       indent=2) + "\n")
+
+
+def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Order) -> list[str]:
+    """Lines for ``--dry-run``: the design and each round's arm order."""
+    orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
+                          seed=order_seed(experiment), order=order)
+    if order == "rotation":
+        head = "arm order: rotated by one each round (the folder's order before the Williams design)"
+    else:
+        cycle = len(williams(len(arms)))
+        reported = runs - experiment.report_from_run + 1
+        whole = reported > 0 and reported % cycle == 0
+        head = (f"arm order: Williams design over {len(arms)} arms (cycle of {cycle} rounds), rows "
+                f"drawn with seed {order_seed(experiment)}; the {max(reported, 0)} reported rounds "
+                + ("are complete cycles: every arm in every position and after every other "
+                   "equally often" if whole else
+                   f"are not a multiple of {cycle}: its first rows (every arm in a different "
+                   "position each round, up to the number of arms)"))
+    return [head] + [f"  round {k}: {' '.join(o)}" for k, o in enumerate(orders, start=1)]
 
 
 def rounds(units: list[RunSpec]) -> list[list[RunSpec]]:

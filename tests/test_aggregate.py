@@ -187,11 +187,12 @@ def test_a_a_with_identical_distributions_is_not_called_different() -> None:
     comp = s.comparison("main-repeat", 1, "base", "tpot_ms_mean")
     assert comp.verdict == "inconclusive"  # ±1.2 % noise at 3 rounds cannot show ±1 % equivalence
     assert comp.interval[0] < 0 < comp.interval[1]
-    assert comp.method == "blocked" and comp.n_blocks == 3
+    assert comp.method == "model" and comp.n_blocks == 3 and comp.df == 2  # 2 arms: the paired t
     assert comp.mde_pct is not None and comp.mde_pct > 1.0
-    assert s.aa_arms == ("main-repeat",)
+    assert s.aa_arms == ("main-repeat",) and comp.role == "check" and comp.p_holm is None
     row = s.noise_row(1, "base", "tpot_ms_mean")
-    assert row is not None and row.source == "A/A arm main-repeat (blocked)"
+    assert row is not None and row.source == "A/A arm main-repeat: model residuals of 2 arms, 6 runs"
+    assert row.df == comp.df and row.mde_pct == pytest.approx(comp.mde_pct)
     assert row.noise_pct == pytest.approx(comp.noise_pct)
     assert row.runs_for_target is not None and row.runs_for_target > 3
 
@@ -213,7 +214,7 @@ def test_blocked_comparison_cancels_drift_between_rounds() -> None:
     recs = (_drifting("main", 1.0, [0, 0.002, -0.001, 0.001, -0.002])
             + _drifting("pr", 0.97, [0, -0.001, 0.002, 0.0, 0.001]))
     comp = summarize(recs).comparison("pr", 1, "base", "tpot_ms_mean")
-    assert comp.method == "blocked" and comp.n_blocks == 4
+    assert comp.method == "model" and comp.n_blocks == 4
     assert comp.verdict == "faster"
     assert comp.pct == pytest.approx(-3.0, abs=0.3)
     assert -4.0 < comp.interval[0] < comp.interval[1] < -2.0
@@ -229,7 +230,7 @@ def test_round_without_a_partner_is_dropped_and_said() -> None:
     recs = [r for r in recs if not (r.spec.arm == "pr" and r.spec.repeat == 5)]
     s = summarize(recs)
     comp = s.comparison("pr", 1, "base", "tpot_ms_mean")
-    assert comp.method == "blocked" and comp.n_blocks == 3 and comp.dropped == 1
+    assert comp.method == "model" and comp.n_blocks == 3 and comp.dropped == 1
     assert comp.n_arm == 3 and comp.n_baseline == 4
     assert any("1 run without a partner" in w.message
                for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
@@ -241,7 +242,7 @@ def test_runs_on_different_hosts_are_different_blocks() -> None:
     comp = summarize(main + pr).comparison("pr", 1, "base", "tpot_ms_mean")
     assert comp.method == "welch" and comp.n_blocks == 0  # no round shares a host: nothing pairs
     same = [make_record("pr", 1, i, tpot=t, host="a") for i, t in enumerate([7, 5.8, 5.9, 6.0], 1)]
-    assert summarize(main + same).comparison("pr", 1, "base", "tpot_ms_mean").method == "blocked"
+    assert summarize(main + same).comparison("pr", 1, "base", "tpot_ms_mean").method == "model"
 
 
 def test_zero_spread_is_floored_and_warned() -> None:
@@ -252,7 +253,7 @@ def test_zero_spread_is_floored_and_warned() -> None:
     lo, hi = comp.interval
     assert lo < 0 < hi and hi - lo > 0.6  # 0.1 % per run floor, t with 2 df: never zero width
     assert comp.verdict == "equivalent"  # +0.05 % is not called real, however steady the runs
-    assert any("no spread between the paired runs: noise floored at the 0.1 % minimum" in w.message
+    assert any("no spread between the runs: noise floored at 0.1 % per run" in w.message
                for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
 
 
@@ -263,7 +264,7 @@ def test_zero_spread_floor_comes_from_noise_pooled_across_cells() -> None:
     s = summarize(recs)
     calm = s.comparison("pr", 1, "base", "tpot_ms_mean")
     assert calm.noise_floored and calm.noise_pct > 1.0
-    assert any("pooled across the metric" in w.message
+    assert any("half the noise pooled over the metric's cells" in w.message
                for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
 
 
@@ -272,18 +273,23 @@ def test_equivalent_needs_the_interval_inside_the_band() -> None:
     same = [10.0, 10.01, 10.09, 9.96, 10.04, 10.03]
     recs = cell_runs("main", 1, base) + cell_runs("main-repeat", 1, same)
     comp = summarize(recs).comparison("main-repeat", 1, "base", "tpot_ms_mean")
-    assert comp.verdict == "equivalent" and comp.tost_p < 0.05 and comp.survives
+    assert comp.verdict == "equivalent" and comp.tost_p < 0.05
+    assert comp.role == "check" and comp.survives is None  # an A/A arm is not in the Holm family
     narrow = summarize(recs, equivalence_pct=0.05).comparison("main-repeat", 1, "base", "tpot_ms_mean")
     assert narrow.verdict == "inconclusive"
 
 
-def test_holm_counts_every_comparison_and_marks_survivors() -> None:
+def test_holm_counts_the_primary_comparisons_and_marks_survivors() -> None:
     recs = (cell_runs("main", 1, [7.0, 6.00, 6.10, 6.05])
             + cell_runs("pr", 1, [7.0, 5.85, 5.90, 5.93])      # about −2.7 %, modest p
             + cell_runs("flag-off", 1, [7.0, 3.0, 3.05, 3.02]))  # −50 %: survives anything
     s = summarize(recs)
-    assert s.n_comparisons == len([c for c in s.comparisons if c.p_value is not None])
-    assert s.n_comparisons == 2 * 4  # 2 arms × 4 metrics (no server TPOT in these records)
+    # the family: the headline metric (mean TPOT at concurrency 1) of both arms, not the
+    # other 3 metrics (secondary, unadjusted)
+    assert s.n_comparisons == 2
+    assert {c.arm for c in s.comparisons if c.p_holm is not None} == {"pr", "flag-off"}
+    assert all(c.role == "secondary" and c.p_holm is None and c.survives is None
+               for c in s.comparisons if c.metric != "tpot_ms_mean")
     big = s.comparison("flag-off", 1, "base", "tpot_ms_mean")
     assert big.verdict == "faster" and big.survives and big.p_holm >= big.p_value
     for c in s.comparisons:
@@ -309,3 +315,42 @@ def test_summary_is_immutable() -> None:
     s: Summary = summarize(cell_runs("main", 1, [1.0, 1.0, 1.0, 1.0]))
     with pytest.raises(AttributeError):
         s.baseline = "pr"  # type: ignore[misc]
+
+
+def test_the_holm_family_is_the_primary_comparisons_of_every_cell_without_the_a_a_arm() -> None:
+    recs = []
+    for conc in (1, 4):
+        recs += (cell_runs("main", conc, [7.0, 6.00, 6.10, 6.05])
+                 + cell_runs("main-repeat", conc, [7.0, 6.01, 6.08, 6.06])
+                 + cell_runs("pr", conc, [7.0, 5.70, 5.80, 5.76]))
+    s = summarize(recs)
+    family = [c for c in s.comparisons if c.p_holm is not None]
+    # primary: mean TPOT at concurrency 1, median TPOT at 4; pr only (main-repeat is a check)
+    assert sorted((c.concurrency, c.metric) for c in family) == [(1, "tpot_ms_mean"), (4, "tpot_ms_median")]
+    assert {c.arm for c in family} == {"pr"} and s.n_comparisons == 2
+    assert all(c.role == "check" and c.p_holm is None
+               for c in s.comparisons if c.arm == "main-repeat")
+    p = sorted(c.p_value for c in family)
+    adjusted = sorted(c.p_holm for c in family)
+    assert adjusted == pytest.approx([min(1, 2 * p[0]), max(min(1, 2 * p[0]), p[1])])
+    # the other metrics: unadjusted and labelled secondary
+    assert all(c.role == "secondary" for c in s.comparisons
+               if c.arm == "pr" and (c.concurrency, c.metric) not in
+               {(1, "tpot_ms_mean"), (4, "tpot_ms_median")})
+
+
+def test_headline_pairs_key_runs_by_round_and_host_as_the_report_does() -> None:
+    from e2e.pipeline import headline_pairs
+
+    recs = [make_record("main", 1, i, tpot=t, host="a") for i, t in enumerate([7, 6.0, 6.1, 6.2], 1)]
+    recs += [make_record("pr", 1, i, tpot=t, host="a") for i, t in enumerate([7, 5.8, 5.9, 6.0], 1)]
+    recs += [make_record("pr", 1, 2, tpot=5.6, host="b")]  # round 2 again, on another host
+    s = summarize(recs)
+    ((arm, base),) = headline_pairs(s, recs)
+    assert arm == {(2, "a"): pytest.approx(5.8), (3, "a"): pytest.approx(5.9),
+                   (4, "a"): pytest.approx(6.0), (2, "b"): pytest.approx(5.6)}
+    assert set(base) == {(2, "a"), (3, "a"), (4, "a")}
+    # a repeat recorded twice on one host: the geometric mean, as the report's model sees both
+    twice = recs[:-1] + [make_record("pr", 1, 2, tpot=5.6, host="a")]
+    ((arm, _),) = headline_pairs(summarize(twice), twice)
+    assert arm[(2, "a")] == pytest.approx(math.sqrt(5.8 * 5.6))

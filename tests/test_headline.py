@@ -42,13 +42,15 @@ def test_report_until_settled_nightly_and_bisect_agree(summary, default_experime
     rows = [r.split(" | ")[:2] for r in head.splitlines()[2:]]
     assert [f"| {concurrency}", _metric_name(metric(expected), mode)] in rows
     # --until-settled: the pairs it decides on are this metric's cells, one per comparison
-    wanted = [c for c in summary.comparisons
-              if (c.concurrency, c.spec_mode, c.metric) == (concurrency, mode, expected)]
+    # (the primary comparisons: every arm but the A/A checks; runs keyed by (round, host))
+    wanted = [c for c in summary.comparisons if c.role == "primary"
+              and (c.concurrency, c.spec_mode, c.metric) == (concurrency, mode, expected)]
+    assert wanted and all(c.role == "primary" for c in wanted)
     got = [pair for pair in headline_pairs(summary)]
     for comp in wanted:
         arm = summary.cell(comp.arm, concurrency, mode, expected)
         base = summary.cell(comp.baseline, concurrency, mode, expected)
-        assert (dict(zip(arm.repeats, arm.values)), dict(zip(base.repeats, base.values))) in got
+        assert (dict(zip(arm.blocks(), arm.values)), dict(zip(base.blocks(), base.values))) in got
     # the nightly with its default thresholds judges exactly this metric in this cell
     settings = NightlySettings()
     assert judged_metrics(settings.thresholds, mode, concurrency) == [expected]

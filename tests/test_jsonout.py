@@ -86,7 +86,8 @@ def test_report_json_keys_and_values() -> None:
     assert expected is not None
     assert comp["ratio"] == expected.ratio and comp["pct"] == pytest.approx(expected.pct)
     assert comp["median_ratio"] == pytest.approx(0.9)  # 9.0 / 10.0, the medians' ratio
-    assert comp["method"] == "blocked" and comp["n_blocks"] == 3
+    assert comp["method"] == "model" and comp["n_blocks"] == 3
+    assert comp["role"] == expected.role and comp["df"] == expected.df
     assert comp["mde_pct"] == expected.mde_pct and comp["survives_holm"] == expected.survives
     assert comp["verdict"] == expected.verdict == "faster"
     assert comp["interval_pct"] == {"low": expected.interval[0], "high": expected.interval[1]}  # type: ignore[index]

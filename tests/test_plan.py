@@ -3,31 +3,114 @@ replaced by a function that writes records)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from e2e.config import RunSpec
 from e2e.errors import ConfigError
 from e2e.execute._executor import LocalExecutor
 from e2e.execute._progress import format_eta
-from e2e.plan import make_plan
-from e2e.results._store import unit_state as _unit_state
+from e2e.plan import (
+    ORDER_FILE,
+    make_plan,
+    order_of,
+    record_order,
+    round_orders,
+    williams,
+)
 from e2e.results._records import RunRecord, ServerInfo
 from e2e.results._store import finalize, new_partial_dir, write_run
+from e2e.results._store import unit_state as _unit_state
 
 
-def test_rounds_interleave_and_rotate(default_experiment):
+def test_rounds_interleave_in_the_williams_order(default_experiment):
     plan = make_plan(default_experiment, concurrencies=[1, 4], spec_modes=[False, True], runs=3)
     assert len(plan) == 3 * 2 * 2 * 3
     rounds = [s.repeat for s in plan]
     assert rounds == sorted(rounds)  # run k of every cell before run k+1
-    first_cell = [s.arm for s in plan if s.concurrency == 1 and not s.dspark]
-    assert first_cell == ["main", "flag-off", "pr",   # round 1
-                          "flag-off", "pr", "main",   # round 2, rotated by one
-                          "pr", "main", "flag-off"]   # round 3
+    orders = round_orders(["main", "flag-off", "pr"], 3, report_from_run=2,
+                          seed=default_experiment.load.seed)
+    for k in (1, 2, 3):  # every cell of a round runs its arms in that round's order
+        for conc in (1, 4):
+            for dspark in (False, True):
+                assert [s.arm for s in plan if s.repeat == k and s.concurrency == conc
+                        and s.dspark == dspark] == orders[k - 1]
+    assert len({tuple(o) for o in orders}) == 3  # three different rows of the design
     # within a round the arms of one cell run back to back
-    assert [s.cell for s in plan[:3]] == ["main-c1-base", "flag-off-c1-base", "pr-c1-base"]
+    assert len({s.cell.split("-c")[1] for s in plan[:3]}) == 1
     assert make_plan(default_experiment, concurrencies=[1, 4], runs=3) == make_plan(
         default_experiment, concurrencies=[1, 4], runs=3)
+    rotated = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=3,
+                        order="rotation")
+    assert [s.arm for s in rotated] == ["main", "flag-off", "pr", "flag-off", "pr", "main",
+                                        "pr", "main", "flag-off"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_williams_design_balances_position_and_carry_over(n):
+    rows = williams(n)
+    assert len(rows) == (n if n % 2 == 0 else 2 * n)
+    assert all(sorted(r) == list(range(n)) for r in rows)
+    per = len(rows) // n
+    for pos in range(n):  # every treatment in every position equally often
+        assert sorted(r[pos] for r in rows) == sorted(list(range(n)) * per)
+    follows: dict[tuple[int, int], int] = {}
+    for r in rows:
+        for a, b in zip(r, r[1:]):
+            follows[(a, b)] = follows.get((a, b), 0) + 1
+    # every treatment preceded by every other equally often (once per Latin square)
+    assert set(follows) == {(a, b) for a in range(n) for b in range(n) if a != b}
+    assert set(follows.values()) == {per}
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_round_orders_are_a_whole_design_over_a_cycle_of_reported_rounds(n):
+    arms = [f"a{i}" for i in range(n)]
+    cycle = len(williams(n))
+    orders = round_orders(arms, 1 + cycle, report_from_run=2, seed=7)
+    reported = orders[1:]
+    for pos in range(n):
+        assert sorted(o[pos] for o in reported) == sorted(arms * (cycle // n))
+    pairs = {(o[i], o[i + 1]) for o in reported for i in range(n - 1)}
+    assert len(pairs) == n * (n - 1)
+    # adding rounds never reorders the earlier ones; the seed picks the rows
+    assert round_orders(arms, 3 + cycle, report_from_run=2, seed=7)[:1 + cycle] == orders
+    if n > 2:
+        assert round_orders(arms, 1 + cycle, report_from_run=2, seed=8) != orders
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_fewer_reported_rounds_than_arms_put_every_arm_in_a_new_position(n):
+    arms = [f"a{i}" for i in range(n)]
+    for seed in range(5):
+        reported = round_orders(arms, 1 + n, report_from_run=2, seed=seed)[1:]
+        for arm in arms:
+            assert len({o.index(arm) for o in reported}) == n
+
+
+def test_the_calibration_design_has_no_fixed_neighbour():
+    """5 arms, --runs 4: no arm always runs right before main (the rotated order did)."""
+    arms = ["main", "main-repeat", "delay-100", "delay-250", "delay-500"]
+    orders = round_orders(arms, 4, report_from_run=2, seed=0)[1:]
+    for arm in arms[1:]:
+        gaps = {o.index("main") - o.index(arm) for o in orders}
+        assert len(gaps) > 1, (arm, orders)
+
+
+def test_a_folder_keeps_its_order(tmp_path, default_experiment):
+    folder = tmp_path / "default"
+    assert order_of(folder) == "williams"  # a new folder
+    spec = make_plan(default_experiment, runs=1)[0]
+    store(tmp_path, default_experiment, spec, valid=True)
+    assert order_of(folder) == "rotation"  # runs made before order.json: the old order
+    record_order(folder, default_experiment, "rotation")
+    assert json.loads((folder / ORDER_FILE).read_text())["order"] == "rotation"
+    (folder / ORDER_FILE).write_text('{"order": "williams", "seed": 0}')
+    assert order_of(folder) == "williams"
+    (folder / ORDER_FILE).write_text("nonsense")
+    with pytest.raises(ConfigError, match="unreadable"):
+        order_of(folder)
 
 
 def test_plan_narrowing_and_bad_arms(default_experiment):
@@ -82,7 +165,8 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
                                                                monkeypatch):
     plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=2)
     calls = []
-    failing = {"flag-off-c1-base-r1"}
+    bad = plan[2].run_id  # not the first unit: the lines below see one attempt of each first
+    failing = {bad}
 
     def fake_run_one(experiment, spec, results, **kwargs):
         calls.append(spec.run_id)
@@ -92,15 +176,15 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
     lines = []
     outcome = execute(default_experiment, plan, tmp_path, fake_run_one, max_attempts=2,
                       say=lines.append)
-    assert calls.count("flag-off-c1-base-r1") == 2 and len(calls) == len(plan) + 1
-    assert outcome.given_up == ["flag-off-c1-base-r1"]
+    assert calls.count(bad) == 2 and len(calls) == len(plan) + 1
+    assert outcome.given_up == [bad]
 
     calls.clear()
     failing.clear()
-    assert lines[0] == "[1/6] main-c1-base-r1 (attempt 1 of 2) · 0 of 6 done · ETA after the first unit"
-    assert lines[1].startswith("[2/6] flag-off-c1-base-r1 (attempt 1 of 2) · 1 of 6 done · ETA ")
+    assert lines[0] == f"[1/6] {plan[0].run_id} (attempt 1 of 2) · 0 of 6 done · ETA after the first unit"
+    assert lines[1].startswith(f"[2/6] {plan[1].run_id} (attempt 1 of 2) · 1 of 6 done · ETA ")
     outcome = execute(default_experiment, plan, tmp_path, fake_run_one, max_attempts=3)
-    assert calls == ["flag-off-c1-base-r1"]  # only the invalid run is made again
+    assert calls == [bad]  # only the invalid run is made again
     assert len(outcome.skipped) == len(plan) - 1 and not outcome.given_up
 
 

@@ -103,24 +103,26 @@ def test_markdown_headline_rows(summary: Summary) -> None:
     pr = summary.comparison("pr", 1, "base", "tpot_ms_mean")
     assert row1.endswith(format_headline_comparison(pr) + " |")
     # per headline row: interval, verdict, Holm mark, method, MDE
-    assert pr.verdict == "faster" and pr.method == "blocked"
+    assert pr.verdict == "faster" and pr.method == "model"
     assert format_headline_comparison(pr) == (
-        f"\u22122.7 % [\u22123.8, \u22121.6] faster \u2020 · blocked, MDE {pr.mde_pct:.1f} %")
+        f"\u22122.7 % [\u22123.6, \u22121.8] faster · model, MDE {pr.mde_pct:.1f} %")
     aa = summary.comparison("main-repeat", 1, "base", "tpot_ms_mean")
-    assert aa.verdict == "inconclusive"
-    assert f"inconclusive (MDE {aa.mde_pct:.1f} %) · blocked" in row1
+    assert aa.verdict == "equivalent" and aa.role == "check"  # one model over 4 arms: 6 df, not 2
+    assert f"equivalent ±1 % · A/A check, model, MDE {aa.mde_pct:.1f} %" in row1
     verify = summary.comparison("pr", 1, "dspark", "ms_per_verify_step")
-    assert verify.survives and "faster · blocked" in format_headline_comparison(verify)
-    # the multiplicity note counts every comparison
-    assert f"this report makes {len(summary.comparisons)} comparisons" in text
+    assert verify.survives and "faster · model" in format_headline_comparison(verify)
+    # the multiplicity note counts the primary comparisons: 3 cells x 2 arms (A/A excluded)
+    assert summary.n_comparisons == 6
+    assert "Multiplicity: 6 primary comparisons" in text
 
 
 def test_markdown_noise_table_and_picture_links(summary: Summary) -> None:
     text = render_markdown(summary)
     assert "## Noise and what it can detect" in text
-    row = next(line for line in text.splitlines() if line.startswith("| 1 | mean TPOT (ms) | 1.08 %"))
+    row = next(line for line in text.splitlines() if line.startswith("| 1 | mean TPOT (ms) | 0.65 %"))
     noise = summary.noise_row(1, "base", "tpot_ms_mean")
-    assert f"| A/A arm main-repeat (blocked) | 3 | {noise.mde_pct:.1f} % |" in row
+    assert (f"| A/A arm main-repeat: model residuals of 4 arms, 12 runs | 3 | 6 | "
+            f"{noise.mde_pct:.1f} % |") in row
     assert row.endswith(f"| {noise.runs_for_target} |")
     for name in comparison_plot_names(summary):
         assert f"(plots/{name})" in text
@@ -148,10 +150,12 @@ def test_csv_has_every_cell_and_comparison(summary: Summary) -> None:
                 & (cells.metric == "tpot_ms_mean")].iloc[0]
     assert (row["median"], row["low"], row["high"], row["n"]) == (6.73, 6.65, 6.74, 3)
     assert row["repeats"] == "2;3;4"
-    c = comps[(comps.arm == "pr") & (comps.concurrency == 1) & (comps.metric == "tpot_ms_median")].iloc[0]
+    c = comps[(comps.arm == "pr") & (comps.concurrency == 1) & (comps.metric == "tpot_ms_mean")
+              & (comps.spec_mode == "base")].iloc[0]
     assert c["verdict"] == "faster" and c["pct_low"] < c["pct"] < c["pct_high"] < 0
-    assert c["method"] == "blocked" and c["n_blocks"] == 3 and c["mde_pct"] > 0
+    assert c["method"] == "model" and c["n_blocks"] == 3 and c["mde_pct"] > 0
     assert c["p_holm"] >= c["p_value"] and c["survives_holm"] in (True, False)
+    assert c["role"] == "primary" and c["df"] == 6
     noise = pd.read_csv(io.BytesIO(files["noise.csv"]))
     assert len(noise) == len(summary.noise)
 
@@ -248,10 +252,10 @@ def test_calibration_report_renders_forest_and_strip_plots(tmp_path: Path) -> No
     s = out.summary
     assert s.aa_arms == ("main-repeat",)
     aa = s.comparison("main-repeat", 1, "base", "server_tpot_ms_mean")
-    assert aa.method == "blocked" and aa.verdict in ("equivalent", "inconclusive")
+    assert aa.method == "model" and aa.verdict in ("equivalent", "inconclusive")
     for arm in ("delay-100", "delay-250", "delay-500"):
         c = s.comparison(arm, 1, "base", "server_tpot_ms_mean")
-        assert c.method == "blocked" and c.verdict == "slower", (arm, c)
+        assert c.method == "model" and c.verdict == "slower", (arm, c)
     # the drift (5 % a round) swamps delay-100 (+3.6 %) without the pairing
     assert s.comparison("delay-100", 1, "base", "server_tpot_ms_mean").unpaired_interval[0] < 0
     names = {p.name for p in out.plot_paths}
@@ -260,4 +264,5 @@ def test_calibration_report_renders_forest_and_strip_plots(tmp_path: Path) -> No
         assert name in names
         assert f"(plots/{name})" in out.markdown
     row = s.noise_row(1, "base", "server_tpot_ms_mean")
-    assert row.source == "A/A arm main-repeat (blocked)" and row.mde_pct < row.unpaired_mde_pct
+    assert row.source.startswith("A/A arm main-repeat: model residuals of 5 arms")
+    assert row.mde_pct < row.unpaired_mde_pct

@@ -35,11 +35,24 @@ def test_advice_uses_the_a_a_noise_and_counts_warmups() -> None:
     s = summarize(_records())
     advice = {a.metric: a for a in runs_advice(s, 1.0)}
     a = advice["tpot_ms_mean"]
-    assert a.source == "A/A arm main-repeat (blocked)"
-    assert a.reported_runs == stats.runs_needed(a.noise_pct / 100, 1.0)
+    assert a.source == "A/A arm main-repeat: model residuals of 3 arms, 12 runs"
+    row = s.noise_row(1, "base", "tpot_ms_mean")
+    assert (row.method, row.arms_in_model) == ("model", 3)
+    assert a.reported_runs == stats.runs_needed(a.noise_pct / 100, 1.0, method="model", arms=3,
+                                                slot=row.slot, noise_df=row.df)
     assert a.sweep_runs == a.reported_runs + 1  # run 1 is a warmup
     n = a.reported_runs
-    assert stats.mde_log(a.noise_pct / 100 / math.sqrt(n), n - 1) <= math.log(1.01)
+    df = 2 * (n - 1) - row.slot  # the df of the model the report fits, not n - 1
+    noise = a.noise_pct / 100 * stats.median_unbiased(row.df)  # as the printed MDE uses it
+    assert stats.mde_log(noise / math.sqrt(n), df) <= math.log(1.01)
+    assert stats.mde_log(noise / math.sqrt(n - 1), df - 2) > math.log(1.01)
+    # the power statement: the effect detected at 3 rounds is the MDE of that design
+    k, effect = a.detectable[0]
+    assert k == 3 and effect == pytest.approx(
+        (math.exp(stats.mde_log(noise / math.sqrt(3), 4 - row.slot)) - 1) * 100)
+    # and the noise table's MDE is the same formula at the rounds made
+    assert row.mde_pct == pytest.approx(
+        (math.exp(stats.mde_log(noise / math.sqrt(row.n_blocks), row.df)) - 1) * 100, rel=0.02)
     assert runs_advice(s, 5.0)[0].reported_runs < n
 
 

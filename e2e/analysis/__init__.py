@@ -3,7 +3,7 @@ rule. Pure functions over records already read; no I/O.
 """
 
 from e2e.analysis._aggregate import (
-    equivalence_of,
+    DEFAULT_CONFIDENCE, equivalence_of, estimate_of, primary_metric,
     Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
     Summary, metric, select, summarize
 )
@@ -13,15 +13,18 @@ from e2e.analysis._headline import (
     headline_metric, server_twin
 )
 from e2e.analysis._stats import (
+    DEFAULT_SPENDING, Look, Spending, look_at, spent_alpha,
     DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, settled,
     verdict_for
 )
 
 __all__ = [
-    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_POWER", "HEADLINE",
-    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
-    "ReportWarning", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Summary",
-    "burst_affected", "compare_runs", "equivalence_of", "format_advice", "headline_for",
-    "headline_metric", "median_range", "metric", "parse_effect", "runs_advice", "runs_needed",
-    "select", "server_twin", "settled", "summarize", "verdict_for"
+    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_CONFIDENCE",
+    "DEFAULT_POWER", "DEFAULT_SPENDING", "HEADLINE", "Look", "MAX_ACCEPTANCE_MOVE",
+    "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD", "ReportWarning",
+    "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "burst_affected",
+    "compare_runs", "equivalence_of", "estimate_of", "format_advice", "headline_for",
+    "headline_metric", "look_at", "median_range", "metric", "parse_effect", "primary_metric",
+    "runs_advice", "runs_needed", "select", "server_twin", "settled", "spent_alpha",
+    "summarize", "verdict_for"
 ]

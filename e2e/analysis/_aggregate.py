@@ -46,6 +46,8 @@ __all__ = ["equivalence_of",
     "MAX_ACCEPTANCE_MOVE",
     "DEFAULT_MIN_EFFECT_PCT",
     "DEFAULT_CONFIDENCE",
+    "primary_metric",
+    "estimate_of",
 ]
 
 MIN_RUNS = 3
@@ -127,10 +129,17 @@ class Cell:
     median: float
     low: float
     high: float
+    hosts: tuple[str | None, ...] = ()
+    """Each run's host (``provenance.host.hostname``), aligned with ``values``; () when unknown."""
 
     @property
     def n(self) -> int:
         return len(self.values)
+
+    def blocks(self) -> list[tuple[int, str | None]]:
+        """Each run's block: (round, host), aligned with ``values``."""
+        hosts = self.hosts or (None,) * len(self.values)
+        return list(zip(self.repeats, hosts))
 
     @property
     def spread(self) -> float:
@@ -181,6 +190,14 @@ class Comparison:
     min_effect_pct: float = 0.0
     unpaired_interval: tuple[float, float] | None = None
     unpaired_mde_pct: float | None = None
+    role: str = "secondary"
+    """"primary" (the cell's headline metric, in the Holm family), "check" (an A/A arm: its
+    comparisons measure the noise and are not in the family) or "secondary" (every other metric:
+    unadjusted, ``p_holm`` None)."""
+    df: float | None = None
+    prior_df: float = 0.0
+    se: float | None = None
+    """Standard error of ln(ratio) (after moderation and the floor); None without an interval."""
 
     @property
     def method_text(self) -> str:
@@ -209,6 +226,11 @@ class NoiseRow:
     target_pct: float
     runs_for_target: int | None
     floored: bool
+    df: float | None = None
+    prior_df: float = 0.0
+    arms_in_model: int = 2
+    method: str = "blocked"
+    slot: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,6 +287,8 @@ class Summary:
     aa_arms: tuple[str, ...] = ()
     n_comparisons: int = 0
     multiplicity: str = "Holm"
+    pooled: tuple[str, ...] = ()
+    """What the noise of the comparisons borrowed, one sentence per (metric, spec mode)."""
 
     def noise_row(self, concurrency: int, spec_mode: str, metric_key: str) -> NoiseRow | None:
         for r in self.noise:
@@ -305,11 +329,17 @@ class Summary:
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
                    "max_concurrency")
 _SETTINGS = ("server_settings", "arm_settings")
-_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "valid",
+_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
                    "client_saturated", "goodput_slo",
                    *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
+
+
+def _host(record: RunRecord) -> str | None:
+    host = record.provenance.get("host") if isinstance(record.provenance, dict) else None
+    name = host.get("hostname") if isinstance(host, dict) else None
+    return str(name) if name is not None else None
 
 
 def _canonical(value: object) -> str:
@@ -341,6 +371,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "concurrency": int(r.spec.concurrency),
             "spec_mode": r.spec.spec_mode,
             "repeat": int(r.spec.repeat),
+            "host": _host(r),
             "valid": bool(r.valid and r.metrics is not None),
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),
@@ -600,7 +631,8 @@ def summarize(
             values = tuple(float(v) for v in rows[m.key])
             mr = stats.median_range(values)
             cell = Cell(arm, conc, mode, m.key, tuple(int(r) for r in rows["repeat"]), values,
-                        mr.median, mr.low, mr.high)
+                        mr.median, mr.low, mr.high,
+                        hosts=tuple(None if pd.isna(h) else str(h) for h in rows["host"]))
             cells.append(cell)
             spread = cell.spread
             if m.key == "acceptance_length":
@@ -628,10 +660,12 @@ def summarize(
     comparisons: list[Comparison] = []
     noise: tuple[NoiseRow, ...] = ()
     aa_arms: tuple[str, ...] = ()
+    pooled: list[str] = []
     if baseline in arms:
         aa_arms = _aa_arms(records, baseline, arms)
-        comparisons, noise, more = _compare(
-            cells, index, baseline=baseline, blocks=_blocks(records), aa_arms=aa_arms,
+        comparisons, noise, more, pooled = _compare(
+            cells, index, baseline=baseline, slots=_slots(records),
+            aa_arms=aa_arms,
             confidence=confidence, min_effect_pct=min_effect_pct,
             equivalence_pct=equivalence_pct, target_effect_pct=target_effect_pct)
         warnings.extend(more)
@@ -666,26 +700,14 @@ def summarize(
         equivalence_pct=equivalence_pct,
         noise=noise,
         aa_arms=aa_arms,
-        n_comparisons=sum(1 for c in comparisons if c.p_value is not None),
+        n_comparisons=sum(1 for c in comparisons if c.p_holm is not None),
+        pooled=tuple(pooled),
     )
 
 
 # --- comparisons: blocks, A/A arms, noise floor, verdicts, MDE, multiplicity -------------------
 
-_RunKey = tuple[str, int, str, int]  # arm, concurrency, spec mode, repeat
-
-
-def _blocks(records: Sequence[RunRecord]) -> dict[_RunKey, tuple[int, str | None]]:
-    """Each run's block: (round, host). The round is the run's repeat (the sweep runs round k of
-    every arm of a cell back to back); the host is ``provenance.host.hostname`` (None if absent),
-    so runs of one round on different hosts are different blocks."""
-    out: dict[_RunKey, tuple[int, str | None]] = {}
-    for r in records:
-        host = r.provenance.get("host") if isinstance(r.provenance, dict) else None
-        name = host.get("hostname") if isinstance(host, dict) else None
-        out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat))] = (
-            int(r.spec.repeat), str(name) if name is not None else None)
-    return out
+_RunKey = tuple[str, int, str, int, "str | None"]  # arm, concurrency, spec mode, repeat, host
 
 
 def _aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
@@ -703,9 +725,63 @@ def _aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -
                  and comparable_settings(config, a)["arm"] == base)
 
 
-def _runs(cell: Cell, blocks: dict[_RunKey, tuple[int, str | None]]) -> list[tuple[object, float]]:
-    return [(blocks.get((cell.arm, cell.concurrency, cell.spec_mode, rep)), v)
-            for rep, v in zip(cell.repeats, cell.values)]
+def _slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
+    """Each run's position in its block (0 = first): the rank of its start time among the
+    runs of the same round, host, concurrency and spec mode (the runs a host made back to back).
+    None for every run of a block whose start times are missing, unparsable or tied (then the
+    model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
+    cell back to back, on one host."""
+    from datetime import datetime
+
+    groups: dict[tuple, list[tuple[_RunKey, object]]] = {}
+    for r in records:
+        name = _host(r)
+        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
+        try:
+            when = datetime.fromisoformat(str(r.started_at))
+        except ValueError:
+            when = None
+        groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
+    out: dict[_RunKey, int | None] = {}
+    for runs in groups.values():
+        times = [w for _, w in runs]
+        if any(w is None for w in times) or len(set(times)) < len(times):
+            out.update({k: None for k, _ in runs})
+            continue
+        for rank, (k, _) in enumerate(sorted(runs, key=lambda kw: kw[1])):
+            out[k] = rank
+    return out
+
+
+def _runs(cell: Cell) -> list[tuple[object, float]]:
+    return list(zip(cell.blocks(), cell.values))
+
+
+def _model_runs(cell: Cell, slots: dict[_RunKey, int | None]) -> list[stats.ModelRun]:
+    return [stats.ModelRun(cell.arm, block, slots.get((cell.arm, cell.concurrency, cell.spec_mode,
+                                                       *block)), v)
+            for block, v in zip(cell.blocks(), cell.values)]
+
+
+def estimate_of(comp: Comparison) -> stats.LogRatio | None:
+    """The comparison's estimate as a ``stats.LogRatio`` (to read it at another confidence,
+    e.g. a sequential look); None without an interval."""
+    if comp.se is None or comp.df is None or comp.interval is None:
+        return None
+    noise = (comp.noise_pct or 0.0) / 100.0
+    return stats.LogRatio(method=comp.method if comp.method in ("model", "blocked", "welch") else "blocked",
+                          log_ratio=math.log(comp.ratio), se=comp.se, df=comp.df, noise_sd=noise,
+                          raw_noise_sd=noise, n_arm=comp.n_arm, n_baseline=comp.n_baseline,
+                          n_blocks=comp.n_blocks, dropped=comp.dropped, floored=comp.noise_floored,
+                          floor_sd=stats.RESOLUTION_SD, prior_df=comp.prior_df)
+
+
+def primary_metric(concurrency: int, spec_mode: str) -> str:
+    """The cell's primary (headline) metric: mean TPOT at concurrency 1, median TPOT above it,
+    ms per verify step with the speculator."""
+    from e2e.analysis._headline import headline_metric
+
+    return headline_metric(concurrency, spec_mode)
 
 
 def _compare(
@@ -713,20 +789,29 @@ def _compare(
     index: dict[tuple[str, int, str, str], Cell],
     *,
     baseline: str,
-    blocks: dict[_RunKey, tuple[int, str | None]],
+    slots: dict[_RunKey, int | None],
     aa_arms: tuple[str, ...],
     confidence: float,
     min_effect_pct: float,
     equivalence_pct: float,
     target_effect_pct: float | None,
-) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning]]:
-    """Every arm against the baseline of its cell, in three passes: (1) raw estimates
-    (``stats.log_ratio``: blocked where at least 2 blocks pair up, else Welch) with the 0.1 %
-    resolution floor; (2) where that floor bound (no spread, e.g. identical values), the
-    estimate again with the larger floor from the noise pooled across the metric's comparisons
-    (``stats.noise_floor``); (3) verdicts (``stats.call``), MDE, and Holm's adjustment across
-    every comparison of the report (the p of the difference test for difference verdicts, the
-    TOST p for equivalence)."""
+) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning], list[str]]:
+    """Every arm against the baseline of its cell:
+
+    1. **one model per cell and metric** (``stats.cell_model``: ln y = round × host + slot + arm
+       over every arm, the residual variance pooled across them); where it cannot be fitted,
+       the paired t per arm (``stats.log_ratio``: blocked where 2 blocks pair up) or Welch;
+    2. **shared noise**: each cell's (or fallback comparison's) per-run variance is moderated
+       toward the same metric's variances in the other cells of the spec mode (``fit_prior``,
+       ``moderate``: limma's moderated t; no prior with fewer than 3 of them);
+    3. a **monotone floor**: the per-run noise is at least the 0.1 % resolution and half the
+       noise pooled over the metric's cells of the spec mode (``stats.floor_noise``);
+    4. verdicts (``stats.call``) and the MDE with the df the test uses; **Holm** over the
+       primary comparisons (the headline metric of every cell, every arm except the A/A ones,
+       difference and equivalence in one family: each comparison enters with the p of the test
+       behind its verdict, the smaller of the two when inconclusive; at most one of its two null
+       hypotheses can be true, so the family-wise error stays at α). A/A arms are "check"s,
+       other metrics "secondary" (unadjusted)."""
     warnings: list[ReportWarning] = []
     pairs: list[tuple[Cell, Cell]] = []
     for c in cells:
@@ -741,84 +826,136 @@ def _compare(
             continue
         pairs.append((c, base))
 
-    raw = {id(c): stats.log_ratio(_runs(c, blocks), _runs(b, blocks)) for c, b in pairs}
-    floors: dict[str, tuple[float, str]] = {}
-    for key in {c.metric for c, _ in pairs}:
-        ests = [e for (c, _), e in ((p, raw[id(p[0])]) for p in pairs) if c.metric == key and e is not None]
-        floors[key] = stats.noise_floor(stats.pooled_noise(ests))
+    # 1. one model per (concurrency, spec mode, metric), else the fallbacks
+    groups: dict[tuple[int, str, str], list[tuple[Cell, Cell]]] = {}
+    for c, base in pairs:
+        groups.setdefault((c.concurrency, c.spec_mode, c.metric), []).append((c, base))
+    est: dict[int, stats.LogRatio | None] = {}
+    own_s2: dict[int, float] = {}
+    fits: dict[tuple[int, str, str], stats.CellFit] = {}
+    units: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for key, members in groups.items():
+        runs = _model_runs(members[0][1], slots)
+        for c, _ in members:
+            runs += _model_runs(c, slots)
+        fit = stats.cell_model(runs, baseline) if len(runs) > 2 else None
+        if fit is not None:
+            fits[key] = fit
+            units.setdefault((key[2], key[1]), []).append((fit.s2, fit.df))
+        for c, base in members:
+            e = fit.estimates.get(c.arm) if fit is not None else None
+            if e is not None:
+                own_s2[id(c)] = fit.s2
+            else:
+                e = stats.log_ratio(_runs(c), _runs(base))
+                if e is not None and e.method == "blocked":
+                    own_s2[id(c)] = e.raw_noise_sd ** 2 / 2.0
+                    units.setdefault((key[2], key[1]), []).append((own_s2[id(c)], e.df))
+            est[id(c)] = e
+
+    # 2. moderation and 3. the floor, per (metric, spec mode)
+    priors = {k: stats.fit_prior(v) for k, v in units.items()}
+    floors: dict[tuple[str, str], float] = {}
+    pooled_text: list[str] = []
+    for (key, mode), v in sorted(units.items()):
+        pos = [(s2, d) for s2, d in v if d > 0]
+        pooled = math.sqrt(sum(s2 * d for s2, d in pos) / sum(d for _, d in pos)) if pos else 0.0
+        floors[(key, mode)] = max(stats.RESOLUTION_SD, stats.POOLED_FLOOR_FRACTION * pooled)
+        prior = priors[(key, mode)]
+        if prior.df > 0:
+            pooled_text.append(
+                f"{metric(key).label} ({mode}): each cell's noise is moderated toward the "
+                f"{prior.units} cells' (prior {math.sqrt(prior.s2) * 100:.2g} % per run on "
+                f"{prior.df:.1f} df)")
+    for c, base in pairs:
+        e = est[id(c)]
+        if e is None:
+            continue
+        k = (c.metric, c.spec_mode)
+        if id(c) in own_s2:
+            e = stats.moderate(e, own_s2[id(c)], priors.get(k, stats.Prior(0.0, 0.0, 0)))
+        est[id(c)] = stats.floor_noise(e, floors.get(k, stats.RESOLUTION_SD))
 
     alpha = 1.0 - confidence
     rows: list[dict] = []
     for c, base in pairs:
-        # the resolution floor always; the pooled floor only where the spread is below resolution
-        est = raw[id(c)]
+        e = est[id(c)]
         welch = stats.welch_log_ratio(c.values, base.values)
-        floor_sd, floor_source = stats.RESOLUTION_SD, stats.noise_floor(None)[1]
-        if est is not None and est.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
-            floor_sd, floor_source = floors[c.metric]
-            est = stats.log_ratio(_runs(c, blocks), _runs(base, blocks), floor_sd=floor_sd)
-        if welch is not None and welch.floored and floors[c.metric][0] > stats.RESOLUTION_SD:
-            welch = stats.welch_log_ratio(c.values, base.values, floor_sd=floors[c.metric][0])
+        if welch is not None:
+            welch = stats.floor_noise(welch, floors.get((c.metric, c.spec_mode), stats.RESOLUTION_SD))
         m = metric(c.metric)
-        verdict = stats.call(est, time_metric=m.unit == "ms", confidence=confidence,
+        verdict = stats.call(e, time_metric=m.unit == "ms", confidence=confidence,
                              min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
         where = (c.arm, c.concurrency, c.spec_mode, c.metric)
-        if est is not None and est.floored:
-            spread = ("no spread between the paired runs" if est.raw_noise_sd < 1e-9 else
-                      f"run-to-run noise {est.raw_noise_sd * 100:.2g} % (nearly no spread)")
+        if e is not None and e.floored:
+            spread = ("no spread between the runs" if e.raw_noise_sd < 1e-9 else
+                      f"run-to-run noise {e.raw_noise_sd / math.sqrt(2) * 100:.2g} % per run")
             warnings.append(ReportWarning(
-                f"{spread}: noise floored at {floor_source}, so the interval is not narrower "
-                "than that", *where))
-        if est is not None and est.method == "blocked" and est.dropped:
+                f"{spread}: noise floored at {e.floor_sd * 100:.2g} % per run (the larger of the "
+                f"{stats.RESOLUTION_SD * 100:g} % resolution and half the noise pooled over the "
+                "metric's cells), so the interval is not narrower than that", *where))
+        if e is not None and e.method in ("model", "blocked") and e.dropped:
             warnings.append(ReportWarning(
-                f"{est.dropped} run{'s' if est.dropped != 1 else ''} without a partner in "
-                f"{'its' if est.dropped == 1 else 'their'} round left out of the blocked comparison "
+                f"{e.dropped} run{'s' if e.dropped != 1 else ''} without a partner in "
+                f"{'its' if e.dropped == 1 else 'their'} round left out of the blocked comparison "
                 f"with {baseline}", *where))
+        role = ("check" if c.arm in aa_arms else
+                "primary" if c.metric == primary_metric(c.concurrency, c.spec_mode) else "secondary")
         rows.append({
-            "c": c, "base": base, "est": est, "welch": welch, "verdict": verdict,
-            "p": None if est is None else est.p_value(),
-            "tost": None if est is None else est.tost_p_value(equivalence_pct),
+            "c": c, "base": base, "est": e, "welch": welch, "verdict": verdict, "role": role,
+            "p": None if e is None else e.p_value(),
+            "tost": None if e is None else e.tost_p_value(equivalence_pct),
         })
 
-    tested = [r for r in rows if r["p"] is not None]
-    for r, adj_p, adj_t in zip(tested, stats.holm([r["p"] for r in tested]),
-                               stats.holm([r["tost"] for r in tested])):
-        r["p_holm"] = adj_t if r["verdict"] == "equivalent" else adj_p
+    family = [r for r in rows if r["role"] == "primary" and r["p"] is not None]
+
+    def used_p(r: dict) -> float:
         if stats.is_difference(r["verdict"]):
-            r["survives"] = adj_p < alpha
-        elif r["verdict"] == "equivalent":
-            r["survives"] = adj_t < alpha
+            return r["p"]
+        if r["verdict"] == "equivalent":
+            return r["tost"]
+        return min(r["p"], r["tost"])
+
+    for r, adj in zip(family, stats.holm([used_p(r) for r in family])):
+        r["p_holm"] = adj
+        if stats.is_difference(r["verdict"]) or r["verdict"] == "equivalent":
+            r["survives"] = adj < alpha
 
     comparisons: list[Comparison] = []
     for r in rows:
-        c, base, est, welch = r["c"], r["base"], r["est"], r["welch"]
-        interval = None if est is None else est.interval_pct(confidence)
+        c, base, e, welch = r["c"], r["base"], r["est"], r["welch"]
+        interval = None if e is None else e.interval_pct(confidence)
         comparisons.append(Comparison(
             arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
             metric=c.metric,
-            ratio=est.ratio if est is not None else stats.ratio_of_medians(c.values, base.values),
-            pct=est.pct if est is not None else stats.ratio_of_medians(c.values, base.values) * 100 - 100,
+            ratio=e.ratio if e is not None else stats.ratio_of_medians(c.values, base.values),
+            pct=e.pct if e is not None else stats.ratio_of_medians(c.values, base.values) * 100 - 100,
             interval=interval, confidence=confidence, verdict=r["verdict"],
-            method=est.method if est is not None else "none", n_arm=c.n, n_baseline=base.n,
-            n_blocks=0 if est is None else est.n_blocks, dropped=0 if est is None else est.dropped,
+            method=e.method if e is not None else "none", n_arm=c.n, n_baseline=base.n,
+            n_blocks=0 if e is None else e.n_blocks, dropped=0 if e is None else e.dropped,
             median_ratio=stats.ratio_of_medians(c.values, base.values),
-            mde_pct=None if est is None else est.mde_pct(confidence),
-            noise_pct=None if est is None else est.noise_sd * 100.0,
-            noise_floored=bool(est is not None and est.floored),
+            mde_pct=None if e is None else e.mde_pct(confidence),
+            noise_pct=None if e is None else e.noise_sd * 100.0,
+            noise_floored=bool(e is not None and e.floored),
             p_value=r["p"], tost_p=r["tost"], p_holm=r.get("p_holm"), survives=r.get("survives"),
             equivalence_pct=equivalence_pct, min_effect_pct=min_effect_pct,
             unpaired_interval=None if welch is None else welch.interval_pct(confidence),
             unpaired_mde_pct=None if welch is None else welch.mde_pct(confidence),
+            role=r["role"], df=None if e is None else e.df, se=None if e is None else e.se,
+            prior_df=0.0 if e is None else e.prior_df,
         ))
     target = equivalence_pct if target_effect_pct is None else target_effect_pct
-    return comparisons, _noise_rows(rows, aa_arms, confidence, target), warnings
+    return (comparisons, _noise_rows(rows, fits, aa_arms, confidence, target, priors), warnings,
+            pooled_text)
 
 
-def _noise_rows(rows: list[dict], aa_arms: tuple[str, ...], confidence: float,
-                target: float) -> tuple[NoiseRow, ...]:
-    """Per (concurrency, spec mode, metric): the noise of the A/A comparison when the report has
-    an A/A arm (the first such arm with an estimate), else the pooled blocked residuals of the
-    cell's comparisons (``stats.pooled_noise``), and its MDE and runs needed."""
+def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit],
+                aa_arms: tuple[str, ...], confidence: float, target: float,
+                priors: dict[tuple[str, str], stats.Prior]) -> tuple[NoiseRow, ...]:
+    """Per (concurrency, spec mode, metric): the noise the comparisons used (after moderation
+    and the floor; the same for every arm of a fitted cell), with the MDE and df of the A/A
+    arm's comparison when there is one, else of the cell's first comparison, and the reported
+    runs whose MDE in the same design (arms, slot term, prior df) is ``target``."""
     out: list[NoiseRow] = []
     keys: list[tuple[int, str, str]] = []
     for r in rows:
@@ -828,31 +965,38 @@ def _noise_rows(rows: list[dict], aa_arms: tuple[str, ...], confidence: float,
     for conc, mode, key in keys:
         here = [r for r in rows if (r["c"].concurrency, r["c"].spec_mode, r["c"].metric) == (conc, mode, key)
                 and r["est"] is not None]
+        if not here:
+            continue
         aa = [r for r in here if r["c"].arm in aa_arms]
-        if aa:
-            e, w = aa[0]["est"], aa[0]["welch"]
-            n = e.n_blocks if e.method == "blocked" else min(e.n_arm, e.n_baseline)
-            noise, mde = e.noise_sd, e.mde_pct(confidence)
-            unpaired = None if w is None else w.mde_pct(confidence)
-            source = f"A/A arm {aa[0]['c'].arm} ({e.method})"
-            floored = e.floored
+        pick = aa[0] if aa else here[0]
+        e, w = pick["est"], pick["welch"]
+        fit = fits.get((conc, mode, key))
+        prior = priors.get((key, mode), stats.Prior(0.0, 0.0, 0))
+        if e.method == "model" and fit is not None:
+            source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
+                      + (", slot term" if fit.slot else "")
+                      + (f" + {prior.df:.1f} df from {prior.units} cells" if e.prior_df else ""))
+            arms_n = fit.arms
         else:
-            blocked = [r["est"] for r in here if r["est"].method == "blocked"]
-            pooled = stats.pooled_noise(blocked)
-            if pooled is None:
-                continue
-            noise, df = pooled
-            n = int(round(sum(e.n_blocks for e in blocked) / len(blocked)))
-            mde = (math.exp(stats.mde_log(noise / math.sqrt(n), df, confidence=confidence)) - 1) * 100
-            unpaired = None
-            source = f"blocked residuals pooled over {len(blocked)} comparison{'s' if len(blocked) != 1 else ''}"
-            floored = False
-        method = "blocked" if (aa and aa[0]["est"].method == "blocked") or not aa else "welch"
+            source = f"{pick['c'].arm} vs its baseline ({e.method})" + (
+                f" + {prior.df:.1f} df from {prior.units} cells" if e.prior_df else "")
+            arms_n = 2
+        if aa:
+            source = f"A/A arm {pick['c'].arm}: " + source
+        n = e.n_blocks if e.method != "welch" else min(e.n_arm, e.n_baseline)
+        method = e.method if e.method in ("model", "blocked") else "welch"
         out.append(NoiseRow(
-            concurrency=conc, spec_mode=mode, metric=key, noise_pct=noise * 100.0, source=source,
-            n_blocks=n, mde_pct=mde, unpaired_mde_pct=unpaired, target_pct=target,
-            runs_for_target=stats.runs_needed(noise, target, method=method, confidence=confidence),
-            floored=floored))
+            concurrency=conc, spec_mode=mode, metric=key, noise_pct=e.noise_sd * 100.0, source=source,
+            n_blocks=n, mde_pct=e.mde_pct(confidence),
+            unpaired_mde_pct=None if (w is None or not aa) else w.mde_pct(confidence),
+            target_pct=target,
+            runs_for_target=stats.runs_needed(e.noise_sd, target, method=method, confidence=confidence,
+                                              arms=arms_n, prior_df=e.prior_df,
+                                              slot=bool(fit is not None and fit.slot
+                                                        and e.method == "model"),
+                                              noise_df=e.df),
+            floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
+            slot=bool(fit is not None and fit.slot and e.method == "model")))
     return tuple(out)
 
 

@@ -96,6 +96,8 @@ __all__ = [
     "look_alpha",
     "Settlement",
     "settled",
+    "median_unbiased",
+    "ModelRun",
 ]
 
 INTERVAL_METHOD = "Welch t-interval on log values (ratio of geometric means)"
@@ -252,11 +254,12 @@ def verdict_for(
 # The report's comparison: blocked (paired) or Welch on logs, noise floor, MDE, four verdicts.
 # ---------------------------------------------------------------------------------------------
 
-Method = Literal["blocked", "welch"]
+Method = Literal["model", "blocked", "welch"]
 Call = Literal["faster", "slower", "higher", "lower", "equivalent", "inconclusive", "too few runs"]
 Block = Hashable
 
 METHOD_TEXT: dict[str, str] = {
+    "model": "model: OLS of ln y on round (x host) + slot + arm over every arm of the cell",
     "blocked": "blocked: paired t on per-round log ratios",
     "welch": "unpaired: Welch t on logs",
 }
@@ -293,6 +296,10 @@ class LogRatio:
     dropped: int
     floored: bool
     floor_sd: float
+    prior_df: float = 0.0
+    """Degrees of freedom borrowed from the metric's other comparisons (``moderate``)."""
+    residual_df: float | None = None
+    """The comparison's own degrees of freedom before moderation (None: ``df``)."""
 
     @property
     def ratio(self) -> float:
@@ -329,8 +336,12 @@ class LogRatio:
         return max(p_low, p_high)
 
     def mde_pct(self, confidence: float, power: float = DEFAULT_POWER) -> float:
-        """Minimal detectable effect at these runs, in % (see ``mde_log``)."""
-        return (math.exp(mde_log(self.se, self.df, confidence=confidence, power=power)) - 1.0) * 100.0
+        """Minimal detectable effect at these runs, in % (see ``mde_log``), from the
+        median-unbiased noise (``median_unbiased``): the se scaled by sqrt(df / χ²_{df, 0.5}), so
+        that a true effect equal to the printed MDE is found with about ``power`` (with the raw
+        s, whose median lies below σ at few df, it was found less often)."""
+        se = self.se * median_unbiased(self.df)
+        return (math.exp(mde_log(se, self.df, confidence=confidence, power=power)) - 1.0) * 100.0
 
 
 def _check_confidence(confidence: float) -> None:
@@ -342,6 +353,14 @@ def _band(equivalence_pct: float) -> tuple[float, float]:
     if not 0.0 < equivalence_pct < 100.0:
         raise ValueError(f"equivalence_pct must be in (0, 100), got {equivalence_pct}")
     return (math.log(1.0 - equivalence_pct / 100.0), math.log(1.0 + equivalence_pct / 100.0))
+
+
+def median_unbiased(df: float) -> float:
+    """sqrt(df / χ²_{df, 0.5}): the factor that makes a sample sd on ``df`` degrees of freedom
+    median-unbiased for σ (s²·df/σ² is χ²_df under normal noise; its median is below df)."""
+    if not df > 0 or math.isinf(df):
+        return 1.0
+    return math.sqrt(df / float(_sp.chi2.ppf(0.5, df)))
 
 
 def mde_log(se: float, df: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER) -> float:
@@ -519,23 +538,61 @@ def runs_needed(
     confidence: float = 0.95,
     power: float = DEFAULT_POWER,
     max_runs: int = 1000,
+    arms: int = 2,
+    prior_df: float = 0.0,
+    slot: bool = False,
+    noise_df: float | None = None,
 ) -> int | None:
     """Fewest reported runs per arm whose MDE (``mde_log``) is at most ``target_effect_pct``.
 
     ``noise_sd`` is the sd of the log ratio of one arm run to one baseline run (a
-    ``LogRatio.noise_sd``, e.g. from an A/A arm of a calibration). Blocked: se = s/sqrt(n),
-    df = n − 1; Welch (equal noise on both sides): se = s/sqrt(n), df = 2n − 2 (each arm's
-    per-run sd is s/sqrt(2)). None when even ``max_runs`` is not enough."""
+    ``LogRatio.noise_sd``, e.g. from an A/A arm of a calibration); se = s/sqrt(n) in every
+    design. Degrees of freedom as the test uses them: blocked (paired t) n − 1; model (``cell_model``
+    over ``arms`` arms in n complete rounds) (arms − 1)(n − 1), one less with the slot term;
+    Welch (equal noise on both sides) 2n − 2; plus ``prior_df`` borrowed by moderation.
+    ``noise_df``: the df the noise was measured on; the noise is then made median-unbiased as
+    in ``LogRatio.mde_pct`` (so the noise table's MDE and its runs needed agree). None when even
+    ``max_runs`` is not enough."""
     if noise_sd <= 0:
         raise ValueError("noise_sd must be > 0 (floor it; see noise_floor)")
     if target_effect_pct <= 0:
         raise ValueError("target_effect_pct must be > 0")
     target = math.log(1.0 + target_effect_pct / 100.0)
+    if noise_df is not None:
+        noise_sd *= median_unbiased(noise_df)
     for n in range(2, max_runs + 1):
-        df = n - 1 if method == "blocked" else 2 * n - 2
+        df = design_df(n, method=method, arms=arms, slot=slot) + prior_df
+        if df <= 0:
+            continue
         if mde_log(noise_sd / math.sqrt(n), df, confidence=confidence, power=power) <= target:
             return n
     return None
+
+
+def design_df(rounds: int, *, method: Method = "blocked", arms: int = 2, slot: bool = False) -> float:
+    """Residual degrees of freedom of a comparison at ``rounds`` complete rounds (see
+    ``runs_needed``)."""
+    if method == "model":
+        return float((arms - 1) * (rounds - 1) - (1 if slot else 0))
+    if method == "blocked":
+        return float(rounds - 1)
+    return float(2 * rounds - 2)
+
+
+def detectable_effect(noise_sd: float, rounds: int, *, method: Method = "blocked",
+                      confidence: float = 0.95, power: float = DEFAULT_POWER, arms: int = 2,
+                      prior_df: float = 0.0, slot: bool = False,
+                      noise_df: float | None = None) -> float | None:
+    """The effect (in %) a design detects with ``power``: the MDE at ``rounds`` complete rounds
+    with the df of ``design_df`` (+ ``prior_df``); ``noise_df`` as in ``runs_needed``. None
+    without degrees of freedom."""
+    if noise_df is not None:
+        noise_sd *= median_unbiased(noise_df)
+    df = design_df(rounds, method=method, arms=arms, slot=slot) + prior_df
+    if df <= 0:
+        return None
+    return (math.exp(mde_log(noise_sd / math.sqrt(rounds), df, confidence=confidence,
+                             power=power)) - 1.0) * 100.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -616,3 +673,280 @@ def settled(
     done = bool(decisions) and all(d != "open" for d in decisions)
     return Settlement(rounds=rounds, look_confidence=look_conf, decisions=tuple(decisions),
                       settled=done, stop=done or rounds >= max_rounds)
+
+
+# ---------------------------------------------------------------------------------------------
+# One model per cell: ln y = block + slot + arm over every arm, the residual variance pooled.
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One reported run of a cell for ``cell_model``: its arm, block (round, host), position
+    in its block (``slot``, 0 = first; None when unknown) and value (> 0)."""
+
+    arm: str
+    block: Block
+    slot: float | None
+    value: float
+
+
+@dataclass(frozen=True)
+class CellFit:
+    """``cell_model``'s result: per arm (not the baseline) its contrast with the baseline,
+    the residual variance per run (``s2``, log units) on ``df`` degrees of freedom and whether
+    the slot term was in the model."""
+
+    estimates: dict[str, LogRatio]
+    s2: float
+    df: float
+    slot: bool
+    arms: int
+    runs: int
+
+
+MIN_MODEL_DF = 2
+"""The slot term is kept only when the model still has this many residual degrees of freedom."""
+
+
+def cell_model(runs: Sequence[ModelRun], baseline: str, *,
+               floor_sd: float = RESOLUTION_SD) -> CellFit | None:
+    """Fit ln y = block + slot + arm by ordinary least squares (statsmodels ``OLS``) over
+    every reported run of every arm of one cell (Jones & Kenward's model of a crossover with
+    fixed period effects): block = round (× host) as a factor, slot = the run's position in its
+    block as a linear term (a linear drift *within* a round; kept only when every run has a slot,
+    it varies within blocks, and the model keeps ``MIN_MODEL_DF`` residual df), arm as a factor
+    with the baseline as reference. Each arm's coefficient is its contrast ln(arm / baseline);
+    its standard error uses the residual variance pooled over all arms and blocks (df = n − p).
+
+    The per-run noise is floored at ``floor_sd`` (the residual sd, so identical values never give
+    a zero-width interval). None when the model cannot be fitted: fewer than 2 arms, a
+    rank-deficient design (an arm not estimable), or no residual degrees of freedom; the caller
+    then falls back to the paired t or Welch (``log_ratio``)."""
+    import pandas as pd
+    import statsmodels.api as sm
+
+    runs = [r for r in runs if r.block is not None]
+    arms = sorted({r.arm for r in runs}, key=lambda a: (a != baseline, a))
+    if len(arms) < 2 or arms[0] != baseline:
+        return None
+    y = _logs([r.value for r in runs], "cell_model")
+    blocks = pd.Categorical([repr(r.block) for r in runs])
+    arm_cat = pd.Categorical([r.arm for r in runs], categories=arms)
+    base = pd.concat([pd.get_dummies(blocks, drop_first=False, dtype=float),
+                      pd.get_dummies(arm_cat, dtype=float).iloc[:, 1:]], axis=1)
+    base.columns = [f"b{i}" for i in range(len(blocks.categories))] + [f"a:{a}" for a in arms[1:]]
+    slot_ok = all(r.slot is not None for r in runs)
+    if slot_ok:
+        slots = np.asarray([float(r.slot) for r in runs])
+        within = pd.Series(slots).groupby(np.asarray(blocks.codes)).transform(lambda s: s - s.mean())
+        slot_ok = bool(np.any(np.abs(within.to_numpy()) > 0))
+
+    def fit(with_slot: bool):
+        x = base.copy()
+        if with_slot:
+            x["slot"] = slots
+        mat = x.to_numpy()
+        if np.linalg.matrix_rank(mat) < mat.shape[1] or mat.shape[0] - mat.shape[1] < 1:
+            return None, None
+        return sm.OLS(y, mat).fit(), list(x.columns)
+
+    res = cols = None
+    used_slot = False
+    if slot_ok:
+        res, cols = fit(True)
+        used_slot = res is not None and res.df_resid >= MIN_MODEL_DF
+        if not used_slot:
+            res = None
+    if res is None:
+        res, cols = fit(False)
+    if res is None:
+        return None
+    df = float(res.df_resid)
+    raw_s2 = float(res.ssr) / df
+    raw = math.sqrt(max(raw_s2, 0.0))
+    s = max(raw, floor_sd)
+    counts = {a: sum(1 for r in runs if r.arm == a) for a in arms}
+    block_sets = {a: {r.block for r in runs if r.arm == a} for a in arms}
+    out: dict[str, LogRatio] = {}
+    for a in arms[1:]:
+        j = cols.index(f"a:{a}")
+        c = float(res.normalized_cov_params[j, j])  # se² = c · s²
+        shared = block_sets[a] & block_sets[baseline]
+        common = len(shared)
+        # with two arms a run in a block without the other arm only fixes its own block effect
+        lone = 0 if len(arms) > 2 else sum(1 for r in runs if r.block not in shared)
+        out[a] = LogRatio(method="model", log_ratio=float(res.params[j]), se=math.sqrt(c) * s,
+                          df=df, noise_sd=math.sqrt(2.0) * s, raw_noise_sd=math.sqrt(2.0) * raw,
+                          n_arm=counts[a], n_baseline=counts[baseline], n_blocks=common,
+                          dropped=lone, floored=raw < floor_sd, floor_sd=floor_sd,
+                          residual_df=df)
+    return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms), runs=len(runs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared noise: empirical-Bayes moderation of a variance toward the metric's other ones.
+# ---------------------------------------------------------------------------------------------
+
+MIN_PRIOR_UNITS = 3
+"""Fewer independent variance estimates of a metric than this: no prior (nothing is borrowed)."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A scaled inverse-χ² prior for a metric's per-run variance: ``s2`` on ``df`` degrees of
+    freedom (df 0: no prior), estimated from ``units`` variances."""
+
+    s2: float
+    df: float
+    units: int
+
+
+def _trigamma_inverse(x: float) -> float:
+    """Solve trigamma(y) = x by Newton's method (Smyth 2004's limma::trigammaInverse)."""
+    from scipy.special import polygamma
+
+    if x > 1e7:
+        return 1.0 / math.sqrt(x)
+    if x < 1e-6:
+        return 1.0 / x
+    y = 0.5 + 1.0 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        dif = tri * (1.0 - tri / x) / float(polygamma(2, y))
+        y += dif
+        if -dif / y < 1e-8:
+            break
+    return y
+
+
+def fit_prior(variances: Sequence[tuple[float, float]]) -> Prior:
+    """Empirical-Bayes prior of (variance, df) pairs by limma's method of moments on log
+    variances (``fitFDist``, Smyth 2004, §6.2): e_i = ln s_i² − ψ(d_i/2) + ln(d_i/2); the mean of
+    e gives s0², its variance minus the mean of ψ′(d_i/2) gives ψ′(d0/2). Conservative where it
+    cannot be estimated well: no prior (df 0) with fewer than ``MIN_PRIOR_UNITS`` positive
+    variances; and d0 is never more than the df of all but the largest-df variance together (the
+    prior may not claim more information than the other comparisons hold; limma's d0 = ∞, when
+    the log variances spread less than sampling alone would make them, is capped the same way)."""
+    from scipy.special import digamma, polygamma
+
+    pairs = [(s2, d) for s2, d in variances if s2 > 0 and d > 0]
+    g = len(pairs)
+    if g < MIN_PRIOR_UNITS:
+        return Prior(0.0, 0.0, g)
+    s2 = np.array([p[0] for p in pairs])
+    d = np.array([p[1] for p in pairs])
+    e = np.log(s2) - digamma(d / 2.0) + np.log(d / 2.0)
+    emean = float(e.mean())
+    evar = float(((e - emean) ** 2).sum() / (g - 1)) - float(polygamma(1, d / 2.0).mean())
+    cap = float(d.sum() - d.max())
+    if evar > 0:
+        d0 = 2.0 * _trigamma_inverse(evar)
+    else:
+        d0 = math.inf
+    d0 = min(d0, cap)
+    s0 = math.exp(emean + float(digamma(d0 / 2.0)) - math.log(d0 / 2.0))
+    return Prior(s0, d0, g)
+
+
+def moderate(est: LogRatio, s2: float, prior: Prior, *, floor_sd: float = RESOLUTION_SD) -> LogRatio:
+    """The moderated estimate (limma's moderated t): per-run variance
+    s̃² = (d0·s0² + d·s²) / (d0 + d) on d + d0 degrees of freedom, with ``s2`` the estimate's own
+    per-run variance on ``est.df``; se scales by s̃ / s, then the per-run floor ``floor_sd``.
+    Unchanged without a prior. Welch estimates (no common per-run variance) are not moderated."""
+    own_df = est.residual_df if est.residual_df is not None else est.df
+    if prior.df <= 0 or est.method == "welch":
+        return est
+    s2_mod = (prior.df * prior.s2 + own_df * s2) / (prior.df + own_df)
+    s_mod = max(math.sqrt(s2_mod), floor_sd)
+    s_used = est.noise_sd / math.sqrt(2.0)  # per run, after the estimate's own floor
+    factor = est.se / s_used if s_used > 0 else 0.0
+    return replace(est, se=factor * s_mod, df=own_df + prior.df, noise_sd=math.sqrt(2.0) * s_mod,
+                   floored=math.sqrt(s2_mod) < floor_sd, prior_df=prior.df, residual_df=own_df)
+
+
+def floor_noise(est: LogRatio, floor_sd: float) -> LogRatio:
+    """``est`` with its per-run noise raised to at least ``floor_sd`` (monotone: a larger raw
+    noise never gives a smaller floored one). Welch: each side's sd is already floored at the
+    resolution; the pair's noise is raised to sqrt(2) · ``floor_sd``."""
+    s_run = est.noise_sd / math.sqrt(2.0)
+    if s_run >= floor_sd or s_run <= 0:  # (never 0: every estimate is floored at resolution)
+        return est
+    factor = floor_sd / s_run
+    return replace(est, se=est.se * factor, noise_sd=est.noise_sd * factor, floored=True,
+                   floor_sd=floor_sd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequential looks: a spending function on the information fraction, looks that persist.
+# ---------------------------------------------------------------------------------------------
+
+Spending = Literal["pocock", "obrien-fleming"]
+DEFAULT_SPENDING: Spending = "pocock"
+
+
+def spent_alpha(fraction: float, *, confidence: float = 0.95,
+                spending: Spending = DEFAULT_SPENDING) -> float:
+    """Cumulative α spent at information fraction ``fraction`` (reported rounds / planned
+    maximum) by Lan & DeMets' (1983) spending functions: Pocock-type α·ln(1 + (e − 1)·t), which
+    spends early (so a first look can settle a large effect), or O'Brien–Fleming-type
+    2 − 2Φ(z_{1−α/2} / √t), which spends almost nothing early."""
+    _check_confidence(confidence)
+    alpha = 1.0 - confidence
+    t = min(max(fraction, 0.0), 1.0)
+    if t == 0.0:
+        return 0.0
+    if spending == "pocock":
+        return alpha * math.log(1.0 + (math.e - 1.0) * t)
+    if spending == "obrien-fleming":
+        return float(2.0 - 2.0 * _sp.norm.cdf(_sp.norm.ppf(1.0 - alpha / 2.0) / math.sqrt(t)))
+    raise ValueError(f"unknown spending function {spending!r}")
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look of ``--until-settled``: after ``rounds`` reported rounds of at most
+    ``max_rounds``, ``alpha`` was spent (``cumulative`` in all so far), so each comparison was
+    read at ``confidence`` = 1 − alpha / the open comparisons (Bonferroni within the look)."""
+
+    rounds: int
+    max_rounds: int
+    alpha: float
+    cumulative: float
+    confidence: float
+    decisions: tuple[Decision, ...]
+    stop: bool
+
+
+def look_at(estimates: Sequence[LogRatio | None], *, rounds: int, max_rounds: int,
+            spent_before: float = 0.0, min_rounds: int = 3, confidence: float = 0.95,
+            min_effect_pct: float = 1.0, equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT,
+            spending: Spending = DEFAULT_SPENDING) -> Look:
+    """One look at the primary, non-A/A comparisons (the stopping set). The α of this look is
+    what the spending function allows at t = rounds / max_rounds beyond ``spent_before`` (the
+    looks already taken, e.g. by an earlier invocation, from ``looks.json``); it is split evenly
+    (Bonferroni) over the comparisons in the set, so over all looks and comparisons the chance
+    of any false call is at most α = 1 − confidence (union bound: conservative whatever the
+    looks' correlation). A comparison is a "difference" when its (1 − α_k / m) interval excludes
+    0 and the change is at least the minimum effect, "equivalent" when TOST passes at α_k / m,
+    else "open". Stop when all are decided or ``max_rounds`` is reached. Before ``min_rounds``
+    nothing is spent."""
+    if not 2 <= min_rounds <= max_rounds:
+        raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
+    m = max(len(estimates), 1)
+    alpha_k = 0.0
+    if rounds >= min_rounds:
+        alpha_k = max(0.0, spent_alpha(rounds / max_rounds, confidence=confidence,
+                                       spending=spending) - spent_before)
+    per = alpha_k / m
+    decisions: list[Decision] = []
+    for est in estimates:
+        if est is None or per <= 0:
+            decisions.append("open")
+            continue
+        v = call(est, time_metric=True, confidence=1.0 - per, min_effect_pct=min_effect_pct,
+                 equivalence_pct=equivalence_pct)
+        decisions.append("difference" if is_difference(v) else "equivalent" if v == "equivalent" else "open")
+    done = bool(decisions) and all(d != "open" for d in decisions)
+    return Look(rounds=rounds, max_rounds=max_rounds, alpha=alpha_k,
+                cumulative=spent_before + alpha_k, confidence=1.0 - per if per > 0 else confidence,
+                decisions=tuple(decisions), stop=done or rounds >= max_rounds)

@@ -46,7 +46,8 @@ def sweep(
     flags: Measurement = Measurement(),
 ) -> None:
     """Run the experiment matrix: arms x concurrencies x spec modes x runs, interleaved
-    (round k of every cell before round k+1, arm order rotated), resumable."""
+    (round k of every cell before round k+1, the arm order of each round a row of a Williams
+    design), resumable."""
 
     def body() -> None:
         from e2e.errors import ConfigError
@@ -62,10 +63,16 @@ def sweep(
         experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
                                       input_len=input_len, output_len=output_len)
         results = flags.results
+        from e2e.plan import describe_order, order_of
+
+        order = order_of(results / experiment.name)
         plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
-                         spec_modes=modes, runs=runs)
+                         spec_modes=modes, runs=runs, order=order)
         if dry_run:
             for line in describe_plan(experiment, plan, results):
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
+            for line in describe_order(experiment, csv_list(arms) or list(experiment.arms),
+                                       runs or experiment.repeats, order):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             if (executor or experiment.executor.kind) == "ray":
                 for line in describe_cluster_plan(experiment, plan, results):

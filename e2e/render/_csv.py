@@ -20,9 +20,9 @@ COMPARISON_COLUMNS = ["arm", "baseline", "concurrency", "spec_mode", "metric", "
                       "pct_high", "confidence", "verdict", "method", "n_blocks", "dropped",
                       "median_ratio", "mde_pct", "noise_pct", "noise_floored", "p_value", "tost_p",
                       "equivalence_pct", "p_holm", "survives_holm", "unpaired_pct_low",
-                      "unpaired_pct_high", "unpaired_mde_pct"]
+                      "unpaired_pct_high", "unpaired_mde_pct", "role", "df", "prior_df"]
 NOISE_COLUMNS = ["concurrency", "spec_mode", "metric", "noise_pct", "floored", "source", "n_blocks",
-                 "mde_pct", "unpaired_mde_pct", "target_pct", "runs_for_target"]
+                 "mde_pct", "unpaired_mde_pct", "target_pct", "runs_for_target", "df", "prior_df"]
 
 
 def cells_frame(summary: Summary) -> pd.DataFrame:
@@ -58,7 +58,8 @@ def comparisons_frame(summary: Summary) -> pd.DataFrame:
             "p_holm": c.p_holm, "survives_holm": c.survives,
             "unpaired_pct_low": None if c.unpaired_interval is None else c.unpaired_interval[0],
             "unpaired_pct_high": None if c.unpaired_interval is None else c.unpaired_interval[1],
-            "unpaired_mde_pct": c.unpaired_mde_pct,
+            "unpaired_mde_pct": c.unpaired_mde_pct, "role": c.role, "df": c.df,
+            "prior_df": c.prior_df,
         })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
@@ -68,7 +69,7 @@ def noise_frame(summary: Summary) -> pd.DataFrame:
         "concurrency": r.concurrency, "spec_mode": r.spec_mode, "metric": r.metric,
         "noise_pct": r.noise_pct, "floored": r.floored, "source": r.source, "n_blocks": r.n_blocks,
         "mde_pct": r.mde_pct, "unpaired_mde_pct": r.unpaired_mde_pct, "target_pct": r.target_pct,
-        "runs_for_target": r.runs_for_target,
+        "runs_for_target": r.runs_for_target, "df": r.df, "prior_df": r.prior_df,
     } for r in summary.noise]
     return pd.DataFrame(rows, columns=NOISE_COLUMNS)
 

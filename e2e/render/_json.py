@@ -103,7 +103,8 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "median_ratio": c.median_ratio, "mde_pct": c.mde_pct,
                          "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,
                          "p_value": c.p_value, "tost_p": c.tost_p, "p_holm": c.p_holm,
-                         "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct}
+                         "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct,
+                         "role": c.role, "df": c.df, "prior_df": c.prior_df}
                         for c in summary.comparisons],
         "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
                       "spec_mode": w.spec_mode, "metric": w.metric}

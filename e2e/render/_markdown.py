@@ -98,7 +98,11 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     text = format_comparison(comp)
     if comp is None or comp.interval is None:
         return text
-    method = "blocked" if comp.method == "blocked" else "unpaired"
+    method = {"model": "model", "blocked": "paired"}.get(comp.method, "unpaired")
+    if comp.role == "check":
+        method = f"A/A check, {method}"
+    elif comp.role == "secondary":
+        method = f"secondary, {method}"
     if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
         return f"{text} · {method}"
     return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
@@ -177,18 +181,26 @@ def _runs_sentence(summary: Summary) -> str:
 
 def _multiplicity(summary: Summary) -> list[str]:
     n = summary.n_comparisons
-    if n == 0:
-        return []
-    lost = [c for c in summary.comparisons if c.survives is False]
-    kept = [c for c in summary.comparisons if c.survives]
-    text = (f"Multiplicity: this report makes {n} comparison{'s' if n != 1 else ''} (arms × metrics "
-            f"× cells); {len(kept)} verdict{'s' if len(kept) != 1 else ''} (a difference or "
-            f"equivalence) survive{'s' if len(kept) == 1 else ''} Holm's correction across all of them at "
-            f"{(1 - summary.confidence) * 100:g} %")
-    if lost:
-        text += (f", {len(lost)} do{'es' if len(lost) == 1 else ''} not and "
-                 f"{'is' if len(lost) == 1 else 'are'} marked {HOLM_MARK}")
-    return [text + ".", ""]
+    out: list[str] = []
+    if n:
+        lost = [c for c in summary.comparisons if c.survives is False]
+        kept = [c for c in summary.comparisons if c.survives]
+        text = (f"Multiplicity: {n} primary comparison{'s' if n != 1 else ''} (the headline "
+                f"metric of every cell, every arm but the A/A checks) form one Holm family at "
+                f"{(1 - summary.confidence) * 100:g} %, differences and equivalences together; "
+                f"{len(kept)} verdict{'s' if len(kept) != 1 else ''} survive{'s' if len(kept) == 1 else ''}")
+        if lost:
+            text += (f", {len(lost)} do{'es' if len(lost) == 1 else ''} not and "
+                     f"{'is' if len(lost) == 1 else 'are'} marked {HOLM_MARK}")
+        out += [text + ". Every other metric is secondary: its interval and verdict are "
+                "unadjusted.", ""]
+    if summary.aa_arms:
+        out += [f"A/A checks ({', '.join(summary.aa_arms)}: the baseline's settings again) measure "
+                "the noise and are outside the family; a difference there is a warning about the "
+                "machine, not a finding.", ""]
+    if summary.pooled:
+        out += ["Shared noise: " + "; ".join(summary.pooled) + " (empirical Bayes, Smyth 2004).", ""]
+    return out
 
 
 def _noise_section(summary: Summary) -> list[str]:
@@ -197,26 +209,29 @@ def _noise_section(summary: Summary) -> list[str]:
         return []
     target = rows[0].target_pct
     out = ["## Noise and what it can detect", "",
-           _row(["concurrency", "metric", "noise (CV of the paired log ratio)", "from", "rounds",
-                 "MDE, blocked", "MDE, unpaired", f"runs for a {target:g} % MDE"]),
-           "|---:|---|---:|---|---:|---:|---:|---:|"]
+           _row(["concurrency", "metric", "noise (CV of one pair's log ratio)", "from", "rounds",
+                 "df", "MDE", "MDE, unpaired", f"runs for a {target:g} % MDE"]),
+           "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     for mode in summary.spec_modes:
         for conc in summary.concurrencies:
             for m in summary.metrics:
                 r = summary.noise_row(conc, mode, m.key)
                 if r is None:
                     continue
+                df = MISSING if r.df is None else (f"{r.df:.0f}" if not r.prior_df else
+                                                  f"{r.df - r.prior_df:.0f} + {r.prior_df:.1f}")
                 out.append(_row([
                     str(conc), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
-                    r.source, str(r.n_blocks),
+                    r.source, str(r.n_blocks), df,
                     MISSING if r.mde_pct is None else f"{r.mde_pct:.1f} %",
                     MISSING if r.unpaired_mde_pct is None else f"{r.unpaired_mde_pct:.1f} %",
                     "more than 1000" if r.runs_for_target is None else str(r.runs_for_target)]))
-    out += ["", (f"The MDE is the smallest true change a comparison at these runs finds with "
+    out += ["", (f"The MDE is the smallest true change the comparison at these runs finds with "
                  f"{summary.power * 100:g} % power at the report's {summary.confidence * 100:g} % "
-                 "confidence; a smaller effect can be real and still read “inconclusive”. "
-                 "Per-server variance (each run is a fresh server) does not cancel in blocks: only "
-                 "drift between rounds does."), ""]
+                 "confidence, from the noise and the degrees of freedom the test itself uses (the "
+                 "cell's model, plus any borrowed by shared noise); a smaller effect can be real "
+                 "and still read “inconclusive”. Per-server variance (each run is a fresh server) "
+                 "does not cancel in blocks: only drift between rounds does."), ""]
     return out
 
 
@@ -305,12 +320,14 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         f"- **X vs {summary.baseline}**: the change of the geometric mean of X's runs against "
         f"{summary.baseline}'s, in %, with its {summary.confidence * 100:g} % interval; both "
         "estimate the same ratio (the median (min–max) cells are shown beside it). "
-        "**Blocked** (the default): each round of the sweep runs every arm of a cell back to back, "
-        "so a round (and a host) is a block; per block the log ratio of X's run to "
-        f"{summary.baseline}'s, then a t-interval across blocks, so drift between rounds cancels. "
-        "A round lacking one of the two arms is left out (warned). **Unpaired**: runs that do not "
+        "**Model** (the default): each round of the sweep runs every arm of a cell back to back in "
+        "a balanced (Williams) order, so a round (and a host) is a block; one least-squares fit "
+        "per cell of ln y on block + position in the block + arm over every arm, so drift between "
+        "and within rounds cancels and the noise is pooled over all arms; each arm vs "
+        f"{summary.baseline} is a contrast of that fit. **Paired**: where the model cannot be "
+        "fitted, the t-interval of the per-round log ratios. **Unpaired**: runs that do not "
         "pair up (fewer than 2 shared rounds) get the Welch t-interval on log values. With few "
-        "runs either interval widens by itself (t with few degrees of freedom).")
+        "runs every interval widens by itself (t with few degrees of freedom).")
     lines.append(
         f"- **Verdict**: “faster”/“slower” (times) or “higher”/“lower” (other metrics) when the "
         f"interval excludes 0 % and the change is at least {summary.min_effect_pct:g} % (a "
@@ -323,7 +340,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
         "half the noise pooled across the metric's other comparisons when that is larger (warned). "
         f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
-        "comparisons.")
+        "primary comparisons (the headline metric of every cell; A/A checks and secondary "
+        "metrics are not adjusted).")
     lines.append("- **Headline metric**: mean TPOT at concurrency 1, median TPOT at higher "
                  "concurrency, ms per verify step with the speculator (raw TPOT follows the "
                  "acceptance length, which moves from run to run on random prompts).")

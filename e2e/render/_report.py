@@ -72,6 +72,15 @@ def build_report(
         raise ResultsError(
             f"{results_dir}: no run.json found in its run folders{detail}; run `e2e sweep` first "
             "or point at results/<experiment>")
+    if confidence is None:  # a folder --until-settled made: the last sequential look's confidence
+        from e2e.results import last_look_confidence
+
+        confidence = last_look_confidence(results_dir)
+        if confidence is not None:
+            problems = (*problems, ReportWarning(
+                f"intervals at {confidence * 100:.3g} %, the confidence of the last sequential "
+                "look of --until-settled (looks.json): fixed-n intervals at the nominal level "
+                "would ignore the looks"))
     try:
         summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
                             equivalence_pct=equivalence_of(records),

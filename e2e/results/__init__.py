@@ -7,6 +7,7 @@ from e2e.results._records import (
     PlacementInfo, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
     RunRecord, ServerInfo, SpecCounters
 )
+from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
     load_records, resume_state,
     REQUESTS, finalize, finalize_unit, new_partial_dir, next_attempt_dir, next_repeat,
@@ -16,9 +17,9 @@ from e2e.results._store import (
 
 __all__ = [
     "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
-    "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
+    "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
     "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters", "finalize",
-    "finalize_unit", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
-    "read_requests", "read_run", "record_name", "resume_state", "unit_dir", "unit_state",
-    "utc_now", "write_requests", "write_run"
+    "finalize_unit", "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
+    "read_looks", "read_requests", "read_run", "record_name", "resume_state", "unit_dir", "unit_state",
+    "utc_now", "write_looks", "write_requests", "write_run"
 ]
