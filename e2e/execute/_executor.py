@@ -1,7 +1,7 @@
 """Executors run a plan's units: in order, resuming, with progress for the whole plan.
 
 An executor takes the units (in the plan's order: rounds, every arm of a cell back to back,
-arm order rotated) and a ``run_unit`` function (the server session) and:
+arms in the plan's balanced order) and a ``run_unit`` function (the server session) and:
 
 * skips units already done (a valid record of exactly that unit in the results folder);
 * reruns invalid ones until ``max_attempts`` is spent (every attempt is kept);
@@ -97,7 +97,7 @@ class LocalExecutor:
 
 def block_key(unit: Unit) -> tuple:
     """What a block shares: a load unit's round, concurrency and spec mode (every arm of that
-    cell, back to back, in the plan's rotated order); a GSM8K unit's evaluation (every arm's
+    cell, back to back, in the plan's order); a GSM8K unit's evaluation (every arm's
     servers for it)."""
     if unit.kind == "gsm8k":
         return ("gsm8k", unit.eval_name, unit.data, unit.concurrency)

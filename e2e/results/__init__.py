@@ -17,9 +17,10 @@ from e2e.results._store import (
 
 __all__ = [
     "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
-    "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
-    "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters", "finalize",
-    "finalize_unit", "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
-    "read_looks", "read_requests", "read_run", "record_name", "resume_state", "unit_dir", "unit_state",
-    "utc_now", "write_looks", "write_requests", "write_run"
+    "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
+    "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "SpecCounters",
+    "finalize", "finalize_unit", "last_look_confidence", "load_records", "new_partial_dir",
+    "next_attempt_dir", "next_repeat", "read_looks", "read_requests", "read_run", "record_name",
+    "resume_state", "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests",
+    "write_run"
 ]
