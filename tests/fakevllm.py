@@ -28,9 +28,11 @@ arm = os.environ.get("E2E_ARM", "?")
 print(f"fake vllm for {arm} on port {port}", flush=True)
 if settings:
     parsed = json.loads(settings)
+    # what the plugin is made of, from the e2e this process imports (the PYTHONPATH e2e gave it)
+    from e2e.plugin import provenance_fields
     print(f"e2e-plugin: applied in worker (pid {os.getpid()}, FakeModelRunner): arm={arm} "
-          f"mode=inject packing={parsed.get('packing')} | settings={json.dumps(parsed, sort_keys=True)}",
-          flush=True)
+          f"mode=inject packing={parsed.get('packing')} | settings={json.dumps(parsed, sort_keys=True)}"
+          f"{provenance_fields()}", flush=True)
 pid_dir = os.environ.get("FAKE_PID_DIR")
 pid_file = os.path.join(pid_dir, str(os.getpid())) if pid_dir else None
 

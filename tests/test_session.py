@@ -44,8 +44,11 @@ def test_gsm8k_arm_without_applied_settings_is_refused_like_a_load_run(default_e
     for record in (run, arm):
         assert not record.valid
         assert record.invalid_reasons == [
-            "arm settings not applied: e2e's vLLM plugin logged nothing: is e2e installed in "
-            "the server environment (the vllm.general_plugins entry point)?"]
+            "arm settings not applied: e2e's vLLM plugin logged nothing: the server did "
+            "not load it (e2e puts it first on the server's PYTHONPATH with a "
+            "vllm.general_plugins entry point named 'e2e'): check that the server's "
+            "interpreter honours PYTHONPATH (not -E/-I) and that VLLM_PLUGINS, if set, "
+            "names e2e"]
         assert record.plugin.check == "failed"
     assert scripted.stopped == 2  # both servers stopped
     assert folder == tmp_path / "default" / "gsm8k" / "base-n3" / "pr"
@@ -80,7 +83,8 @@ def test_gsm8k_and_load_records_carry_the_same_blocks(default_experiment, tmp_pa
         assert record.config["arms"]["pr"]["plugin"] == default_experiment.arm("pr").plugin
     assert set(run.provenance) == set(arm.provenance) == {"build", "e2e", "server_env", "host"}
     assert set(run.provenance["e2e"]) == {"version", "python", "git_sha", "dirty",
-                                          "diff_sha256", "source_sha256"}
+                                          "diff_sha256", "source_sha256", "plugin_sha256",
+                                          "package"}
     assert run.server.model_dump().keys() == arm.server.model_dump().keys()
     assert arm.spec == gsm8k and run.spec == load
 

@@ -50,6 +50,7 @@ from e2e.execute._progress import ProgressClock
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
                           blocks)
 from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
                        unit_dir, unit_state, utc_now)
 
@@ -101,14 +102,40 @@ def _read_tree(folder: Path) -> dict[str, bytes]:
             for p in sorted(Path(folder).rglob("*")) if p.is_file()}
 
 
-def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: int):
+def driver_plugin() -> dict:
+    """What the driver's plugin is made of, for each host to compare with its own."""
+    return {"plugin_sha256": plugin_sha256(), "source": str(package_dir()),
+            "hostname": socket.gethostname()}
+
+
+def check_host_plugin(driver: dict | None, host: str, node: str) -> None:
+    """E2EError unless this host's e2e has the driver's plugin and kernels: a unit's server
+    runs the plugin of the e2e on its host, so a host with another e2e would measure other
+    code under the driver's name."""
+    if not driver:
+        return
+    mine = plugin_sha256()
+    if mine != driver["plugin_sha256"]:
+        raise E2EError(
+            f"host {host} (node {node[:12]}) has another e2e: its plugin and kernels "
+            f"(plugin_sha256 {mine[:12]}, from {package_dir()}) differ from the driver's "
+            f"({driver['plugin_sha256'][:12]}, from {driver['source']} on "
+            f"{driver['hostname']}); no unit ran on it. Install the driver's e2e on that host "
+            "(the same commit and local changes, e.g. pip install the same checkout), or "
+            "leave the host out ([executor] labels), then rerun: finished units are kept")
+
+
+def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: int,
+              driver: dict | None = None):
     """The task a host runs (a Ray generator): every unit of ``todo`` (unit, attempts made so
     far) in order, each retried here until valid or ``max_attempts`` is spent, each in a
-    scratch folder of this host that is sent back as bytes and then removed."""
+    scratch folder of this host that is sent back as bytes and then removed. First of all the
+    host's plugin is checked against the ``driver``'s (``check_host_plugin``)."""
     import ray
 
     node = ray.get_runtime_context().get_node_id()
     host = socket.gethostname()
+    check_host_plugin(driver, host, node)
     for unit, attempts in todo:
         while attempts < max_attempts:
             attempts += 1
@@ -280,6 +307,7 @@ class RayExecutor:
         self.config = config
         self.stop_wait_s = stop_wait_s
         self.poll_s = poll_s
+        self._driver_plugin: dict | None = None
 
     # connection and the fail-fast checks
     def _connect(self) -> None:
@@ -328,7 +356,7 @@ class RayExecutor:
             retry_exceptions=False, label_selector=selector or None)
         # the driver's ``say`` (a console) stays here: the worker prints, Ray forwards it
         shipped = session.at(say=_worker_say, progress=False)  # each block writes to its scratch
-        return task.remote(shipped, todo, max_attempts)
+        return task.remote(shipped, todo, max_attempts, self._driver_plugin)
 
     def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
             max_attempts: int = 2, fail_fast: bool = False,
@@ -342,6 +370,7 @@ class RayExecutor:
 
         self._connect()
         self.check_hosts()
+        self._driver_plugin = driver_plugin()
         results = Path(results)
         outcome = Outcome()
         by_id = {u.unit_id: u for u in units}

@@ -6,7 +6,12 @@ worker). The arm's settings arrive as JSON in ``E2E_PLUGIN_SETTINGS`` (its name 
 logs one line per process; the settings take effect where vLLM creates the object they
 change, and that process logs the line e2e checks before measuring::
 
-    e2e-plugin: applied in worker (pid N, <where>): arm=<arm> <what> | settings=<json>
+    e2e-plugin: applied in worker (pid N, <where>): arm=<arm> <what> | settings=<json> | plugin_sha256=<hex> source=<folder>
+
+``plugin_sha256`` is the hash of the plugin's and the kernels' sources (``e2e.plugin._source``)
+computed here from the e2e folder this process imported them from, ``source`` that folder (to
+the end of the line); the driver compares the hash with its own. Fields added later go after
+`` | `` separators; readers take ``settings=`` up to the next `` | ``.
 
 - builds with the DeepSeek-V4/V4.1 ROCm SWA builders (ROCm): ``e2e.plugin.rocm`` patches
   them; the line comes from the first builder constructed in a worker.
@@ -23,9 +28,11 @@ import os
 import sys
 
 from e2e.plugin._hooks import when_imported
+from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.plugin.settings import PluginSettings, SettingsError, canonical
 
-__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build"]
+__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
+           "provenance_fields"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"
@@ -41,6 +48,12 @@ def _say(message: str) -> None:
 def _role() -> str:
     name = multiprocessing.current_process().name
     return "api-server" if name == "MainProcess" else name
+
+
+def provenance_fields() -> str:
+    """`` | plugin_sha256=<hex> source=<folder>``: what this process's plugin is made of."""
+    folder = package_dir()
+    return f" | plugin_sha256={plugin_sha256(folder)} source={folder}"
 
 
 def rocm_build() -> bool:
@@ -69,7 +82,7 @@ def register() -> None:
 
     def applied(where: str, what: str) -> None:
         _say(f"applied in worker (pid {os.getpid()}, {where}): arm={arm} {what} "
-             f"| settings={text}")
+             f"| settings={text}{provenance_fields()}")
 
     if rocm_build():
         from e2e.plugin.rocm import ROCM_MODULES, patch_rocm_module

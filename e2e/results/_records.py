@@ -267,13 +267,23 @@ class PluginInfo(_Record):
     ``no settings`` (the arm has none), ``skipped`` (``--no-plugin-check``: recorded, for
     engines without the plugin), ``failed`` (the unit was not measured). ``mode`` is the
     plugin's mode from the applied line (``inject`` on the CPU default, ``rocm`` when it
-    patched vLLM's ROCm builders), ``where`` the process and class that applied them."""
+    patched vLLM's ROCm builders), ``where`` the process and class that applied them.
+
+    What the server's plugin is made of, beside the driver's: ``plugin_sha256`` and
+    ``source`` are from the server's applied line (the hash of the plugin's and kernels'
+    sources the worker imported, and the e2e folder it imported them from),
+    ``expected_sha256`` the driver's hash of its own, ``copied_from`` the driver's e2e package
+    that e2e copied onto the server's ``PYTHONPATH`` (``e2e.session._plugin_tree``)."""
 
     check: str
     settings: dict[str, Any] = Field(default_factory=dict)
     mode: str | None = None
     where: str | None = None
     detail: str | None = None
+    plugin_sha256: str | None = None
+    source: str | None = None
+    expected_sha256: str | None = None
+    copied_from: str | None = None
 
 
 class PlacementInfo(_Record):

@@ -8,8 +8,11 @@ Three kinds of ``BuildSpec``:
   branch gets a new environment when it moves).
 
 A managed environment is complete when its marker file exists; a failed build removes the
-folder, so no half-made environment is ever used. e2e installs itself into every managed
-environment (no dependencies) so that vLLM loads its plugin in every server process.
+folder, so no half-made environment is ever used. e2e does not install itself into a build:
+each server gets the driver's own plugin on its ``PYTHONPATH`` when it starts
+(``e2e.session._plugin_tree``), so one environment serves every checkout that uses it, each
+with its own code. (Environments made before that have e2e installed editable from the
+checkout that made them; it is harmless, the PYTHONPATH copy comes first.)
 """
 
 from __future__ import annotations
@@ -170,10 +173,6 @@ def _create(build: BuildSpec, env: Path, log: Path, progress, git: tuple[Path, s
     if build.remove:
         _step(pip + ["uninstall", "-y", *build.remove], log,
               f"pip uninstall {' '.join(build.remove)}")
-    root = project_root()
-    if root is not None:
-        _step(pip + ["install", "--no-deps", "-e", str(root)], log,
-              "installing e2e (its vLLM plugin) into the server environment")
     (env / MARKER).write_text(json.dumps({**source, "base_python": base}) + "\n")
     return source
 

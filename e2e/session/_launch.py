@@ -4,12 +4,14 @@ needed), the model, the flags, the environment and the plugin settings."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from e2e.arms import ARM_ENV, PLUGIN_ENV, ServerLaunch
 from e2e.config import Experiment
 from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
+from e2e.session._plugin_tree import plugin_tree, server_pythonpath
 from e2e.session._tinymodel import model_path, resolve_model
 
 __all__ = ["server_launch"]
@@ -20,8 +22,9 @@ def server_launch(
     progress=lambda message: None, dry: bool = False,
 ) -> ServerLaunch:
     """Resolve an arm into its server launch: build (creating a managed env if needed), model,
-    flags, environment and plugin settings. ``dry`` builds nothing: it names the paths a
-    build would have."""
+    flags, environment and plugin settings, and this e2e's plugin first on the server's
+    ``PYTHONPATH`` (``e2e.session._plugin_tree``). ``dry`` builds nothing: it names the paths
+    a build would have."""
     settings = experiment.arm(arm)
     server = experiment.server
     build = settings.build or server.build
@@ -40,8 +43,13 @@ def server_launch(
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
+    # the driver's own plugin first on the server's path, whatever the environment has
+    tree = plugin_tree(create=not dry)
+    env["PYTHONPATH"] = server_pythonpath(tree, env.get("PYTHONPATH",
+                                                        os.environ.get("PYTHONPATH")))
     if settings.plugin:
         env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
     return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
                         host=server.host, model=model, model_hash=model_hash,
-                        api_key=server.api_key, build=build_info, kind=kind)
+                        api_key=server.api_key, build=build_info, kind=kind,
+                        plugin=tree.describe())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import e2e
 from e2e.host import cpu_model
+from e2e.plugin._source import plugin_sha256
 from e2e.session._builds import environment_facts
 
 __all__ = ["host_facts", "provenance", "source_facts"]
@@ -61,14 +62,17 @@ def _git(root: Path, *args: str) -> str | None:
 def source_facts() -> dict:
     """What e2e source ran: its version, the checkout's commit, whether the checkout had
     changes not committed (``dirty``) and a hash of those changes (``diff_sha256``: the diff
-    against HEAD plus untracked files' names and contents), and ``source_sha256``, a hash of
-    the package's own files, which also identifies a non-git install."""
+    against HEAD plus untracked files' names and contents), ``source_sha256``, a hash of
+    the package's own files, which also identifies a non-git install, ``plugin_sha256``, the
+    hash of the part its servers run (``e2e.plugin._source``; a load run's ``plugin`` block
+    says what the server's own plugin hashed to), and ``package``, the folder it ran from."""
     from e2e.session._builds import project_root
 
     package = Path(e2e.__file__).resolve().parent
     facts: dict = {"version": e2e.__version__, "python": platform.python_version(),
                    "git_sha": None, "dirty": None, "diff_sha256": None,
-                   "source_sha256": tree_hash_of(package)}
+                   "source_sha256": tree_hash_of(package),
+                   "plugin_sha256": plugin_sha256(package), "package": str(package)}
     root = project_root()
     if root is None or not (root / ".git").exists():
         return facts

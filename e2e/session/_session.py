@@ -126,14 +126,19 @@ def _server_info(launch: ServerLaunch, argv: list[str], base_url: str, pattern: 
                       model=launch.model, model_hash=launch.model_hash)
 
 
-def _plugin(log_path: Path | None, settings: dict, check: bool) -> PluginInfo:
+def _plugin(log_path: Path | None, settings: dict, check: bool, launch: ServerLaunch) -> PluginInfo:
+    """The plugin check; the hash the server's plugin must have is the one of the folder
+    the launch put on its PYTHONPATH (the driver's own plugin)."""
+    expected = launch.plugin.get("plugin_sha256")
+    copied_from = launch.plugin.get("copied_from")
     if log_path is None:
         return PluginInfo(check="skipped", settings=settings,
                           detail="external server: e2e cannot see its log")
     if not check:
-        return PluginInfo(check="skipped", settings=settings,
+        return PluginInfo(check="skipped", settings=settings, expected_sha256=expected,
+                          copied_from=copied_from,
                           detail="--no-plugin-check: the arm's settings were not verified")
-    return check_plugin(log_path, settings)
+    return check_plugin(log_path, settings, expected, copied_from)
 
 
 def _placement(server) -> PlacementInfo | None:
@@ -170,7 +175,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
         with servers.serve(launch, partial / "server.log",
                            ServerOptions.of(experiment.server)) as server:
             info.server = _server_info(launch, server.argv, server.base_url, pattern)
-            info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check)
+            info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check, launch)
             if info.plugin.check == "failed":
                 raise ServerError(f"arm settings not applied: {info.plugin.detail}")
             workload.warmup(server)
