@@ -43,10 +43,13 @@ def server_launch(
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
-    # the driver's own plugin first on the server's path, whatever the environment has
+    # the driver's own plugin first on the server's path, whatever the environment has; and
+    # no working folder ahead of it (``python -m`` puts the current folder first, and a
+    # server started in a checkout would import that checkout's e2e): Python >= 3.11
     tree = plugin_tree(create=not dry)
     env["PYTHONPATH"] = server_pythonpath(tree, env.get("PYTHONPATH",
                                                         os.environ.get("PYTHONPATH")))
+    env["PYTHONSAFEPATH"] = "1"
     if settings.plugin:
         env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
     return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,

@@ -68,7 +68,8 @@ def _provenance_problem(line: str, expected: str, expected_from: str | None) -> 
                 f"(plugin_sha256 {got[:12]}), not {ours}: something in the server's "
                 "environment imports another e2e ahead of the PYTHONPATH e2e gives it (a .pth "
                 "or sitecustomize that prepends to sys.path, an interpreter run with -E or -I, "
-                "a wrapper script that resets PYTHONPATH); remove it, or uninstall e2e from "
+                "a wrapper script that resets PYTHONPATH, or a Python older than 3.11 started "
+                "in a folder holding another e2e); remove it, or uninstall e2e from "
                 "that environment, and rerun")
     return None
 
