@@ -14,7 +14,6 @@ units and call the same ``execute``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from collections.abc import Sequence

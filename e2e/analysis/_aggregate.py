@@ -731,7 +731,7 @@ def _slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
     None for every run of a block whose start times are missing, unparsable or tied (then the
     model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
     cell back to back, on one host."""
-    from datetime import datetime
+    from datetime import datetime, timezone
 
     groups: dict[tuple, list[tuple[_RunKey, object]]] = {}
     for r in records:
@@ -741,6 +741,8 @@ def _slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
             when = datetime.fromisoformat(str(r.started_at))
         except ValueError:
             when = None
+        if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
+            when = when.replace(tzinfo=timezone.utc)
         groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
     out: dict[_RunKey, int | None] = {}
     for runs in groups.values():
