@@ -33,7 +33,12 @@ def nightly_command(
         dir_okay=False)] = None,
     results: Annotated[Path, typer.Option(
         "--results", help="Results folder; the night goes to <results>/nightly/<date>/ and "
-                          "the history to <results>/nightly/history.parquet.")] = Path("results"),
+                          "the history to the store (default <results>/nightly/history.db).")
+    ] = Path("results"),
+    store: Annotated[Optional[str], typer.Option(
+        "--store", help="The results store, a database URL (default: the config's "
+                        "[nightly] store, else sqlite:///nightly/history.db under --results); "
+                        "e.g. postgresql+psycopg://e2e@db/e2e with PGPASSWORD set.")] = None,
     date: Annotated[Optional[str], typer.Option(
         help="The night's date, YYYY-MM-DD (default: today, UTC). The same date resumes a "
              "night; a new date starts a fresh one.")] = None,
@@ -59,7 +64,7 @@ def nightly_command(
     night (or a pinned one) and write a Markdown summary, trend plots and the full report.
     Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
     code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
-                                  dry_run, quiet, executor),
+                                  dry_run, quiet, executor, store),
                  error_exit=2, unexpected_exit=2,
                  interrupted="the server was stopped; finished runs are kept (rerun with the "
                              "same --date to resume)")
@@ -67,8 +72,8 @@ def nightly_command(
 
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
-             executor=None) -> int:
-    from e2e.nightly.history import history_path, read_history, select_baseline
+             executor=None, store=None) -> int:
+    from e2e.nightly.history import select_baseline
     from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
 
@@ -80,14 +85,14 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     overrides = parse_arm_settings(arm_setting)
     options = NightlyOptions(results=results, date=date, pinned=baseline,
                              arm_overrides=overrides, link_base=link_base, progress=not quiet,
-                             executor=executor)
+                             executor=executor, store=store)
     if dry_run:
         from e2e.execute import describe_plan
 
         experiment = with_arm_settings(cfg.experiment, cfg.arms, overrides)
         for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
-        chosen = select_baseline(read_history(history_path(results)), date=date,
+        chosen = select_baseline(_dry_history(store or cfg.settings.store, results), date=date,
                                  experiment=experiment.name, config_hash=cfg.config_hash,
                                  pinned=baseline or cfg.settings.baseline_night)
         out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
@@ -98,5 +103,17 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     outcome = run_nightly(cfg, options, say=say,
                           on_run=lambda folder, record: print_run(folder, record, brief=True))
     out.print(outcome.summary, highlight=False, markup=False, soft_wrap=True)
-    say(f"summary: {outcome.summary_path}; history: {outcome.history_path}")
+    say(f"summary: {outcome.summary_path}; store: {outcome.store}")
     return outcome.judgement.exit_code
+
+
+def _dry_history(url, results):
+    """The history a dry run judges against, without creating a store that is not there."""
+    from e2e.nightly.history import HISTORY_FILE, read_history
+    from e2e.nightly.store import open_store, resolve_url
+
+    resolved = resolve_url(url, results)
+    if resolved.get_backend_name() == "sqlite" and not Path(resolved.database).exists():
+        return read_history(Path(results) / "nightly" / HISTORY_FILE)
+    with open_store(url, results) as opened:
+        return opened.history()

@@ -20,7 +20,7 @@ import pandas as pd
 
 from e2e.errors import ResultsError
 from e2e.nightly.changepoints import night_changes
-from e2e.nightly.history import history_path, read_history, select_baseline
+from e2e.nightly.history import select_baseline
 from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
 from e2e.nightly.settings import NightlyConfig, nightly_metric
 
@@ -73,20 +73,39 @@ def assess_night(
     problems: Sequence[str] = (),
     pinned: str | None = None,
     history: pd.DataFrame | None = None,
+    store=None,
 ) -> Judgement:
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
     else the last passing night with this config hash), night-against-night verdicts (GSM8K
-    per document), then change points over the history (``[nightly.changepoints]``)."""
+    per document), then change points over the history (``[nightly.changepoints]``).
+
+    ``history``: the frame to judge against; None reads it from ``store`` (an
+    ``e2e.nightly.store.Store``; None opens the config's ``[nightly] store`` for this call).
+    GSM8K verdict files that are gone (a wiped runner) are read from ``store``."""
     if history is None:
-        history = read_history(history_path(results))
+        from e2e.nightly.store import open_store
+
+        own = store is None
+        store = store or open_store(cfg.settings.store, results)
+        try:
+            return assess_night(cfg, results=results, date=date, experiment=experiment,
+                                cells=cells, expected=expected, problems=problems,
+                                pinned=pinned, history=store.history(), store=store)
+        finally:
+            if own:
+                store.close()
     pinned = pinned or cfg.settings.baseline_night
     baseline = select_baseline(history, date=date, experiment=experiment,
                                config_hash=cfg.config_hash, pinned=pinned)
     rules = Rules.from_settings(cfg.settings)
     gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
                   if c.key.kind == "gsm8k" for d in c.run_dirs]
+    samples = read_samples(results, gsm8k_dirs)
+    gone = [d for d in gsm8k_dirs if d not in samples]
+    if gone and store is not None:  # the store keeps every night's documents
+        samples.update(store.gsm8k_documents(gone))
     judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
-                            samples=read_samples(results, gsm8k_dirs))
+                            samples=samples)
     cp = cfg.settings.changepoints
     if not cp.enabled:
         return judgement

@@ -1,7 +1,8 @@
 """The nightly pipeline, one function: ``run_nightly``.
 
     builds -> night folder (resume check) -> sweep -> GSM8K subset -> night cells
-      -> history -> baseline -> judgement -> history append -> trends, report, summary
+      -> store (history) -> baseline -> judgement -> report -> store write (one
+      transaction) -> trends, summary
 
 Tonight's folder is ``<results>/nightly/<date>/``: the sweep writes its runs under
 ``<date>/<experiment>/<run id>/`` (so ``e2e report`` reads it as any experiment folder), the
@@ -14,7 +15,8 @@ GSM8K subset under ``<date>/<experiment>/gsm8k/``, and the night's own files bes
     report/           the full report of the night (``e2e report``)
 
 A night killed midway and restarted with the same date continues: valid runs and finished
-GSM8K arms are kept, and the night's rows in the history are replaced, never duplicated.
+GSM8K arms are kept, and the night's rows in the store (``[nightly] store``,
+``e2e.nightly.store``) are replaced in one transaction, never duplicated.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from typing import Any
 from e2e.config import Experiment
 from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
-from e2e.nightly.assess import assess_night, bisect_hints, git_commits, with_git_commits
-from e2e.nightly.history import append_night, history_path, night_rows
+from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_samples,
+                                with_git_commits)
+from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, Judgement, NightCell
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   judged_metrics, with_arm_settings)
+from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.results import RunRecord, resume_state
 from e2e.results import utc_now
@@ -53,6 +57,7 @@ class NightlyOptions:
     link_base: str | None = None
     progress: bool = True
     executor: str | None = None  # --executor: local or ray (default: the config's)
+    store: str | None = None     # --store: a database URL (default: the config's [nightly] store)
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class NightOutcome:
     summary: str
     folder: Path              # <results>/nightly/<date>/<experiment>
     summary_path: Path
-    history_path: Path
+    store: str                # the store's URL, password masked
     trend_paths: tuple[Path, ...]
     report_dir: Path | None
 
@@ -274,26 +279,33 @@ def run_nightly(
         cells += g_cells
         problems += g_problems
 
-    hist_path = history_path(results)
     builds = with_git_commits(builds, git_commits(records))
-    judgement = assess_night(cfg, results=results, date=options.date, experiment=experiment.name,
-                             cells=cells, expected=expected_cells(cfg), problems=problems,
-                             pinned=options.pinned)
-
-    some = next(iter(builds.values()), {})
-    rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
-                      recorded_at=utc_now(), cells=cells, builds=builds,
-                      arm_overrides=options.arm_overrides, e2e_git_sha=some.get("e2e_git_sha"),
-                      host=str(some.get("host")))
-    history = append_night(hist_path, rows)
+    with open_store(options.store or cfg.settings.store, results) as store:
+        say(f"results store: {store.masked}")
+        judgement = assess_night(cfg, results=results, date=options.date,
+                                 experiment=experiment.name, cells=cells,
+                                 expected=expected_cells(cfg), problems=problems,
+                                 pinned=options.pinned, store=store)
+        some = next(iter(builds.values()), {})
+        rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
+                          recorded_at=utc_now(), cells=cells, builds=builds,
+                          arm_overrides=options.arm_overrides,
+                          e2e_git_sha=some.get("e2e_git_sha"), host=str(some.get("host")))
+        report_dir = night_report(folder, cfg, say)
+        g_dirs = [d for c in cells if c.key.kind == "gsm8k" for d in c.run_dirs]
+        store.write_night(rows, judgement=judgement, samples=read_samples(results, g_dirs),
+                          paths={"night_dir": prefix,
+                                 "report_path": (_rel(report_dir / "report.md", results)
+                                                 if report_dir else None),
+                                 "summary_path": f"{prefix}/summary.md"})
+        history = store.history(experiment=experiment.name)
+        store_name = store.masked
 
     trend_paths = []
     for name, data in render_trends(history, experiment=experiment.name,
                                     config_hash=cfg.config_hash).items():
         atomic_write_bytes(folder / "trends" / name, data)
         trend_paths.append(folder / "trends" / name)
-
-    report_dir = night_report(folder, cfg, say)
 
     ctx = SummaryContext(
         experiment=experiment.name, config_hash=cfg.config_hash, night_dir=prefix,
@@ -309,7 +321,7 @@ def run_nightly(
     atomic_write_bytes(summary_path, text.encode("utf-8"))
     atomic_write_json(folder / "judgement.json", _judgement_json(judgement, cfg))
     return NightOutcome(judgement=judgement, summary=text, folder=folder,
-                        summary_path=summary_path, history_path=hist_path,
+                        summary_path=summary_path, store=store_name,
                         trend_paths=tuple(trend_paths), report_dir=report_dir)
 
 

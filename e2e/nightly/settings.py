@@ -166,6 +166,11 @@ class NightlySettings(_Strict):
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
         "where the run's own record warns of it, e2e.load._bursts.WARN_SHARE).")
+    store: str | None = Field(
+        None, description="Where the nights are kept: a SQLAlchemy URL; default "
+        "sqlite:///nightly/history.db (a relative SQLite path is under the results folder); "
+        "a team's PostgreSQL: postgresql+psycopg://user@host/db, the password from "
+        "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.nightly.store).")
     gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
     changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
 

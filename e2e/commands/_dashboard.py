@@ -1,0 +1,80 @@
+"""``e2e dashboard``: the results store -> a static site (``e2e.nightly.dashboard``), and
+``--serve`` to look at it on http://127.0.0.1:PORT/. Exit 2 on bad input or a store that
+cannot be opened."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from e2e.console import guard, out, say
+
+__all__ = ["dashboard_command", "build_dashboard"]
+
+
+def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> list[Path]:
+    """Write the site of ``store`` (an ``e2e.nightly.store.Store``) under ``out_dir``."""
+    from e2e.nightly.dashboard import SiteData, site_files, write_site
+
+    data = SiteData(history=store.history(), nights=store.night_details(),
+                    changes=store.change_points(), verdicts=store.verdict_details(),
+                    gsm8k=store.gsm8k_agreement(), link_base=link_base)
+    return write_site(site_files(data), out_dir)
+
+
+def dashboard_command(
+    out_dir: Annotated[Path, typer.Option(
+        "--out", help="Folder the site is written to.", file_okay=False)] = Path("site"),
+    results: Annotated[Path, typer.Option(
+        "--results", help="Results folder (the default SQLite store is "
+                          "<results>/nightly/history.db; reports are linked there).")
+    ] = Path("results"),
+    store: Annotated[Optional[str], typer.Option(
+        "--store", help="The results store URL (default: the config's [nightly] store).")
+    ] = None,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="Nightly config whose [nightly] store to read (default: the "
+                               "embedded configs/nightly.toml).", dir_okay=False)] = None,
+    link_base: Annotated[Optional[str], typer.Option(
+        help="URL where results/ is published, for the links to each night's report "
+             "(default: the path from --out to --results).")] = None,
+    serve: Annotated[bool, typer.Option(
+        "--serve", help="Then serve the site on 127.0.0.1 until Ctrl-C.")] = False,
+    port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).",
+                                      min=0, max=65535)] = 8000,
+) -> None:
+    """Write a static, self-contained dashboard of the nightly store: the latest night's
+    verdicts (regressions first), each cell's history with its change points, two nights
+    side by side, GSM8K per night. Works offline (plotly's script is written beside it)."""
+    code = guard(lambda: _dashboard(out_dir, results, store, config, link_base, serve, port),
+                 error_exit=2, unexpected_exit=2, interrupted="stopped serving")
+    raise SystemExit(code)
+
+
+def _dashboard(out_dir, results, store, config, link_base, serve, port) -> int:
+    from e2e.commands._history import store_url
+    from e2e.nightly.store import open_store
+
+    out_dir = Path(out_dir)
+    base = link_base or os.path.relpath(Path(results).resolve(), out_dir.resolve())
+    with open_store(store_url(store, config), results) as opened:
+        paths = build_dashboard(opened, out_dir, link_base=base)
+        source = opened.masked
+    out.print(f"dashboard of {source}: {len(paths)} files in {out_dir} "
+              f"(open {out_dir / 'index.html'})", highlight=False, markup=False)
+    if serve:
+        _serve(out_dir, port)
+    return 0
+
+
+def _serve(folder: Path, port: int) -> None:
+    import functools
+    import http.server
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+        say(f"serving {folder} on http://127.0.0.1:{httpd.server_address[1]}/ (Ctrl-C stops)")
+        httpd.serve_forever()

@@ -1,0 +1,154 @@
+"""GitHub renderer: a ``Summary`` -> a pull-request comment (GitHub-flavoured Markdown, no I/O).
+
+The comment carries a hidden marker (``MARKER``) so a workflow finds and updates its own
+comment instead of adding one per push, the headline table with a verdict icon per
+comparison, the warnings, and the full report linked. It always fits GitHub's limits: a
+comment body is at most 65,536 characters, a step summary at most 1 MiB; ``fit`` keeps whole
+sections (then whole table rows) while they fit in ``limit`` bytes of UTF-8 (bytes, never
+fewer than characters) and says what it left out, with the link.
+
+Icons: 🟢 better (in the metric's own direction), 🔴 worse, ✅ equivalent within the band,
+⚪ inconclusive, ⚠️ too few runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from e2e.analysis._aggregate import Comparison, Summary, metric
+from e2e.render._markdown import format_cell, format_comparison, headline_metric
+
+__all__ = ["MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github", "verdict_icon",
+           "fit"]
+
+MARKER = "<!-- e2e-report -->"
+COMMENT_LIMIT = 65_536           # GitHub: the most characters an issue/PR comment body holds
+STEP_SUMMARY_LIMIT = 1_048_576   # GitHub: the most bytes of $GITHUB_STEP_SUMMARY per step
+_ICONS = {"better": "🟢", "worse": "🔴", "equivalent": "✅", "inconclusive": "⚪",
+          "too few runs": "⚠️"}
+
+
+def verdict_icon(comp: Comparison | None) -> str:
+    """The icon of a comparison's verdict (empty for none)."""
+    if comp is None:
+        return ""
+    v = comp.verdict
+    if v in ("faster", "slower", "higher", "lower"):
+        up = comp.pct > 0
+        better = (v == "faster") if v in ("faster", "slower") else (
+            up == metric(comp.metric).higher_is_better)
+        return _ICONS["better" if better else "worse"]
+    return _ICONS.get(v, "")
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
+        link: str | None, tail: Sequence[str] = ()) -> str:
+    """``head``, then as many of ``sections`` (each a list of lines; a section whose first
+    line is a table header row keeps it when cut) as fit in ``limit`` UTF-8 bytes together
+    with ``tail`` and a note of what was left out."""
+    def size(lines: Sequence[str]) -> int:
+        return len(("\n".join(lines) + "\n").encode("utf-8"))
+
+    where = f"[the full report]({link})" if link else "the full report (report/report.md)"
+    out = list(head)
+    dropped_rows = dropped_sections = 0
+    reserve = size(list(tail)) + 400  # the note
+    for i, section in enumerate(sections):
+        if size(out + list(section)) + reserve <= limit:
+            out += list(section)
+            continue
+        # cut the section row by row: keep the lines before the table's body
+        body_start = next((k + 2 for k, line in enumerate(section)
+                           if line.startswith("|") and k + 1 < len(section)
+                           and section[k + 1].startswith("|-")), None)
+        if body_start is not None:
+            last = max(k for k, line in enumerate(section) if line.startswith("|"))
+            after = list(section[last + 1:])  # e.g. the closing </details>
+            kept = list(section[:body_start])
+            for line in section[body_start:last + 1]:
+                if size(out + kept + [line] + after) + reserve <= limit:
+                    kept.append(line)
+                else:
+                    dropped_rows += 1
+            if len(kept) > body_start:
+                out += kept + after
+            else:
+                dropped_sections += 1
+        else:
+            dropped_sections += 1
+        dropped_sections += len(sections) - i - 1
+        break
+    if dropped_rows or dropped_sections:
+        parts = []
+        if dropped_rows:
+            parts.append(f"{dropped_rows} table row{'s' if dropped_rows != 1 else ''}")
+        if dropped_sections:
+            parts.append(f"{dropped_sections} section{'s' if dropped_sections != 1 else ''}")
+        out += [f"> **Truncated** to fit GitHub's {limit:,}-byte limit: "
+                f"{' and '.join(parts)} left out; see {where}.", ""]
+    return "\n".join(out + list(tail)).rstrip("\n") + "\n"
+
+
+def render_github(summary: Summary, *, link: str | None = None,
+                  limit: int = COMMENT_LIMIT, title: str | None = None) -> str:
+    """The report as one pull-request comment (``MARKER`` first), at most ``limit`` bytes."""
+    compared = summary.compared_arms
+    head = [MARKER, f"### {title or f'e2e report: {summary.experiment}'}", ""]
+    c = summary.counts
+    head.append(f"{c.reported} reported runs of {', '.join(summary.arms)} "
+                f"(baseline **{summary.baseline}**; {c.invalid} invalid, never used). "
+                f"Cells: median (min–max); “vs {summary.baseline}”: change of the geometric "
+                f"mean with its {summary.confidence * 100:g} % interval. "
+                "🟢 better · 🔴 worse · ✅ equivalent · ⚪ inconclusive · ⚠️ too few runs")
+    head.append("")
+    tally: dict[str, int] = {}
+    for comp in summary.comparisons:
+        icon = verdict_icon(comp)
+        if icon in (_ICONS["better"], _ICONS["worse"]):
+            tally[icon] = tally.get(icon, 0) + 1
+    if tally:
+        head += [" ".join(f"{icon} {n}" for icon, n in tally.items())
+                 + f" of {len(summary.comparisons)} comparisons", ""]
+
+    header = ["concurrency", "metric"] + list(summary.arms) + [f"{a} vs {summary.baseline}"
+                                                               for a in compared]
+    align = "|---:|---|" + "---:|" * (len(summary.arms) + len(compared))
+
+    def rows(keys) -> list[str]:
+        lines = []
+        for mode, conc, key in keys:
+            if not any(summary.cell(a, conc, mode, key) for a in summary.arms):
+                continue
+            m = metric(key)
+            name = f"{m.label} ({m.unit})" + (", DSpark" if mode == "dspark" else "")
+            figures = [format_cell(summary.cell(a, conc, mode, key)) for a in summary.arms]
+            comps = []
+            for a in compared:
+                comp = summary.comparison(a, conc, mode, key)
+                comps.append(f"{verdict_icon(comp)} {format_comparison(comp)}".strip())
+            lines.append(_row([str(conc), name] + figures + comps))
+        return lines
+
+    headline = [(mode, conc, headline_metric(conc, mode)) for mode in summary.spec_modes
+                for conc in summary.concurrencies]
+    headline += [(mode, conc, "acceptance_length") for mode in summary.spec_modes
+                 if mode == "dspark" for conc in summary.concurrencies]
+    sections: list[list[str]] = [["#### Headline", "", _row(header), align, *rows(headline), ""]]
+    if summary.warnings:
+        sections.append(["#### Warnings", ""] + [
+            f"- ⚠️ {w.arm + ' c' + str(w.concurrency) + ' ' + str(w.spec_mode) + ': ' if w.arm else ''}"
+            f"{w.message}" for w in summary.warnings] + [""])
+    for mode in summary.spec_modes:
+        keys = [(mode, conc, m.key) for conc in summary.concurrencies
+                for m in summary.metrics_in(mode)]
+        body = rows(keys)
+        if body:
+            sections.append([f"<details><summary>All metrics, {mode}</summary>", "",
+                             _row(header), align, *body, "", "</details>", ""])
+    tail = [f"Full report: [{link}]({link})" if link else
+            "Full report: `report/report.md` beside this comment's source."]
+    return fit(head, sections, limit=limit, link=link, tail=tail)
