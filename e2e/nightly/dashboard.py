@@ -14,7 +14,7 @@
 Plots are plotly figures (``plotly.io.to_html`` without the library); the data each page
 needs is inside the page (a browser refuses to read other files from ``file://``), so the
 site works offline, from a CI artifact or any static host. ``site_files`` takes the rows the
-store returns; ``e2e.nightly.dashboard_command`` reads the store and writes the files.
+store returns; ``e2e.commands._dashboard`` reads the store and writes the files.
 """
 
 from __future__ import annotations
