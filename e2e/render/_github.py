@@ -41,15 +41,23 @@ def verdict_icon(comp: Comparison | None) -> str:
     return _ICONS.get(v, "")
 
 
+def _where(w) -> str:
+    if w.arm is None:
+        return "report"
+    where = f"{w.arm} c{w.concurrency} {w.spec_mode}"
+    return where + (f" {metric(w.metric).label}" if w.metric else " (every metric)")
+
+
 def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
         link: str | None, tail: Sequence[str] = ()) -> str:
-    """``head``, then as many of ``sections`` (each a list of lines; a section whose first
-    line is a table header row keeps it when cut) as fit in ``limit`` UTF-8 bytes together
-    with ``tail`` and a note of what was left out."""
+    """``head``, then ``sections`` (each a list of lines) in order while they fit in ``limit``
+    UTF-8 bytes together with ``tail``; the first that does not fit is cut to whole rows or
+    list items (its heading, table header and closing lines kept), the rest are left out,
+    and a note says what was left out, with the link."""
     def size(lines: Sequence[str]) -> int:
         return len(("\n".join(lines) + "\n").encode("utf-8"))
 
@@ -61,23 +69,28 @@ def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
         if size(out + list(section)) + reserve <= limit:
             out += list(section)
             continue
-        # cut the section row by row: keep the lines before the table's body
+        # cut the section line by line: keep its heading (and a table's header rows) and
+        # its closing lines (a </details>), then as many rows or items as fit
         body_start = next((k + 2 for k, line in enumerate(section)
                            if line.startswith("|") and k + 1 < len(section)
                            and section[k + 1].startswith("|-")), None)
-        if body_start is not None:
-            last = max(k for k, line in enumerate(section) if line.startswith("|"))
-            after = list(section[last + 1:])  # e.g. the closing </details>
-            kept = list(section[:body_start])
-            for line in section[body_start:last + 1]:
-                if size(out + kept + [line] + after) + reserve <= limit:
-                    kept.append(line)
-                else:
-                    dropped_rows += 1
-            if len(kept) > body_start:
-                out += kept + after
+        if body_start is None:
+            body_start = next((k for k, line in enumerate(section) if line.startswith("- ")),
+                              len(section))
+        items = [k for k, line in enumerate(section) if line.startswith(("|", "- "))]
+        last = max(items) if items else len(section) - 1
+        after = list(section[last + 1:])
+        kept = list(section[:body_start])
+        used = size(out + kept + after) + reserve
+        for line in section[body_start:last + 1]:
+            cost = len(line.encode("utf-8")) + 1
+            if used + cost <= limit:
+                kept.append(line)
+                used += cost
             else:
-                dropped_sections += 1
+                dropped_rows += 1
+        if len(kept) > body_start:
+            out += kept + after
         else:
             dropped_sections += 1
         dropped_sections += len(sections) - i - 1
@@ -85,7 +98,7 @@ def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
     if dropped_rows or dropped_sections:
         parts = []
         if dropped_rows:
-            parts.append(f"{dropped_rows} table row{'s' if dropped_rows != 1 else ''}")
+            parts.append(f"{dropped_rows} row{'s' if dropped_rows != 1 else ''}")
         if dropped_sections:
             parts.append(f"{dropped_sections} section{'s' if dropped_sections != 1 else ''}")
         out += [f"> **Truncated** to fit GitHub's {limit:,}-byte limit: "
@@ -139,9 +152,8 @@ def render_github(summary: Summary, *, link: str | None = None,
                  if mode == "dspark" for conc in summary.concurrencies]
     sections: list[list[str]] = [["#### Headline", "", _row(header), align, *rows(headline), ""]]
     if summary.warnings:
-        sections.append(["#### Warnings", ""] + [
-            f"- ⚠️ {w.arm + ' c' + str(w.concurrency) + ' ' + str(w.spec_mode) + ': ' if w.arm else ''}"
-            f"{w.message}" for w in summary.warnings] + [""])
+        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w)}: {w.message}"
+                                                 for w in summary.warnings] + [""])
     for mode in summary.spec_modes:
         keys = [(mode, conc, m.key) for conc in summary.concurrencies
                 for m in summary.metrics_in(mode)]

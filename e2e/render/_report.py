@@ -6,6 +6,7 @@ one are skipped: a run in progress or one that failed before writing), hands the
 ``<results_dir>/report/`` with atomic writes:
 
     report/report.md          the Markdown report
+    report/index.html         the same report as a page, with every plot (e2e.render._html)
     report/cells.csv          every cell (arm, concurrency, spec mode, metric)
     report/comparisons.csv    every comparison with the baseline
     report/plots/*.png        each metric against concurrency, one line per arm
@@ -27,6 +28,7 @@ from e2e.results import load_records
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
+from e2e.render._html import render_html
 
 __all__ = ["ReportOutput", "build_report", "REPORT_DIR"]
 
@@ -43,10 +45,12 @@ class ReportOutput:
     markdown_path: Path
     csv_paths: tuple[Path, ...]
     plot_paths: tuple[Path, ...]
+    html_path: Path | None = None   # report/index.html (e2e.render._html)
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        return (self.markdown_path, *self.csv_paths, *self.plot_paths)
+        html = (self.html_path,) if self.html_path else ()
+        return (self.markdown_path, *html, *self.csv_paths, *self.plot_paths)
 
 
 def build_report(
@@ -108,6 +112,9 @@ def build_report(
             if stale.name not in plots:
                 with contextlib.suppress(OSError):
                     stale.unlink()
+    html_path = out_dir / "index.html"
+    atomic_write_bytes(html_path, render_html(markdown, plots,
+                                              title=f"e2e report: {summary.experiment}"))
     return ReportOutput(summary=summary, markdown=markdown, report_dir=out_dir,
                         markdown_path=md_path, csv_paths=tuple(csv_paths),
-                        plot_paths=tuple(plot_paths))
+                        plot_paths=tuple(plot_paths), html_path=html_path)
