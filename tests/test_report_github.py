@@ -129,3 +129,35 @@ def test_bad_format_is_a_clear_error(tmp_path):
     exp = write_results(tmp_path, calibration_records())
     result = CliRunner().invoke(app, ["report", str(exp), "--format", "html"])
     assert result.exit_code == 2 and "give markdown or github" in result.output
+
+
+def test_the_nightly_summary_as_a_comment():
+    """The nightly's summary-github.md: marker, status icon, an icon per verdict, and a night
+    with thousands of judged cells still fits, its report linked."""
+    from e2e.nightly.judge import CellKey, NightCell, Rules, judge_night
+    from e2e.nightly.render import SummaryContext, render_summary_github
+
+    rules = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
+    def cells(date, level, n):
+        return [NightCell(CellKey("load", f"arm-{i:04d}", 1, "base", "tpot_ms_median"),
+                          tuple(level * (1 + d) for d in (0.0, 0.001, -0.001)), (2, 3, 4),
+                          tuple(f"nightly/{date}/n/arm-{i:04d}-c1-base-r{k}" for k in (2, 3, 4)))
+                for i in range(n)]
+    base = judge_night("2026-01-01", cells("2026-01-01", 10.0, 3000), None, rules)
+    from e2e.nightly.judge import Baseline
+
+    baseline = Baseline("2026-01-01", tuple(cells("2026-01-01", 10.0, 3000)), "last passing")
+    j = judge_night("2026-01-02", cells("2026-01-02", 11.0, 3000), baseline, rules)
+    assert base.status == "pass" and j.status == "regression"
+    ctx = SummaryContext(experiment="nightly", config_hash="h" * 64, night_dir="nightly/x",
+                         builds={}, arm_overrides={}, report_path="nightly/x/report/report.md",
+                         link_base="https://ci.example/results")
+    text = render_summary_github(j, ctx)
+    assert text.startswith(MARKER + "\n# 🔴 Nightly nightly 2026-01-02 — REGRESSION")
+    assert len(text.encode()) <= COMMENT_LIMIT
+    assert "see [the full report](https://ci.example/results/nightly/x/report/report.md)" in text
+    small = render_summary_github(judge_night("2026-01-02", cells("2026-01-02", 10.0, 2),
+                                              Baseline("2026-01-01", tuple(cells(
+                                                  "2026-01-01", 10.0, 2)), "x"), rules), ctx)
+    assert "| ⚪ noise |" in small and "Truncated" not in small
+    assert all(len(r) == len(tables(small)[0][0]) for r in tables(small)[0])

@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 from e2e.nightly.judge import CellVerdict, Judgement, NightCell
 from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
 
-__all__ = ["SummaryContext", "render_summary", "render_trends", "metric_label"]
+__all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
+           "metric_label"]
 
 _HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
 
@@ -240,6 +241,35 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     if links:
         lines += ["", " · ".join(links)]
     return "\n".join(lines) + "\n"
+
+
+_STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️"}
+_VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "missing": "⚠️",
+                 "too few runs": "⚠️", "no samples": "⚠️", "no baseline": "➖", "new cell": "➖"}
+
+
+def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
+                          limit: int | None = None) -> str:
+    """The summary as a pull-request comment or step summary: ``render_summary`` with the
+    hidden marker of ``e2e.render._github``, an icon per verdict, cut to whole sections and
+    rows under ``limit`` bytes (default: GitHub's comment limit) with the report linked."""
+    from e2e.render._github import COMMENT_LIMIT, MARKER, fit
+
+    lines = render_summary(judgement, ctx).splitlines()
+    lines[0] = lines[0].replace("# Nightly", f"# {_STATUS_ICON.get(judgement.status, '')} "
+                                             "Nightly", 1)
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and line.endswith(" |"):
+            cells = line[2:-2].split(" | ")
+            if cells and cells[-1] in _VERDICT_ICON:
+                cells[-1] = f"{_VERDICT_ICON[cells[-1]]} {cells[-1]}"
+                lines[i] = "| " + " | ".join(cells) + " |"
+    starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    head = [MARKER] + lines[:starts[0] if starts else len(lines)]
+    sections = [lines[a:b] + [""] for a, b in zip(starts, starts[1:] + [len(lines)])]
+    link = (f"{ctx.link_base.rstrip('/')}/{ctx.report_path}"
+            if ctx.report_path and ctx.link_base else None)
+    return fit(head, sections, limit=limit or COMMENT_LIMIT, link=link)
 
 
 def render_trends(history: pd.DataFrame, *, experiment: str, config_hash: str) -> dict[str, bytes]:

@@ -9,7 +9,8 @@ Tonight's folder is ``<results>/nightly/<date>/``: the sweep writes its runs und
 GSM8K subset under ``<date>/<experiment>/gsm8k/``, and the night's own files beside them:
 
     night.json        what the night measures: config hash, build, arm overrides (resume check)
-    summary.md        the Markdown summary (CI step summary, chat)
+    summary.md        the Markdown summary (chat)
+    summary-github.md the same as a pull-request comment / step summary (icons, < 64 KB)
     judgement.json    every cell's verdict, the baseline, the status
     trends/*.png      each metric over the history of this config
     report/           the full report of the night (``e2e report``)
@@ -33,7 +34,8 @@ from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_sa
                                 with_git_commits)
 from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, Judgement, NightCell
-from e2e.nightly.render import SummaryContext, render_summary, render_trends
+from e2e.nightly.render import (SummaryContext, render_summary, render_summary_github,
+                                render_trends)
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   judged_metrics, with_arm_settings)
 from e2e.nightly.store import open_store
@@ -319,6 +321,8 @@ def run_nightly(
     text = render_summary(judgement, ctx)
     summary_path = folder / "summary.md"
     atomic_write_bytes(summary_path, text.encode("utf-8"))
+    atomic_write_bytes(folder / "summary-github.md",
+                       render_summary_github(judgement, ctx).encode("utf-8"))
     atomic_write_json(folder / "judgement.json", _judgement_json(judgement, cfg))
     return NightOutcome(judgement=judgement, summary=text, folder=folder,
                         summary_path=summary_path, store=store_name,
