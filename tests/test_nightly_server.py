@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from conftest import ROOT
 from e2e.commands._nightly import nightly_command
+from e2e.nightly.store import open_store
 
 pytestmark = pytest.mark.server
 
@@ -47,7 +47,10 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     assert "PASS" in first.output and "Baseline**: none" in first.output
     runs = sorted(p.name for p in night.glob("main-c1-base-r*") if (p / "run.json").exists())
     assert runs == ["main-c1-base-r1", "main-c1-base-r2"]
-    history = pd.read_parquet(results / "nightly" / "history.parquet")
+    assert (results / "nightly" / "history.db").is_file()  # the default store: SQLite
+    assert not (results / "nightly" / "history.parquet").exists()
+    with open_store(None, results) as store:
+        history = store.history()
     tpot = history[history["metric"] == "server_tpot_ms_mean"]
     assert len(tpot) == 1 and tpot["n"].iloc[0] == 2 and tpot["verdict"].iloc[0] == "no baseline"
     assert tpot["engine_version"].iloc[0] == "0.32.0"
@@ -58,6 +61,10 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert (night / "main-c1-base-r2" / "run.json").stat().st_mtime_ns == stamp
-    assert pd.read_parquet(results / "nightly" / "history.parquet").shape == history.shape
+    with open_store(None, results) as store:
+        assert store.history().shape == history.shape
+        assert [n.date for n in store.nights()] == ["2026-01-01"]
+    assert (night / "summary-github.md").read_text().startswith("<!-- e2e-report -->")
+    assert (night / "report" / "index.html").is_file()
     judgement = json.loads((night / "judgement.json").read_text())
     assert judgement["status"] == "pass" and judgement["baseline"] is None
