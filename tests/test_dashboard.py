@@ -147,3 +147,31 @@ def test_a_broken_page_is_caught(tmp_path):
     with chromium.Browser() as browser:
         p = browser.page(page.as_uri(), settle_s=0.5)
         assert any(re.search("undefinedFunction", e) for e in p.errors), p.errors
+
+
+def test_serve_serves_the_site_on_localhost(site, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "e2e.cli", "dashboard", "--results", str(site["results"]),
+         "--out", str(tmp_path / "served"), "--serve", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        for line in proc.stdout:
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            if found:
+                break
+        else:
+            raise AssertionError("no URL printed")
+        page = urllib.request.urlopen(found.group(0) + "index.html", timeout=30).read()
+        assert b'id=\'regressions\'' in page
+        js = urllib.request.urlopen(found.group(0) + "plotly.min.js", timeout=30).read()
+        assert len(js) > 1_000_000
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)

@@ -272,3 +272,48 @@ def test_postgres_password_comes_from_the_environment_only(postgres, tmp_path, m
     plain = f"postgresql+psycopg://postgres@127.0.0.1:{postgres.port}/e2e"
     with open_store(plain, tmp_path) as store:
         assert [n.date for n in store.nights()] == ["2026-01-01"]
+
+
+def test_history_command_on_the_default_sqlite_store(tmp_path):
+    """`e2e history` with no server: the default store under --results."""
+    from typer.testing import CliRunner
+
+    from e2e.cli import app
+
+    results = tmp_path / "results"
+    empty = CliRunner().invoke(app, ["history", "--results", str(results)])
+    assert empty.exit_code == 0 and "no nights in the store" in empty.output
+    with open_store(None, results) as store:
+        for date, values in (("2026-01-01", (10.0, 10.1, 9.9)), ("2026-01-02", (10.2, 10.3, 10.1))):
+            j, rows = night(date, values)
+            store.write_night(rows, judgement=j)
+    listing = CliRunner().invoke(app, ["history", "--results", str(results)])
+    assert listing.exit_code == 0, listing.output
+    assert [line.split()[0] for line in listing.output.splitlines()[1:]] == ["2026-01-01",
+                                                                             "2026-01-02"]
+    out = tmp_path / "tpot.csv"
+    export = CliRunner().invoke(app, ["history", "--results", str(results), "--metric",
+                                      "tpot_ms_median", "--format", "csv", "--out", str(out)])
+    assert export.exit_code == 0, export.output
+    import csv as csv_mod
+
+    rows = list(csv_mod.DictReader(out.open()))
+    assert [(r["date"], float(r["median"]), r["values"]) for r in rows] == [
+        ("2026-01-01", 10.0, "10 10.1 9.9"), ("2026-01-02", 10.2, "10.2 10.3 10.1")]
+    for args, message in ((["--format", "xml"], "give table, csv or json"),
+                          (["--metric", "tpot_ms_median", "--arm", "pr"], "no night has the cell"),
+                          (["--store", "postgresql://u:pw@h/db"], "holds a password")):
+        bad = CliRunner().invoke(app, ["history", "--results", str(results), *args])
+        assert bad.exit_code == 2 and message in bad.output, (args, bad.output)
+        assert "pw@" not in bad.output
+
+
+def test_a_dry_run_creates_no_store(tmp_path):
+    from typer.testing import CliRunner
+
+    from e2e.cli import app
+
+    results = tmp_path / "results"
+    dry = CliRunner().invoke(app, ["nightly", "--results", str(results), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "baseline: none" in dry.output and not results.exists()
