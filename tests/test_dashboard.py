@@ -7,6 +7,7 @@ night 6 on the cell's page, and log no console error."""
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 
 import numpy as np
@@ -15,10 +16,12 @@ from typer.testing import CliRunner
 
 import chromium
 from conftest import ROOT
-from e2e.nightly.assess import assess_night
+from e2e.gsm8k.records import SampleVerdict
+from e2e.gsm8k.store import VERDICTS_FILE, write_verdicts
+from e2e.nightly.assess import assess_night, read_samples
 from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, NightCell
-from e2e.nightly.settings import parse_nightly
+from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
 from e2e.nightly.store import open_store
 
 STEP = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")   # judged at 2 %
@@ -26,11 +29,28 @@ FLAT = CellKey("load", "main", 4, "base", "server_tpot_ms_mean")
 EXTRA = CellKey("load", "main", 1, "base", "ttft_ms_mean")           # recorded, not judged
 
 
+GSM = CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC)
+
+
 def config():
     raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
     raw["nightly"].update(concurrencies=[1, 4], spec_modes=["base"])
-    raw["nightly"].pop("gsm8k", None)
+    raw["nightly"]["gsm8k"] = {"enabled": True, "limit": 50, "repeats": 2}
     return parse_nightly(raw)
+
+
+def gsm8k_night(results, date: str, lost: set[int]) -> NightCell:
+    """Two fresh servers' verdicts.jsonl of 50 documents (35 right, less ``lost``), written
+    where a night writes them."""
+    dirs = []
+    for label in ("main", "main.r2"):
+        rel = f"nightly/{date}/nightly/gsm8k/base-n50/{label}"
+        write_verdicts(results / rel / VERDICTS_FILE,
+                       [SampleVerdict(doc_id=d, prompt_hash=f"h{d}", strict=d < 35 and d not in lost)
+                        for d in range(50)])
+        dirs.append(rel)
+    acc = (35 - len(lost)) / 50
+    return NightCell(GSM, (acc, acc), (1, 2), tuple(dirs))
 
 
 def dates(n: int) -> list[str]:
@@ -55,8 +75,9 @@ def ten_nights(results, cfg, *, step_at: int = 6, step: float = 1.08):
                                tuple(f"nightly/{date}/nightly/main-c4-base-r{k}" for k in range(2, 7))),
                      NightCell(EXTRA, runs(50.0, 200 + i), tuple(range(2, 7)),
                                tuple(f"nightly/{date}/nightly/main-c1-base-r{k}" for k in range(2, 7)))]
+            cells.append(gsm8k_night(results, date, {7} if i == 8 else set()))
             j = assess_night(cfg, results=results, date=date, experiment="nightly", cells=cells,
-                             expected=[STEP, FLAT], store=store)
+                             expected=[STEP, FLAT, GSM], store=store)
             rows = night_rows(j, experiment="nightly", config_hash=cfg.config_hash,
                               recorded_at=f"{date}T03:00:00Z", cells=cells,
                               builds={"main": {"engine_distribution": "vllm",
@@ -65,7 +86,9 @@ def ten_nights(results, cfg, *, step_at: int = 6, step: float = 1.08):
                               arm_overrides={}, e2e_git_sha="e" * 40, host="runner-1")
             store.write_night(rows, judgement=j, paths={
                 "night_dir": f"nightly/{date}/nightly",
-                "report_path": f"nightly/{date}/nightly/report/report.md"})
+                "report_path": f"nightly/{date}/nightly/report/report.md"},
+                samples=read_samples(results, cells[-1].run_dirs))
+            shutil.rmtree(results / "nightly" / date)  # a CI runner wiped before the next night
             out.append(j)
     return out
 
@@ -83,6 +106,16 @@ def site(tmp_path_factory):
     return {"out": out, "judgements": judgements, "results": results}
 
 
+def test_gsm8k_is_judged_from_the_store_when_the_files_are_gone(site):
+    """Each night's folder is removed before the next night: the baseline night's GSM8K
+    verdicts come from the store, so the cell is judged per document, never 'no samples'."""
+    verdicts = [next(v for v in j.verdicts if v.key == GSM) for j in site["judgements"]]
+    assert verdicts[0].verdict == "no baseline"
+    assert [v.verdict for v in verdicts[1:]] == ["noise"] * 9
+    assert verdicts[7].pct == pytest.approx(-2.0)     # night 8 lost document 7
+    assert verdicts[8].pct == pytest.approx(0.0)      # night 9 has it back: as night 5, its baseline
+
+
 def test_the_judgement_sees_the_step_from_night_6(site):
     last = site["judgements"][-1]
     (change,) = [c for c in last.changes if c.key == STEP]
@@ -96,7 +129,7 @@ def test_site_is_self_contained(site):
     names = sorted(p.name for p in out.iterdir())
     assert names.count("plotly.min.js") == 1 and "index.html" in names
     cells = [n for n in names if n.startswith("cell-")]
-    assert len(cells) == 3
+    assert len(cells) == 4
     for page in out.glob("*.html"):
         text = page.read_text()
         assert "cdn." not in text and "https://" not in text, page.name  # nothing from a network
@@ -113,7 +146,7 @@ def test_dashboard_in_headless_chromium(site):
         # every cell's plot was drawn (plotly puts an SVG in each plot's div)
         plots = index.eval("Array.from(document.querySelectorAll('.cell-plot')).map("
                            "d => [d.id, d.querySelectorAll('svg.main-svg').length > 0])")
-        assert len(plots) == 3 and all(drawn for _, drawn in plots), plots
+        assert len(plots) == 4 and all(drawn for _, drawn in plots), plots
         regressions = index.eval("Array.from(document.querySelectorAll('#regressions li'))"
                                  ".map(li => li.textContent)")
         assert any("change point started 2026-01-06" in r for r in regressions), regressions
@@ -131,6 +164,14 @@ def test_dashboard_in_headless_chromium(site):
                              "r => [r.dataset.date, r.dataset.verdict])")
         assert ["2026-01-06", "regressed"] in verdicts and len(verdicts) == 10
         assert cell.errors == [], cell.errors
+
+        gsm8k = browser.page(out.joinpath("gsm8k.html").as_uri())
+        assert gsm8k.eval("document.querySelectorAll('#gsm8k-plot svg.main-svg').length") > 0
+        rows = gsm8k.eval("Array.from(document.querySelectorAll('#gsm8k tr')).map("
+                          "r => r.textContent)")
+        assert len(rows) == 1 + 20                       # a row per night and server
+        assert any("2026-01-08" in r and "1 / 0 of 50" in r and "34" in r for r in rows), rows
+        assert gsm8k.errors == [], gsm8k.errors
 
         compare = browser.page(out.joinpath("compare.html").as_uri() + "?a=4&b=5")
         text = compare.eval("document.getElementById('table').textContent")
