@@ -160,6 +160,16 @@ def test_two_nightlies_at_once_land_once_each(world):
     assert as_json[0]["n"] == 2 and len(as_json[0]["values"]) == 2
     bad = e2e(world, "history", "--store", world["cluster"].url(), "--metric", "nope")
     assert bad.returncode == 2 and "no night has the cell" in bad.stderr
+    # the night's own report as a pull-request comment: real runs of the scripted server
+    night = world["root"] / "results-a" / "nightly" / "2026-01-01" / "nightly-a"
+    comment = e2e(world, "report", str(night), "--format", "github", "--link",
+                  "https://ci.example/report/index.html")
+    assert comment.returncode == 0, comment.stderr
+    assert comment.stdout.startswith("<!-- e2e-report -->") and len(comment.stdout.encode()) < 65536
+    assert "| 1 | mean TPOT (ms) |" in comment.stdout
+    assert (night / "report" / "index.html").is_file()
+    summary = (night / "summary-github.md").read_text()
+    assert summary.startswith("<!-- e2e-report -->\n# ✅ Nightly nightly-a 2026-01-01 — PASS")
     site = e2e(world, "dashboard", "--store", world["cluster"].url(), "--out",
                str(world["root"] / "site"))
     assert site.returncode == 0, site.stderr
