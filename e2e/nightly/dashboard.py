@@ -327,9 +327,11 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
         table.append("</table>")
         parts += ["<h3>Every cell tonight</h3>", "".join(table), "<h3>History</h3>",
                   "<div class=grid>"]
-        for key, cell_rows in cells.items():
-            if key[0] != experiment or key[1] != config_hash:
-                continue
+        latest_verdict = {_cell_key(r): r.verdict for r in rows}
+        mine_cells = sorted((k for k in cells if k[0] == experiment and k[1] == config_hash),
+                            key=lambda k: (order.get(latest_verdict.get(k, ""), 99), k))
+        for key in mine_cells:
+            cell_rows = cells[key]
             if set(cell_rows["verdict"]) == {"not judged"} and len(cells) > 24:
                 continue  # keep the page light: unjudged metrics are on their own pages
             fig = _figure(key, cell_rows, latest_changes.get(key, []), nights, data.link_base,
