@@ -6,9 +6,13 @@
               (GSM8K per document: exact McNemar)
     changepoints  pure: steps in a cell's history (ruptures Pelt + permutation confirmation)
     assess    baseline night, verdict files, judgement, change points (after the cells)
-    history   results/nightly/history.parquet: rows per night cell, atomic append, baseline
+    history   the history frame (one row per night cell), baseline selection; the old
+              history.parquet (imported once into the store)
+    store     the results store: every night in SQLite (default) or PostgreSQL, one
+              transaction per night, versioned migrations (SQLAlchemy)
+    dashboard pure: the store's rows -> a static site (plotly), e2e dashboard writes it
     render    pure: the Markdown summary and the trend plots (bytes)
-    run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> history -> outputs)
+    run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
     command   the typer command (registered by e2e.cli as ``nightly``)
 """
 

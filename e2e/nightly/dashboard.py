@@ -165,7 +165,8 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
                else ""),
             f"build: {r.engine or 'engine'} {r.engine_version or '?'}",
             f"commit: {str(commit)[:12] if commit else '?'}",
-            f"host: {r.host or '?'} · runs: {r.n}"]))
+            f"host: {r.host or '?'} · runs: {r.n}"]
+            + (["click: the night's report"] if night.get("report_path") else [])))
         links.append(_link(base, night.get("report_path")) or "")
     colours = [VERDICT_COLOURS.get(v, "#999") for v in rows["verdict"]]
     fig = go.Figure()

@@ -385,7 +385,8 @@ class Store:
                     "summary_path": p.get("summary_path")})
                 for table in _CHILDREN:
                     conn.execute(table.delete().where(table.c.night_id == night_id))
-                extra = {v.key: v for v in judgement.verdicts} if judgement else {}
+                extra = {(v.key.kind, v.key.arm, int(v.key.concurrency), v.key.spec_mode,
+                          v.key.metric): v for v in judgement.verdicts} if judgement else {}
                 seen_arms: set[str] = set()
                 for r in frame.itertuples(index=False):
                     cell = {"night_id": night_id, "kind": r.kind, "arm": r.arm,
@@ -396,9 +397,7 @@ class Store:
                         high=_num(r.high), values=[float(x) for x in r.values],
                         repeats=[int(x) for x in r.repeats],
                         run_dirs=[str(x) for x in r.run_dirs]))
-                    v = next((x for k, x in extra.items() if (
-                        k.kind, k.arm, k.concurrency, k.spec_mode, k.metric) == (
-                        r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)), None)
+                    v = extra.get((r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric))
                     conn.execute(verdicts.insert().values(
                         **cell, verdict=str(r.verdict), pct=_num(r.pct),
                         pct_low=_num(r.pct_low), pct_high=_num(r.pct_high),
