@@ -90,7 +90,8 @@ def assess_night(
         try:
             return assess_night(cfg, results=results, date=date, experiment=experiment,
                                 cells=cells, expected=expected, problems=problems,
-                                pinned=pinned, history=store.history(), store=store)
+                                pinned=pinned, history=store.history(experiment=experiment),
+                                store=store)
         finally:
             if own:
                 store.close()
