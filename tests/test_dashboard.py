@@ -177,6 +177,8 @@ def test_dashboard_in_headless_chromium(site):
         text = compare.eval("document.getElementById('table').textContent")
         assert "2026-01-05" in text and "2026-01-06" in text and "+8." in text
         assert compare.eval("document.querySelectorAll('#compare-plot svg.main-svg').length") > 0
+        sides = compare.eval("document.getElementById('sides').textContent")
+        assert "A: 2026-01-05" in sides and "build 0.32.0 0505" in sides and "runner-1" in sides
         assert compare.errors == [], compare.errors
 
 
@@ -216,3 +218,21 @@ def test_serve_serves_the_site_on_localhost(site, tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def test_the_report_page_in_headless_chromium(tmp_path):
+    """report/index.html of a calibration-shaped sweep: its tables, and every plot loaded."""
+    chromium.browser_or_skip()
+    from e2e.render._report import build_report
+    from test_render import calibration_records, write_results
+
+    exp = write_results(tmp_path, calibration_records())
+    out = build_report(exp)
+    with chromium.Browser() as browser:
+        page = browser.page(out.html_path.as_uri())
+        images = page.eval("Array.from(document.images).map(i => [i.alt, i.naturalWidth])")
+        assert len(images) == len(out.plot_paths) and all(w > 0 for _, w in images), images
+        assert images[0][0].startswith("forest-")
+        assert page.eval("document.querySelectorAll('table').length") >= 2
+        assert page.eval("document.querySelectorAll('span.slower').length") >= 3
+        assert page.errors == [], page.errors

@@ -317,3 +317,25 @@ def test_a_dry_run_creates_no_store(tmp_path):
     dry = CliRunner().invoke(app, ["nightly", "--results", str(results), "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "baseline: none" in dry.output and not results.exists()
+
+
+def test_a_nightly_with_a_store_it_cannot_reach_fails_before_running(tmp_path, monkeypatch):
+    """Exit 2 at once, the password masked, no run made (not after hours of runs)."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from e2e.cli import app
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("E2E_T_PW", "s3cret-value")
+    results = tmp_path / "results"
+    out = CliRunner().invoke(app, ["nightly", "--results", str(results), "--date", "2026-01-01",
+                                   "--store", f"postgresql://e2e:${{E2E_T_PW}}@127.0.0.1:{port}/e2e",
+                                   "-q"])
+    assert out.exit_code == 2, out.output
+    assert "cannot open the results store postgresql+psycopg://e2e:***@127.0.0.1" in out.output
+    assert "s3cret-value" not in out.output
+    assert not list(results.glob("nightly/2026-01-01/*/*/run.json"))

@@ -374,6 +374,9 @@ var ch=(x&&y&&x.median)?(y.median/x.median-1)*100:null;
 rows.push('<tr><td>'+esc(k)+'</td><td class=num>'+fmt(x?x.median:null)+'</td><td>'+esc(x?x.verdict:'—')+
 '</td><td class=num>'+fmt(y?y.median:null)+'</td><td>'+esc(y?y.verdict:'—')+'</td><td class=num>'+
 (ch===null?'—':(ch>=0?'+':'')+ch.toFixed(1)+' %')+'</td></tr>');if(ch!==null){xs.push(ch);ys.push(k);}});
+function side(n){return esc(n.date+' · '+n.experiment+' · '+n.status+' · build '+n.build+' · host '+n.host)+
+(n.report?' · <a href="'+esc(n.report)+'">report</a>':'');}
+document.getElementById('sides').innerHTML='<li>A: '+side(A)+'</li><li>B: '+side(B)+'</li>';
 document.getElementById('table').innerHTML='<tr><th>cell · metric</th><th>'+A.date+'</th><th>verdict</th><th>'+
 B.date+'</th><th>verdict</th><th>change of the median</th></tr>'+rows.join('');
 Plotly.react('compare-plot',[{type:'bar',orientation:'h',x:xs,y:ys,marker:{color:xs.map(function(v){return v>0?'#d62728':'#2ca02c';})}}],
@@ -396,13 +399,21 @@ def _compare(data: SiteData, cells) -> bytes:
         med = float(r.median) * _scale(r.metric)
         per.setdefault(i, {})[f"{where} · {label} ({unit})"] = {
             "median": None if math.isnan(med) else med, "verdict": r.verdict}
+    builds: dict[tuple, str] = {}
+    for r in data.history.itertuples(index=False):
+        commit = r.build_git_commit or r.engine_git_sha
+        builds.setdefault((r.date, r.experiment, r.config_hash),
+                          f"{r.engine_version or '?'} {str(commit)[:12] if commit else ''}".strip())
     payload = {"nights": [{"id": i, "date": n["date"], "experiment": n["experiment"],
-                           "config_hash": n["config_hash"], "status": n["status"]}
+                           "config_hash": n["config_hash"], "status": n["status"],
+                           "host": n.get("host") or "?",
+                           "build": builds.get((n["date"], n["experiment"], n["config_hash"]), "?"),
+                           "report": _link(data.link_base, n.get("report_path"))}
                           for i, n in enumerate(nights)], "cells": per}
     text = json.dumps(payload).replace("</", "<\\/")
     body = ("<p>Night A <select id=a></select> against night B <select id=b></select> "
             "<span class=muted>(the medians of each cell; the verdicts are each night's "
-            "against its own baseline)</span></p><div id='compare-plot'></div>"
+            "against its own baseline)</span></p><ul id=sides></ul><div id='compare-plot'></div>"
             "<table id=table></table>"
             f"<script type='application/json' id='data'>{text}</script>"
             f"<script>{_COMPARE_JS}</script>")

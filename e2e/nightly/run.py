@@ -252,6 +252,8 @@ def run_nightly(
     prefix = _rel(folder, results)
     plan = plan_night(cfg, experiment)
 
+    with open_store(options.store or cfg.settings.store, results):
+        pass  # fail now, not after hours of runs, on a store that cannot be reached
     builds = prepare_builds(experiment, cfg.arms, say)
     check_night(folder, {
         "date": options.date, "experiment": experiment.name, "config_hash": cfg.config_hash,

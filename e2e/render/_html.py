@@ -48,7 +48,7 @@ def render_html(markdown: str, plot_names: Iterable[str], *, title: str) -> byte
                                               not n.startswith("strip-"), n))
     figures = "".join(
         f'<figure><a href="plots/{html.escape(n)}"><img src="plots/{html.escape(n)}" '
-        f'alt="{html.escape(n)}" loading="lazy"></a><figcaption>{html.escape(n[:-4])}'
+        f'alt="{html.escape(n)}"></a><figcaption>{html.escape(n[:-4])}'
         "</figcaption></figure>" for n in names)
     pictures = (f"<h2 id=plots>Plots</h2><div class=plots>{figures}</div>" if figures else "")
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>'
