@@ -223,7 +223,7 @@ def test_serve_serves_the_site_on_localhost(site, tmp_path):
 def test_the_report_page_in_headless_chromium(tmp_path):
     """report/index.html of a calibration-shaped sweep: its tables, and every plot loaded."""
     chromium.browser_or_skip()
-    from e2e.render._report import build_report
+    from e2e.render import build_report
     from test_render import calibration_records, write_results
 
     exp = write_results(tmp_path, calibration_records())

@@ -188,8 +188,9 @@ FACES = {
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [
-        "ReportOutput", "build_report", "dumps", "gsm8k_json", "render_csv", "render_markdown",
-        "render_plots", "report_json", "run_json"],
+        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
+        "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
+        "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

@@ -1,5 +1,5 @@
-"""``e2e report --format github`` (e2e.render._github) and ``report/index.html``
-(e2e.render._html): a calibration-shaped sweep's comment is under GitHub's 64 KB, parses as
+"""``e2e report --format github`` (e2e.render.render_github) and ``report/index.html``
+(e2e.render.render_html): a calibration-shaped sweep's comment is under GitHub's 64 KB, parses as
 GitHub Markdown (markdown-it-py's table rule, as GitHub's cmark-gfm) with one row per headline
 cell and a verdict icon per comparison; a sweep too big for a comment is cut to fit with a
 note and the link; the HTML view shows the tables and the forest and strip plots."""
@@ -12,10 +12,10 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from e2e.analysis._aggregate import summarize
+from e2e.analysis import summarize
 from e2e.cli import app
-from e2e.render._github import (COMMENT_LIMIT, MARKER, STEP_SUMMARY_LIMIT, render_github,
-                                verdict_icon)
+from e2e.render import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT, render_github,
+                        verdict_icon)
 from test_aggregate import make_record
 from test_render import calibration_records, write_results
 
@@ -53,7 +53,7 @@ def test_calibration_comment_is_small_valid_and_has_the_verdicts(tmp_path):
     assert text in result.output
     size = len(text.encode("utf-8"))
     assert size < COMMENT_LIMIT
-    assert text.startswith(MARKER + "\n")
+    assert text.startswith(COMMENT_MARKER + "\n")
     headline = tables(text)[0]
     assert headline[0][:3] == ["concurrency", "metric", "main"]
     assert "delay-500 vs main" in headline[0]
@@ -106,7 +106,7 @@ def test_a_sweep_too_big_for_a_comment_is_cut_to_fit_with_a_note(big):
     full = render_github(big, link=link, limit=10 ** 9)
     assert len(full.encode()) > COMMENT_LIMIT          # the test needs a sweep that overflows
     text = render_github(big, link=link)
-    assert len(text.encode()) <= COMMENT_LIMIT and text.startswith(MARKER)
+    assert len(text.encode()) <= COMMENT_LIMIT and text.startswith(COMMENT_MARKER)
     assert re.search(r"\*\*Truncated\*\* to fit GitHub's 65,536-byte limit: .* left out; "
                      r"see \[the full report\]\(https://ci.example/r/index.html\)", text)
     assert text.count("<details>") == text.count("</details>")
@@ -153,7 +153,7 @@ def test_the_nightly_summary_as_a_comment():
                          builds={}, arm_overrides={}, report_path="nightly/x/report/report.md",
                          link_base="https://ci.example/results")
     text = render_summary_github(j, ctx)
-    assert text.startswith(MARKER + "\n# 🔴 Nightly nightly 2026-01-02 — REGRESSION")
+    assert text.startswith(COMMENT_MARKER + "\n# 🔴 Nightly nightly 2026-01-02 — REGRESSION")
     assert len(text.encode()) <= COMMENT_LIMIT
     assert "see [the full report](https://ci.example/results/nightly/x/report/report.md)" in text
     small = render_summary_github(judge_night("2026-01-02", cells("2026-01-02", 10.0, 2),

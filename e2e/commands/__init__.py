@@ -4,6 +4,7 @@ signals are ``e2e.console``'s). Only this package imports typer; ``e2e.cli`` is 
 point.
 
     e2e run | sweep | gsm8k | nightly      plan -> execute -> server session -> results
+    e2e history | dashboard                the nightly store: nights, a cell's history, a site
     e2e report | plan                      results -> aggregate -> render
     e2e import | export                    vllm bench files in and out
     e2e arms | build | micro | bisect      the arms, their builds, the kernels, a regression
@@ -21,7 +22,9 @@ import typer
 
 from e2e.commands._arms import arms, build
 from e2e.commands._bisect import bisect_command
+from e2e.commands._dashboard import dashboard_command
 from e2e.commands._gsm8k import gsm8k_command
+from e2e.commands._history import history_command
 from e2e.commands._interop import export_command, import_app
 from e2e.commands._micro import micro_command
 from e2e.commands._nightly import nightly_command
@@ -78,7 +81,8 @@ def _add(name: str, fn: Callable) -> None:
 
 for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
                    ("plan", plan_target_effect), ("gsm8k", gsm8k_command),
-                   ("nightly", nightly_command), ("bisect", bisect_command),
+                   ("nightly", nightly_command), ("history", history_command),
+                   ("dashboard", dashboard_command), ("bisect", bisect_command),
                    ("export", export_command), ("arms", arms), ("build", build),
                    ("micro", micro_command), ("unit", unit_command)):
     _add(_name, _fn)

@@ -1,4 +1,5 @@
-"""``e2e report``: a results folder rendered as Markdown, CSV and PNG (and GSM8K's tables)."""
+"""``e2e report``: a results folder rendered as Markdown, HTML, CSV and PNG (and GSM8K's
+tables); ``--format github`` prints it as a pull-request comment."""
 
 from __future__ import annotations
 
@@ -28,11 +29,15 @@ def _only(items: list[str] | None) -> dict[str, str]:
 
 def write_report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
             only: dict[str, str] | None = None, json_: bool = False,
-            confidence: float | None = None) -> None:
+            confidence: float | None = None, format_: str = "markdown",
+            link: str | None = None, max_bytes: int | None = None) -> None:
+    from e2e.errors import ConfigError
     from e2e.gsm8k import load_report, render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
     from e2e.render import build_report
 
+    if format_ not in ("markdown", "github"):
+        raise ConfigError(f"--format {format_!r}: give markdown or github")
     folder = Path(folder)
     gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
     output = None
@@ -49,7 +54,15 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
             document["gsm8k"] = gsm8k_json(gsm8k)
         sys.stdout.write(dumps(document) + "\n")
     console = err if json_ else out
-    if output is not None:
+    if output is not None and format_ == "github":
+        from e2e.render import COMMENT_LIMIT, render_github
+
+        text = render_github(output.summary, link=link, limit=max_bytes or COMMENT_LIMIT)
+        atomic_write_bytes(output.report_dir / "github.md", text.encode("utf-8"))
+        sys.stdout.write(text)
+        err.print(f"[dim]report written to {output.report_dir} (github.md: "
+                  f"{len(text.encode('utf-8')):,} bytes)[/]", highlight=False)
+    elif output is not None:
         console.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
     if gsm8k is not None:
@@ -72,7 +85,18 @@ def report(
         "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
         "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
     json_: JsonOpt = False,
+    format_: Annotated[str, typer.Option(
+        "--format", help="What to print: markdown (the report) or github (a pull-request "
+                         "comment: the headline with verdict icons, under GitHub's 64 KB "
+                         "limit, also written to report/github.md).")] = "markdown",
+    link: Annotated[Optional[str], typer.Option(
+        "--link", help="URL of the full report, linked from the github comment.")] = None,
+    max_bytes: Annotated[Optional[int], typer.Option(
+        "--max-bytes", min=2000, help="Size limit of the github comment (default 65536; "
+                                      "1048576 for a step summary).")] = None,
 ) -> None:
-    """Render a results folder: Markdown (PR-description tables), CSV and PNG plots."""
-    guard(lambda: write_report(results_dir, report_from_run, baseline, _only(only), json_))
+    """Render a results folder: Markdown (PR-description tables), CSV, PNG plots and an HTML
+    view (report/index.html); --format github prints a pull-request comment."""
+    guard(lambda: write_report(results_dir, report_from_run, baseline, _only(only), json_,
+                               format_=format_, link=link, max_bytes=max_bytes))
 

@@ -251,9 +251,9 @@ _VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "missi
 def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
                           limit: int | None = None) -> str:
     """The summary as a pull-request comment or step summary: ``render_summary`` with the
-    hidden marker of ``e2e.render._github``, an icon per verdict, cut to whole sections and
+    hidden marker of ``e2e.render.render_github``, an icon per verdict, cut to whole sections and
     rows under ``limit`` bytes (default: GitHub's comment limit) with the report linked."""
-    from e2e.render._github import COMMENT_LIMIT, MARKER, fit
+    from e2e.render import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 
     lines = render_summary(judgement, ctx).splitlines()
     lines[0] = lines[0].replace("# Nightly", f"# {_STATUS_ICON.get(judgement.status, '')} "
@@ -265,11 +265,11 @@ def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
                 cells[-1] = f"{_VERDICT_ICON[cells[-1]]} {cells[-1]}"
                 lines[i] = "| " + " | ".join(cells) + " |"
     starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
-    head = [MARKER] + lines[:starts[0] if starts else len(lines)]
+    head = [COMMENT_MARKER] + lines[:starts[0] if starts else len(lines)]
     sections = [lines[a:b] + [""] for a, b in zip(starts, starts[1:] + [len(lines)])]
     link = (f"{ctx.link_base.rstrip('/')}/{ctx.report_path}"
             if ctx.report_path and ctx.link_base else None)
-    return fit(head, sections, limit=limit or COMMENT_LIMIT, link=link)
+    return fit_comment(head, sections, limit=limit or COMMENT_LIMIT, link=link)
 
 
 def render_trends(history: pd.DataFrame, *, experiment: str, config_hash: str) -> dict[str, bytes]:

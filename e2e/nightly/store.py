@@ -279,7 +279,7 @@ def _nan(value: Any) -> float:
 
 
 def _utc_now() -> str:
-    from e2e.results._store import utc_now
+    from e2e.results import utc_now
 
     return utc_now()
 

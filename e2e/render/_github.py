@@ -1,6 +1,6 @@
 """GitHub renderer: a ``Summary`` -> a pull-request comment (GitHub-flavoured Markdown, no I/O).
 
-The comment carries a hidden marker (``MARKER``) so a workflow finds and updates its own
+The comment carries a hidden marker (``COMMENT_MARKER``) so a workflow finds and updates its own
 comment instead of adding one per push, the headline table with a verdict icon per
 comparison, the warnings, and the full report linked. It always fits GitHub's limits: a
 comment body is at most 65,536 characters, a step summary at most 1 MiB; ``fit`` keeps whole
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e.analysis._aggregate import Comparison, Summary, metric
+from e2e.analysis import Comparison, Summary, metric
 from e2e.render._markdown import format_cell, format_comparison, headline_metric
 
-__all__ = ["MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github", "verdict_icon",
-           "fit"]
+__all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
+           "verdict_icon", "fit_comment"]
 
-MARKER = "<!-- e2e-report -->"
+COMMENT_MARKER = "<!-- e2e-report -->"
 COMMENT_LIMIT = 65_536           # GitHub: the most characters an issue/PR comment body holds
 STEP_SUMMARY_LIMIT = 1_048_576   # GitHub: the most bytes of $GITHUB_STEP_SUMMARY per step
 _ICONS = {"better": "🟢", "worse": "🔴", "equivalent": "✅", "inconclusive": "⚪",
@@ -52,7 +52,7 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
+def fit_comment(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
         link: str | None, tail: Sequence[str] = ()) -> str:
     """``head``, then ``sections`` (each a list of lines) in order while they fit in ``limit``
     UTF-8 bytes together with ``tail``; the first that does not fit is cut to whole rows or
@@ -108,9 +108,9 @@ def fit(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,
 
 def render_github(summary: Summary, *, link: str | None = None,
                   limit: int = COMMENT_LIMIT, title: str | None = None) -> str:
-    """The report as one pull-request comment (``MARKER`` first), at most ``limit`` bytes."""
+    """The report as one pull-request comment (``COMMENT_MARKER`` first), at most ``limit`` bytes."""
     compared = summary.compared_arms
-    head = [MARKER, f"### {title or f'e2e report: {summary.experiment}'}", ""]
+    head = [COMMENT_MARKER, f"### {title or f'e2e report: {summary.experiment}'}", ""]
     c = summary.counts
     head.append(f"{c.reported} reported runs of {', '.join(summary.arms)} "
                 f"(baseline **{summary.baseline}**; {c.invalid} invalid, never used). "
@@ -163,4 +163,4 @@ def render_github(summary: Summary, *, link: str | None = None,
                              _row(header), align, *body, "", "</details>", ""])
     tail = [f"Full report: [{link}]({link})" if link else
             "Full report: `report/report.md` beside this comment's source."]
-    return fit(head, sections, limit=limit, link=link, tail=tail)
+    return fit_comment(head, sections, limit=limit, link=link, tail=tail)
