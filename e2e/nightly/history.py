@@ -1,4 +1,9 @@
-"""The history store: ``results/nightly/history.parquet``, one row per night cell.
+"""The history frame, one row per night cell, and the old ``results/nightly/history.parquet``.
+
+The nightly keeps its nights in the results store (``e2e.nightly.store``), whose ``history()``
+returns this frame; selecting from it (``select_baseline``, ``night_cells``) stays here as pure
+functions. The parquet file is what nights were kept in before the store: ``read_history``
+reads one for the store's one-time import, ``append_night`` still writes one (tests, tools).
 
 Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, read as
 empty from version-1 files):
