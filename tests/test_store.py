@@ -158,11 +158,11 @@ _WRITER = textwrap.dedent("""
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_store import night
     from e2e.nightly.store import open_store
-    store = open_store({url!r}, {results!r})
     j, rows = night({date!r}, experiment={experiment!r})
     go = {go!r}
     while time.time() < go:
         time.sleep(0.005)
+    store = open_store({url!r}, {results!r})
     store.write_night(rows, judgement=j)
     print("written", flush=True)
 """)
@@ -170,8 +170,10 @@ _WRITER = textwrap.dedent("""
 
 @pytest.mark.parametrize("same_night", [False, True])
 def test_two_writers_at_once_both_land_and_nothing_doubles(url, tmp_path, same_night):
-    with open_store(url, tmp_path):
-        pass  # created and migrated; the writers below open it at the same moment
+    if same_night:
+        with open_store(url, tmp_path):
+            pass  # created and migrated; the writers below open it at the same moment
+    # else both writers create and migrate the store at once (advisory lock / BEGIN IMMEDIATE)
     go = time.time() + 6.0  # both processes are started and waiting by then
     experiments = ["nightly", "nightly"] if same_night else ["nightly-a", "nightly-b"]
     procs = [subprocess.Popen(
