@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e.analysis import Comparison, Summary, metric
-from e2e.render._markdown import format_cell, format_comparison, headline_metric
+from e2e.analysis import Comparison, Summary, headline_metric, metric
+from e2e.render._markdown import format_cell, format_comparison
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
            "verdict_icon", "fit_comment"]
