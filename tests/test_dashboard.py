@@ -34,7 +34,8 @@ GSM = CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC)
 
 def config():
     raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
-    raw["nightly"].update(concurrencies=[1, 4], spec_modes=["base"])
+    raw["nightly"].update(concurrencies=[1, 4], spec_modes=["base"],
+                          thresholds={"base": {"server_tpot_ms_mean": 2.0}})
     raw["nightly"]["gsm8k"] = {"enabled": True, "limit": 50, "repeats": 2}
     return parse_nightly(raw)
 
