@@ -123,6 +123,8 @@ def e2e(world, *args: str) -> subprocess.CompletedProcess:
 def test_two_nightlies_at_once_land_once_each(world):
     procs = [nightly(world, "a", "nightly-a"), nightly(world, "b", "nightly-b")]
     outs = [p.communicate(timeout=600)[0] for p in procs]
+    for host, out in zip("ab", outs):
+        (world["root"] / f"nightly-{host}.log").write_text(out)
     assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
     for out in outs:
         assert "PASS" in out and "results store: postgresql+psycopg://postgres:***@" in out
