@@ -1,7 +1,7 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
     settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
-    headline  which ms-per-verify-step figure is judged (client or server TPOT), burst rule
+    cells     the cell types the judge, change points, history and renderers share
     judge     pure: a night's cells against a baseline night's -> verdicts, status, exit code
               (GSM8K per document: exact McNemar)
     changepoints  pure: steps in a cell's history (ruptures Pelt + permutation confirmation)
@@ -13,7 +13,9 @@
     dashboard pure: the store's rows -> a static site (plotly), e2e dashboard writes it
     render    pure: the Markdown summary and the trend plots (bytes)
     run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
-    command   the typer command (registered by e2e.cli as ``nightly``)
+    bisect    e2e bisect: git builds of midpoints, each measured like a sweep
+
+The typer commands are ``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
 """
 
 from e2e.nightly.judge import (EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell,
