@@ -36,20 +36,42 @@ __all__ = [
     "read_toml",
     "describe_validation_error",
     "safe_name",
+    "check_name",
+    "MAX_REPEATS",
+    "MAX_CONCURRENCY",
+    "MAX_PROMPTS",
 ]
 
 DEFAULT_CONFIG = "default.toml"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+# Bounds on counts a config or a flag gives: far above any real use, far below what would
+# exhaust memory when a plan is listed.
+MAX_REPEATS = 10_000
+MAX_CONCURRENCY = 1_000_000
+MAX_PROMPTS = 100_000_000
+MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
+NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
+             "'..' (names are data, never paths: each names a folder under results/)")
+
+
 def safe_name(value: str, what: str = "name") -> str:
-    """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError."""
-    if not isinstance(value, str) or not _NAME.match(value) or ".." in value:
-        raise ValueError(
-            f"{what} {value!r} must be 1-64 letters, digits, '.', '_' or '-', start with a "
-            "letter or digit, and not contain '..' (it names a folder under results/)"
-        )
+    """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError.
+    The one rule for every name that becomes part of a path: arm, experiment, run id, label."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else (
+            repr(value[:60]) + f"... ({len(value)} characters)")
+        raise ValueError(f"{what} {shown} must be {NAME_RULE}")
     return value
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """``safe_name`` for a flag or a file's field: a ConfigError (exit 2) naming the rule."""
+    try:
+        return safe_name(value, what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _cpus(value: str | None) -> str | None:
@@ -84,6 +106,9 @@ def parse_cpus(text: str) -> frozenset[int]:
         high = int(match.group(2)) if match.group(2) is not None else low
         if high < low:
             raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
+        if high >= MAX_CPU:
+            raise ConfigError(f"CPU set {text!r}: core {high} is beyond any host (cores are "
+                              f"numbered below {MAX_CPU}); write cores like '0', '0-1' or '0,2'")
         cores.update(range(low, high + 1))
     return frozenset(cores)
 
@@ -190,8 +215,9 @@ class ServerConfig(_Strict):
 class LoadConfig(_Strict):
     input_len: PositiveInt = 1031
     output_len: Annotated[int, Field(gt=1)] = 509
-    prompts_per_concurrency: PositiveInt = 32
-    concurrencies: list[PositiveInt] = Field(default_factory=lambda: [1, 4, 64], min_length=1)
+    prompts_per_concurrency: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = 32
+    concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(
+        default_factory=lambda: [1, 4, 64], min_length=1)
     warmup_requests: Annotated[int, Field(ge=0)] = 2
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
@@ -291,8 +317,9 @@ class Experiment(_Strict):
         default_factory=dict, description="Named vLLM speculative_config profiles ('dspark')."
     )
     load: LoadConfig = Field(default_factory=LoadConfig)
-    repeats: PositiveInt = 4
-    report_from_run: PositiveInt = Field(2, description="Runs before this one are warmups.")
+    repeats: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 4
+    report_from_run: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = Field(
+        2, description="Runs before this one are warmups.")
     equivalence_pct: Annotated[float, Field(gt=0)] = Field(
         1.0, description="A comparison reads 'equivalent' when its interval lies within "
         "+-this many % (two one-sided tests).")
@@ -351,17 +378,22 @@ class RunSpec(_Strict):
     kind: ClassVar[str] = "load"
 
     arm: str
-    concurrency: PositiveInt
+    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
     dspark: bool
-    prompts: PositiveInt
-    input_len: PositiveInt
-    output_len: Annotated[int, Field(gt=1)]
-    seed: int
-    warmup_requests: Annotated[int, Field(ge=0)]
-    repeat: PositiveInt = 1
-    request_rate: Annotated[float, Field(gt=0)] | None = None  # open loop (requests/s)
-    burstiness: Annotated[float, Field(gt=0)] = 1.0
-    max_concurrency: PositiveInt | None = None
+    prompts: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
+    input_len: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
+    output_len: Annotated[int, Field(gt=1, le=MAX_PROMPTS)]
+    seed: Annotated[int, Field(ge=-(2**63), lt=2**63)]
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
+    repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
+    request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # open loop
+    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
+
+    @field_validator("arm")
+    @classmethod
+    def _arm(cls, value: str) -> str:
+        return safe_name(value, "arm name")
 
     @property
     def spec_mode(self) -> str:
@@ -439,9 +471,14 @@ class EvalSpec(_Strict):
     arm: str
     dspark: bool
     limit: PositiveInt | None
-    concurrency: PositiveInt
+    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
     data: str | None = None
-    repeat: PositiveInt = 1
+    repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
+
+    @field_validator("arm")
+    @classmethod
+    def _arm(cls, value: str) -> str:
+        return safe_name(value, "arm name")
 
     @property
     def spec_mode(self) -> str:

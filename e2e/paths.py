@@ -20,7 +20,10 @@ from typing import Any
 from e2e.errors import ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash"]
+           "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
+           "read_bounded", "MAX_READ_BYTES"]
+
+MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
 
 def e2e_home() -> Path:
@@ -34,6 +37,33 @@ def _explain(exc: OSError, path: Path) -> str:
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return f"cannot write {path}: {exc.strerror}; choose a writable --results folder"
     return f"cannot write {path}: {exc}"
+
+
+def within(root: Path, path: Path, what: str = "a file") -> Path:
+    """``path`` if it resolves inside ``root`` (symlinks followed, so a link that leads out
+    is refused), else raise ResultsError. Every write under a results folder or an export
+    folder goes through it; the names in the path are checked before (config.check_name)."""
+    root_real = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(path))
+    if real != root_real and root_real not in real.parents:
+        raise ResultsError(f"refusing to write {what} at {path}: it resolves to {real}, outside "
+                           f"{root_real} (a symbolic link that leads out?)")
+    return Path(path)
+
+
+def read_bounded(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of ``path``, at most ``limit`` of them: a larger file (or an endless one,
+    /dev/zero) raises ResultsError instead of filling memory."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise ResultsError(f"{path} is larger than {limit >> 20} MiB (or endless): not a file "
+                           "e2e reads")
+    return data
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -4,6 +4,8 @@ e2e runs. No server is started."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 from typing import Any
@@ -147,11 +149,12 @@ def test_summary_only_file() -> None:
 
 
 def test_bad_files_say_what_they_are(tmp_path: Path) -> None:
+    # bad input is a ConfigError (exit 2)
     (tmp_path / "x.json").write_text("{not json")
-    with pytest.raises(ResultsError, match="is not JSON"):
+    with pytest.raises(ConfigError, match="is not JSON"):
         read_results(tmp_path / "x.json")
     (tmp_path / "y.json").write_text('{"a": 1}')
-    with pytest.raises(ResultsError, match="lacks completed, duration, num_prompts"):
+    with pytest.raises(ConfigError, match="lacks completed, duration, num_prompts"):
         read_results(tmp_path / "y.json")
     result = load(BASE)
     result["max_concurrency"] = None
@@ -169,19 +172,25 @@ def test_import_file_writes_runs_the_store_reads(tmp_path: Path) -> None:
     folder, record = written[0]
     assert read_run(folder) == record
     assert len(read_requests(folder / REQUESTS)) == 8
-    again = import_file(BASE, OPTS, tmp_path)  # the next free repeat, nothing overwritten
-    assert again[0][0].name == "main-c1-base-r3"
+    skips: list[str] = []
+    assert import_file(BASE, OPTS, tmp_path, on_skip=skips.append) == []  # the same result again
+    assert len(skips) == 1 and "already imported as main-c1-base-r2" in skips[0]
+    forced = import_file(BASE, dataclasses.replace(OPTS, force=True), tmp_path)
+    assert [f.name for f, _ in forced] == ["main-c1-base-r2"]  # replaced in place
+    assert (tmp_path / "exp" / ".attempts" / "main-c1-base-r2.1" / "run.json").is_file()
     files, _ = export_dir(tmp_path / "exp", tmp_path / "out")
-    back = import_file(files[0], OPTS, tmp_path)  # an export of r2, back into its own folder
-    assert back[0][0].name == "main-c1-base-r4"  # r2 is taken: not replaced
-    assert import_file(files[0], ImportOptions(experiment="exp", repeat=7), tmp_path)[0][0].name \
-        == "main-c1-base-r7"
+    back = import_file(files[0], OPTS, tmp_path)  # an export of r2 (another file), back in
+    assert back[0][0].name == "main-c1-base-r3"  # r2 is taken: not replaced
+    assert import_file(files[0], ImportOptions(experiment="exp", repeat=7), tmp_path) == []
+    with pytest.raises(ConfigError, match="exists; give --force"):
+        export_dir(tmp_path / "exp", tmp_path / "out")
+    assert export_dir(tmp_path / "exp", tmp_path / "out", force=True)[0]
 
 
 def test_append_result_file_holds_several_runs(tmp_path: Path) -> None:
     text = BASE.read_text().strip() + "\n" + BASE.read_text().strip() + "\n"
     (tmp_path / "appended.json").write_text(text)
-    written = import_file(tmp_path / "appended.json", OPTS, tmp_path / "results")
+    written = import_file(tmp_path / "appended.json", OPTS, tmp_path / "results")  # two results
     assert [f.name for f, _ in written] == ["main-c1-base-r2", "main-c1-base-r3"]
     assert written[1][1].warnings[0].endswith("appended.json (result 2)")
     with pytest.raises(ConfigError, match="holds 2 results and --repeat numbers one run"):
@@ -333,9 +342,15 @@ def test_joining_a_cell_of_e2e_runs_is_said(tmp_path: Path) -> None:
     assert joined.run_id == "main-c1-base-r3"
     assert joined.warnings[-1].startswith("joins cell main-c1-base with e2e's own runs "
                                           "(main-c1-base-r2)")
-    (_, apart), = import_file(BASE, ImportOptions(experiment="exp", arm="vb"), tmp_path)
+    # the same result again under another arm: --force moves it (one copy, in cell vb)
+    (_, apart), = import_file(BASE, ImportOptions(experiment="exp", arm="vb", force=True),
+                              tmp_path)
     assert not any("joins cell" in w for w in apart.warnings)
-    (_, again), = import_file(BASE, ImportOptions(experiment="exp", arm="vb"), tmp_path)
+    assert not (tmp_path / "exp" / "main-c1-base-r3").exists()
+    assert (tmp_path / "exp" / ".attempts" / "main-c1-base-r3.1").is_dir()
+    other = tmp_path / "copy.json"
+    other.write_text(BASE.read_text() + " ")  # another file (another sha256)
+    (_, again), = import_file(other, ImportOptions(experiment="exp", arm="vb"), tmp_path)
     assert not any("joins cell" in w for w in again.warnings)  # only imported runs there
 
 

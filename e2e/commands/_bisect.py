@@ -65,10 +65,10 @@ def bisect_command(
     results: Annotated[Path, typer.Option(
         help="Results folder; the search goes to <results>/bisect/.")] = Path("results"),
     runs: Annotated[Optional[int], typer.Option(
-        min=2, help="Rounds per measured commit, warmups included (default: the nightly's "
+        min=2, max=10_000, help="Rounds per measured commit, warmups included (default: the nightly's "
                     "runs, else the experiment's repeats).")] = None,
     max_runs: Annotated[Optional[int], typer.Option(
-        min=2, help="More rounds while a verdict is undecided, up to this (default: 2 x runs).")] = None,
+        min=2, max=10_000, help="More rounds while a verdict is undecided, up to this (default: 2 x runs).")] = None,
     threshold: Annotated[Optional[float], typer.Option(
         min=0.0, help="Smallest worsening in % that makes a commit bad (default: the "
                       "nightly's threshold for the metric, else 2).")] = None,

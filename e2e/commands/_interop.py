@@ -64,6 +64,9 @@ def import_vllm_bench(
         dir_okay=False)] = None,
     results: Annotated[Path, typer.Option(
         help="Folder that receives results/<experiment>/<run id>/.")] = Path("results"),
+    force: Annotated[bool, typer.Option(
+        "--force", help="Import a result the folder already holds again, replacing it "
+        "(default: skip it, so a file imported twice is not counted twice).")] = False,
 ) -> None:
     """Turn vllm bench serve result files into runs in results/<experiment>/ (run.json, and
     requests.parquet when the file was saved with --save-detailed), so `e2e report` shows
@@ -83,9 +86,10 @@ def import_vllm_bench(
         options = ImportOptions(
             experiment=name, arm=arm, concurrency=concurrency, dspark=dspark, prompts=prompts,
             input_len=input_len, output_len=output_len, seed=seed,
-            warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths)
+            warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths,
+            force=force)
         for path in files:
-            for folder, record in import_file(path, options, results):
+            for folder, record in import_file(path, options, results, on_skip=say):
                 print_run(folder, record, brief=True)  # its first warning names the file
 
     guard(body)
@@ -100,6 +104,8 @@ def export_command(
         help="Folder for the files (default: RESULTS_DIR/export/<format>).")] = None,
     include_invalid: Annotated[bool, typer.Option(
         "--include-invalid", help="Export invalid runs too (default: valid runs only).")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Overwrite files of the same name in --out (default: refuse).")] = False,
 ) -> None:
     """Write each run of a results folder in another tool's format: `vllm-bench` writes
     <run id>.json as `vllm bench serve --save-result --save-detailed` does."""
@@ -110,7 +116,8 @@ def export_command(
         if format not in EXPORT_FORMATS:
             raise ConfigError(f"unknown --format {format!r}; known: {', '.join(EXPORT_FORMATS)}")
         target = out if out is not None else Path(results_dir) / "export" / format
-        written, skipped = export_dir(results_dir, target, include_invalid=include_invalid)
+        written, skipped = export_dir(results_dir, target, include_invalid=include_invalid,
+                                      force=force)
         for path in written:
             output.print(str(path), highlight=False, markup=False, soft_wrap=True)
         for line in skipped:

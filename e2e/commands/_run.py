@@ -17,7 +17,7 @@ __all__ = ["run"]
 @measurement_flags
 def run(
     arm: Annotated[str, typer.Option(help="Arm to run (see `e2e arms`).")] = "main",
-    concurrency: Annotated[int, typer.Option(help="Requests in flight.", min=1)] = 1,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight.", min=1, max=1_000_000)] = 1,
     dspark: Annotated[bool, typer.Option(
         "--dspark/--no-dspark", help="Turn on the experiment's speculator profile.")] = False,
     prompts: Annotated[Optional[int], typer.Option(

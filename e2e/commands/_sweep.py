@@ -23,7 +23,7 @@ def sweep(
     no_dspark: Annotated[bool, typer.Option("--no-dspark", help="Only without it.")] = False,
     both: Annotated[bool, typer.Option("--both", help="With and without it (the default).")] = False,
     runs: Annotated[Optional[int], typer.Option(
-        help="Runs per cell (default: the config's repeats).", min=1)] = None,
+        help="Runs per cell (default: the config's repeats).", min=1, max=10_000)] = None,
     max_attempts: Annotated[int, typer.Option(
         help="Attempts per run before an invalid run is given up.", min=1)] = 2,
     fail_fast: Annotated[bool, typer.Option(
@@ -36,7 +36,8 @@ def sweep(
         "settled (a difference beyond the minimum effect, or equivalent within the band), with "
         "alpha spent over the looks so peeking adds no false calls; needs --max-runs.")] = False,
     max_runs: Annotated[Optional[int], typer.Option(
-        "--max-runs", help="With --until-settled: at most this many runs per cell.", min=1)] = None,
+        "--max-runs", help="With --until-settled: at most this many runs per cell.", min=1,
+        max=10_000)] = None,
     prompts_per_concurrency: Annotated[Optional[int], typer.Option(
         help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,

@@ -102,7 +102,8 @@ def pin_process(cpus: str | None, *, target: str = "load generator") -> Placemen
                 os.sched_setaffinity(tid, mask)
         return Placement(target=target, requested=cpus, refused=_refusal(cores, exc),
                          allowed=thread_affinity())
-    return Placement(target=target, requested=cpus, applied=sorted(cores),
+    # the kernel keeps only the host's cores of the set: record those, not the asked ones
+    return Placement(target=target, requested=cpus, applied=sorted(os.sched_getaffinity(0)),
                      allowed=thread_affinity())
 
 
@@ -142,7 +143,7 @@ def spawn_pinned(cpus: str | None, *, target: str = "server") -> Iterator[Placem
                         allowed=sorted(previous))
         return
     try:
-        yield Placement(target=target, requested=cpus, applied=sorted(cores),
+        yield Placement(target=target, requested=cpus, applied=sorted(os.sched_getaffinity(0)),
                         allowed=thread_affinity())
     finally:
         os.sched_setaffinity(0, previous)

@@ -27,24 +27,26 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      create_model)
 
-from e2e.config import RunSpec, describe_validation_error
+from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation_error
 from e2e.errors import ConfigError, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import request_tpot_s
-from e2e.paths import atomic_write_json, sha256_file
+from e2e.paths import atomic_write_json, read_bounded, sha256_file, within
 from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
-from e2e.results import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
-                       write_requests, write_run)
+from e2e.results import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
+                         read_run, write_requests, write_run)
 
 __all__ = [
     "FORMAT", "SUMMARY_KEYS", "PER_REQUEST_KEYS", "METADATA_KEYS", "ImportOptions",
@@ -116,6 +118,12 @@ class ImportOptions:
     warmup_requests: int | None = None
     repeat: int | None = None
     strict_lengths: bool = False
+    force: bool = False  # import a result again that the folder already holds (replacing it)
+
+    def __post_init__(self) -> None:
+        check_name(self.experiment, "--experiment")
+        if self.arm is not None:
+            check_name(self.arm, "--arm")
 
 
 @dataclass(frozen=True)
@@ -129,32 +137,124 @@ def import_note(source: str) -> str:
     return f"imported from vllm bench serve: {source}"
 
 
+# Bounds on what a result file may say: far above any real benchmark, finite throughout.
+_MAX_S = 1e7          # seconds (about 115 days)
+_MAX_COUNT = 100_000_000
+_MAX_DEPTH = 32       # JSON nesting: a result document is 3 deep
+
+
+def _finite_or_none(value: Any) -> Any:
+    """vLLM writes NaN for a statistic of no requests (numpy's mean of nothing): read as
+    absent; any other value is left for the field's own check."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+_Seconds = Annotated[float, Field(ge=0, le=_MAX_S, allow_inf_nan=False)]
+_Count = Annotated[int, Field(ge=0, le=_MAX_COUNT)]
+_Stat = Annotated[Optional[Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]],
+                  BeforeValidator(_finite_or_none)]
+
+
+class _BenchFields(BaseModel):
+    """What e2e reads from one vllm bench serve result document, checked at the boundary:
+    every number finite and within bounds, every per-request array of the right type. Keys
+    e2e has no field for are allowed (kept as the run's extras)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    completed: _Count
+    failed: _Count | None = None
+    num_prompts: Annotated[int, Field(ge=1, le=_MAX_COUNT)]
+    duration: Annotated[float, Field(gt=0, le=_MAX_S, allow_inf_nan=False)]
+    max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] | None = None
+    total_input_tokens: _Count | None = None
+    total_output_tokens: _Count | None = None
+    request_throughput: _Stat = None
+    output_throughput: _Stat = None
+    spec_decode_acceptance_rate: _Stat = None
+    spec_decode_acceptance_length: _Stat = None
+    input_lens: list[_Count] | None = None
+    output_lens: list[_Count | None] | None = None
+    ttfts: list[_Seconds] | None = None
+    itls: list[list[_Seconds]] | None = None
+    latencies: list[_Seconds] | None = None
+    start_times: list[Annotated[float, Field(allow_inf_nan=False, ge=-1e12, le=1e12)]] | None = None
+    errors: list[str | None] | None = None
+
+
+# ... and every summary statistic (``mean_ttft_ms`` ...): finite, not negative, or absent
+BenchResult = create_model(
+    "BenchResult", __base__=_BenchFields, __doc__=_BenchFields.__doc__,
+    **{key: (_Stat, None) for _, key in SUMMARY_KEYS if key not in _BenchFields.model_fields})
+
+
+def _depth(obj: Any, limit: int = _MAX_DEPTH) -> int:
+    """How deeply ``obj`` nests (iteratively: a hostile file cannot exhaust the stack)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def check_result(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` checked as a vllm bench result (``BenchResult``); a ConfigError naming the key
+    and the value otherwise. Returns the document as read (NaN statistics as None)."""
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: expected a JSON object per result, as vllm bench serve "
+                          "--save-result writes")
+    missing = [k for k in ("completed", "duration", "num_prompts") if k not in doc]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)}: not a vllm bench serve "
+                          "result (make it with `vllm bench serve --save-result`)")
+    if _depth(doc) > _MAX_DEPTH:
+        raise ConfigError(f"{where}: nested more than {_MAX_DEPTH} deep; not a vllm bench "
+                          "serve result")
+    try:
+        checked = BenchResult.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, where, BenchResult)) from None
+    out = dict(doc)
+    for key in BenchResult.model_fields:
+        if key in doc:
+            out[key] = getattr(checked, key)
+    return out
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The result documents in ``path``: one JSON object (``--save-result``) or one per line
-    (``--append-result``)."""
+    (``--append-result``), each checked (``check_result``). Bad input is a ConfigError."""
     path = Path(path)
+    data = read_bounded(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): not a vllm bench serve "
+                          "--save-result file") from None
     try:
-        docs = [json.loads(text)]
-    except ValueError:
         try:
-            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise ResultsError(f"{path} is not JSON (a vllm bench serve --save-result file?): "
-                               f"{exc}") from None
-    if not docs or not all(isinstance(d, dict) for d in docs):
-        raise ResultsError(f"{path}: expected a JSON object per result, as vllm bench serve "
-                           "--save-result writes")
-    for i, doc in enumerate(docs):
-        missing = [k for k in ("completed", "duration", "num_prompts") if k not in doc]
-        if missing:
-            where = f"{path}" if len(docs) == 1 else f"{path} (result {i + 1})"
-            raise ResultsError(f"{where} lacks {', '.join(missing)}: not a vllm bench serve "
-                               "result (make it with `vllm bench serve --save-result`)")
-    return docs
+            docs = [json.loads(text)]
+        except ValueError:
+            try:
+                docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except ValueError as exc:
+                raise ConfigError(f"{path} is not JSON (a vllm bench serve --save-result "
+                                  f"file?): {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deep to be a vllm bench serve result") from None
+    if not docs:
+        raise ConfigError(f"{path}: expected a JSON object per result, as vllm bench serve "
+                          "--save-result writes")
+    return [check_result(doc, f"{path}" if len(docs) == 1 else f"{path} (result {i + 1})")
+            for i, doc in enumerate(docs)]
 
 
 # ---------------------------------------------------------------- import (pure) ----
@@ -421,16 +521,37 @@ def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
     return native
 
 
-def import_file(path: Path, options: ImportOptions, results: Path
+def _imported_before(results: Path, experiment: str) -> dict[tuple[str, int], str]:
+    """(sha256, index) of every result this experiment's folder already holds an import of
+    -> the run id that holds it."""
+    seen: dict[tuple[str, int], str] = {}
+    for path in sorted((Path(results) / experiment).glob("*/run.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            imported = (doc.get("provenance") or {}).get("imported") or {}
+            key = (str(imported["sha256"]), int(imported.get("index") or 0))
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue  # not an import, or unreadable: the report warns about the latter
+        seen.setdefault(key, path.parent.name)
+    return seen
+
+
+def import_file(path: Path, options: ImportOptions, results: Path, *,
+                on_skip: Callable[[str], None] | None = None
                 ) -> list[tuple[Path, RunRecord]]:
     """Import every result in ``path`` into ``results/<experiment>/``; one run folder each
-    (run.json, and requests.parquet when the file has per-request arrays)."""
+    (run.json, and requests.parquet when the file has per-request arrays).
+
+    Idempotent: a result (the file's sha256 and its index in the file) the folder already
+    holds is skipped, ``on_skip`` told why, so importing a file twice cannot count its runs
+    twice; ``options.force`` replaces the earlier import in place (its run id kept)."""
     path, results = Path(path), Path(results)
     docs = read_results(path)
     if options.repeat is not None and len(docs) > 1:
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
                           "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
+    before = _imported_before(results, options.experiment)
     written = []
     # what the folder held before: imported runs change neither (no config, not e2e's own)
     first = None
@@ -439,6 +560,15 @@ def import_file(path: Path, options: ImportOptions, results: Path
         source = str(path) if len(docs) == 1 else f"{path} (result {i + 1})"
         cell = to_run(doc, options, source=source).record.spec.cell
         repeat = options.repeat  # asked for: an existing run of that number moves to .attempts
+        earlier = before.get((digest, i))
+        if earlier is not None and not options.force:
+            if on_skip is not None:
+                on_skip(f"{source}: already imported as {earlier} (same sha256 {digest[:12]}, "
+                        "result index " f"{i}); skipped (--force imports it again, replacing it)")
+            continue
+        if earlier is not None and earlier.startswith(f"{cell}-r"):
+            tail = earlier[len(cell) + 2:]
+            repeat = int(tail) if tail.isdigit() else repeat  # --force: replace it in place
         if repeat is None:
             wanted = _int(doc.get("repeat"), "repeat")  # an e2e export's; kept when free
             taken = wanted is None or (results / options.experiment / f"{cell}-r{wanted}").exists()
@@ -463,6 +593,11 @@ def import_file(path: Path, options: ImportOptions, results: Path
             write_requests(partial / REQUESTS, run.requests)
         write_run(partial, run.record)
         folder = finalize(partial, results, options.experiment, run.record.run_id)
+        if earlier is not None and earlier != run.record.run_id:  # --force under another cell
+            old = results / options.experiment / earlier
+            aside = next_attempt_dir(old)
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(old, aside)  # the earlier import, kept beside like any replaced run
         written.append((folder, run.record))
     return written
 
@@ -606,8 +741,8 @@ def to_result(record: RunRecord, requests: Sequence[RequestRecord] | None) -> di
     return ordered
 
 
-def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False
-               ) -> tuple[list[Path], list[str]]:
+def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
+               force: bool = False) -> tuple[list[Path], list[str]]:
     """Write ``out/<run id>.json`` for every run in ``results_dir`` (an experiment's folder).
     Returns (files written, runs skipped with the reason)."""
     results_dir = Path(results_dir)
@@ -630,7 +765,14 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False
             continue
         requests_path = folder / REQUESTS
         requests = read_requests(requests_path) if requests_path.is_file() else None
-        target = Path(out) / f"{record.run_id}.json"
+        try:
+            check_name(record.run_id, "run id")
+        except ConfigError as exc:
+            skipped.append(f"{folder.name}: {exc}")
+            continue
+        target = within(out, Path(out) / f"{record.run_id}.json", "an exported file")
+        if target.exists() and not force:
+            raise ConfigError(f"{target} exists; give --force to overwrite it (or another --out)")
         atomic_write_json(target, to_result(record, requests))
         written.append(target)
     return written, skipped

@@ -24,9 +24,9 @@ import pandas as pd
 
 from pydantic import ValidationError
 
-from e2e.config import EvalSpec, Unit
+from e2e.config import EvalSpec, Unit, check_name
 from e2e.errors import ResultsError
-from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir
+from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir, within
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -44,7 +44,10 @@ def utc_now() -> str:
 
 
 def experiment_dir(results: Path, experiment: str) -> Path:
-    return Path(results) / experiment
+    """``results/<experiment>``: the name checked by the one name rule, the folder refused
+    when it resolves outside ``results`` (a symbolic link that leads out)."""
+    check_name(experiment, "experiment name")
+    return within(results, Path(results) / experiment, "an experiment folder")
 
 
 def unit_dir(results: Path, experiment: str, unit: Unit) -> Path:
@@ -61,6 +64,7 @@ def record_name(unit: Unit) -> str:
 
 
 def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
+    check_name(run_id, "run id")
     root = experiment_dir(results, experiment) / ".partial"
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -94,7 +98,9 @@ def finalize_unit(partial: Path, final: Path) -> Path:
 
 def finalize(partial: Path, results: Path, experiment: str, run_id: str) -> Path:
     """``finalize_unit`` for a load run's folder."""
-    return finalize_unit(partial, experiment_dir(results, experiment) / run_id)
+    check_name(run_id, "run id")
+    root = experiment_dir(results, experiment)
+    return finalize_unit(partial, within(root, root / run_id, "a run folder"))
 
 
 @dataclass(frozen=True)
