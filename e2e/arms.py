@@ -5,18 +5,15 @@ environment and the model). Arguments are lists and never pass through a shell."
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.kinds import VLLM, ServerKind
 
-__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "environment_for", "redact_env",
-           "redact_argv", "REDACTED"]
+__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "environment_for"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"
-REDACTED = "***"
 
 
 @dataclass(frozen=True)
@@ -46,36 +43,6 @@ class ServerLaunch:
     def argv(self, port: int) -> list[str]:
         return [str(self.python), *self.kind.entry, *self.args, "--host", self.host,
                 "--port", str(port)]
-
-
-def redact_env(env: dict[str, str], pattern: str) -> dict[str, str]:
-    regex = re.compile(pattern)
-    return {k: (REDACTED if regex.search(k) else v) for k, v in env.items()}
-
-
-def redact_argv(argv: list[str], pattern: str, secrets: list[str] | None = None) -> list[str]:
-    """Replace the value after any ``--flag`` whose name matches ``pattern`` and any literal
-    secret (an API key) wherever it appears."""
-    regex = re.compile(pattern)
-    secrets = [s for s in (secrets or []) if s]
-    out: list[str] = []
-    hide_next = False
-    for item in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        if item.startswith("--") and regex.search(item):
-            if "=" in item:
-                out.append(item.split("=", 1)[0] + "=" + REDACTED)
-            else:
-                out.append(item)
-                hide_next = True
-            continue
-        for secret in secrets:
-            item = item.replace(secret, REDACTED)
-        out.append(item)
-    return out
 
 
 def environment_for(launch: ServerLaunch) -> dict[str, str]:

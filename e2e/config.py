@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from e2e.errors import ConfigError, E2EError
+from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
 
 __all__ = [
     "GitSource",
@@ -192,9 +193,13 @@ class ServerConfig(_Strict):
         "share of a core (or any GPU), naming it (--require-quiet).")
     quiet_sample_s: Annotated[float, Field(gt=0)] = Field(
         2.0, description="How long the quiet check watches the host.")
+    quiet_wait_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        0.0, description="With require_quiet: how long to wait for the host to become quiet "
+        "before refusing (0: refuse at once), as lock_wait_s waits for the server lock.")
     secret_pattern: str = Field(
-        r"(?i)(token|key|secret|passw|auth|credential)",
-        description="Environment variables and arguments whose name matches are redacted.",
+        DEFAULT_SECRET_PATTERN,
+        description="Environment variables and arguments whose name matches are redacted "
+        "(every value of such a name is also scrubbed from any text e2e writes or prints).",
     )
 
     @field_validator("cpus")
@@ -339,6 +344,22 @@ class Experiment(_Strict):
         for name in value:
             safe_name(name, "arm name")
         return value
+
+    def redactor(self, *secrets: str | None) -> Redactor:
+        """The experiment's redaction rule (``server.secret_pattern``), with every secret the
+        config holds (API key, values of secret variables and flags in any env or args table,
+        URL passwords) and ``secrets`` remembered, so no text this process writes holds one."""
+        redactor = Redactor(self.server.secret_pattern, [self.server.api_key, *secrets])
+        tables = [(self.server.env, self.server.args), (self.server.build.env, [])]
+        for arm in self.arms.values():
+            tables.append((arm.env, arm.args))
+            if arm.build is not None:
+                tables.append((arm.build.env, []))
+        found = [s for env, args in tables for s in redactor.secrets_in(env, args)]
+        if self.server.external:
+            found += redactor.secrets_in({}, [self.server.external])
+        remember(self.server.api_key, *secrets, *found)
+        return Redactor(self.server.secret_pattern, [self.server.api_key, *secrets, *found])
 
     def override(self, section: str, **values: Any) -> Experiment:
         """A copy with ``values`` (those not None) set in ``section`` ("load", "server"),
@@ -512,7 +533,7 @@ Unit = RunSpec | EvalSpec
 
 # Keys of a config snapshot that change how a run is operated, not what it measures.
 _OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
-                           "require_quiet", "quiet_sample_s"),
+                           "require_quiet", "quiet_sample_s", "quiet_wait_s"),
                 "load": ("request_timeout_s", "stall_timeout_s")}
 
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from e2e.errors import E2EError
+from e2e.redact import scrub
 
 __all__ = ["Say", "out", "err", "say", "guard", "print_run", "EXIT_INTERRUPTED"]
 
@@ -29,7 +30,7 @@ Say = Callable[[str], None]  # where a command's progress lines go (``say`` on t
 
 def say(message: str) -> None:
     """A progress line on stderr (dim), never parsed as markup."""
-    err.print(f"[dim]{escape(message)}[/]", highlight=False, soft_wrap=True)
+    err.print(f"[dim]{escape(scrub(message))}[/]", highlight=False, soft_wrap=True)
 
 
 def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
@@ -48,7 +49,8 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     try:
         return fn()
     except E2EError as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(scrub(str(exc)))}", highlight=False,
+                  soft_wrap=True)
         raise SystemExit(error_exit if error_exit is not None else exc.exit_code) from None
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: {interrupted}", highlight=False)

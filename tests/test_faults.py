@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import e2e.paths as paths
 from conftest import ROOT
-from e2e.arms import REDACTED, ServerLaunch, redact_argv, redact_env
+from e2e.arms import ServerLaunch
+from e2e.redact import REDACTED, Redactor
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError, ResultsError, ServerBusyError, ServerStartError
 from e2e.kinds import VLLM
@@ -179,12 +180,12 @@ def test_secrets_are_redacted():
     env = {"HF_TOKEN": "hf_x", "OPENAI_API_KEY": "sk-1", "MY_PASSWORD": "p", "PATH": "/bin",
            "VLLM_CPU_KVCACHE_SPACE": "1"}
     pattern = r"(?i)(token|key|secret|passw|auth|credential)"
-    assert redact_env(env, pattern) == {"HF_TOKEN": REDACTED, "OPENAI_API_KEY": REDACTED,
+    assert Redactor(pattern).env(env) == {"HF_TOKEN": REDACTED, "OPENAI_API_KEY": REDACTED,
                                         "MY_PASSWORD": REDACTED, "PATH": "/bin",
                                         "VLLM_CPU_KVCACHE_SPACE": "1"}
     argv = ["python", "--api-key", "sk-1", "--hf-token=abc", "--model", "m",
             "--x", "prefix-sk-1-suffix"]
-    assert redact_argv(argv, pattern, ["sk-1"]) == [
+    assert Redactor(pattern, ["sk-1"]).argv(argv) == [
         "python", "--api-key", REDACTED, f"--hf-token={REDACTED}", "--model", "m",
         "--x", f"prefix-{REDACTED}-suffix"]
 

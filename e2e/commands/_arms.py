@@ -19,22 +19,23 @@ def arms(config: ConfigOpt = None) -> None:
     def body() -> None:
         import json
 
-        from e2e.arms import PLUGIN_ENV, redact_env
+        from e2e.arms import PLUGIN_ENV
 
         experiment = load_experiment(config)
-        pattern = experiment.server.secret_pattern
+        redactor = experiment.redactor()
         for name, arm in experiment.arms.items():
             build = arm.build or experiment.server.build
             out.print(f"[bold]{name}[/]  {arm.description}", highlight=False)
             source = (f"python {build.python}" if build.python
                       else f"managed env: {' '.join(build.requirements)}")
-            out.print(f"  build:   {source}", highlight=False)
-            env = redact_env({**experiment.server.env, **arm.env}, pattern)
+            out.print(f"  build:   {redactor.text(source)}", highlight=False)
+            env = redactor.env({**experiment.server.env, **arm.env})
             if arm.plugin:
                 env[PLUGIN_ENV] = json.dumps(arm.plugin, sort_keys=True)
             out.print(f"  env:     {env}", highlight=False)
-            out.print(f"  args:    {[*experiment.server.args, *arm.args]}", highlight=False)
-            out.print(f"  plugin:  {arm.plugin or '(none)'}", highlight=False)
+            out.print(f"  args:    {redactor.argv([*experiment.server.args, *arm.args])}",
+                      highlight=False)
+            out.print(f"  plugin:  {redactor.config(arm.plugin) or '(none)'}", highlight=False)
 
     guard(body)
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from e2e.config import EvalSpec
+from e2e.redact import scrub
 from e2e.results import PluginInfo, ServerInfo, SpecCounters
 
 __all__ = ["GSM8K_SCHEMA_VERSION", "REFERENCE_ARM", "SampleVerdict", "EvalInfo", "ArmResult",
@@ -87,6 +88,11 @@ class ArmResult(_Record):
     plugin: PluginInfo | None = None
     valid: bool = True
     invalid_reasons: list[str] = Field(default_factory=list)
+
+    @field_validator("invalid_reasons", "warnings")
+    @classmethod
+    def _scrubbed(cls, value: list[str]) -> list[str]:  # no secret in a reason (e2e.redact)
+        return [scrub(v) for v in value]
 
 
 def arm_label(arm: str, occurrence: int) -> str:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from e2e.config import RunSpec
+from e2e.redact import scrub
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
            "PluginInfo", "PlacementInfo", "RunRecord",
@@ -194,6 +195,11 @@ class RequestRecord(_Record):
     status: int | None = None
     error: str | None = None
 
+    @field_validator("error")
+    @classmethod
+    def _scrubbed(cls, value: str | None) -> str | None:  # a server's body may echo a secret
+        return scrub(value) if value else value
+
     @property
     def ok(self) -> bool:
         return self.error is None and self.end_s is not None and self.first_token_s is not None
@@ -322,3 +328,8 @@ class RunRecord(_Record):
     valid: bool
     invalid_reasons: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+
+    @field_validator("invalid_reasons", "warnings")
+    @classmethod
+    def _scrubbed(cls, value: list[str]) -> list[str]:  # no secret in a reason (e2e.redact)
+        return [scrub(v) for v in value]

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from e2e.arms import ServerLaunch, redact_argv, redact_env
+from e2e.arms import ServerLaunch
+from e2e.redact import Redactor
 from e2e.config import Experiment, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
@@ -107,23 +108,17 @@ def servers_for(experiment: Experiment) -> Servers:
 
 
 def redacted_config(experiment: Experiment) -> dict:
-    """The experiment as JSON with secrets (matching ``server.secret_pattern``) redacted."""
-    data = experiment.model_dump(mode="json")
-    pattern = experiment.server.secret_pattern
-    server = data["server"]
-    server["env"] = redact_env(server["env"], pattern)
-    if server.get("api_key"):
-        server["api_key"] = "***"
-    for arm in data["arms"].values():
-        arm["env"] = redact_env(arm["env"], pattern)
-    return data
+    """The experiment as JSON with secrets redacted (``e2e.redact``: every env table, every
+    args list, the API key, URL credentials, any value of a secret seen anywhere)."""
+    return experiment.redactor().config(experiment.model_dump(mode="json"))
 
 
-def _server_info(launch: ServerLaunch, argv: list[str], base_url: str, pattern: str) -> ServerInfo:
+def _server_info(launch: ServerLaunch, argv: list[str], base_url: str,
+                 redactor: Redactor) -> ServerInfo:
     return ServerInfo(kind="external" if launch.external else "fresh",
-                      argv=redact_argv(argv, pattern, [launch.api_key or ""]),
-                      env=redact_env(launch.env, pattern), base_url=base_url,
-                      model=launch.model, model_hash=launch.model_hash)
+                      argv=redactor.argv(argv), env=redactor.env(launch.env),
+                      base_url=redactor.url(base_url), model=launch.model,
+                      model_hash=launch.model_hash)
 
 
 def _plugin(log_path: Path | None, settings: dict, check: bool, launch: ServerLaunch) -> PluginInfo:
@@ -160,21 +155,22 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
     launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
     workload = (options.workloads or Workloads())(experiment, unit, launch, options)
     partial = new_partial_dir(results, experiment.name, unit.unit_id)
-    pattern = experiment.server.secret_pattern
+    redactor = experiment.redactor(launch.api_key)
     info = UnitInfo(experiment=experiment.name, unit=unit, config=redacted_config(experiment),
                     launch=launch, started_at=utc_now(),
                     server=_server_info(launch, [] if launch.external else launch.argv(0),
                                         launch.host if launch.external else f"http://{launch.host}",
-                                        pattern))
+                                        redactor))
     arm = experiment.arm(unit.arm)
     interrupted: BaseException | None = None
     try:
-        say(f"measuring the external server {launch.host} as arm {unit.arm}" if launch.external
+        say(f"measuring the external server {redactor.url(launch.host)} as arm {unit.arm}"
+            if launch.external
             else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
                  f"speculator); log: {partial / 'server.log'}")
         with servers.serve(launch, partial / "server.log",
                            ServerOptions.of(experiment.server)) as server:
-            info.server = _server_info(launch, server.argv, server.base_url, pattern)
+            info.server = _server_info(launch, server.argv, server.base_url, redactor)
             info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check, launch)
             if info.plugin.check == "failed":
                 raise ServerError(f"arm settings not applied: {info.plugin.detail}")
@@ -200,6 +196,9 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
         info.reasons.append("interrupted (Ctrl-C or SIGTERM) before the workload finished")
     except E2EError as exc:
         info.reasons.append(str(exc))
+    except Exception as exc:  # a bug or a value nobody checked: the record first, then it
+        interrupted = exc
+        info.reasons.append(f"failed unexpectedly: {type(exc).__name__}: {exc}")
     with shielded():  # a second Ctrl-C must not lose what finished
         info.provenance = provenance(launch.python, launch.build)
         info.finished_at = utc_now()

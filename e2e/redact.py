@@ -1,0 +1,167 @@
+"""One redaction for everything e2e records or prints: no secret reaches a file or a terminal.
+
+    Redactor(pattern, secrets)    the rule: names that match ``pattern`` hide their values,
+                                  and every literal secret is scrubbed from any text
+      .env(env) / .argv(argv)     an environment / a command line with secrets hidden
+      .url(url)                   a URL with its credentials masked (user:pw@ -> ***@)
+      .text(text)                 any text (an error body, a reason) scrubbed
+      .config(data)               a config snapshot: env tables, args lists and any key
+                                  that matches, recursively
+    remember(*secrets)            secrets this process has seen (the API key, the values of
+                                  secret variables and flags, URL passwords): ``scrub`` and
+                                  every record's reasons, warnings and request errors drop them
+    scrub(text)                   ``text`` with every remembered secret, any URL credential
+                                  and any ``Bearer`` token masked
+
+The default pattern (``DEFAULT_SECRET_PATTERN``, the config's ``server.secret_pattern``)
+matches ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``/``*PASSWD*``, ``*COOKIE*``,
+``*AUTH*`` and ``*CREDENTIAL*`` names, case-insensitively; a value holding a URL with
+credentials (``DATABASE_URL=postgres://u:pw@db``) is masked whatever its name.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["REDACTED", "DEFAULT_SECRET_PATTERN", "Redactor", "remember", "scrub", "known",
+           "mask_url", "url_credentials"]
+
+REDACTED = "***"
+DEFAULT_SECRET_PATTERN = r"(?i)(token|key|secret|passw|auth|credential|cookie|session)"
+
+# scheme://user:password@host or scheme://token@host: the userinfo part of any URL in a text
+_URL_CREDS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"]+)@")
+_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+_MIN_SECRET = 4  # shorter values would scrub ordinary text ("1", "on")
+
+_lock = threading.Lock()
+_known: set[str] = set()
+
+
+def remember(*secrets: str | None) -> None:
+    """Add secrets this process must never write or print (empty and very short ones are
+    ignored: they would mask ordinary text)."""
+    with _lock:
+        _known.update(s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET)
+
+
+def known() -> frozenset[str]:
+    with _lock:
+        return frozenset(_known)
+
+
+def _mask_userinfo(match: re.Match[str]) -> str:
+    return f"{match.group('scheme')}{REDACTED}@"
+
+
+def scrub(text: Any, extra: Iterable[str] = ()) -> Any:
+    """``text`` with every remembered secret (and ``extra``), URL credentials and bearer
+    tokens masked. Not a string: returned as it is."""
+    if not isinstance(text, str) or not text:
+        return text
+    secrets = sorted({*known(), *(s for s in extra if s and len(s) >= _MIN_SECRET)},
+                     key=len, reverse=True)  # a secret inside another: the longer first
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if "@" in text:
+        text = _URL_CREDS.sub(_mask_userinfo, text)
+    return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+def url_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without its userinfo, user, password); user/password None when absent."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port is not None else "")
+    return (urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+            parts.username, parts.password)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any credentials shown as ``***@``."""
+    return _URL_CREDS.sub(_mask_userinfo, url) if isinstance(url, str) and "@" in url else url
+
+
+class Redactor:
+    """The redaction rule of one experiment: ``pattern`` (names whose values are hidden) and
+    literal ``secrets`` (an API key) scrubbed from any text."""
+
+    def __init__(self, pattern: str = DEFAULT_SECRET_PATTERN, secrets: Iterable[str | None] = ()):
+        self.regex = re.compile(pattern)
+        self.secrets = tuple(s for s in secrets if s)
+
+    def _hidden(self, name: str) -> bool:
+        return bool(self.regex.search(name))
+
+    def text(self, text: Any) -> Any:
+        return scrub(text, self.secrets)
+
+    def url(self, url: str) -> str:
+        return mask_url(url)
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Values of matching names hidden, every other value scrubbed (a URL's password)."""
+        return {k: (REDACTED if self._hidden(k) else self.text(v)) for k, v in env.items()}
+
+    def argv(self, argv: Iterable[str]) -> list[str]:
+        """The value after any ``--flag`` whose name matches (``--flag=value`` too) hidden,
+        and every other item scrubbed."""
+        out: list[str] = []
+        hide_next = False
+        for item in argv:
+            item = str(item)
+            if hide_next:
+                out.append(REDACTED)
+                hide_next = False
+                continue
+            if item.startswith("-") and self._hidden(item.split("=", 1)[0]):
+                if "=" in item:
+                    out.append(item.split("=", 1)[0] + "=" + REDACTED)
+                else:
+                    out.append(item)
+                    hide_next = True
+                continue
+            out.append(self.text(item))
+        return out
+
+    def secrets_in(self, env: Mapping[str, str] = {}, argv: Iterable[str] = ()) -> list[str]:
+        """The literal secret values an environment and a command line hold (to remember)."""
+        found = [v for k, v in env.items() if self._hidden(k)]
+        items = list(argv)
+        for i, item in enumerate(items):
+            name, eq, value = str(item).partition("=")
+            if str(item).startswith("-") and self._hidden(name):
+                if eq:
+                    found.append(value)
+                elif i + 1 < len(items):
+                    found.append(str(items[i + 1]))
+        for value in [*env.values(), *items]:
+            _, _, password = url_credentials(str(value)) if "@" in str(value) else ("", None, None)
+            if password:
+                found.append(password)
+        return [s for s in found if s]
+
+    def config(self, data: Any, key: str = "") -> Any:
+        """A JSON-like config snapshot with secrets hidden, at any depth: every ``env`` table
+        as an environment, every list of strings as a command line (``args``), ``api_key``
+        hidden, any other string scrubbed. (Other keys are settings, not variable names:
+        ``tokenizer`` is not a token.)"""
+        if isinstance(data, dict):
+            if key == "env" and all(isinstance(v, str) for v in data.values()):
+                return self.env({str(k): v for k, v in data.items()})
+            return {k: (REDACTED if k == "api_key" and v else self.config(v, str(k)))
+                    for k, v in data.items()}
+        if isinstance(data, list):
+            if data and all(isinstance(x, str) for x in data):
+                return self.argv(data)
+            return [self.config(x, key) for x in data]
+        return self.text(data) if isinstance(data, str) else data
