@@ -14,6 +14,8 @@ Percentiles are numpy's linear interpolation (type 7).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,15 +39,45 @@ DRAFT_TOKENS = VLLM.draft_tokens_metric
 SERVER_TPOT = VLLM.server_tpot_metric
 
 
+_MAX_SAMPLE = 1e18  # a counter or a sum beyond this is not a measurement
+
+
+def _families(text: str):
+    """The metric families of ``text``; a text the parser refuses is parsed a line at a time
+    (with its ``# TYPE`` lines), so one bad sample drops itself, not the whole scrape."""
+    try:
+        return list(text_string_to_metric_families(text))
+    except Exception:  # prometheus_client raises ValueError, and worse on hostile text
+        pass
+    families = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            families.extend(text_string_to_metric_families(line + "\n"))
+        except Exception:
+            continue  # not a sample: dropped
+    return families
+
+
 def parse_samples(text: str) -> dict[str, float]:
     """Sum every sample of a Prometheus text exposition by sample name (labels such as
-    ``engine`` and ``model_name`` are summed over)."""
+    ``engine`` and ``model_name`` are summed over). What comes from the server is checked:
+    a sample that does not parse, is not finite, or is beyond any real count is left out."""
     totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    if not isinstance(text, str):
+        return totals
+    for family in _families(text):
         for sample in family.samples:
             if sample.labels.get("le") is not None or sample.labels.get("quantile") is not None:
                 continue  # histogram buckets and summary quantiles do not add up
-            totals[sample.name] = totals.get(sample.name, 0.0) + float(sample.value)
+            try:
+                value = float(sample.value)
+            except (TypeError, ValueError):
+                continue
+            if not math.isfinite(value) or abs(value) > _MAX_SAMPLE:
+                continue
+            totals[sample.name] = totals.get(sample.name, 0.0) + value
     return totals
 
 

@@ -23,8 +23,35 @@ def _only(items: list[str] | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--only {item!r}: give FIELD=VALUE, e.g. output_len=128")
-        out_[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        _check_only_value(key, value)
+        out_[key] = value
     return out_
+
+
+def _check_only_value(key: str, value: str) -> None:
+    """A value of the kind the field holds (--only output_len=abc is a mistake to name, not
+    a selection of nothing)."""
+    from e2e.config import RunSpec
+    from e2e.errors import ConfigError
+
+    if key == "spec_mode":
+        if value not in ("base", "dspark"):
+            raise ConfigError(f"--only spec_mode={value!r}: give base or dspark")
+        return
+    field = RunSpec.model_fields.get(key)
+    if field is None:
+        return  # an unknown field: the report names the ones allowed
+    kind = "whole number" if "int" in str(field.annotation) else (
+        "number" if "float" in str(field.annotation) else None)
+    try:
+        if kind == "whole number":
+            int(value)
+        elif kind == "number":
+            float(value)
+    except ValueError:
+        raise ConfigError(f"--only {key}={value!r}: {key} is a {kind}, e.g. "
+                          f"{key}=128") from None
 
 
 def write_report(folder: Path, report_from_run: int | None = None, baseline: str = "main",

@@ -11,9 +11,36 @@ never by looking for substrings.
 
 from __future__ import annotations
 
-from orjson import loads as _loads
+from typing import Annotated
 
-__all__ = ["StreamFailed", "SSEStream"]
+from orjson import loads as _loads
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+__all__ = ["StreamFailed", "SSEStream", "Usage", "check_usage"]
+
+MAX_TOKENS = 2**31 - 1
+_Tokens = Annotated[StrictInt, Field(ge=0, le=MAX_TOKENS)]
+
+
+class Usage(BaseModel):
+    """The server's ``usage`` block as e2e reads it: whole, non-negative token counts."""
+
+    model_config = ConfigDict(extra="allow")
+    prompt_tokens: _Tokens | None = None
+    completion_tokens: _Tokens | None = None
+
+
+def check_usage(usage: object) -> dict:
+    """``usage`` if it is a usage block of token counts, else StreamFailed naming the bad
+    value (once per request, at the stream's end: nothing per chunk)."""
+    try:
+        Usage.model_validate(usage)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "usage"
+        raise StreamFailed(f"the server's usage is not token counts: {where} = "
+                           f"{str(first.get('input'))[:40]!r} ({first['msg']})") from None
+    return usage  # type: ignore[return-value]
 
 
 class StreamFailed(Exception):
@@ -69,6 +96,7 @@ class SSEStream:
             raise StreamFailed("the stream ended before [DONE]")
         if self.usage is None:
             raise StreamFailed("the stream carried no usage (stream_options.include_usage)")
+        check_usage(self.usage)
         if not self.chunk_times:
             raise StreamFailed("the stream carried no tokens")
         if len(self.chunk_times) > int(self.usage.get("completion_tokens") or 0):

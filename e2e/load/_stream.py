@@ -20,7 +20,7 @@ import orjson
 
 from e2e.load._conn import Endpoint, Pool
 from e2e.load._clientstats import LagProbe, ProcessUsage, runqueue_wait_s
-from e2e.load._sse import SSEStream, StreamFailed
+from e2e.load._sse import SSEStream, StreamFailed, check_usage
 from e2e.results import RequestRecord
 
 __all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
@@ -116,6 +116,11 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
     # the response ends with [DONE]: its receipt
     end = stream.done_at if stream.done_at is not None else clock() - t0
     usage = stream.usage or {}
+    if error is not None and usage:  # a stream that failed may carry a usage nobody checked
+        try:
+            check_usage(usage)
+        except StreamFailed:
+            usage = {}
     chunks = stream.chunk_times
     return RequestRecord(
         index=index,

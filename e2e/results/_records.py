@@ -333,3 +333,11 @@ class RunRecord(_Record):
     @classmethod
     def _scrubbed(cls, value: list[str]) -> list[str]:  # no secret in a reason (e2e.redact)
         return [scrub(v) for v in value]
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, value: int) -> int:
+        if value > SCHEMA_VERSION:
+            raise ValueError(f"schema_version {value} is newer than this e2e's "
+                             f"{SCHEMA_VERSION}: written by a newer e2e; upgrade e2e to read it")
+        return value
