@@ -245,7 +245,7 @@ def config_hash(experiment: Experiment, plan: dict[str, Any]) -> str:
     """sha256 of what a night measures (see the module docstring for what is left out)."""
     data = experiment.model_dump(mode="json")
     for key in ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "require_quiet",
-                "quiet_sample_s"):
+                "quiet_sample_s", "quiet_wait_s"):
         data["server"].pop(key, None)
     for arm in data["arms"].values():
         arm.pop("description", None)

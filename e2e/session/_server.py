@@ -240,6 +240,37 @@ class Server:
         _state_path().unlink(missing_ok=True)
 
 
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM for the block and deliver them after it: between a server's
+    exec and the moment the session holds its handle, an interruption would leave a server
+    nobody stops. The handlers (not the signal mask) are swapped, so the child starts with
+    its signals as they should be (a caught signal's handler resets to the default on exec).
+    Off the main thread (where Python runs no handler) it changes nothing."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in _HELD}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:  # delivered now, to the handler that was there (guard's: KeyboardInterrupt)
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
+
+
 def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
           stop_grace_s: float = 30.0, port: int | None = None, cpus: str | None = None) -> Server:
     """Start a server and wait until it is healthy; on failure nothing is left running."""
@@ -251,24 +282,27 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = launch.argv(port)
-    with open(log_path, "ab") as log, spawn_pinned(cpus) as placement:
-        try:
-            process = subprocess.Popen(argv, env=environment_for(launch), stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
-        except OSError as exc:
-            raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
     from e2e.paths import atomic_write_json
 
-    atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
-                                      "owner": os.getpid(), "log": str(log_path)})
-    server = Server(launch=launch, process=process, port=port, log_path=log_path, argv=argv,
-                    stop_grace_s=stop_grace_s, placement=placement)
+    server: Server | None = None
     try:
+        with _signals_held():  # from the spawn until ``server`` exists (see _signals_held)
+            with open(log_path, "ab") as log, spawn_pinned(cpus) as placement:
+                try:
+                    process = subprocess.Popen(argv, env=environment_for(launch), stdout=log,
+                                               stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True)
+                except OSError as exc:
+                    raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
+            server = Server(launch=launch, process=process, port=port, log_path=log_path,
+                            argv=argv, stop_grace_s=stop_grace_s, placement=placement)
+            atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
+                                              "owner": os.getpid(), "log": str(log_path)})
         server.wait_healthy(startup_timeout_s)
     except BaseException:
-        with shielded():
-            server.stop()
+        if server is not None:
+            with shielded():
+                server.stop()
         raise
     return server
 
@@ -284,12 +318,31 @@ class ServerOptions:
     cpus: str | None = None  # the server's CPU set (None: unpinned)
     require_quiet: float | None = None  # max share of a core another process may use
     quiet_sample_s: float = 2.0
+    quiet_wait_s: float = 0.0  # how long to wait for the host to become quiet (0: refuse)
 
     @classmethod
     def of(cls, server: ServerConfig) -> ServerOptions:
         return cls(startup_timeout_s=server.startup_timeout_s, stop_grace_s=server.stop_grace_s,
                    lock_wait_s=server.lock_wait_s, port=server.port, cpus=server.cpus,
-                   require_quiet=server.require_quiet, quiet_sample_s=server.quiet_sample_s)
+                   require_quiet=server.require_quiet, quiet_sample_s=server.quiet_sample_s,
+                   quiet_wait_s=server.quiet_wait_s)
+
+
+def wait_quiet(max_cpu_share: float, *, sample_s: float, wait_s: float,
+               exclude_pids=(), say=None) -> None:
+    """``require_quiet``, sampled again until the host is quiet or ``wait_s`` has passed (as
+    the server lock waits ``lock_wait_s``); the last refusal is raised then."""
+    from e2e.errors import HostNotQuietError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            require_quiet(max_cpu_share, sample_s=sample_s, exclude_pids=exclude_pids)
+            return
+        except HostNotQuietError:
+            if time.monotonic() + sample_s > deadline:
+                raise
+            time.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
 
 
 @contextlib.contextmanager
@@ -299,8 +352,9 @@ def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Itera
     only caller of this is the server session (``e2e.session._session``)."""
     with server_lock(wait_s=options.lock_wait_s):
         if options.require_quiet is not None:  # with the lock held: our own servers are gone
-            require_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
-                          exclude_pids=with_descendants(snapshot(gpu=False), {os.getpid()}))
+            wait_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
+                       wait_s=options.quiet_wait_s,
+                       exclude_pids=with_descendants(snapshot(gpu=False), {os.getpid()}))
         server = start(launch, log_path, startup_timeout_s=options.startup_timeout_s,
                        stop_grace_s=options.stop_grace_s, port=options.port or None,
                        cpus=options.cpus)
