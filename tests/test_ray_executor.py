@@ -158,6 +158,7 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
     def ctrl_c_after_the_first(folder, record):
         finished.append(record.run_id)
         if len(finished) == 1:
+            alive_at_ctrl_c.clear()
             deadline = time.monotonic() + 10
             while not alive_at_ctrl_c and time.monotonic() < deadline:
                 alive_at_ctrl_c.extend(p.name for p in pids.iterdir())  # a remote server runs
@@ -176,6 +177,12 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
             os.kill(int(pid), 0)
     made = {u.run_id for u in units if unit_state(tmp_path, experiment.name, u).done}
     assert set(finished) <= made and made  # what finished is kept (units finishing meanwhile too)
+    # the units in flight at the Ctrl-C come back: finished, or written invalid with the
+    # reason as on one host (never dropped)
+    came_back = records(tmp_path, experiment.name)
+    assert len(came_back) > 1, sorted(came_back)  # the first, and the one in flight then
+    assert all(r["valid"] or any("interrupted" in x for x in r["invalid_reasons"])
+               for r in came_back.values()), came_back
     resumed = execute(experiment, units, tmp_path, executor=RayExecutor(),
                       session=SessionOptions(progress=False))
     assert {r.run_id for r in resumed.ran} == {u.run_id for u in units} - made

@@ -49,7 +49,7 @@ from e2e.errors import ConfigError, E2EError
 from e2e.execute._progress import ProgressClock
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
                           blocks)
-from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.paths import atomic_write_bytes, atomic_write_json, within
 from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
                        unit_dir, unit_state, utc_now)
@@ -125,8 +125,23 @@ def check_host_plugin(driver: dict | None, host: str, node: str) -> None:
             "leave the host out ([executor] labels), then rerun: finished units are kept")
 
 
+class StopFlag:
+    """A Ray actor the driver sets on Ctrl-C: each worker stops its unit the way Ctrl-C would
+    (the session writes it invalid, with the reason), sends it back and ends its task. A
+    ``ray.cancel`` would drop what the task yields after it, so it comes only after this."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def is_stopped(self) -> bool:
+        return self.stopped
+
+
 def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: int,
-              driver: dict | None = None):
+              driver: dict | None = None, stop: Any = None):
     """The task a host runs (a Ray generator): every unit of ``todo`` (unit, attempts made so
     far) in order, each retried here until valid or ``max_attempts`` is spent, each in a
     scratch folder of this host that is sent back as bytes and then removed. First of all the
@@ -142,12 +157,50 @@ def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: 
             yield Started(unit.unit_id, attempts, node, host, os.getpid())
             scratch = Path(tempfile.mkdtemp(prefix="e2e-ray-"))
             try:
-                files, record = run_in_child(session.at(scratch / "results"), unit, scratch)
+                files, record = run_in_child(session.at(scratch / "results"), unit, scratch,
+                                             stop=stop)
+            except UnitInterrupted as exc:  # written invalid, as on one host: sent back first
+                yield Finished(unit.unit_id, attempts, node, host, exc.files, exc.record)
+                return  # the driver is stopping: no further unit
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             yield Finished(unit.unit_id, attempts, node, host, files, record)
             if record.valid:
                 break
+
+
+class UnitInterrupted(KeyboardInterrupt):
+    """A unit stopped by Ctrl-C or a cancel after its session wrote it (invalid, with the
+    reason): its folder's files and record, to be finalized by the driver like any other."""
+
+    def __init__(self, files: dict[str, bytes], record: Any) -> None:
+        super().__init__("interrupted")
+        self.files, self.record = files, record
+
+
+def _record_of(unit: Unit, data: bytes) -> Any:
+    from e2e.config import EvalSpec
+
+    if isinstance(unit, EvalSpec):
+        from e2e.gsm8k.records import ArmResult
+
+        return ArmResult.model_validate_json(data)
+    from e2e.results import RunRecord
+
+    return RunRecord.model_validate_json(data)
+
+
+def _interrupted_answer(answer: Path, finished: bool = False) -> UnitInterrupted | None:
+    """The child's answer as a UnitInterrupted when it wrote its unit invalid on the
+    interruption (or, ``finished``, when the unit had finished before it came)."""
+    from ray import cloudpickle
+
+    try:
+        outcome, *value = cloudpickle.loads(answer.read_bytes())
+    except (OSError, ValueError, EOFError):
+        return None
+    wanted = ("interrupted", "ok") if finished else ("interrupted",)
+    return UnitInterrupted(value[0], value[1]) if outcome in wanted else None
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -158,8 +211,19 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _stop_asked(stop: Any) -> bool:
+    if stop is None:
+        return False
+    import ray
+
+    try:
+        return bool(ray.get(stop.is_stopped.remote(), timeout=5.0))
+    except Exception:  # noqa: BLE001 - the driver (and its flag) is gone: stop
+        return True
+
+
 def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
-                 poll_s: float = 0.2) -> tuple[dict[str, bytes], Any]:
+                 poll_s: float = 0.2, stop: Any = None) -> tuple[dict[str, bytes], Any]:
     """One unit's server session in a child process of this Ray worker; returns its folder's
     files and its record, or raises the session's error.
 
@@ -183,15 +247,26 @@ def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
                              env=env, stdin=subprocess.DEVNULL,
                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
+        asked = time.monotonic()
         while child.poll() is None:
             time.sleep(poll_s)
-    except BaseException:  # a cancel (KeyboardInterrupt): stop the child as Ctrl-C would
+            if stop is not None and time.monotonic() - asked >= 1.0:
+                asked = time.monotonic()
+                if _stop_asked(stop):
+                    raise KeyboardInterrupt  # the driver's Ctrl-C, passed on as a SIGINT below
+    except BaseException as exc:  # a cancel (KeyboardInterrupt): stop the child as Ctrl-C would
         child.send_signal(signal.SIGINT)
         try:
             child.wait(timeout=600)
         except subprocess.TimeoutExpired:
             child.kill()
+        # the unit's answer, finished or written invalid by the interruption: sent back too
+        stopped = _interrupted_answer(answer, finished=True) if answer.is_file() else None
+        if stopped is not None and isinstance(exc, KeyboardInterrupt):
+            raise stopped from None
         raise
+    if answer.is_file() and (stopped := _interrupted_answer(answer)) is not None:
+        raise stopped  # the child had the Ctrl-C itself (the terminal's, to the group)
     if not answer.is_file():
         raise RuntimeError(f"the unit's process exited with status {child.returncode} "
                            "without an answer (see the worker's output above)")
@@ -216,7 +291,16 @@ def _child_main(job: str, answer: str) -> int:
         result: tuple = ("ok", _read_tree(folder), record)
     except E2EError as exc:
         result = ("error", exc)
-    except KeyboardInterrupt:  # the session stopped its server; nothing to answer
+    except KeyboardInterrupt:  # the session stopped its server and wrote the unit invalid
+        from ray import cloudpickle
+
+        from e2e.results import record_name, unit_dir
+
+        folder = unit_dir(session.results, session.experiment.name, unit)
+        if (folder / record_name(unit)).is_file():
+            files = _read_tree(folder)
+            record = _record_of(unit, files[record_name(unit)])
+            atomic_write_bytes(Path(answer), cloudpickle.dumps(("interrupted", files, record)))
         return 130
     from ray import cloudpickle
 
@@ -251,8 +335,8 @@ def finalize_remote(results: Path, experiment: str, unit: Unit, message: Finishe
     partial = new_partial_dir(results, experiment, unit.unit_id)
     name = record_name(unit)
     for rel, data in message.files.items():
-        if rel != name:
-            atomic_write_bytes(partial / rel, data)
+        if rel != name:  # a worker's path stays inside the unit's folder
+            atomic_write_bytes(within(partial, partial / rel, "a unit's file"), data)
     record = _with_executor(message.record, facts)
     atomic_write_json(partial / name, record.model_dump(mode="json"))
     return finalize_unit(partial, unit_dir(results, experiment, unit)), record
@@ -308,6 +392,7 @@ class RayExecutor:
         self.stop_wait_s = stop_wait_s
         self.poll_s = poll_s
         self._driver_plugin: dict | None = None
+        self._flag: Any = None  # the run's StopFlag actor
 
     # connection and the fail-fast checks
     def _connect(self) -> None:
@@ -356,7 +441,7 @@ class RayExecutor:
             retry_exceptions=False, label_selector=selector or None)
         # the driver's ``say`` (a console) stays here: the worker prints, Ray forwards it
         shipped = session.at(say=_worker_say, progress=False)  # each block writes to its scratch
-        return task.remote(shipped, todo, max_attempts, self._driver_plugin)
+        return task.remote(shipped, todo, max_attempts, self._driver_plugin, self._flag)
 
     def run(self, experiment: str, units: Sequence[Unit], results: Path, run_unit: RunUnit, *,
             max_attempts: int = 2, fail_fast: bool = False,
@@ -371,6 +456,7 @@ class RayExecutor:
         self._connect()
         self.check_hosts()
         self._driver_plugin = driver_plugin()
+        self._flag = ray.remote(num_cpus=0)(StopFlag).remote()
         results = Path(results)
         outcome = Outcome()
         by_id = {u.unit_id: u for u in units}
@@ -512,15 +598,21 @@ class RayExecutor:
         and wait until they ended, taking in units that finish meanwhile."""
         import ray
 
-        for gen in list(running):
-            ray.cancel(gen)
-        deadline = time.monotonic() + self.stop_wait_s
-        try:
+        def wait(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
             while running and time.monotonic() < deadline:
                 try:
                     step(1.0)
                 except Exception:  # noqa: BLE001 - stopping anyway; the first error is raised
                     continue
+
+        try:
+            if self._flag is not None:  # each worker stops its unit and sends it back
+                self._flag.stop.remote()
+                wait(self.stop_wait_s / 2)
+            for gen in list(running):  # a worker that did not: cancelled (what it yields is lost)
+                ray.cancel(gen)
+            wait(self.stop_wait_s / 2)
         except KeyboardInterrupt:  # a second Ctrl-C: do not wait
             pass
         for gen in list(running):
