@@ -25,7 +25,7 @@ def opt(name, default=None):
 port, host = int(opt("--port")), opt("--host", "127.0.0.1")
 settings = os.environ.get("E2E_PLUGIN_SETTINGS")
 arm = os.environ.get("E2E_ARM", "?")
-print(f"fake vllm for {arm} on port {port}", flush=True)
+print(f"fake vllm for {arm} on port {port}; args: {args}", flush=True)  # as vLLM logs them
 if settings:
     parsed = json.loads(settings)
     # what the plugin is made of, from the e2e this process imports (the PYTHONPATH e2e gave it)

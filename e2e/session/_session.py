@@ -113,6 +113,17 @@ def redacted_config(experiment: Experiment) -> dict:
     return experiment.redactor().config(experiment.model_dump(mode="json"))
 
 
+def _scrub_log(path: Path, redactor: Redactor) -> None:
+    """The server's log with every known secret masked (vLLM logs its non-default args)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    clean = redactor.text(text)
+    if clean != text:
+        atomic_write_text(path, clean)
+
+
 def _server_info(launch: ServerLaunch, argv: list[str], base_url: str,
                  redactor: Redactor) -> ServerInfo:
     return ServerInfo(kind="external" if launch.external else "fresh",
@@ -207,6 +218,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
         if info.metrics_after:
             atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
+        _scrub_log(partial / "server.log", redactor)  # a server may log its arguments
         atomic_write_json(partial / record_name(unit), record.model_dump(mode="json"))
         folder = finalize_unit(partial, unit_dir(results, experiment.name, unit))
     if interrupted is not None:
