@@ -218,8 +218,8 @@ def _stop_asked(stop: Any) -> bool:
 
     try:
         return bool(ray.get(stop.is_stopped.remote(), timeout=5.0))
-    except Exception:  # noqa: BLE001 - the driver (and its flag) is gone: stop
-        return True
+    except Exception:  # noqa: BLE001 - no answer: go on (a dead driver ends its tasks itself)
+        return False
 
 
 def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
@@ -456,7 +456,11 @@ class RayExecutor:
         self._connect()
         self.check_hosts()
         self._driver_plugin = driver_plugin()
-        self._flag = ray.remote(num_cpus=0)(StopFlag).remote()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = ray.get_runtime_context().get_node_id()  # the flag lives and dies with the driver
+        self._flag = ray.remote(num_cpus=0)(StopFlag).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
         results = Path(results)
         outcome = Outcome()
         by_id = {u.unit_id: u for u in units}

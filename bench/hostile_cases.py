@@ -1,0 +1,124 @@
+"""Rerun issue 24's hostile cases against the installed CLI (``python -m e2e.cli``): for each,
+the exit code, whether a traceback was printed, whether any file landed outside the case's
+results root, and whether a planted secret appeared in the output or any file written.
+
+    python bench/hostile_cases.py            # one line per case, then a summary
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data" / "vllm_bench"
+SECRET = "SECRET123"
+
+
+def e2e(args: list[str], cwd: Path, env: dict | None = None) -> tuple[int, str]:
+    # this checkout's e2e (PYTHONPATH), whichever e2e the interpreter has installed
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "e2e.cli", *args], cwd=cwd,
+                              capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after 120 s"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def doc(**changes) -> str:
+    d = json.loads((DATA / "c1-base.json").read_text())
+    d.update(changes)
+    return json.dumps(d)
+
+
+def main() -> int:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        top = Path(tmp)
+        case_no = 0
+
+        def case(name: str, args: list[str], files: dict[str, str | bytes] | None = None,
+                 env: dict | None = None, want: int | None = 2) -> None:
+            nonlocal case_no
+            case_no += 1
+            box = top / f"case{case_no}"
+            root = box / "a" / "b" / "root"  # results root, two levels below the box
+            root.mkdir(parents=True)
+            for rel, content in (files or {}).items():
+                path = root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content if isinstance(content, bytes) else content.encode())
+            before = {p for p in box.rglob("*")}
+            argv = [a.replace("{root}", str(root)) for a in args]
+            code, output = e2e(argv, cwd=root, env=env)
+            outside = [str(p.relative_to(box)) for p in box.rglob("*")
+                       if p not in before and root not in p.parents and p != root]
+            leaked = SECRET in output or any(
+                SECRET.encode() in p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and p not in before)
+            tb = "Traceback" in output
+            ok = (want is None or code == want) and not tb and not outside and not leaked
+            rows.append((ok, name, code, tb, outside, leaked))
+            print(f"{'ok  ' if ok else 'FAIL'} exit {code:>3}  traceback={tb!s:5} "
+                  f"outside={len(outside)} secret={leaked!s:5} {name}", flush=True)
+
+        base = {"c1-base.json": doc()}
+        imp = ["import", "vllm-bench", "c1-base.json", "--results", "r", "--experiment", "exp"]
+        case("import --arm ../../victim", [*imp, "--arm", "../../victim", "--repeat", "1"], base)
+        case("import --experiment ../../expx", ["import", "vllm-bench", "c1-base.json",
+             "--results", "r", "--experiment", "../../expx"], base)
+        case("import file arm ../../victim", imp, {"c1-base.json": doc(arm="../../victim")})
+        case("import --arm with NUL-like/leading slash", [*imp, "--arm", "/abs"], base)
+        case("import --arm of 5000 chars", [*imp, "--arm", "a" * 5000], base)
+        case("import --arm with a newline", [*imp, "--arm", "x\ny"], base)
+        for label, changes in [("completed 1e30", {"completed": 1e30}),
+                               ("duration 1e308", {"duration": 1e308}),
+                               ("duration NaN", {"duration": float("nan")}),
+                               ("duration negative", {"duration": -3}),
+                               ("itls not a list", {"itls": 5}),
+                               ("start_times strings", {"start_times": ["a"] * 8}),
+                               ("output_lens Infinity", {"output_lens": [float("inf")] * 8}),
+                               ("ttfts negative", {"ttfts": [-1.0] * 8}),
+                               ("max_concurrency 1e25", {"max_concurrency": 1e25}),
+                               ("schema-ish: num_prompts 0", {"num_prompts": 0})]:
+            case(f"import: {label}", imp, {"c1-base.json": doc(**changes)})
+        case("import: non-UTF-8 bytes", imp, {"c1-base.json": b"\xff\xfe\x00{"})
+        case("import: nested 100000 deep", imp, {"c1-base.json": "[" * 100000 + "]" * 100000})
+        case("import /dev/zero", ["import", "vllm-bench", "/dev/zero", "--results", "r",
+                                  "--experiment", "exp"], want=1)
+        case("import twice (second skipped)", [*imp], {"c1-base.json": doc(),
+             "r/exp/main-c1-base-r2/run.json": ""}, want=None)
+        case("sweep --dry-run repeats 1e21", ["sweep", "--dry-run", "--runs",
+                                              "999999999999999999999"])
+        case("sweep --dry-run --runs 1e11", ["sweep", "--dry-run", "--runs", "100000000000"])
+        case("run --client-cpus 0-99999", ["run", "--client-cpus", "0-99999", "--results", "r"])
+        case("report --only output_len=abc", ["report", "r/exp", "--only", "output_len=abc"],
+             {"r/exp/x/run.json": "{}"})
+        case("sweep --dry-run --base-url with creds", ["sweep", "--dry-run", "--base-url",
+             f"http://user:pw{SECRET}@host:8000/v1", "--runs", "1"], want=0)
+        case("run --base-url ftp://x", ["run", "--base-url", "ftp://x", "--results", "r"])
+        case("run --base-url with ?query", ["run", "--base-url", "http://h:1/?a=b",
+                                            "--results", "r"])
+        config = (ROOT / "e2e" / "configs" / "default.toml").read_text().replace(
+            'args = ["--enforce-eager",', f'args = ["--api-key", "arg{SECRET}", '
+            f'"--hf-token=hfarg{SECRET}", "--enforce-eager",').replace(
+            'env = { VLLM_CPU_KVCACHE_SPACE', f'env = {{ SESSION_COOKIE = "c{SECRET}", '
+            f'DATABASE_URL = "postgres://u:db{SECRET}@db/x", VLLM_CPU_KVCACHE_SPACE')
+        case("e2e arms with secrets in args/env", ["arms", "--config", "s.toml"],
+             {"s.toml": config}, want=0)
+        case("sweep --dry-run with secrets", ["sweep", "--dry-run", "--config", "s.toml",
+                                              "--runs", "1"], {"s.toml": config}, want=0)
+        case("export run id with ../", ["export", "r/exp", "--out", "out"],
+             {"r/exp/x/run.json": json.dumps({"run_id": "../../evil"})}, want=None)
+    bad = [r for r in rows if not r[0]]
+    print(f"{len(rows)} cases, {len(rows) - len(bad)} as wanted, {len(bad)} not")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
