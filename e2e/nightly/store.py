@@ -59,7 +59,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from e2e.errors import ConfigError, ResultsError
 from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
                                  read_history)
-from e2e.nightly.judge import Judgement, NightCell
+from e2e.nightly.judge import Judgement
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
            "masked_url", "MIGRATIONS"]

@@ -36,7 +36,6 @@ import json
 import os
 import sys
 import time
-import types
 from types import SimpleNamespace as NS
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
