@@ -338,6 +338,6 @@ def test_a_nightly_with_a_store_it_cannot_reach_fails_before_running(tmp_path, m
                                    "--store", f"postgresql://e2e:${{E2E_T_PW}}@127.0.0.1:{port}/e2e",
                                    "-q"])
     assert out.exit_code == 2, out.output
-    assert "cannot open the results store postgresql+psycopg://e2e:***@127.0.0.1" in out.output
+    assert "cannot open the results store postgresql+psycopg://***@127.0.0.1" in out.output
     assert "s3cret-value" not in out.output
     assert not list(results.glob("nightly/2026-01-01/*/*/run.json"))

@@ -127,7 +127,7 @@ def test_two_nightlies_at_once_land_once_each(world):
         (world["root"] / f"nightly-{host}.log").write_text(out)
     assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
     for out in outs:
-        assert "PASS" in out and "results store: postgresql+psycopg://postgres:***@" in out
+        assert "PASS" in out and "store: postgresql+psycopg://***@" in out
         assert world["cluster"].password not in out
     first = counts(world)
     nights = world["cluster"].psql("SELECT experiment || ' ' || date || ' ' || status FROM "
