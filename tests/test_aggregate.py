@@ -354,3 +354,23 @@ def test_headline_pairs_key_runs_by_round_and_host_as_the_report_does() -> None:
     twice = recs[:-1] + [make_record("pr", 1, 2, tpot=5.6, host="a")]
     ((arm, _),) = headline_pairs(summarize(twice), twice)
     assert arm[(2, "a")] == pytest.approx(math.sqrt(5.8 * 5.6))
+
+
+def test_an_infinite_metric_is_left_out_with_a_warning_naming_the_run(tmp_path):
+    """A run.json with an infinite metric (made by hand or by another tool) is reported: the
+    value is left out of its cell, the warning names the run, the run's other metrics count."""
+    from e2e.render._report import build_report
+    from test_render import write_results
+
+    records = [make_record(arm, 1, k, tpot=5.0 + 0.01 * k) for arm in ("main", "pr")
+               for k in (1, 2, 3, 4)]
+    bad = records[2]
+    records[2] = bad.model_copy(update={"metrics": bad.metrics.model_copy(
+        update={"tpot_ms_mean": float("inf")})})
+    folder = write_results(tmp_path, records)
+    output = build_report(folder)
+    messages = [w.message for w in output.summary.warnings]
+    assert any(records[2].run_id in m and "not a finite number" in m for m in messages)
+    cell = output.summary.cell(records[2].spec.arm, 1, "base", "tpot_ms_mean")
+    assert all(math.isfinite(v) for v in cell.values) and len(cell.values) == 2
+    assert output.summary.cell(records[2].spec.arm, 1, "base", "ttft_ms_mean").values

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import json
 
+import numpy as np
 import pandas as pd
 
 from e2e.analysis import _stats as stats
@@ -393,6 +394,20 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
                              kind="stable").reset_index(drop=True)
 
 
+def _drop_non_finite(frame: pd.DataFrame, metrics: Sequence[Metric]) -> list[ReportWarning]:
+    """A run's metric that is infinite (a record made by hand or by another tool) is left out
+    of its cell, in place, with a warning naming the run: it cannot be averaged, and the other
+    metrics of the run still count."""
+    out = []
+    for m in metrics:
+        bad = ~np.isfinite(frame[m.key]) & frame[m.key].notna()
+        for run_id in frame.loc[bad, "run_id"]:
+            out.append(ReportWarning(f"{run_id}: {m.label} is not a finite number; left out",
+                                     metric=m.key))
+        frame.loc[bad, m.key] = np.nan
+    return out
+
+
 def _diff_keys(a: object, b: object, prefix: str = "") -> list[str]:
     """Dotted keys where two JSON values differ."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -606,7 +621,7 @@ def summarize(
     comparable(frame)
     frame, slo_warnings = _one_slo(frame)
     start, warnings = _resolve_report_from_run(frame, report_from_run)
-    warnings = list(extra_warnings) + warnings + slo_warnings
+    warnings = list(extra_warnings) + warnings + slo_warnings + _drop_non_finite(frame, metrics)
 
     experiments = sorted(set(frame["experiment"]))
     if len(experiments) > 1:
