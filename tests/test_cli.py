@@ -78,3 +78,20 @@ def test_micro_and_plan_bad_input_is_exit_2_with_one_error_line(tmp_path):
     result = runner.invoke(app, ["plan", "--target-effect", "1%", "--metric", "nope",
                                  str(tmp_path)])
     assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_dry_run_prints_the_order_the_plan_runs(tmp_path):
+    """The dry run's 'round k:' lines are the order of the units it lists (an opt-in arm such
+    as mono is in neither)."""
+    result = runner.invoke(app, ["sweep", "--dry-run", "--results", str(tmp_path),
+                                 "--concurrency", "1", "--no-dspark"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    planned: dict[int, list[str]] = {}
+    for line in lines:
+        if line.startswith("[") and " round " in line:
+            unit, _, rnd = line.split()[1:4]
+            planned.setdefault(int(rnd), []).append(unit.split("-c1-")[0])
+    described = {int(l.split()[1].rstrip(":")): l.split(":", 1)[1].split()
+                 for l in lines if l.startswith("  round ")}
+    assert planned and described == planned

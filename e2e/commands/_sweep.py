@@ -72,8 +72,9 @@ def sweep(
         if dry_run:
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
-            for line in describe_order(experiment, csv_list(arms) or list(experiment.arms),
-                                       runs or experiment.repeats, order):
+            planned = {unit.arm for unit in plan}  # opt-in arms left out, in the plan's list order
+            planned = [a for a in (csv_list(arms) or list(experiment.arms)) if a in planned]
+            for line in describe_order(experiment, planned, runs or experiment.repeats, order):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             if (executor or experiment.executor.kind) == "ray":
                 for line in describe_cluster_plan(experiment, plan, results):
