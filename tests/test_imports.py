@@ -175,8 +175,8 @@ FACES = {
         "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary",
         "burst_affected", "compare_runs", "equivalence_of", "estimate_of", "format_advice",
         "headline_for", "headline_metric", "look_at", "median_range", "metric", "parse_effect",
-        "primary_metric", "runs_advice", "runs_needed", "select", "server_twin", "settled",
-        "spent_alpha", "summarize", "verdict_for"],
+        "primary_metric", "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha",
+        "summarize", "verdict_for"],
     "e2e.host": [
         "cpu_model", "describe_affinity", "group_members", "noise", "pinned_process",
         "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores",

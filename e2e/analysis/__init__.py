@@ -14,8 +14,7 @@ from e2e.analysis._headline import (
 )
 from e2e.analysis._stats import (
     DEFAULT_SPENDING, Look, Spending, look_at, spent_alpha,
-    DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, settled,
-    verdict_for
+    DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, verdict_for
 )
 
 __all__ = [
@@ -25,6 +24,6 @@ __all__ = [
     "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "burst_affected",
     "compare_runs", "equivalence_of", "estimate_of", "format_advice", "headline_for",
     "headline_metric", "look_at", "median_range", "metric", "parse_effect", "primary_metric",
-    "runs_advice", "runs_needed", "select", "server_twin", "settled", "spent_alpha",
-    "summarize", "verdict_for"
+    "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
+    "verdict_for"
 ]

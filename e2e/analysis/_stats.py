@@ -26,9 +26,9 @@ quantity:
   the (1 − 2α) interval lies inside the band); otherwise "inconclusive" (with the MDE);
 * **multiplicity**: ``holm`` adjusts the p-values of a report's family of comparisons.
 
-**Adaptive repeats (``settled``)**: after each whole round, every headline comparison is looked
-at with a per-look confidence from an alpha-spending schedule (``look_alpha``); the union bound
-over looks keeps the chance of any false call at most alpha, however many looks are taken.
+**Adaptive repeats** (``spent_alpha``, ``look_at``; ``e2e.pipeline.sweep_until_settled``): after
+each whole round the primary comparisons are looked at with the alpha a Lan–DeMets spending
+function gives that look, split over the comparisons; the result is a ``Settlement``.
 
 **The older unpaired comparison (``compare_runs``, ``verdict_for``)**, which the nightly judge
 uses, is kept unchanged:
@@ -93,9 +93,7 @@ __all__ = [
     "is_difference",
     "holm",
     "runs_needed",
-    "look_alpha",
     "Settlement",
-    "settled",
     "median_unbiased",
     "ModelRun",
 ]
@@ -603,31 +601,9 @@ SPENDING_RHO = 2.0
 Decision = Literal["difference", "equivalent", "open"]
 
 
-def look_alpha(rounds: int, *, min_rounds: int, max_rounds: int, confidence: float = 0.95,
-               rho: float = SPENDING_RHO) -> float:
-    """Alpha spent at the look after ``rounds`` reported rounds, by the power-family spending
-    function α·t^rho (Kim & DeMets 1987; rho = 2 lies between Pocock, rho = 1, and
-    O'Brien–Fleming-like, rho = 3) on the information fraction t = k / L, where look k = rounds −
-    min_rounds + 1 of L = max_rounds − min_rounds + 1: α_k = α[(k/L)^rho − ((k−1)/L)^rho].
-    The α_k sum to α, and a false call at *any* look has probability at most Σ α_k = α by the
-    union bound (Bonferroni over looks; conservative, valid whatever the looks' correlation).
-    0 before ``min_rounds``."""
-    _check_confidence(confidence)
-    if not 2 <= min_rounds <= max_rounds:
-        raise ValueError(f"need 2 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
-    if rounds < min_rounds:
-        return 0.0
-    if rounds > max_rounds:
-        raise ValueError(f"rounds {rounds} is past max_rounds {max_rounds}")
-    looks = max_rounds - min_rounds + 1
-    k = rounds - min_rounds + 1
-    alpha = 1.0 - confidence
-    return alpha * ((k / looks) ** rho - ((k - 1) / looks) ** rho)
-
-
 @dataclass(frozen=True)
 class Settlement:
-    """What ``settled`` decided after a round: ``decisions`` per comparison (in input order),
+    """What a look of ``--until-settled`` decided after a round: ``decisions`` per comparison (in input order),
     ``look_confidence`` the per-look confidence 1 − α_k used, ``settled`` every comparison
     decided, ``stop`` settled or ``max_rounds`` reached."""
 
@@ -636,43 +612,6 @@ class Settlement:
     decisions: tuple[Decision, ...]
     settled: bool
     stop: bool
-
-
-def settled(
-    comparisons: Sequence[tuple[Mapping[Block, float], Mapping[Block, float]]],
-    *,
-    rounds: int,
-    max_rounds: int,
-    min_rounds: int = 3,
-    confidence: float = 0.95,
-    min_effect_pct: float = 1.0,
-    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT,
-    floor_sd: float = RESOLUTION_SD,
-) -> Settlement:
-    """Decide, after ``rounds`` whole reported rounds, whether every headline comparison is
-    settled (the rule of ``e2e sweep --until-settled --max-runs N``).
-
-    ``comparisons``: per headline comparison, (arm values by block, baseline values by block)
-    of the reported rounds so far. At this look α_k = ``look_alpha(rounds, ...)``; a comparison
-    is decided "difference" when its blocked estimate's (1 − α_k) interval excludes no change
-    and |point| >= ``min_effect_pct`` %, "equivalent" when TOST passes at α_k within
-    ±``equivalence_pct`` %, else "open". Keep adding rounds while ``stop`` is false. The report
-    of a stopped sweep should use ``look_confidence`` of the last look (its fixed-n intervals
-    at the nominal confidence do not account for the looks)."""
-    alpha_k = look_alpha(rounds, min_rounds=min_rounds, max_rounds=max_rounds, confidence=confidence)
-    decisions: list[Decision] = []
-    look_conf = 1.0 - alpha_k
-    for arm, base in comparisons:
-        est = blocked_log_ratio(arm, base, floor_sd=floor_sd) if alpha_k > 0 else None
-        if est is None:
-            decisions.append("open")
-            continue
-        v = call(est, time_metric=True, confidence=look_conf, min_effect_pct=min_effect_pct,
-                 equivalence_pct=equivalence_pct)
-        decisions.append("difference" if is_difference(v) else "equivalent" if v == "equivalent" else "open")
-    done = bool(decisions) and all(d != "open" for d in decisions)
-    return Settlement(rounds=rounds, look_confidence=look_conf, decisions=tuple(decisions),
-                      settled=done, stop=done or rounds >= max_rounds)
 
 
 # ---------------------------------------------------------------------------------------------
