@@ -52,6 +52,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_REPEATS = 10_000
 MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
+MAX_WINDOWS = 64
 MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
 NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
              "'..' (names are data, never paths: each names a folder under results/)")
@@ -224,6 +225,12 @@ class LoadConfig(_Strict):
     concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(
         default_factory=lambda: [1, 4, 64], min_length=1)
     warmup_requests: Annotated[int, Field(ge=0)] = 2
+    windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = Field(
+        1, description="Load windows per server: the measured load (prompts_per_concurrency x "
+        "concurrency prompts) is run this many times back to back in one fresh server, each "
+        "window with its own prompts. The run's metrics are over all of them; run.json keeps "
+        "each window's, and the report splits the noise into between-server and within-server "
+        "parts (docs/statistics.md).")
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
     seed: int = 0
@@ -407,6 +414,7 @@ class RunSpec(_Strict):
     seed: Annotated[int, Field(ge=-(2**63), lt=2**63)]
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
     repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
+    windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = 1  # load windows in one server
     request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # open loop
     burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
@@ -437,7 +445,8 @@ class RunSpec(_Strict):
         loop = (f"concurrency {self.concurrency}" if self.request_rate is None else
                 f"open loop {self.request_rate:g} req/s (burstiness {self.burstiness:g}"
                 + (f", at most {self.max_concurrency} in flight)" if self.max_concurrency else ")"))
-        return (f"{self.prompts} prompts x {self.input_len} in / {self.output_len} out, "
+        windows = f" x {self.windows} windows" if self.windows > 1 else ""
+        return (f"{self.prompts} prompts{windows} x {self.input_len} in / {self.output_len} out, "
                 f"{loop}, seed {self.seed}, {self.warmup_requests} warmup")
 
     @classmethod
@@ -470,6 +479,7 @@ class RunSpec(_Strict):
                 seed=seed if seed is not None else load.seed,
                 warmup_requests=load.warmup_requests,
                 repeat=repeat,
+                windows=load.windows,
                 request_rate=load.request_rate,
                 burstiness=load.burstiness,
                 max_concurrency=load.max_concurrency,

@@ -49,7 +49,7 @@ def test_run_json_keys_and_values() -> None:
     assert (doc["run_id"], doc["folder"], doc["valid"]) == ("pr-c4-base-r3", "results/exp/pr-c4-base-r3", True)
     assert doc["spec"] == {"arm": "pr", "concurrency": 4, "dspark": False, "prompts": 128,
                            "input_len": 1031, "output_len": 509, "seed": 0,
-                           "warmup_requests": 2, "repeat": 3, "request_rate": None,
+                           "warmup_requests": 2, "repeat": 3, "windows": 1, "request_rate": None,
                            "burstiness": 1.0, "max_concurrency": None, "spec_mode": "base",
                            "cell": "pr-c4-base"}
     assert set(doc["metrics"]) == set(RunMetrics.model_fields)

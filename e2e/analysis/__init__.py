@@ -7,7 +7,8 @@ from e2e.analysis._aggregate import (
     Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
     Summary, metric, select, summarize
 )
-from e2e.analysis._planning import RunsAdvice, format_advice, parse_effect, runs_advice
+from e2e.analysis._components import Components, RunCost, components, run_costs
+from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
 from e2e.analysis._headline import (
     BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
     headline_metric, server_twin
@@ -18,12 +19,12 @@ from e2e.analysis._stats import (
 )
 
 __all__ = [
-    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "DEFAULT_CONFIDENCE",
-    "DEFAULT_POWER", "DEFAULT_SPENDING", "HEADLINE", "Look", "MAX_ACCEPTANCE_MOVE",
-    "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD", "ReportWarning",
-    "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "burst_affected",
-    "compare_runs", "equivalence_of", "estimate_of", "format_advice", "headline_for",
-    "headline_metric", "look_at", "median_range", "metric", "parse_effect", "primary_metric",
-    "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
-    "verdict_for"
+    "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
+    "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
+    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
+    "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending",
+    "Summary", "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
+    "format_advice", "headline_for", "headline_metric", "look_at", "median_range", "metric",
+    "parse_effect", "primary_metric", "run_costs", "runs_advice", "runs_needed", "select",
+    "server_twin", "spent_alpha", "summarize", "verdict_for"
 ]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from e2e.analysis import _stats as stats
+from e2e.analysis._components import Components, components
 from e2e.config import comparable_settings
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
@@ -132,6 +133,9 @@ class Cell:
     high: float
     hosts: tuple[str | None, ...] = ()
     """Each run's host (``provenance.host.hostname``), aligned with ``values``; () when unknown."""
+    windows: tuple[tuple[float | None, ...], ...] = ()
+    """Each run's value per load window (``[load] windows``), aligned with ``values``; a run of
+    one window has (); () for the whole cell when no run had windows."""
 
     @property
     def n(self) -> int:
@@ -232,6 +236,8 @@ class NoiseRow:
     arms_in_model: int = 2
     method: str = "blocked"
     slot: bool = False
+    components: Components | None = None
+    """Between- and within-server parts of the per-run noise (runs with load windows only)."""
 
 
 @dataclass(frozen=True)
@@ -328,11 +334,11 @@ class Summary:
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
-                   "max_concurrency")
+                   "max_concurrency", "windows")
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
-                   "client_saturated", "goodput_slo",
+                   "client_saturated", "goodput_slo", "windows_metrics",
                    *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
@@ -380,6 +386,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "burst_affected": bool(r.bursts is not None and r.bursts.affected),
             "client_saturated": bool(r.client is not None and r.client.saturated),
             "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
+            "windows_metrics": tuple(r.windows),
             "source": ("imported" if "imported" in (r.provenance or {})
                        else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
@@ -645,9 +652,12 @@ def summarize(
                 continue
             values = tuple(float(v) for v in rows[m.key])
             mr = stats.median_range(values)
+            per_window = tuple(tuple(metric_value(w, m.key) for w in ws)
+                               for ws in rows["windows_metrics"])
             cell = Cell(arm, conc, mode, m.key, tuple(int(r) for r in rows["repeat"]), values,
                         mr.median, mr.low, mr.high,
-                        hosts=tuple(None if pd.isna(h) else str(h) for h in rows["host"]))
+                        hosts=tuple(None if pd.isna(h) else str(h) for h in rows["host"]),
+                        windows=per_window if any(per_window) else ())
             cells.append(cell)
             spread = cell.spread
             if m.key == "acceptance_length":
@@ -1002,6 +1012,11 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
             source = f"A/A arm {pick['c'].arm}: " + source
         n = e.n_blocks if e.method != "welch" else min(e.n_arm, e.n_baseline)
         method = e.method if e.method in ("model", "blocked") else "welch"
+        cells = {id(c): c for r in here for c in (r["c"], r["base"])}.values()
+        run_s2, run_df = ((fit.s2, fit.df) if e.method == "model" and fit is not None
+                          else (e.raw_noise_sd ** 2 / 2.0, e.df))
+        parts = (components([w for c in cells for w in c.windows], run_s2, run_df)
+                 if any(c.windows for c in cells) else None)
         out.append(NoiseRow(
             concurrency=conc, spec_mode=mode, metric=key, noise_pct=e.noise_sd * 100.0, source=source,
             n_blocks=n, mde_pct=e.mde_pct(confidence),
@@ -1013,7 +1028,7 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
                                                         and e.method == "model"),
                                               noise_df=e.df),
             floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
-            slot=bool(fit is not None and fit.slot and e.method == "model")))
+            slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts))
     return tuple(out)
 
 

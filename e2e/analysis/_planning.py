@@ -10,11 +10,13 @@ confidence) is the target, and the ``e2e sweep --runs`` value that gives them (p
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from e2e.analysis import _stats as stats
+from e2e.analysis._components import Components, RunCost
 from e2e.analysis._aggregate import Summary, metric
 from e2e.errors import ConfigError
 
-__all__ = ["RunsAdvice", "parse_effect", "runs_advice", "format_advice"]
+__all__ = ["Design", "RunsAdvice", "WINDOW_CHOICES", "parse_effect", "runs_advice", "format_advice"]
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,30 @@ class RunsAdvice:
     detectable: tuple[tuple[int, float | None], ...] = ()
     """(reported rounds, the effect in % that design detects with the power asked), for the
     rounds of ``DESIGN_ROUNDS``: the calibration rule as a power statement."""
+    components: Components | None = None
+    designs: tuple[Design, ...] = ()
+    """With load windows: for each windows-per-server choice, the servers it needs and their
+    time (``WINDOW_CHOICES``)."""
+
+    @property
+    def best(self) -> Design | None:
+        """The design that reaches the target in the least time (None: none does)."""
+        done = [d for d in self.designs if d.sweep_runs is not None and d.seconds is not None]
+        return min(done, key=lambda d: (d.seconds, d.windows)) if done else None
+
+
+@dataclass(frozen=True)
+class Design:
+    """``sweep_runs`` fresh servers per arm (warmups included) × ``windows`` load windows each
+    for the target MDE; ``seconds`` their wall time per arm (None: no measured cost)."""
+
+    windows: int
+    sweep_runs: int | None
+    seconds: float | None
 
 
 DESIGN_ROUNDS = (3, 5, 8, 12)
+WINDOW_CHOICES = (1, 2, 3, 4, 6, 8)
 
 
 def parse_effect(text: str) -> float:
@@ -52,12 +75,32 @@ def parse_effect(text: str) -> float:
     return value
 
 
+def _designs(row, target_pct: float, design: dict, confidence: float, power: float,
+             warmups: int, cost: RunCost | None) -> tuple[Design, ...]:
+    """Servers × windows for the target: the row's noise (after shared noise and the floor)
+    scaled by the per-run sd each windows choice gives relative to the measured one
+    (``Components.run_sd_with``), so the measured design reads as the table above."""
+    parts = row.components
+    if parts is None or parts.run_sd_with(parts.windows) <= 0:
+        return ()
+    out = []
+    for k in WINDOW_CHOICES:
+        noise = row.noise_pct / 100.0 * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
+        n = stats.runs_needed(noise, target_pct, confidence=confidence, power=power, **design)
+        runs = None if n is None else n + warmups
+        out.append(Design(windows=k, sweep_runs=runs,
+                          seconds=None if runs is None or cost is None else runs * cost.seconds(k)))
+    return tuple(out)
+
+
 def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
-                metrics: tuple[str, ...] | None = None) -> tuple[RunsAdvice, ...]:
+                metrics: tuple[str, ...] | None = None,
+                costs: dict[tuple[int, str], RunCost] | None = None) -> tuple[RunsAdvice, ...]:
     """For every noise row of ``summary`` (``metrics`` None: all), the runs needed for an MDE of
     ``target_pct`` in the design the report's test uses (its method, the number of arms in the
     cell's model, the slot term, the df borrowed by shared noise) at ``summary.confidence`` and
-    ``power``, and the effect that design detects at other round counts."""
+    ``power``, and the effect that design detects at other round counts; with load windows,
+    the servers × windows designs and their time from ``costs`` (``run_costs``)."""
     out = []
     for row in summary.noise:
         if metrics is not None and row.metric not in metrics:
@@ -75,7 +118,11 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
             detectable=tuple((k, stats.detectable_effect(row.noise_pct / 100.0, k,
                                                          confidence=summary.confidence,
                                                          power=power, **design))
-                             for k in DESIGN_ROUNDS)))
+                             for k in DESIGN_ROUNDS),
+            components=row.components,
+            designs=_designs(row, target_pct, design, summary.confidence, power,
+                             summary.report_from_run - 1,
+                             (costs or {}).get((row.concurrency, row.spec_mode)))))
     return tuple(out)
 
 
@@ -102,11 +149,48 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
     reachable = [a.sweep_runs for a in advice if a.sweep_runs is not None]
     lines.append("")
     if reachable:
-        lines.append(f"The largest: `e2e sweep --runs {max(reachable)}` (runs 1–"
-                     f"{summary.report_from_run - 1} of each cell are warmups). Per-server variance "
+        warm = (f"runs 1–{summary.report_from_run - 1} of each cell are warmups"
+                if summary.report_from_run > 2 else
+                "run 1 of each cell is a warmup" if summary.report_from_run == 2 else "no warmups")
+        lines.append(f"The largest: `e2e sweep --runs {max(reachable)}` ({warm}). Per-server variance "
                      "does not shrink with blocking; only more runs (or a quieter host) shrink it.")
+    lines += _windows_table(advice)
     lines.append("")
     lines.append("“Detected at k rounds”: the true change each design finds with 80 % power "
                  "from the measured noise (a calibration's injected delays at least that large "
                  "should read “slower” about 80 % of the time, smaller ones less often).")
     return "\n".join(lines) + "\n"
+
+
+def _minutes(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def _windows_table(advice: tuple[RunsAdvice, ...]) -> list[str]:
+    """Where the noise lives and the servers × windows that reach the target fastest."""
+    rows = [a for a in advice if a.components is not None and a.designs]
+    if not rows:
+        return []
+    lines = ["", "Where the noise lives (runs with load windows) and servers × windows per arm for "
+             "the same MDE (fresh servers incl. warmups, and their time):", "",
+             "| concurrency | spec mode | metric | between servers | within a server (per window) "
+             "| first window | " + " | ".join(f"{d.windows} window{'s' if d.windows > 1 else ''}"
+                                              for d in rows[0].designs) + " | fastest |",
+             "|---:|---|---|---:|---:|---:|" + "---|" * len(rows[0].designs) + "---|"]
+    for a in rows:
+        c = a.components
+        first = ("—" if c.first_window is None else f"{c.first_window * 100:+.2f} %"
+                 + ("" if c.first_window_se is None else f" ± {c.first_window_se * 100:.2f}"))
+        best = a.best
+        lines.append(
+            f"| {a.concurrency} | {a.spec_mode} | {metric(a.metric).label} | "
+            f"{c.between_sd * 100:.2f} % ({c.between_share:.0%} of a run's variance) | "
+            f"{c.within_sd * 100:.2f} % | {first} | "
+            + " | ".join("more than 1000" if d.sweep_runs is None else
+                         f"{d.sweep_runs} × {d.windows}, {_minutes(d.seconds)}" for d in a.designs)
+            + f" | {'—' if best is None else f'`--runs {best.sweep_runs}` with windows = {best.windows}'} |")
+    lines += ["", "Between servers: the sd of a fresh server's own level (ln scale, in %) beyond what "
+              "its windows explain; more windows do not shrink it, only more servers do. Within a "
+              "server: one window's sd around its server's level. First window: how much slower "
+              "the first window after a fresh start is than the server's later ones (mean ± se)."]
+    return lines

@@ -29,7 +29,8 @@ def plan_target_effect(
     """Say how many runs each cell needs for a target minimal detectable effect."""
 
     def body() -> None:
-        from e2e.analysis import format_advice, metric, parse_effect, runs_advice, summarize
+        from e2e.analysis import (format_advice, metric, parse_effect, run_costs, runs_advice,
+                                  summarize)
         from e2e.results import load_records
 
         target = parse_effect(target_effect)
@@ -44,7 +45,8 @@ def plan_target_effect(
         summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
                             extra_warnings=problems)
         advice = runs_advice(summary, target, power=power,
-                             metrics=tuple(metric_key) if metric_key else None)
+                             metrics=tuple(metric_key) if metric_key else None,
+                             costs=run_costs(records))
         out.print(format_advice(summary, advice), end="", highlight=False, markup=False,
                   soft_wrap=True)
 

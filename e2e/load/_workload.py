@@ -4,6 +4,8 @@ then the run's metrics and validity (``run.json``, ``requests.parquet``).
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from e2e import metrics as m
@@ -30,13 +32,16 @@ class LoadWorkload:
         self.spec, self.launch, self.load = spec, launch, load
         self.progress, self.say = progress, say
         vocab, specials = vocabulary(launch.tokenizer or launch.model)
-        self.prompts = make_prompts(spec.prompts, spec.input_len, vocab_size=vocab,
-                                    exclude=specials, seed=spec.seed, stream=0)
+        # window 0 draws stream 0 (as a run without windows), window w > 0 stream w + 1
+        self.windows = [make_prompts(spec.prompts, spec.input_len, vocab_size=vocab,
+                                     exclude=specials, seed=spec.seed, stream=0 if w == 0 else w + 1)
+                        for w in range(spec.windows)]
         self.warmups = make_prompts(spec.warmup_requests, spec.input_len, vocab_size=vocab,
                                     exclude=specials, seed=spec.seed, stream=1)
         self.finished: list[RequestRecord] = []
         self.client: Placement | None = None
         self.outcome: LoadOutcome | None = None
+        self.outcomes: list[LoadOutcome] = []
 
     def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
         spec = self.spec
@@ -56,12 +61,23 @@ class LoadWorkload:
                          progress=self.progress, label="warmup")
 
     def measure(self, server, folder: Path) -> None:
-        self.say(f"measuring {self.spec.prompts} requests at concurrency {self.spec.concurrency}")
+        spec = self.spec
+        windows = f" in {spec.windows} windows" if spec.windows > 1 else ""
+        self.say(f"measuring {spec.prompts} requests at concurrency {spec.concurrency}{windows}")
         # pinned only while it drives the load: a server started later must not inherit it
         with pinned_process(self.load.cpus) as self.client:
-            self.outcome = run_measured_load(
-                self._load(server, self.prompts, self.spec.concurrency), progress=self.progress,
-                label=self.spec.run_id, on_done=self.finished.append)
+            start = time.perf_counter()
+            for w, prompts in enumerate(self.windows):
+                offset, first = time.perf_counter() - start, w * spec.prompts
+
+                def done(record: RequestRecord, offset=offset, first=first) -> None:
+                    self.finished.append(record if not first else _shifted(record, first, offset))
+
+                label = spec.run_id if spec.windows == 1 else f"{spec.run_id} window {w + 1}"
+                self.outcomes.append(run_measured_load(
+                    self._load(server, prompts, spec.concurrency), progress=self.progress,
+                    label=label, on_done=done))
+        self.outcome = _combined(self.outcomes)
 
     def record(self, info, folder: Path) -> RunRecord:
         spec, kind = self.spec, self.launch.kind
@@ -78,7 +94,8 @@ class LoadWorkload:
         reasons = info.reasons
         if not reasons or finished:  # a server that never served has its reason already
             reasons += m.validity_reasons(finished, input_len=spec.input_len,
-                                          output_len=spec.output_len, expected=spec.prompts)
+                                          output_len=spec.output_len,
+                                          expected=spec.prompts * spec.windows)
         if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
             reasons.append("the speculator made no drafts: the spec-decode counters did not move")
         if summary is not None and scraped:
@@ -120,4 +137,42 @@ class LoadWorkload:
             offered_rate=outcome.offered_rate if outcome is not None else None,
             achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
-            metrics=summary, valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+            metrics=summary, windows=_window_metrics(finished, spec) if summary else [],
+            valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+
+
+def _shifted(record: RequestRecord, first: int, offset_s: float) -> RequestRecord:
+    """A later window's request as part of the run: its index after the earlier windows' and its
+    times from the first window's start (each window's load clock starts at 0)."""
+    def at(t: float | None) -> float | None:
+        return None if t is None else t + offset_s
+
+    return record.model_copy(update={
+        "index": record.index + first, "send_s": record.send_s + offset_s,
+        "first_token_s": at(record.first_token_s), "end_s": at(record.end_s),
+        "chunk_times_s": tuple(t + offset_s for t in record.chunk_times_s)})
+
+
+def _combined(outcomes: list[LoadOutcome]) -> LoadOutcome | None:
+    """The windows' loads as one: the client figures of the window that cost the client most
+    (a saturated window makes the run's client saturated), the rate over all of them."""
+    if not outcomes:
+        return None
+    if len(outcomes) == 1:
+        return outcomes[0]
+    worst = max(outcomes, key=lambda o: (o.client.saturated, o.client.core_share))
+    rates = [o.achieved_rate for o in outcomes]
+    achieved = (None if any(r is None for r in rates) else
+                sum(len(o.records) for o in outcomes) / sum(len(o.records) / r for o, r in
+                                                            zip(outcomes, rates) if r))
+    return replace(worst, records=[r for o in outcomes for r in o.records],
+                   achieved_rate=achieved)
+
+
+def _window_metrics(finished: list[RequestRecord], spec: RunSpec) -> list:
+    """Each window's client-side metrics (no /metrics scrape between windows, so no server
+    figures); [] for a run of one window."""
+    if spec.windows == 1:
+        return []
+    return [m.summarize_run([r for r in finished if w * spec.prompts <= r.index < (w + 1) * spec.prompts])
+            for w in range(spec.windows)]

@@ -232,6 +232,29 @@ def _noise_section(summary: Summary) -> list[str]:
                  "cell's model, plus any borrowed by shared noise); a smaller effect can be real "
                  "and still read “inconclusive”. Per-server variance (each run is a fresh server) "
                  "does not cancel in blocks: only drift between rounds does."), ""]
+    return out + _components_section(summary)
+
+
+def _components_section(summary: Summary) -> list[str]:
+    """Between- and within-server noise, where the runs measured several load windows."""
+    rows = [r for r in summary.noise if r.components is not None]
+    if not rows:
+        return []
+    out = ["Where the noise lives (each fresh server measured its load in windows):", "",
+           _row(["concurrency", "metric", "windows", "between servers", "within a server (per window)",
+                 "share between", "first window vs the rest"]),
+           "|---:|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        c = r.components
+        first = (MISSING if c.first_window is None else f"{c.first_window * 100:+.2f} %"
+                 + ("" if c.first_window_se is None else f" ± {c.first_window_se * 100:.2f}"))
+        out.append(_row([str(r.concurrency), _metric_name(metric(r.metric), r.spec_mode),
+                         f"{c.windows} × {c.runs} runs", f"{c.between_sd * 100:.2f} %",
+                         f"{c.within_sd * 100:.2f} % ({c.within_df} df)",
+                         f"{c.between_share:.0%}", first]))
+    out += ["", "sd on the log scale, in %: a run's variance is between² + within² / windows; more "
+            "windows shrink only the second part (`e2e plan --target-effect` weighs servers "
+            "against windows).", ""]
     return out
 
 

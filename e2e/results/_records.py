@@ -325,6 +325,9 @@ class RunRecord(_Record):
     counters_before: SpecCounters | None = None
     counters_after: SpecCounters | None = None
     metrics: RunMetrics | None = None
+    windows: list[RunMetrics] = Field(
+        default_factory=list, description="With load.windows > 1: each load window's client-side "
+        "metrics (its own requests), in order; ``metrics`` is over all of them.")
     valid: bool
     invalid_reasons: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
