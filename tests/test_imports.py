@@ -164,10 +164,10 @@ FACES = {
         "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
         "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
         "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-        "ServerInfo", "SpecCounters", "finalize", "finalize_unit", "last_look_confidence",
-        "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat", "read_looks",
-        "read_requests", "read_run", "record_name", "resume_state", "unit_dir", "unit_state",
-        "utc_now", "write_looks", "write_requests", "write_run"],
+        "ServerInfo", "ServerMemory", "SpecCounters", "finalize", "finalize_unit",
+        "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
+        "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
+        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"],
     "e2e.analysis": [
         "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
         "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
@@ -178,9 +178,9 @@ FACES = {
         "median_range", "metric", "parse_effect", "primary_metric", "run_costs", "runs_advice",
         "runs_needed", "select", "server_twin", "spent_alpha", "summarize", "verdict_for"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "noise", "pinned_process",
-        "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores",
-        "with_descendants"],
+        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise",
+        "pinned_process", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
+        "spread_cores", "with_descendants"],
     "e2e.load": [
         "LoadWorkload", "WARN_SHARE", "arrival_times"],
     "e2e.session": [

@@ -99,6 +99,8 @@ def test_a_windowed_run_measures_its_load_k_times_in_one_server(windowed):
         assert r.spec.windows == 3 and len(r.windows) == 3
         assert [w.requests for w in r.windows] == [r.spec.prompts] * 3
         assert r.metrics.requests == 3 * r.spec.prompts
+        memory = r.placement.server_memory  # read after the load, from the server's group
+        assert memory.rss_mib > 0 and sum(memory.numa_mib.values()) > 0
         requests = pd.read_parquet(windowed / r.run_id / "requests.parquet")
         assert list(requests["index"]) == list(range(3 * r.spec.prompts))
         # one clock for the run: each window starts after the one before it ended

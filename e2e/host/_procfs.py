@@ -145,3 +145,37 @@ def cpufreq() -> tuple[dict[str, str] | None, dict[str, float] | None]:
             elif line.startswith("cpu MHz") and core_n >= 0:
                 freqs[str(core_n)] = float(line.split(":")[1])
     return governors or None, freqs or None
+
+
+def memory_of(pids_: list[int]) -> dict | None:
+    """What memory a process group holds and where: resident and transparent-huge-page MiB
+    (``smaps_rollup``, summed over ``pids_``), MiB per NUMA node (``numa_maps``' ``N<node>=``
+    page counts, in pages of the mapping's ``kernelpagesize_kB``), and the host's THP mode.
+    None when no process could be read."""
+    rss = huge = 0.0
+    nodes: dict[str, float] = {}
+    read = False
+    for pid in pids_:
+        rollup = read_text(f"/proc/{pid}/smaps_rollup")
+        if rollup is None:
+            continue
+        read = True
+        for line in rollup.splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("Rss", "AnonHugePages"):
+                kb = float(rest.split()[0])
+                rss, huge = (rss + kb / 1024, huge) if key == "Rss" else (rss, huge + kb / 1024)
+        for line in (read_text(f"/proc/{pid}/numa_maps") or "").splitlines():
+            fields = line.split()
+            page_kb = next((float(f.split("=", 1)[1]) for f in fields
+                            if f.startswith("kernelpagesize_kB=")), 4.0)
+            for f in fields:
+                if f[:1] == "N" and "=" in f and f[1:].split("=", 1)[0].isdigit():
+                    node, pages = f[1:].split("=", 1)
+                    nodes[node] = nodes.get(node, 0.0) + float(pages) * page_kb / 1024
+    if not read:
+        return None
+    thp = read_text("/sys/kernel/mm/transparent_hugepage/enabled") or ""
+    mode = next((w[1:-1] for w in thp.split() if w.startswith("[")), None)
+    return {"rss_mib": round(rss, 1), "anon_huge_mib": round(huge, 1),
+            "numa_mib": {k: round(v, 1) for k, v in sorted(nodes.items())}, "thp": mode}

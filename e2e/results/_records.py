@@ -299,6 +299,17 @@ class PlacementInfo(_Record):
     server: Placement | None = None
     client: Placement | None = None
     server_cores: list[int] | None = None
+    server_memory: ServerMemory | None = None
+
+
+class ServerMemory(_Record):
+    """The server's memory after the measured load (its whole process group), to see whether
+    one fresh server is slower than the next because of where its memory landed."""
+
+    rss_mib: float
+    anon_huge_mib: float = Field(description="Transparent huge pages (AnonHugePages).")
+    numa_mib: dict[str, float] = Field(default_factory=dict, description="MiB per NUMA node.")
+    thp: str | None = Field(None, description="The host's THP mode (always/madvise/never).")
 
 
 class RunRecord(_Record):

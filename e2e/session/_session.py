@@ -34,8 +34,8 @@ from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.session._plugin_check import check_plugin
 from e2e.session._provenance import provenance
-from e2e.results import PlacementInfo, PluginInfo, ServerInfo
-from e2e.host import describe_affinity
+from e2e.results import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
+from e2e.host import describe_affinity, group_members, memory_of
 from e2e.session._external import external_servers
 from e2e.host import noise, snapshot, with_descendants
 from e2e.results import HostNoise
@@ -156,6 +156,15 @@ def _placement(server) -> PlacementInfo | None:
                          server_cores=describe_affinity(pgid) or None)
 
 
+def _with_memory(placement: PlacementInfo | None, server) -> PlacementInfo | None:
+    """``placement`` with the server group's memory as it is now (after the load)."""
+    pgid = getattr(server, "pgid", None)
+    facts = memory_of(group_members(pgid)) if placement is not None and pgid is not None else None
+    if facts is None:
+        return placement
+    return placement.model_copy(update={"server_memory": ServerMemory(**facts)})
+
+
 def run_unit(experiment: Experiment, unit: Unit, results: Path,
              options: SessionOptions = SessionOptions()) -> tuple[Path, BaseModel]:
     """Run ``unit`` on a fresh server and write its folder under ``results``; returns the
@@ -193,6 +202,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 workload.measure(server, partial)
             finally:  # own = e2e, its server and client processes (those started meanwhile too)
                 host_after = snapshot()
+                info.placement = _with_memory(info.placement, server)
                 info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
                     host_after, {os.getpid(), getattr(server, "pgid", os.getpid())}))
             if server.alive():
