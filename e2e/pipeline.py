@@ -15,7 +15,7 @@ units and call the same ``execute``.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,12 +24,11 @@ from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import make_plan, order_of, record_order
-from e2e.results import LOOKS_FILE, last_look_confidence, read_looks, write_looks
+from e2e.results import LOOKS_FILE, read_looks, write_looks
 from e2e.render import ReportOutput, build_report
 from e2e.session import SessionOptions
 
-__all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "LOOKS_FILE", "load_looks",
-           "save_looks", "last_look_confidence"]
+__all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "load_looks", "save_looks"]
 
 
 def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
@@ -85,19 +84,19 @@ def headline_pairs(summary, records=None) -> list[tuple[dict, dict]]:
 def load_looks(folder: Path) -> list[analysis.Look]:
     """The looks an earlier ``--until-settled`` took in ``folder`` (``looks.json``), oldest
     first; [] when there is none. An unreadable file is an error (its alpha is spent)."""
-    return [analysis.Look(rounds=int(x["rounds"]), max_rounds=int(x["max_rounds"]),
-                          alpha=float(x["alpha"]), cumulative=float(x["cumulative"]),
-                          confidence=float(x["confidence"]), decisions=tuple(x["decisions"]),
-                          stop=bool(x["stop"]))
-            for x in read_looks(folder)]
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(list[analysis.Look]).validate_python(read_looks(folder))
+    except ValidationError as exc:
+        raise ConfigError(f"{Path(folder) / LOOKS_FILE}: unreadable ({exc.error_count()} bad "
+                          "value(s)); it records the alpha already spent by --until-settled: "
+                          "restore it or use a new --results folder") from None
 
 
 def save_looks(folder: Path, looks: Sequence[analysis.Look], *, confidence: float,
                spending: str) -> None:
-    write_looks(folder, [{"rounds": k.rounds, "max_rounds": k.max_rounds, "alpha": k.alpha,
-                          "cumulative": k.cumulative, "confidence": k.confidence,
-                          "decisions": list(k.decisions), "stop": k.stop} for k in looks],
-                confidence=confidence, spending=spending)
+    write_looks(folder, [asdict(k) for k in looks], confidence=confidence, spending=spending)
 
 
 def _settlement(look: analysis.Look) -> analysis.Settlement:

@@ -9,7 +9,8 @@ import pytest
 
 from e2e.analysis._stats import spent_alpha
 from e2e.execute._executor import Outcome
-from e2e.pipeline import LOOKS_FILE, load_looks, sweep_until_settled
+from e2e.pipeline import load_looks, sweep_until_settled
+from e2e.results import LOOKS_FILE
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
 from e2e.results._store import finalize, new_partial_dir, unit_state, write_run
 from e2e.session._session import SessionOptions, redacted_config
