@@ -15,7 +15,7 @@ import typer
 
 __all__ = ["ConfigOpt", "ResultsOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
-           "RequireQuietOpt", "WorkersOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
+           "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
            "Measurement", "measurement_flags", "csv_list"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
@@ -54,6 +54,10 @@ RateOpt = Annotated[Optional[float], typer.Option(
 BurstinessOpt = Annotated[Optional[float], typer.Option(
     "--burstiness", help="Open loop: gamma shape of the arrival gaps (1 = Poisson, < 1 "
     "burstier).", min=0.0)]
+WindowsOpt = Annotated[Optional[int], typer.Option(
+    "--windows", help="Load windows per fresh server: the measured load k times back to back "
+    "in one server, so the report splits the noise into between- and within-server parts "
+    "(default: load.windows, 1).", min=1, max=64)]
 MaxConcOpt = Annotated[Optional[int], typer.Option(
     "--max-concurrency", help="Open loop: at most this many requests in flight.", min=1)]
 ExecutorOpt = Annotated[Optional[str], typer.Option(
@@ -80,6 +84,7 @@ class Measurement:
     request_rate: RateOpt = None
     burstiness: BurstinessOpt = None
     max_concurrency: MaxConcOpt = None
+    windows: WindowsOpt = None
     no_plugin_check: NoPluginCheckOpt = False
 
     def experiment(self, **load):
@@ -93,7 +98,7 @@ class Measurement:
         ).override(
             "load", slo=self.slo, cpus=self.client_cpus, workers=self.client_workers,
             request_rate=self.request_rate, burstiness=self.burstiness,
-            max_concurrency=self.max_concurrency, **load)
+            max_concurrency=self.max_concurrency, windows=self.windows, **load)
 
 
 def measurement_flags(command):
