@@ -30,7 +30,7 @@ from e2e.paths import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 __all__ = [
     "SCHEMA_VERSION", "DEFAULT_ROWS", "BENCH_PATHS", "MicroSpec", "make_inputs",
-    "median_of_runs", "check_targets", "render_markdown", "render_plot", "run_micro",
+    "median_of_runs", "fmt_number", "check_targets", "render_markdown", "render_plot", "run_micro",
     "write_outputs", "parse_int_list", "FLOOR", "FLOOR_DIRECT",
 ]
 
@@ -125,7 +125,7 @@ def check_targets(result: dict) -> list[dict]:
     return targets
 
 
-def _fmt(v: float | None) -> str:
+def fmt_number(v: float | None) -> str:
     return "—" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
 
 
@@ -154,8 +154,8 @@ def render_markdown(result: dict) -> str:
     for shape in result["shapes"]:
         med = shape["median_us"]
         cells = [str(shape["rows"])]
-        cells += [_fmt(med.get(n, {}).get("eager")) for n in names]
-        cells += [_fmt(med.get(n, {}).get("graph")) for n in names]
+        cells += [fmt_number(med.get(n, {}).get("eager")) for n in names]
+        cells += [fmt_number(med.get(n, {}).get("graph")) for n in names]
         lines.append("| " + " | ".join(cells) + " |")
     counted = [s for s in result["shapes"] if s.get("counts")]
     if counted:

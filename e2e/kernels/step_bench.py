@@ -25,10 +25,11 @@ builds per step. What it leaves out: vLLM's Python around the ops (the builder's
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from e2e.kernels.micro import fmt_number, median_of_runs
 
 __all__ = ["WAYS", "STEP_BUILDS", "StepSpec", "run_steps", "render_steps", "check_step_target",
            "load_ops", "measure_and_write"]
@@ -60,11 +61,6 @@ class _Shape:
     graph: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
     correct: dict = field(default_factory=dict)
-
-
-def _median(values: list[float | None], report_from: int) -> float | None:
-    kept = [v for v in values[report_from - 1:] if v is not None]
-    return statistics.median(kept) if kept else None
 
 
 def _ways(ops, b, buf):
@@ -157,8 +153,8 @@ def run_steps(spec: StepSpec, ops, device, log=print) -> dict:
         log(f"run {run}/{spec.runs} done")
     out = []
     for s in shapes:
-        med = {w: {"eager": _median(s.eager[w], spec.report_from),
-                   "graph": _median(s.graph[w], spec.report_from)} for w in s.calls}
+        med = {w: {"eager": median_of_runs(s.eager[w], spec.report_from),
+                   "graph": median_of_runs(s.graph[w], spec.report_from)} for w in s.calls}
         out.append({"name": s.name, "rows": s.rows, "dspark": s.noncausal, "median_us": med,
                     "runs_us": {w: {"eager": s.eager[w], "graph": s.graph[w]} for w in s.calls},
                     "counts": s.counts, "correct": s.correct})
@@ -185,10 +181,6 @@ def check_step_target(result: dict) -> dict:
             "met": None if worst is None else worst[0] <= TARGET}
 
 
-def _f(v):
-    return "—" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
-
-
 def render_steps(result: dict) -> str:
     """Markdown: µs per build (eager, graph), µs per V4.1 / V4 step in a graph, op counts."""
     k41, k4 = result["step_builds"]["V4.1"], result["step_builds"]["V4"]
@@ -203,9 +195,9 @@ def render_steps(result: dict) -> str:
         m = s["median_us"]
         ratio = (m["meta"]["graph"] / m["main"]["graph"]
                  if m["meta"]["graph"] and m["main"]["graph"] else None)
-        lines.append(f"| {s['name']} | " + " | ".join(_f(m[w]["eager"]) for w in WAYS) + " | "
-                     + " | ".join(_f(m[w]["graph"]) for w in WAYS) + f" | {_f(ratio)} | "
-                     + " | ".join(_f(m[w]["graph"] and m[w]["graph"] * k41) for w in WAYS)
+        lines.append(f"| {s['name']} | " + " | ".join(fmt_number(m[w]["eager"]) for w in WAYS) + " | "
+                     + " | ".join(fmt_number(m[w]["graph"]) for w in WAYS) + f" | {fmt_number(ratio)} | "
+                     + " | ".join(fmt_number(m[w]["graph"] and m[w]["graph"] * k41) for w in WAYS)
                      + " |")
     lines += ["", "Per build, from `torch.profiler` (kernels / copies / memsets / allocations):",
               "", "| shape | " + " | ".join(WAYS) + " |", "|---" * (1 + len(WAYS)) + "|"]
