@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
+
 from e2e.console import guard, out, say
 
 __all__ = ["dashboard_command", "build_dashboard"]
@@ -28,16 +30,9 @@ def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> li
 def dashboard_command(
     out_dir: Annotated[Path, typer.Option(
         "--out", help="Folder the site is written to.", file_okay=False)] = Path("site"),
-    results: Annotated[Path, typer.Option(
-        "--results", help="Results folder (the default SQLite store is "
-                          "<results>/nightly/history.db; reports are linked there).")
-    ] = Path("results"),
-    store: Annotated[Optional[str], typer.Option(
-        "--store", help="The results store URL (default: the config's [nightly] store).")
-    ] = None,
-    config: Annotated[Optional[Path], typer.Option(
-        "--config", "-c", help="Nightly config whose [nightly] store to read (default: the "
-                               "embedded configs/nightly.toml).", dir_okay=False)] = None,
+    results: StoreResultsOpt = Path("results"),
+    store: StoreOpt = None,
+    config: StoreConfigOpt = None,
     link_base: Annotated[Optional[str], typer.Option(
         help="URL where results/ is published, for the links to each night's report "
              "(default: the path from --out to --results).")] = None,

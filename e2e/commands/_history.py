@@ -18,6 +18,8 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
+
 from e2e.console import guard, out
 from e2e.errors import ConfigError
 
@@ -64,15 +66,9 @@ def cell_history(frame, *, metric: str, arm: str | None = None, concurrency: int
 
 
 def history_command(
-    results: Annotated[Path, typer.Option(
-        "--results", help="Results folder (the default SQLite store is "
-                          "<results>/nightly/history.db).")] = Path("results"),
-    store: Annotated[Optional[str], typer.Option(
-        "--store", help="The results store URL (default: the config's [nightly] store).")
-    ] = None,
-    config: Annotated[Optional[Path], typer.Option(
-        "--config", "-c", help="Nightly config whose [nightly] store to read (default: the "
-                               "embedded configs/nightly.toml).", dir_okay=False)] = None,
+    results: StoreResultsOpt = Path("results"),
+    store: StoreOpt = None,
+    config: StoreConfigOpt = None,
     experiment: Annotated[Optional[str], typer.Option(help="Only this experiment.")] = None,
     metric: Annotated[Optional[str], typer.Option(
         help="Export this metric's cell history (one row per night) instead of listing "

@@ -37,7 +37,7 @@ def nightly_command(
     ] = Path("results"),
     store: Annotated[Optional[str], typer.Option(
         "--store", help="The results store, a database URL (default: the config's "
-                        "[nightly] store, else sqlite:///nightly/history.db under --results); "
+                        "\\[nightly] store, else sqlite:///nightly/history.db under --results); "
                         "e.g. postgresql+psycopg://e2e@db/e2e with PGPASSWORD set.")] = None,
     date: Annotated[Optional[str], typer.Option(
         help="The night's date, YYYY-MM-DD (default: today, UTC). The same date resumes a "

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-__all__ = ["ConfigOpt", "ResultsOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
+__all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
            "Measurement", "measurement_flags", "csv_list"]
@@ -60,9 +60,17 @@ WindowsOpt = Annotated[Optional[int], typer.Option(
     "(default: load.windows, 1).", min=1, max=64)]
 MaxConcOpt = Annotated[Optional[int], typer.Option(
     "--max-concurrency", help="Open loop: at most this many requests in flight.", min=1)]
+StoreResultsOpt = Annotated[Path, typer.Option(
+    "--results", help="Results folder (the default SQLite store is <results>/nightly/history.db; "
+    "reports are linked there).")]
+StoreOpt = Annotated[Optional[str], typer.Option(
+    "--store", help="The results store URL (default: the config's \\[nightly] store).")]
+StoreConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", "-c", help="Nightly config whose \\[nightly] store to read (default: the embedded "
+    "configs/nightly.toml).", dir_okay=False)]
 ExecutorOpt = Annotated[Optional[str], typer.Option(
     "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
-    "host; see docs/cluster.md). Default: the config's [executor] kind.")]
+    "host; see docs/cluster.md). Default: the config's \\[executor] kind.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]

@@ -138,9 +138,9 @@ def render_matrix(cols: list[Column], results: dict[str, dict[str, str]]) -> str
 
 def unit_command(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Experiment config (TOML).")] = None,
-    arms: Annotated[str | None, typer.Option(help="Arms, comma-separated [default: [unit] arms, "
+    arms: Annotated[str | None, typer.Option(help="Arms, comma-separated [default: \\[unit] arms, "
                                                   "else a sweep's arms].")] = None,
-    tests: Annotated[list[str] | None, typer.Option(help="Test files [default: [unit] tests].")] = None,
+    tests: Annotated[list[str] | None, typer.Option(help="Test files [default: \\[unit] tests].")] = None,
     out: Annotated[Path, typer.Option(help="Folder for unit.json and unit.md.")] = Path("results/unit"),
 ) -> None:
     """Run the config's tests on every arm and mutant and render which test fails where."""
