@@ -142,7 +142,12 @@ def test_two_hosts_run_whole_blocks_and_the_folder_is_the_local_one(world, tmp_p
                     session=SessionOptions(progress=False))
     assert all(r.valid for r in local.ran)
     build_report(tmp_path / "local" / experiment.name)
-    assert files(tmp_path / "ray") == files(tmp_path / "local")
+    # the same files, plots aside: which plots a report draws depends on what was measured (a
+    # headline whose streams arrived in bursts on a busy host is the server's twin, e2e.analysis)
+    def measured(folder: Path) -> set[str]:
+        return {f for f in files(folder) if "/report/plots/" not in f}
+
+    assert measured(tmp_path / "ray") == measured(tmp_path / "local")
     # resume: nothing left to make
     again = execute(experiment, units, tmp_path / "ray", executor=RayExecutor(),
                     session=SessionOptions(progress=False))
@@ -154,6 +159,7 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
     units = plan(experiment, runs=1)  # two blocks, one per host
     finished: list[str] = []
     alive_at_ctrl_c: list[str] = []
+    ctrl_c_at: list[float] = []
 
     def ctrl_c_after_the_first(folder, record):
         finished.append(record.run_id)
@@ -163,13 +169,15 @@ def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tm
             while not alive_at_ctrl_c and time.monotonic() < deadline:
                 alive_at_ctrl_c.extend(p.name for p in pids.iterdir())  # a remote server runs
                 time.sleep(0.05)
+            ctrl_c_at.append(time.monotonic())
             os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C on the driver
 
-    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         execute(experiment, units, tmp_path, executor=RayExecutor(), on_unit=ctrl_c_after_the_first,
                 session=SessionOptions(progress=False))
-    assert time.monotonic() - t0 < 60
+    # it stops, rather than running the plan out: a few server stops (stop_grace_s 10 s each),
+    # with room for a busy host (the whole test took 91 s beside a CPU hog, Ctrl-C included)
+    assert time.monotonic() - ctrl_c_at[0] < 120
     assert alive_at_ctrl_c, "no server was running when Ctrl-C came"
     assert sorted(p.name for p in pids.iterdir()) == []  # every server was stopped
     for pid in alive_at_ctrl_c:
@@ -337,7 +345,12 @@ def test_gsm8k_arms_run_as_one_block_and_come_back_whole(world, tmp_path):
     arms = {p.parent.name: json.loads(p.read_text()) for p in folders["ray"].glob("*/arm.json")}
     assert set(arms) == {"main", "main.r2", "pr"} and all(a["valid"] for a in arms.values())
     assert len({a["provenance"]["executor"]["node_id"] for a in arms.values()}) == 1  # one block
-    assert files(tmp_path / "ray") == files(tmp_path / "local")
+    # the same files, plots aside: which plots a report draws depends on what was measured (a
+    # headline whose streams arrived in bursts on a busy host is the server's twin, e2e.analysis)
+    def measured(folder: Path) -> set[str]:
+        return {f for f in files(folder) if "/report/plots/" not in f}
+
+    assert measured(tmp_path / "ray") == measured(tmp_path / "local")
 
 
 def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path):
