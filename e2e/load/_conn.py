@@ -25,7 +25,13 @@ import httptools
 
 from e2e.load._sse import SSEStream, StreamFailed
 
-__all__ = ["Endpoint", "Connection", "Pool"]
+__all__ = ["Endpoint", "Connection", "Pool", "IdleClosed"]
+
+
+class IdleClosed(StreamFailed):
+    """A reused keep-alive connection closed before any byte of the response: the server
+    closed it as idle while the request went out (HTTP/1.1 allows that at any time, RFC 9112
+    9.6), so the server never saw the request and it may be sent again on a fresh one."""
 
 
 class Endpoint:
@@ -62,6 +68,8 @@ class Connection(asyncio.Protocol):
         self.done: asyncio.Future | None = None
         self.status: int | None = None
         self.reusable = False
+        self.reused = False  # the pool handed it out again after a response
+        self._began = False  # a byte of this request's response arrived
         self._complete = False
         self._framed = False  # the response says where its body ends (a length or chunks)
         self._pieces: list[bytes] = []
@@ -101,9 +109,13 @@ class Connection(asyncio.Protocol):
             self._finish(None)
             return
         why = f": {exc}" if exc else ""
-        self._finish(StreamFailed(f"the server closed the connection mid-response{why}"))
+        failed = IdleClosed if self.reused and not self._began else StreamFailed
+        self._finish(failed(f"the server closed the connection mid-response{why}"))
 
     # -- httptools callbacks
+    def on_message_begin(self) -> None:  # once per response, at its first byte
+        self._began = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() in (b"content-length", b"transfer-encoding"):
             self._framed = True
@@ -121,6 +133,7 @@ class Connection(asyncio.Protocol):
     # -- requests
     def send(self, request: bytes, stream: SSEStream) -> None:
         self.stream, self.status, self._complete, self._framed = stream, None, False, False
+        self._began = False
         self._other.clear()
         self.done = asyncio.get_running_loop().create_future()
         self.reusable = False
@@ -159,8 +172,13 @@ class Pool:
         while self.idle:
             conn = self.idle.pop()
             if conn.reusable and not conn.transport.is_closing():
+                conn.reused = True
                 return conn
             self.open.discard(conn)
+        return await self.connect()
+
+    async def connect(self) -> Connection:
+        """A fresh connection, never an idle one."""
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_s):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from e2e.load._conn import Endpoint, Pool
+from e2e.load._conn import Endpoint, IdleClosed, Pool
 from e2e.load._clientstats import LagProbe, ProcessUsage, runqueue_wait_s
 from e2e.load._sse import SSEStream, StreamFailed, check_usage
 from e2e.results import RequestRecord
@@ -77,21 +77,37 @@ class _Watchdog:
 
 async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: float,
                    watchdog: _Watchdog, sent: float | None = None) -> RequestRecord:
-    """One request; ``sent``: when an open loop dispatched it (None: now)."""
+    """One request; ``sent``: when an open loop dispatched it (None: now).
+
+    A request that fails on a reused keep-alive connection before any byte of its response
+    (``IdleClosed``: the server closed the idle connection as it went out, so the server never
+    saw it) is sent once more on a fresh connection and marked ``retried``. Its times start at
+    that second send: the failed attempt is the connection's, not the server's latency, and
+    is in no TTFT. Nothing else is retried: a fresh connection's failure is the server's, and
+    a response that began is a measurement. The check costs nothing per chunk: it is made
+    only when a connection is lost."""
     clock = time.perf_counter
     send = clock() - t0 if sent is None else sent
     request = pool.endpoint.request(_body(spec, prompt))
     stream = SSEStream(clock() - t0)
     status: int | None = None
     error: str | None = None
+    retried = False
     task = asyncio.current_task()
     watchdog.watched[task] = stream
     conn = None
     try:
         async with asyncio.timeout(spec.request_timeout_s):
             conn = await pool.take()
-            conn.send(request, stream)
-            status = await conn.wait()
+            try:
+                conn.send(request, stream)
+                status = await conn.wait()
+            except IdleClosed:
+                retried, send = True, clock() - t0
+                stream = watchdog.watched[task] = SSEStream(send)
+                conn = await pool.connect()
+                conn.send(request, stream)
+                status = await conn.wait()
             if status != 200:
                 raise StreamFailed(f"HTTP {status}: {conn.other_body()[:300]}")
             stream.close(clock() - t0)
@@ -132,6 +148,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
         completion_tokens=usage.get("completion_tokens"),
         status=status,
         error=error,
+        retried=retried,
     )
 
 

@@ -126,6 +126,9 @@ class LoadWorkload:
             info.warnings.append(f"achieved {outcome.achieved_rate:.2f} req/s of the offered "
                                  f"{outcome.offered_rate:g} (more than 2 % short): the client "
                                  "could not keep the schedule")
+        retried = sum(r.retried for r in finished)
+        if retried:
+            info.warnings.append(_retried_warning(retried))
         write_requests(folder / "requests.parquet", finished)
         return RunRecord(
             experiment=info.experiment, run_id=spec.run_id, spec=spec,
@@ -176,3 +179,11 @@ def _window_metrics(finished: list[RequestRecord], spec: RunSpec) -> list:
         return []
     return [m.summarize_run([r for r in finished if w * spec.prompts <= r.index < (w + 1) * spec.prompts])
             for w in range(spec.windows)]
+
+
+def _retried_warning(count: int) -> str:
+    """The run's note of requests sent twice: each timed from its second send, but a reader
+    of run.json should know the server closed idle connections under the load."""
+    what = "1 request was" if count == 1 else f"{count} requests were"
+    return (f"{what} retried on a fresh connection after the server closed an idle "
+            "keep-alive connection")

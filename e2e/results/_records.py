@@ -194,6 +194,9 @@ class RequestRecord(_Record):
     completion_tokens: int | None = None
     status: int | None = None
     error: str | None = None
+    retried: bool = Field(False, description=(
+        "Sent a second time on a fresh connection: the reused keep-alive one closed before "
+        "any byte of the response. Its times are the second send's."))
 
     @field_validator("error")
     @classmethod

@@ -156,6 +156,8 @@ def read_requests(path: Path) -> list[RequestRecord]:
         for key in ("prompt_tokens", "completion_tokens", "status"):
             if row.get(key) is not None:
                 row[key] = int(row[key])
+        if "retried" in row:  # files written before the column have none: False
+            row["retried"] = bool(row["retried"])
         out.append(RequestRecord.model_validate(row))
     return out
 
