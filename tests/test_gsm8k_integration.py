@@ -1,5 +1,7 @@
 """One short GSM8K run against the real vLLM CPU server of the embedded default: lm-eval
-over the local files, a fresh server per arm, the speculator's counters, the report."""
+over the local files, a fresh server per arm, the speculator's counters, the report; the
+secrets planted in the server's config (an API key that lm-eval sends, a token in the server's
+environment) are in no file it writes (arm records, lm-eval's output, logs) and no output."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from planted import Planted
 
 from e2e.config import load_experiment
 from e2e.gsm8k import store
@@ -18,9 +21,11 @@ DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k"
 
 @pytest.mark.server
 @pytest.mark.skipif(not (DATA / "test.jsonl").is_file(), reason=f"no GSM8K data at {DATA}")
-def test_gsm8k_main_and_pr_with_speculator(tmp_path):
+def test_gsm8k_main_and_pr_with_speculator(tmp_path, capfd):
+    planted = Planted("GSM8K")
+    experiment = load_experiment(None)
     # Other e2e processes on this host may hold the one-server lock for a while.
-    experiment = load_experiment(None).override("server", lock_wait_s=900)
+    experiment = experiment.override("server", lock_wait_s=900, **planted.server(experiment.server))
     plan = resolve_plan(experiment, arms="main,pr", dspark=True, limit=5,
                         concurrency=4, data=DATA, results=tmp_path)
     report = run_gsm8k(plan, Runner(log=print), progress=False)
@@ -48,3 +53,6 @@ def test_gsm8k_main_and_pr_with_speculator(tmp_path):
     md = (tmp_path / "default" / "gsm8k" / "gsm8k.md").read_text()
     assert "| dspark (limit 5) acceptance length |" in md
     assert "pr matches main's verdict on" in md
+    assert result.server.argv.count("--api-key") == 2  # planted: e2e's and the config's
+    out, err = capfd.readouterr()
+    assert planted.leaks(tmp_path, output=out + err) == []

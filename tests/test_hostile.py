@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from planted import files_under, holds
 from typer.testing import CliRunner
 
 from e2e.cli import app
@@ -32,14 +33,6 @@ BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 runner = CliRunner()
-
-
-def files_under(root: Path) -> list[Path]:
-    return [p for p in Path(root).rglob("*") if p.is_file()]
-
-
-def holds(root: Path, secret: str) -> list[str]:
-    return [str(p) for p in files_under(root) if secret.encode() in p.read_bytes()]
 
 
 # ------------------------------------------------------------------ names ----

@@ -1,6 +1,8 @@
 """`e2e nightly` against the real CPU server, with a tiny load (2 prompts x 1031 in / 32 out,
 2 runs, one arm, concurrency 1, no speculator): the first night has no baseline and passes,
-and rerunning the same date resumes (no run is made again, the history is not duplicated)."""
+and rerunning the same date resumes (no run is made again, the history is not duplicated);
+the secrets planted in the config are in no file it writes (runs, store, report, dashboard,
+trends) and in no output."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ import typer
 from typer.testing import CliRunner
 
 from conftest import ROOT
+from planted import Planted
 from e2e.commands._nightly import nightly_command
 from e2e.nightly.store import open_store
 
 pytestmark = pytest.mark.server
+PLANTED = Planted("NIGHTLY")
 
 
 def tiny_config(tmp_path):
-    text = (ROOT / "configs" / "nightly.toml").read_text()
+    text = PLANTED.toml((ROOT / "configs" / "nightly.toml").read_text())
     for old, new in [("report_from_run = 2", "report_from_run = 1"),
                      ("prompts_per_concurrency = 32", "prompts_per_concurrency = 2"),
                      ("output_len = 509", "output_len = 32"),
@@ -72,3 +76,7 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     assert (night / "report" / "index.html").is_file()
     judgement = json.loads((night / "judgement.json").read_text())
     assert judgement["status"] == "pass" and judgement["baseline"] is None
+    argv = json.loads((night / "main-c1-base-r1" / "run.json").read_text())["server"]["argv"]
+    assert argv.count("--api-key") == 2  # planted: e2e's and the config's
+    # the walk finds the mark where it was planted, the config, and nowhere else
+    assert PLANTED.leaks(tmp_path, output=first.output + again.output) == [str(config)]

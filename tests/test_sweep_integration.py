@@ -1,6 +1,7 @@
 """`e2e sweep` as a user runs it, against the real CPU server: Ctrl-C midway leaves finished
 runs intact and no server behind; the same command then finishes the remaining runs only;
-`e2e report` renders what is there."""
+`e2e report` renders what is there; the secrets planted in the config (an API key the client
+sends, a token in the server's environment) are in no file and no output."""
 
 from __future__ import annotations
 
@@ -14,16 +15,18 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from planted import Planted
 from e2e.paths import e2e_home
 from e2e.session._server import group_alive
 
 pytestmark = pytest.mark.server
 
 CONFIG = ROOT / "configs" / "default.toml"
+PLANTED = Planted("SWEEP")
 
 
 def small_config(tmp_path: Path) -> Path:
-    text = CONFIG.read_text()
+    text = PLANTED.toml(CONFIG.read_text())
     text = text.split("[arms.main]")[0]  # keep server, speculator, load; replace the arms
     text = text.replace("prompts_per_concurrency = 32", "prompts_per_concurrency = 3")
     text = text.replace("output_len = 509", "output_len = 32")
@@ -66,6 +69,7 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     time.sleep(3)  # the second run's server is starting
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=120)
+    outputs = [output]
     assert proc.returncode == 130, output
     assert "interrupted" in output
     assert not group_alive(pgid), "the second run's server survived the interrupt"
@@ -78,6 +82,7 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
 
     done = subprocess.run([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)
+    outputs += [done.stdout, done.stderr]
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 run(s) made, 1 already done" in done.stdout
     assert json.loads((exp / "main-repeat-c1-base-r1" / "run.json").read_text())["valid"]
@@ -85,3 +90,6 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     report = (exp / "report" / "report.md").read_text()
     assert "main-repeat" in report and "fewer than 3" in report.lower()
     assert (exp / "report" / "cells.csv").exists()
+    assert first["server"]["argv"].count("--api-key") == 2  # planted: e2e's and the config's
+    # the walk finds the mark where it was planted, the config, and nowhere else
+    assert PLANTED.leaks(tmp_path, output="".join(outputs)) == [str(config)]
