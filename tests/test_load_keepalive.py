@@ -13,7 +13,7 @@ import struct
 
 import pandas as pd
 import pytest
-from sse_server import HEAD, ScriptedServer, chunk, framed, good, sse, stream
+from sse_server import HEAD, ScriptedServer, chunk, framed, good, sse, stream, usage
 
 from e2e.load._generator import LoadSpec, drive
 from e2e.load._workload import _retried_warning
@@ -125,3 +125,46 @@ def test_the_run_says_how_many_requests_were_retried():
     assert _retried_warning(1) == ("1 request was retried on a fresh connection after the "
                                    "server closed an idle keep-alive connection")
     assert _retried_warning(3).startswith("3 requests were retried")
+
+
+def test_a_run_records_its_retried_requests(tmp_path, monkeypatch):
+    """``e2e run`` against a server that closes every reused connection as the next stream
+    comes: the run stays valid, requests.parquet marks the retried requests and run.json
+    counts them."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from e2e.cli import app
+
+    served: dict[int, int] = {}
+
+    async def respond(payload, writer):
+        path = server.heads[-1].split(b" ")[1]
+        if not payload.get("stream"):  # /v1/models, /version, /metrics, the token-id check
+            body = json.dumps({"data": [{"id": "m"}]} if path == b"/v1/models" else
+                              {"choices": [{"text": "x"}], "usage": {"prompt_tokens": 4}}
+                              if path == b"/v1/completions" else {}).encode()
+            status = b"200 OK" if path in (b"/v1/models", b"/v1/completions") else b"404 No"
+            writer.write(b"HTTP/1.1 %s\r\ncontent-length: %d\r\n\r\n%s" % (status, len(body), body))
+            return
+        served[id(writer)] = served.get(id(writer), 0) + 1
+        if served[id(writer)] > 1:
+            writer.close()
+            raise ConnectionError("closed as idle")
+        tokens = payload["max_tokens"]
+        await stream(writer, sse(*[chunk()] * tokens, usage(len(payload["prompt"]), tokens),
+                                 b"[DONE]"))
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    with ScriptedServer(respond) as server:
+        got = CliRunner().invoke(app, ["run", "--base-url", server.base_url, "--prompts", "3",
+                                       "--input-len", "8", "--output-len", "2",
+                                       "--results", str(tmp_path / "r"), "-q"])
+    assert got.exit_code == 0, got.output
+    (folder,) = [p.parent for p in (tmp_path / "r").rglob("run.json")]
+    record = json.loads((folder / "run.json").read_text())
+    assert record["valid"], record["invalid_reasons"]
+    assert [r.retried for r in read_requests(folder / "requests.parquet")] == [False, True, True]
+    assert ("2 requests were retried on a fresh connection after the server closed an idle "
+            "keep-alive connection") in record["warnings"]
