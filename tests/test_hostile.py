@@ -106,6 +106,30 @@ def test_huge_counts_are_exit_2(args):
     assert runner.invoke(app, args).exit_code == 2
 
 
+CAPPED = "at most 2 requests are ever in flight"
+
+
+def test_a_sweep_warns_once_of_an_in_flight_bound_beyond_its_prompts():
+    """A sweep's closed loop always has prompts_per_concurrency x concurrency prompts, so its
+    bound that can exceed them is an open loop's --max-concurrency; the warning is e2e run's."""
+    got = runner.invoke(app, ["sweep", "--dry-run", "--request-rate", "5", "--max-concurrency",
+                              "1000", "--prompts-per-concurrency", "1", "--concurrency", "2",
+                              "--runs", "2", "--no-dspark"])
+    assert got.exit_code == 0, got.output
+    assert got.output.count("warning: --max-concurrency 1000 exceeds the 2 measured prompts: "
+                            f"{CAPPED}, so the cap never binds") == 1, got.output
+    got = runner.invoke(app, ["sweep", "--dry-run", "--prompts-per-concurrency", "1",
+                              "--concurrency", "64", "--runs", "1", "--no-dspark"])
+    assert got.exit_code == 0 and "warning" not in got.output, got.output
+
+
+def test_a_run_warns_of_a_concurrency_beyond_its_prompts(tmp_path):
+    got = runner.invoke(app, ["run", "--base-url", "http://127.0.0.1:1", "--concurrency", "5",
+                              "--prompts", "2", "-q", "--results", str(tmp_path)])
+    assert ("warning: --concurrency 5 exceeds the 2 measured prompts: "
+            f"{CAPPED}, so the run measures concurrency 2, not 5") in got.output, got.output
+
+
 def test_repeats_in_a_config_are_bounded(tmp_path):
     text = (Path(__file__).parents[1] / "e2e" / "configs" / "default.toml").read_text()
     (tmp_path / "c.toml").write_text(text.replace("repeats = 4", "repeats = 999999999999999999999")

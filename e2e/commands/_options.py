@@ -16,7 +16,7 @@ import typer
 __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
-           "Measurement", "measurement_flags", "csv_list"]
+           "Measurement", "measurement_flags", "csv_list", "unreachable_concurrency"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Experiment config (TOML). Default: the embedded configs/default.toml.",
@@ -135,3 +135,23 @@ def measurement_flags(command):
 def csv_list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
+
+
+def unreachable_concurrency(specs) -> list[str]:
+    """A warning per distinct in-flight bound the runs of ``specs`` cannot reach: a closed
+    loop's concurrency, or an open loop's ``--max-concurrency``, above the measured prompts.
+    At most that many requests are ever in flight, so the run measures less than its name
+    says (``e2e run`` and ``e2e sweep`` share it)."""
+    said: list[str] = []
+    for spec in specs:
+        bound, flag = ((spec.concurrency, "--concurrency") if spec.request_rate is None
+                       else (spec.max_concurrency, "--max-concurrency"))
+        if bound is None or bound <= spec.prompts:
+            continue
+        then = (f"the run measures concurrency {spec.prompts}, not {bound}"
+                if spec.request_rate is None else "the cap never binds")
+        line = (f"warning: {flag} {bound} exceeds the {spec.prompts} measured prompts: "
+                f"at most {spec.prompts} requests are ever in flight, so {then}")
+        if line not in said:
+            said.append(line)
+    return said

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import JsonOpt, Measurement, measurement_flags
+from e2e.commands._options import JsonOpt, Measurement, measurement_flags, unreachable_concurrency
 from e2e.config import RunSpec
 from e2e.console import err, guard, print_run, say
 
@@ -45,10 +45,8 @@ def run(
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
-        if spec.request_rate is None and spec.concurrency > spec.prompts:
-            say(f"warning: --concurrency {spec.concurrency} exceeds the {spec.prompts} measured "
-                f"prompts: at most {spec.prompts} requests are ever in flight, so this run "
-                f"measures concurrency {spec.prompts}, not {spec.concurrency}")
+        for line in unreachable_concurrency([spec]):
+            say(line)
         session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
         folder, record = run_unit(experiment, spec, results, session)
         if json_:

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import ExecutorOpt, Measurement, csv_list, measurement_flags
+from e2e.commands._options import (ExecutorOpt, Measurement, csv_list, measurement_flags,
+                                   unreachable_concurrency)
 from e2e.commands._report import write_report
 from e2e.console import guard, out, print_run, say
 
@@ -69,6 +70,8 @@ def sweep(
         order = order_of(results / experiment.name)
         plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
                          spec_modes=modes, runs=runs, order=order)
+        for line in unreachable_concurrency(plan):
+            say(line)
         if dry_run:
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
