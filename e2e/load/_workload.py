@@ -165,11 +165,13 @@ def _combined(outcomes: list[LoadOutcome]) -> LoadOutcome | None:
         return outcomes[0]
     worst = max(outcomes, key=lambda o: (o.client.saturated, o.client.core_share))
     rates = [o.achieved_rate for o in outcomes]
-    achieved = (None if any(r is None for r in rates) else
-                sum(len(o.records) for o in outcomes) / sum(len(o.records) / r for o, r in
-                                                            zip(outcomes, rates) if r))
-    return replace(worst, records=[r for o in outcomes for r in o.records],
-                   achieved_rate=achieved)
+    if any(r is None for r in rates):
+        return replace(worst, achieved_rate=None)
+    # requests over the time the windows took at their own rates (a window of rate 0, all
+    # failed, adds none; all of them failed: 0)
+    busy = sum(len(o.records) / r for o, r in zip(outcomes, rates) if r > 0)
+    done = sum(len(o.records) for o, r in zip(outcomes, rates) if r > 0)
+    return replace(worst, achieved_rate=done / busy if busy > 0 else 0.0)
 
 
 def _window_metrics(finished: list[RequestRecord], spec: RunSpec) -> list:
