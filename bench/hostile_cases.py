@@ -90,7 +90,7 @@ def main() -> int:
         case("import: non-UTF-8 bytes", imp, {"c1-base.json": b"\xff\xfe\x00{"})
         case("import: nested 100000 deep", imp, {"c1-base.json": "[" * 100000 + "]" * 100000})
         case("import /dev/zero", ["import", "vllm-bench", "/dev/zero", "--results", "r",
-                                  "--experiment", "exp"], want=1)
+                                  "--experiment", "exp"])
         case("import twice (second skipped)", [*imp], {"c1-base.json": doc(),
              "r/exp/main-c1-base-r2/run.json": ""}, want=None)
         case("sweep --dry-run repeats 1e21", ["sweep", "--dry-run", "--runs",
@@ -113,8 +113,17 @@ def main() -> int:
              {"s.toml": config}, want=0)
         case("sweep --dry-run with secrets", ["sweep", "--dry-run", "--config", "s.toml",
                                               "--runs", "1"], {"s.toml": config}, want=0)
+        # a real imported run whose run.json was edited to carry a run id that leads out
+        seed = top / "seed"
+        (seed / "c1-base.json").parent.mkdir(parents=True)
+        (seed / "c1-base.json").write_text(doc())
+        e2e(imp, cwd=seed)
+        record = json.loads(next((seed / "r" / "exp").glob("*/run.json")).read_text())
+        record["run_id"] = "../../evil"
         case("export run id with ../", ["export", "r/exp", "--out", "out"],
-             {"r/exp/x/run.json": json.dumps({"run_id": "../../evil"})}, want=None)
+             {"r/exp/x/run.json": json.dumps(record)}, want=0)
+        case("export a run.json that is not a run", ["export", "r/exp", "--out", "out"],
+             {"r/exp/x/run.json": json.dumps({"run_id": "x"})}, want=None)
     bad = [r for r in rows if not r[0]]
     print(f"{len(rows)} cases, {len(rows) - len(bad)} as wanted, {len(bad)} not")
     return 1 if bad else 0

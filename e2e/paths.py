@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from e2e.errors import ResultsError
+from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
@@ -51,18 +51,19 @@ def within(root: Path, path: Path, what: str = "a file") -> Path:
     return Path(path)
 
 
-def read_bounded(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of ``path``, at most ``limit`` of them: a larger file (or an endless one,
-    /dev/zero) raises ResultsError instead of filling memory."""
+def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
+                 expect: str = "a smaller file") -> bytes:
+    """The bytes of ``path`` (a file a user gave), at most ``limit`` of them: a larger file
+    (or an endless one, /dev/zero) is bad input (ConfigError, exit 2), not filled memory."""
     path = Path(path)
     try:
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise ResultsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(data) > limit:
-        raise ResultsError(f"{path} is larger than {limit >> 20} MiB (or endless): not a file "
-                           "e2e reads")
+        raise ConfigError(f"{path} is larger than {limit >> 20} MiB (or endless): give "
+                          f"{expect}")
     return data
 
 

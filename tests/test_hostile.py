@@ -98,6 +98,27 @@ def test_export_never_overwrites_without_force(tmp_path):
     assert got.exit_code == 0 and json.loads((out / "main-c1-base-r2.json").read_text())
 
 
+def test_export_skips_a_run_id_that_leads_out_and_a_run_json_that_is_not_a_run(tmp_path):
+    import_file(BASE, ImportOptions(experiment="exp"), tmp_path / "r")
+    exp = tmp_path / "r" / "exp"
+    (good,) = exp.glob("*/run.json")
+    record = json.loads(good.read_text())
+    record["run_id"] = "../../evil"
+    (exp / "edited").mkdir()
+    (exp / "edited" / "run.json").write_text(json.dumps(record))
+    (exp / "broken").mkdir()
+    (exp / "broken" / "run.json").write_text(json.dumps({"run_id": "x"}))
+    out = tmp_path / "deep" / "er" / "out"
+    got = runner.invoke(app, ["export", str(exp), "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    assert sorted(p.name for p in out.iterdir()) == ["main-c1-base-r2.json"]
+    assert "skipped edited: run id '../../evil'" in got.output
+    assert "skipped broken: " in got.output and "not a valid run record" in got.output
+    assert "Field required [type=missing" not in got.output  # one line, not pydantic's screen
+    assert [p for p in files_under(tmp_path) if exp not in p.parents] == [
+        out / "main-c1-base-r2.json"]
+
+
 # ------------------------------------------------------------------ bounds ----
 
 @pytest.mark.parametrize("args", [["sweep", "--dry-run", "--runs", "100000000000"],
@@ -205,9 +226,12 @@ def test_undecodable_or_deep_files_are_exit_2(tmp_path, content):
     assert got.exit_code == 2, got.output
 
 
-def test_import_of_an_endless_file_stops():
-    with pytest.raises(ResultsError, match="larger than"):
+def test_import_of_an_endless_file_stops_as_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="larger than .* give the JSON file"):
         read_results(Path("/dev/zero"))
+    got = runner.invoke(app, ["import", "vllm-bench", "/dev/zero", "--experiment", "exp",
+                              "--results", str(tmp_path / "r")])
+    assert got.exit_code == 2 and "Traceback" not in got.output
 
 
 @FUZZ

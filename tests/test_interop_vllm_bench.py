@@ -373,7 +373,7 @@ def test_commands(tmp_path: Path) -> None:
     assert got.exit_code == 2 and "unknown --format 'csv'" in got.output
     got = runner.invoke(app, ["import", "vllm-bench", str(tmp_path / "missing.json"),
                               "--results", str(tmp_path)])
-    assert got.exit_code == 1 and "cannot read" in got.output
+    assert got.exit_code == 2 and "cannot read" in got.output
 
 
 @pytest.mark.parametrize("path, peaks", [(BASE, (350.0, 6)), (DSPARK, (247.0, 6))])

@@ -233,7 +233,7 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     """The result documents in ``path``: one JSON object (``--save-result``) or one per line
     (``--append-result``), each checked (``check_result``). Bad input is a ConfigError."""
     path = Path(path)
-    data = read_bounded(path)
+    data = read_bounded(path, expect="the JSON file that vllm bench serve --save-result wrote")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -755,7 +755,11 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
         raise ResultsError(f"{results_dir}: no run.json in its run folders; point at "
                            "results/<experiment>")
     for folder in folders:
-        record = read_run(folder)
+        try:
+            record = read_run(folder)
+        except ResultsError as exc:  # as the report does: the others still export
+            skipped.append(f"{folder.name}: {exc}")
+            continue
         if not record.valid and not include_invalid:
             skipped.append(f"{record.run_id}: invalid ({'; '.join(record.invalid_reasons)}); "
                            "--include-invalid exports it too")
