@@ -758,7 +758,7 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
         try:
             record = read_run(folder)
         except ResultsError as exc:  # as the report does: the others still export
-            skipped.append(f"{folder.name}: {exc}")
+            skipped.append(str(exc))
             continue
         if not record.valid and not include_invalid:
             skipped.append(f"{record.run_id}: invalid ({'; '.join(record.invalid_reasons)}); "

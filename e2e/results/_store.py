@@ -166,24 +166,21 @@ def write_run(folder: Path, record: RunRecord) -> None:
     atomic_write_json(Path(folder) / RUN_JSON, record.model_dump(mode="json"))
 
 
-def _unreadable(exc: Exception) -> str:
-    """Why a run.json could not be read, in one line (a ValidationError names its first
-    error only: the whole of it is a screenful for a file a user did not write)."""
+def _unreadable(exc: OSError | ValidationError) -> str:
+    """Why a run.json could not be read, in one line: a ValidationError (bad JSON is one too)
+    names its first error only, as the whole of it is a screenful."""
     if isinstance(exc, OSError):
         return f"cannot read it ({exc.strerror or exc})"
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the record"
-        return (f"not a valid run record ({exc.error_count()} error(s), first: {where}: "
-                f"{first['msg']})")
-    return f"not JSON ({exc})"
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the record"
+    return f"not a valid run record ({exc.error_count()} error(s), first: {where}: {first['msg']})"
 
 
 def read_run(folder: Path) -> RunRecord:
     path = Path(folder) / RUN_JSON
     try:
         return RunRecord.model_validate_json(path.read_bytes())
-    except (OSError, ValueError) as exc:  # ValidationError is a ValueError
+    except (OSError, ValidationError) as exc:
         raise ResultsError(f"{path}: {_unreadable(exc)}") from exc
 
 
@@ -219,7 +216,7 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
     for path in sorted(results_dir.glob("*/run.json")):
         try:
             records.append(RunRecord.model_validate_json(path.read_bytes()))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValidationError) as exc:
             problems.append(f"skipped {path.parent.name}/run.json: {_unreadable(exc)}")
     return tuple(records), tuple(problems)
 
