@@ -27,9 +27,12 @@ __all__ = [
     "LoadConfig",
     "ArmConfig",
     "ExecutorConfig",
+    "DuetSlot",
+    "DuetConfig",
     "Experiment",
     "RunSpec",
     "EvalSpec",
+    "DuetSpec",
     "Unit",
     "comparable_settings",
     "DEFAULT_CONFIG",
@@ -321,6 +324,65 @@ class ExecutorConfig(_Strict):
         description="Ray node labels a host must have (a label_selector, e.g. {gpu = \"H200\"}).")
 
 
+class DuetSlot(_Strict):
+    """One slot of a duet: where one of the arms measured together runs. ``server_cpus`` and
+    ``client_cpus`` replace ``server.cpus`` and ``load.cpus`` for the side in this slot,
+    ``env`` is added to its server's environment (e.g. ``CUDA_VISIBLE_DEVICES`` on a GPU host)
+    and ``port`` is its server's port (0: a free one)."""
+
+    name: str | None = Field(None, description="Default: slot<i> (its index).")
+    server_cpus: str | None = None
+    client_cpus: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+
+    @field_validator("server_cpus", "client_cpus")
+    @classmethod
+    def _slot_cpus(cls, value: str | None) -> str | None:
+        return _cpus(value)
+
+    @field_validator("name")
+    @classmethod
+    def _slot_name(cls, value: str | None) -> str | None:
+        return None if value is None else safe_name(value, "duet slot name")
+
+
+def _default_slots() -> list[DuetSlot]:
+    """Two slots on a 2-core host: each server on its own core with its load generator on the
+    other core (the servers are the heavy part; the slots are swapped in alternate rounds)."""
+    return [DuetSlot(server_cpus="0", client_cpus="1"), DuetSlot(server_cpus="1", client_cpus="0")]
+
+
+class DuetConfig(_Strict):
+    """``[duet]``: arms measured together in time. ``enabled`` (or ``--duet``) makes every load
+    unit of a sweep a duet: k arms, one per slot, each on a fresh server, whose measured loads
+    start together (after every side's warmup) and overlap (a side that finishes first keeps
+    its server under the same load, unmeasured, until every side is done). Drift of the host
+    then lands on every arm of a duet alike, and the duet is the block of the cell model.
+    Operational: left out of config snapshots (each run records its slot and partners)."""
+
+    enabled: bool = False
+    slots: list[DuetSlot] = Field(default_factory=_default_slots, min_length=2, max_length=64)
+    min_overlap: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.9, description="A side whose measured window had every side under load for less than "
+        "this share of it is invalid.")
+    barrier_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        900.0, description="How long a side that is ready waits for its partners' servers.")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> DuetConfig:
+        names = self.slot_names()
+        if len(set(names)) != len(names):
+            raise ValueError(f"duet slot names must differ, got {names}")
+        ports = [s.port for s in self.slots if s.port]
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"two duet slots give the same port: {ports}")
+        return self
+
+    def slot_names(self) -> list[str]:
+        return [s.name or f"slot{i}" for i, s in enumerate(self.slots)]
+
+
 class Experiment(_Strict):
     name: str
     server: ServerConfig
@@ -337,6 +399,8 @@ class Experiment(_Strict):
         "+-this many % (two one-sided tests).")
     # How units are run, not what they measure: left out of dumps (config snapshots, hashes).
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig, exclude=True)
+    # Arms measured together (``[duet]``, ``--duet``): how units run, left out of dumps too.
+    duet: DuetConfig = Field(default_factory=DuetConfig, exclude=True)
     # What `e2e unit` runs; not part of what a run measures, so left out of dumps too.
     unit: UnitConfig = Field(default_factory=UnitConfig, exclude=True)
 
@@ -377,7 +441,8 @@ class Experiment(_Strict):
         raw = self.model_dump(mode="json")
         raw[section].update(values)
         try:
-            return Experiment.model_validate(raw).model_copy(update={"executor": self.executor})
+            return Experiment.model_validate(raw).model_copy(
+                update={"executor": self.executor, "duet": self.duet, "unit": self.unit})
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "command-line flags", Experiment)) from None
 
@@ -418,6 +483,8 @@ class RunSpec(_Strict):
     request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # open loop
     burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
+    duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round
+    slot: Annotated[int, Field(ge=0, le=64)] | None = None  # its slot in that duet
 
     @field_validator("arm")
     @classmethod
@@ -435,7 +502,7 @@ class RunSpec(_Strict):
 
     @property
     def run_id(self) -> str:
-        return f"{self.cell}-r{self.repeat}"
+        return f"{self.cell}-r{self.repeat}" + (f"-d{self.duet}" if self.duet else "")
 
     @property
     def unit_id(self) -> str:
@@ -538,8 +605,73 @@ class EvalSpec(_Strict):
                 f"data {self.data or 'hub'}")
 
 
-Unit = RunSpec | EvalSpec
-"""A unit of work: what one fresh server does (a load run or a GSM8K evaluation)."""
+class DuetSpec(_Strict):
+    """A duet: the load units of ``sides`` (one per slot, in slot order) run at the same
+    time, each on its own fresh server (``e2e.session.run_duet``). Every side is a RunSpec with
+    its ``duet`` (this duet's index in its round) and ``slot`` set; each writes its own folder
+    and run.json. Done when every side is; a retry reruns every side (they must be measured
+    together)."""
+
+    kind: ClassVar[str] = "duet"
+
+    sides: tuple[RunSpec, ...] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _one_duet(self) -> DuetSpec:
+        first = self.sides[0]
+        for i, side in enumerate(self.sides):
+            if (side.duet, side.slot, side.repeat, side.concurrency, side.dspark) != \
+                    (first.duet, i, first.repeat, first.concurrency, first.dspark) or side.duet is None:
+                raise ValueError("a duet's sides share their round, duet, concurrency and spec "
+                                 "mode, and side i sits in slot i")
+        return self
+
+    @property
+    def arm(self) -> str:
+        return "+".join(s.arm for s in self.sides)
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        return tuple(s.arm for s in self.sides)
+
+    @property
+    def repeat(self) -> int:
+        return self.sides[0].repeat
+
+    @property
+    def concurrency(self) -> int:
+        return self.sides[0].concurrency
+
+    @property
+    def dspark(self) -> bool:
+        return self.sides[0].dspark
+
+    @property
+    def spec_mode(self) -> str:
+        return self.sides[0].spec_mode
+
+    @property
+    def index(self) -> int:
+        return int(self.sides[0].duet or 0)
+
+    @property
+    def unit_id(self) -> str:
+        s = self.sides[0]
+        loop = "" if s.request_rate is None else f"-rate{s.request_rate:g}"
+        return f"duet-c{s.concurrency}{loop}-{s.spec_mode}-r{s.repeat}-d{self.index}"
+
+    @property
+    def cell(self) -> str:
+        return self.unit_id
+
+    def describe(self) -> str:
+        return (f"{' + '.join(f'{s.arm}@slot{s.slot}' for s in self.sides)} together: "
+                + self.sides[0].describe())
+
+
+Unit = RunSpec | EvalSpec | DuetSpec
+"""A unit of work: what one fresh server does (a load run or a GSM8K evaluation), or a duet:
+several load runs at once, one server per slot."""
 
 # Keys of a config snapshot that change how a run is operated, not what it measures.
 _OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",

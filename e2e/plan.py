@@ -25,11 +25,13 @@ from typing import Literal
 
 import numpy as np
 
-from e2e.config import Experiment, RunSpec
+from itertools import combinations
+
+from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 
-__all__ = ["make_plan", "rounds", "williams", "round_orders", "Order", "ORDER_FILE", "order_of",
-           "record_order", "describe_order"]
+__all__ = ["make_plan", "rounds", "williams", "round_orders", "duet_rounds", "Order",
+           "ORDER_FILE", "order_of", "record_order", "describe_order"]
 
 Order = Literal["williams", "rotation"]
 ORDER_FILE = "order.json"
@@ -78,6 +80,32 @@ def round_orders(arms: list[str], runs: int, *, report_from_run: int = 1, seed: 
     return [[label[x] for x in rows[(k - report_from_run) % len(rows)]] for k in range(1, runs + 1)]
 
 
+def duet_rounds(arms: list[str], slots: int, runs: int, *, report_from_run: int = 1,
+                seed: int = 0) -> list[list[tuple[str, ...]]]:
+    """The duets of rounds 1..``runs`` for ``slots`` slots: per round, a list of duets, each
+    the arms in slot order. With no more arms than slots one duet per round holds every arm
+    (on the first len(arms) slots); with more, every round holds every ``slots``-subset of
+    the arms once (so every pair of arms meets equally often, ``C(n-2, k-2)`` times a round).
+    Within a duet, the arm at position p of its subset sits in slot (p + j) mod k in reported
+    round j (counting back for warmup rounds), so over any k consecutive rounds every arm sits
+    in every slot of each of its duets once: a slot that is faster lands on every arm alike.
+    Arms are relabelled and the subsets ordered by a generator seeded with ``seed``; round k
+    depends only on k, the arms, the slots and the seed."""
+    if slots < 2:
+        raise ValueError(f"a duet needs at least 2 slots, got {slots}")
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, len(arms), slots, 0xD0E7])
+    label = [arms[i] for i in rng.permutation(len(arms))]
+    k = min(slots, len(arms))
+    groups = list(combinations(label, k))
+    groups = [groups[i] for i in rng.permutation(len(groups))]
+    out = []
+    for r in range(1, runs + 1):
+        j = r - report_from_run
+        shift = j % k
+        out.append([tuple(g[(p - shift) % k] for p in range(k)) for g in groups])
+    return out
+
+
 def make_plan(
     experiment: Experiment,
     *,
@@ -86,7 +114,11 @@ def make_plan(
     spec_modes: list[bool] | None = None,
     runs: int | None = None,
     order: Order = "williams",
-) -> list[RunSpec]:
+    duet: bool | None = None,
+) -> list[RunSpec] | list[DuetSpec]:
+    """The sweep's units in plan order. ``duet`` (None: the config's ``[duet] enabled``) plans
+    duets instead of single runs (``duet_rounds``): round k holds, per concurrency and spec
+    mode, the round's duets, each a DuetSpec whose sides are run k of their arms."""
     arms = arms or [name for name, arm in experiment.arms.items() if not arm.opt_in]
     for arm in arms:
         experiment.arm(arm)
@@ -96,6 +128,8 @@ def make_plan(
     concurrencies = concurrencies or list(experiment.load.concurrencies)
     spec_modes = spec_modes if spec_modes is not None else [False, True]
     runs = runs or experiment.repeats
+    if experiment.duet.enabled if duet is None else duet:
+        return _duet_plan(experiment, arms, concurrencies, spec_modes, runs)
     orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
                           seed=order_seed(experiment), order=order)
     plan: list[RunSpec] = []
@@ -105,6 +139,27 @@ def make_plan(
                 for arm in orders[k - 1]:
                     plan.append(RunSpec.resolve(experiment, arm=arm, concurrency=concurrency,
                                                 dspark=dspark, repeat=k))
+    return plan
+
+
+def _duet_plan(experiment: Experiment, arms: list[str], concurrencies: list[int],
+               spec_modes: list[bool], runs: int) -> list[DuetSpec]:
+    if len(arms) < 2:
+        raise ConfigError(f"a duet measures at least two arms together; --arms gives "
+                          f"{', '.join(arms) or 'none'}")
+    slots = len(experiment.duet.slots)
+    duets = duet_rounds(arms, slots, runs, report_from_run=experiment.report_from_run,
+                        seed=order_seed(experiment))
+    plan: list[DuetSpec] = []
+    for k in range(1, runs + 1):
+        for concurrency in concurrencies:
+            for dspark in spec_modes:
+                for d, group in enumerate(duets[k - 1], 1):
+                    sides = [RunSpec.resolve(experiment, arm=arm, concurrency=concurrency,
+                                             dspark=dspark, repeat=k).model_copy(
+                                                 update={"duet": d, "slot": i})
+                             for i, arm in enumerate(group)]
+                    plan.append(DuetSpec(sides=tuple(sides)))
     return plan
 
 
@@ -144,8 +199,19 @@ def record_order(folder: Path, experiment: Experiment, order: Order) -> None:
                                        indent=2) + "\n")
 
 
-def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Order) -> list[str]:
-    """Lines for ``--dry-run``: the design and each round's arm order."""
+def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Order,
+                   duet: bool = False) -> list[str]:
+    """Lines for ``--dry-run``: the design and each round's arm order (or duets)."""
+    if duet:
+        slots = experiment.duet.slot_names()
+        rounds_ = duet_rounds(arms, len(slots), runs, report_from_run=experiment.report_from_run,
+                              seed=order_seed(experiment))
+        k = min(len(slots), len(arms))
+        head = (f"duets: {len(rounds_[0])} a round of {k} arms at once, one per slot "
+                f"({', '.join(slots[:k])}); every arm in every slot once per {k} rounds, every "
+                f"pair of arms together equally often; seed {order_seed(experiment)}")
+        return [head] + [f"  round {r}: " + " | ".join(" + ".join(g) for g in groups)
+                         for r, groups in enumerate(rounds_, start=1)]
     orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
                           seed=order_seed(experiment), order=order)
     if order == "rotation":
@@ -163,7 +229,7 @@ def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Or
     return [head] + [f"  round {k}: {' '.join(o)}" for k, o in enumerate(orders, start=1)]
 
 
-def rounds(units: list[RunSpec]) -> list[list[RunSpec]]:
+def rounds(units: list) -> list[list]:
     """The plan's units grouped by round (their ``repeat``), in plan order."""
     out: dict[int, list[RunSpec]] = {}
     for unit in units:

@@ -161,8 +161,8 @@ def test_only_the_commands_import_typer():
 
 FACES = {
     "e2e.results": [
-        "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
-        "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
+        "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState",
+        "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
         "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
         "ServerInfo", "ServerMemory", "SpecCounters", "finalize", "finalize_unit",
         "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
@@ -185,7 +185,7 @@ FACES = {
         "LoadWorkload", "WARN_SHARE", "arrival_times"],
     "e2e.session": [
         "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
-        "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python",
+        "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",

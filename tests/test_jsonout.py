@@ -50,7 +50,8 @@ def test_run_json_keys_and_values() -> None:
     assert doc["spec"] == {"arm": "pr", "concurrency": 4, "dspark": False, "prompts": 128,
                            "input_len": 1031, "output_len": 509, "seed": 0,
                            "warmup_requests": 2, "repeat": 3, "windows": 1, "request_rate": None,
-                           "burstiness": 1.0, "max_concurrency": None, "spec_mode": "base",
+                           "burstiness": 1.0, "max_concurrency": None, "duet": None, "slot": None,
+                           "spec_mode": "base",
                            "cell": "pr-c4-base"}
     assert set(doc["metrics"]) == set(RunMetrics.model_fields)
     assert doc["metrics"]["tpot_ms_mean"] == 6.5 and doc["metrics"]["acceptance_length"] is None

@@ -136,15 +136,25 @@ class Cell:
     windows: tuple[tuple[float | None, ...], ...] = ()
     """Each run's value per load window (``[load] windows``), aligned with ``values``; a run of
     one window has (); () for the whole cell when no run had windows."""
+    duets: tuple[int | None, ...] = ()
+    """Each run's duet in its round (``[duet]``: arms measured together), aligned with
+    ``values``; () when no run was in a duet."""
 
     @property
     def n(self) -> int:
         return len(self.values)
 
-    def blocks(self) -> list[tuple[int, str | None]]:
-        """Each run's block: (round, host), aligned with ``values``."""
+    def blocks(self) -> list[tuple]:
+        """Each run's block: (round, host), or (round, host, duet) for runs measured in duets
+        (the runs measured together), aligned with ``values``."""
         hosts = self.hosts or (None,) * len(self.values)
+        if self.duets:
+            return list(zip(self.repeats, hosts, self.duets))
         return list(zip(self.repeats, hosts))
+
+    @property
+    def in_duets(self) -> bool:
+        return bool(self.duets) and all(d is not None for d in self.duets)
 
     @property
     def spread(self) -> float:
@@ -195,6 +205,9 @@ class Comparison:
     min_effect_pct: float = 0.0
     unpaired_interval: tuple[float, float] | None = None
     unpaired_mde_pct: float | None = None
+    design: str = "sequential"
+    """"duet" when every run of both cells was measured in a duet (the model's block is the
+    duet and its slot term the duet's slot), else "sequential"."""
     role: str = "secondary"
     """"primary" (the cell's headline metric, in the Holm family), "check" (an A/A arm: its
     comparisons measure the noise and are not in the family) or "secondary" (every other metric:
@@ -336,11 +349,16 @@ class Summary:
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
                    "max_concurrency", "windows")
 _SETTINGS = ("server_settings", "arm_settings")
-_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "valid",
+_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
                    "client_saturated", "goodput_slo", "windows_metrics",
                    *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
+
+
+def _duets(column: pd.Series) -> tuple[int | None, ...]:
+    duets = tuple(None if pd.isna(d) else int(d) for d in column)
+    return duets if any(d is not None for d in duets) else ()
 
 
 def _host(record: RunRecord) -> str | None:
@@ -379,6 +397,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "spec_mode": r.spec.spec_mode,
             "repeat": int(r.spec.repeat),
             "host": _host(r),
+            "duet": r.spec.duet,
             "valid": bool(r.valid and r.metrics is not None),
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),
@@ -657,7 +676,8 @@ def summarize(
             cell = Cell(arm, conc, mode, m.key, tuple(int(r) for r in rows["repeat"]), values,
                         mr.median, mr.low, mr.high,
                         hosts=tuple(None if pd.isna(h) else str(h) for h in rows["host"]),
-                        windows=per_window if any(per_window) else ())
+                        windows=per_window if any(per_window) else (),
+                        duets=_duets(rows["duet"]))
             cells.append(cell)
             spread = cell.spread
             if m.key == "acceptance_length":
@@ -759,8 +779,13 @@ def _slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
     from datetime import datetime, timezone
 
     groups: dict[tuple, list[tuple[_RunKey, object]]] = {}
+    out: dict[_RunKey, int | None] = {}
     for r in records:
         name = _host(r)
+        if r.spec.duet is not None:  # measured together: its slot is its place in the block
+            out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name,
+                 int(r.spec.duet))] = r.spec.slot
+            continue
         key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
         try:
             when = datetime.fromisoformat(str(r.started_at))
@@ -769,7 +794,6 @@ def _slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
         if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
             when = when.replace(tzinfo=timezone.utc)
         groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
-    out: dict[_RunKey, int | None] = {}
     for runs in groups.values():
         times = [w for _, w in runs]
         if any(w is None for w in times) or len(set(times)) < len(times):
@@ -969,6 +993,7 @@ def _compare(
             unpaired_interval=None if welch is None else welch.interval_pct(confidence),
             unpaired_mde_pct=None if welch is None else welch.mde_pct(confidence),
             role=r["role"], df=None if e is None else e.df, se=None if e is None else e.se,
+            design="duet" if c.in_duets and base.in_duets else "sequential",
             prior_df=0.0 if e is None else e.prior_df,
         ))
     target = equivalence_pct if target_effect_pct is None else target_effect_pct

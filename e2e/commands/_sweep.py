@@ -44,6 +44,10 @@ def sweep(
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     executor: ExecutorOpt = None,
+    duet: Annotated[Optional[bool], typer.Option(
+        "--duet/--no-duet", help="Measure the arms together in time (the config's \\[duet] "
+        "slots): each unit runs one arm per slot at once, so host drift lands on every arm "
+        "alike (default: the config's \\[duet] enabled).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     flags: Measurement = Measurement(),
 ) -> None:
@@ -64,6 +68,9 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
                                       input_len=input_len, output_len=output_len)
+        if duet is not None:
+            experiment = experiment.model_copy(
+                update={"duet": experiment.duet.model_copy(update={"enabled": duet})})
         results = flags.results
         from e2e.plan import describe_order, order_of
 
@@ -75,9 +82,11 @@ def sweep(
         if dry_run:
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
-            planned = {unit.arm for unit in plan}  # opt-in arms left out, in the plan's list order
+            planned = {side.arm for unit in plan for side in getattr(unit, "sides", (unit,))}
+            # opt-in arms left out, in the plan's list order
             planned = [a for a in (csv_list(arms) or list(experiment.arms)) if a in planned]
-            for line in describe_order(experiment, planned, runs or experiment.repeats, order):
+            for line in describe_order(experiment, planned, runs or experiment.repeats, order,
+                                       duet=experiment.duet.enabled):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             if (executor or experiment.executor.kind) == "ray":
                 for line in describe_cluster_plan(experiment, plan, results):

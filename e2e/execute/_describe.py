@@ -23,21 +23,40 @@ def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -
         state = unit_state(results, experiment.name, unit)
         status = "done" if state.done else (f"rerun (attempt {state.attempts + 1})"
                                             if state.attempts else "to run")
-        launch = server_launch(experiment, unit.arm, dspark=unit.dspark, dry=True)
-        external = experiment.server.external
-        if external:
-            argv = [f"(none: measures the running server at {redactor.url(external)})"]
-        else:
-            argv = redactor.argv(launch.argv(0))
-            argv[-1] = "<free port>"
         lines.append(f"[{i}/{len(plan)}] {unit.unit_id}  round {unit.repeat}  {status}")
         lines.append(f"  {unit.kind}:{' ' * (8 - len(unit.kind))}{unit.describe()}")
-        lines.append(f"  command: {argv[0]}" if external else
-                     f"  command: {shlex.join(argv)}")
-        env = redactor.env(launch.env)
-        lines.append("  env:     " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())))
-        if experiment.server.cpus or experiment.load.cpus:
-            lines.append(f"  cpus:    server {experiment.server.cpus or 'unpinned'}, load "
-                         f"generator {experiment.load.cpus or 'unpinned'}")
+        if unit.kind == "duet":
+            names = experiment.duet.slot_names()
+            for side in unit.sides:
+                slot = experiment.duet.slots[side.slot]
+                lines.append(f"  slot {names[side.slot]}: {side.run_id}")
+                lines += ["  " + line for line in _server_lines(
+                    experiment, side, redactor, env=slot.env, server_cpus=slot.server_cpus,
+                    client_cpus=slot.client_cpus, port=slot.port)]
+            continue
+        lines += _server_lines(experiment, unit, redactor)
+    return lines
+
+
+def _server_lines(experiment: Experiment, unit: Unit, redactor, *, env: dict | None = None,
+                  server_cpus: str | None = None, client_cpus: str | None = None,
+                  port: int = 0) -> list[str]:
+    """A unit's server command, environment and CPUs (a duet side's: its slot's)."""
+    launch = server_launch(experiment, unit.arm, dspark=unit.dspark, dry=True)
+    external = experiment.server.external
+    if external:
+        argv = [f"(none: measures the running server at {redactor.url(external)})"]
+    else:
+        argv = redactor.argv(launch.argv(port))
+        if not port:
+            argv[-1] = "<free port>"
+    lines = [f"  command: {argv[0]}" if external else f"  command: {shlex.join(argv)}"]
+    shown = redactor.env({**launch.env, **(env or {})})
+    lines.append("  env:     " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items())))
+    server = server_cpus if env is not None else experiment.server.cpus
+    client = client_cpus if env is not None else experiment.load.cpus
+    if server or client:
+        lines.append(f"  cpus:    server {server or 'unpinned'}, load generator "
+                     f"{client or 'unpinned'}")
     return lines
 

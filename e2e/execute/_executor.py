@@ -28,7 +28,7 @@ from e2e.results import unit_state
 __all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "blocks",
            "block_key", "SessionUnit"]
 
-RunUnit = Callable[[Unit], "tuple[Path, Any]"]
+RunUnit = Callable[[Unit], "tuple[Path, Any] | list[tuple[Path, Any]]"]
 OnUnit = Callable[[Path, Any], None]
 
 
@@ -76,10 +76,12 @@ class LocalExecutor:
                 clock.start()
                 say(f"[{i}/{total}] {unit.unit_id} (attempt {attempts} of {max_attempts}) · "
                     f"{clock.status(len(outcome.skipped), total)}")
-                folder, record = run_unit(unit)
-                outcome.ran.append(record)
-                on_unit(folder, record)
-                if record.valid:
+                made = written(run_unit(unit))
+                for folder, record in made:
+                    outcome.ran.append(record)
+                    on_unit(folder, record)
+                if len(made) == len(getattr(unit, "sides", (unit,))) and \
+                        all(record.valid for _, record in made):
                     clock.done += 1
                     break
             clock.made += tried
@@ -92,6 +94,11 @@ class LocalExecutor:
 
 
 
+def written(result) -> list[tuple[Path, Any]]:
+    """What a ``run_unit`` call wrote: its (folder, record), or a duet's, one per side."""
+    return list(result) if isinstance(result, list) else [result]
+
+
 # --- Helpers a cluster executor needs (e2e.execute._ray) -------------------------------------
 
 
@@ -101,7 +108,7 @@ def block_key(unit: Unit) -> tuple:
     servers for it)."""
     if unit.kind == "gsm8k":
         return ("gsm8k", unit.eval_name, unit.data, unit.concurrency)
-    return ("load", unit.repeat, unit.concurrency, unit.dspark)
+    return (unit.kind, unit.repeat, unit.concurrency, unit.dspark)
 
 
 def blocks(units: Sequence[Unit]) -> list[list[Unit]]:
@@ -127,9 +134,12 @@ class SessionUnit:
     results: Path
     options: Any = None  # e2e.session._session.SessionOptions; None: the defaults
 
-    def __call__(self, unit: Unit) -> tuple[Path, Any]:
-        from e2e.session import SessionOptions, run_unit
+    def __call__(self, unit: Unit) -> tuple[Path, Any] | list[tuple[Path, Any]]:
+        """The unit's (folder, record); a duet's, one per side (``e2e.session.run_duet``)."""
+        from e2e.session import SessionOptions, run_duet, run_unit
 
+        if unit.kind == "duet":
+            return run_duet(self.experiment, unit, self.results, self.options or SessionOptions())
         return run_unit(self.experiment, unit, self.results, self.options or SessionOptions())
 
     def at(self, results: Path | None = None, **options: Any) -> SessionUnit:

@@ -23,6 +23,8 @@ from e2e.results import write_requests
 
 __all__ = ["LoadWorkload"]
 
+_FILLER_STREAM = 1000  # a duet side's unmeasured load (windows use 0 and 2..65, warmup 1)
+
 
 class LoadWorkload:
     """``spec``'s prompts against a server: warmup (never measured), then the measured load."""
@@ -42,6 +44,7 @@ class LoadWorkload:
         self.client: Placement | None = None
         self.outcome: LoadOutcome | None = None
         self.outcomes: list[LoadOutcome] = []
+        self.filler: list[list[int]] | None = None
 
     def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
         spec = self.spec
@@ -59,6 +62,18 @@ class LoadWorkload:
                 run_load(self._load(server, self.warmups,
                                     min(self.spec.concurrency, len(self.warmups))),
                          progress=self.progress, label="warmup")
+
+    def keep_busy(self, server) -> None:
+        """One batch of ``concurrency`` requests shaped like the measured ones (own prompts,
+        never recorded): a duet side's load while its partners still measure."""
+        spec = self.spec
+        if self.filler is None:
+            vocab, specials = vocabulary(self.launch.tokenizer or self.launch.model)
+            self.filler = make_prompts(spec.concurrency, spec.input_len, vocab_size=vocab,
+                                       exclude=specials, seed=spec.seed, stream=_FILLER_STREAM)
+        with pinned_process(self.load.cpus):
+            run_load(self._load(server, self.filler, spec.concurrency), progress=False,
+                     label="holding")
 
     def measure(self, server, folder: Path) -> None:
         spec = self.spec
@@ -136,7 +151,7 @@ class LoadWorkload:
             provenance=info.provenance, plugin=info.plugin, started_at=info.started_at,
             placement=(info.placement or PlacementInfo()).model_copy(update={"client": self.client}),
             host_noise=info.host_noise, bursts=bursts,
-            client=outcome.client if outcome is not None else None,
+            client=outcome.client if outcome is not None else None, duet=info.duet,
             offered_rate=outcome.offered_rate if outcome is not None else None,
             achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,

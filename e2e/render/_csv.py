@@ -51,7 +51,7 @@ def comparisons_frame(summary: Summary) -> pd.DataFrame:
             "ratio": c.ratio, "pct": c.pct,
             "pct_low": None if c.interval is None else c.interval[0],
             "pct_high": None if c.interval is None else c.interval[1],
-            "confidence": c.confidence, "verdict": c.verdict, "method": c.method,
+            "confidence": c.confidence, "verdict": c.verdict, "method": c.method, "design": c.design,
             "n_blocks": c.n_blocks, "dropped": c.dropped, "median_ratio": c.median_ratio,
             "mde_pct": c.mde_pct, "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,
             "p_value": c.p_value, "tost_p": c.tost_p, "equivalence_pct": c.equivalence_pct,

@@ -99,6 +99,7 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "interval_pct": ({"low": c.interval[0], "high": c.interval[1]}
                                           if c.interval is not None else None),
                          "confidence": c.confidence, "verdict": c.verdict, "method": c.method,
+                         "design": c.design,
                          "n_arm": c.n_arm, "n_baseline": c.n_baseline, "n_blocks": c.n_blocks,
                          "median_ratio": c.median_ratio, "mde_pct": c.mde_pct,
                          "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,

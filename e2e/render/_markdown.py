@@ -99,6 +99,8 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     if comp is None or comp.interval is None:
         return text
     method = {"model": "model", "blocked": "paired"}.get(comp.method, "unpaired")
+    if comp.design == "duet" and comp.method in ("model", "blocked"):
+        method = f"duet {method}"
     if comp.role == "check":
         method = f"A/A check, {method}"
     elif comp.role == "secondary":

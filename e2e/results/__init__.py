@@ -3,7 +3,7 @@ store (one folder per unit, made by one atomic rename).
 """
 
 from e2e.results._records import (
-    BurstSummary, ClientStats, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
+    BurstSummary, ClientStats, DuetInfo, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
     PlacementInfo, ServerMemory, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
     RunRecord, ServerInfo, SpecCounters
 )
@@ -16,7 +16,7 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "BurstSummary", "ClientStats", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
+    "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
     "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
     "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "ServerInfo", "ServerMemory",
     "SpecCounters", "finalize", "finalize_unit", "last_look_confidence", "load_records",

@@ -315,6 +315,27 @@ class ServerMemory(_Record):
     thp: str | None = Field(None, description="The host's THP mode (always/madvise/never).")
 
 
+class DuetInfo(_Record):
+    """A run measured in a duet: the arms run at the same time, one per slot."""
+
+    id: str = Field(description="The duet's unit id (duet-c<conc>-<mode>-r<round>-d<index>).")
+    slot: int
+    slot_name: str
+    partners: list[str] = Field(description="The other sides' run ids, in slot order.")
+    overlap_share: float | None = Field(
+        None, description="Share of this run's measured window during which every side's "
+        "server was under load (measured or, after its own measurement, unmeasured).")
+    measured_overlap_share: float | None = Field(
+        None, description="Share of this run's measured window during which every side was "
+        "measuring.")
+    start_spread_s: float | None = Field(
+        None, description="Latest minus earliest start of the sides' measured loads.")
+    measured_s: float | None = Field(None, description="This side's measured window.")
+    held_s: float | None = Field(
+        None, description="How long this side kept its server loaded (unmeasured) after its "
+        "measured load, for partners still measuring.")
+
+
 class RunRecord(_Record):
     """Everything ``run.json`` holds about one run."""
 
@@ -331,6 +352,7 @@ class RunRecord(_Record):
     host_noise: HostNoise | None = None
     bursts: BurstSummary | None = None
     client: ClientStats | None = None
+    duet: DuetInfo | None = None
     offered_rate: float | None = Field(None, description="Open loop: requests/s offered.")
     achieved_rate: float | None = Field(
         None, description="Requests/s sent (open loop) or completed (closed loop).")

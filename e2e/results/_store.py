@@ -24,7 +24,7 @@ import pandas as pd
 
 from pydantic import ValidationError
 
-from e2e.config import EvalSpec, Unit, check_name
+from e2e.config import DuetSpec, EvalSpec, Unit, check_name
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir, within
 from e2e.results._records import RequestRecord, RunRecord
@@ -115,6 +115,11 @@ class UnitState:
 def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     """Done (valid, same spec), or how many attempts were made and why the last failed. An
     unreadable record, or one made with other settings, is never trusted: the unit is redone."""
+    if isinstance(unit, DuetSpec):  # done when every side is; sides are retried together
+        sides = [unit_state(results, experiment, side) for side in unit.sides]
+        reasons = [s.last_reason for s in sides if s.last_reason]
+        return UnitState(done=all(s.done for s in sides), attempts=max(s.attempts for s in sides),
+                         last_reason="; ".join(reasons) or None)
     final = unit_dir(results, experiment, unit)
     attempts = final.parent / ATTEMPTS
     old = len(list(attempts.glob(f"{final.name}.*"))) if attempts.is_dir() else 0

@@ -6,12 +6,13 @@ from e2e.session._builds import prepare, python_path, resolve_git, resolve_pytho
 from e2e.session._launch import server_launch
 from e2e.session._plugin_check import plugin_check
 from e2e.session._provenance import provenance, source_facts
+from e2e.session._duet import run_duet
 from e2e.session._session import Servers, SessionOptions, run_unit
 from e2e.session._workloads import Workloads
 from e2e.session._tinymodel import model_path, resolve_model
 
 __all__ = [
     "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
-    "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_unit",
+    "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
     "server_launch", "source_facts"
 ]

@@ -68,33 +68,28 @@ def group_alive(pgid: int) -> bool:
 
 
 @contextlib.contextmanager
-def server_lock(*, wait_s: float = 0.0) -> Iterator[None]:
-    """One server on the host at a time. The lock is an flock: the kernel drops it when its
-    holder dies, so a crashed e2e never leaves a stale lock behind. A second e2e waits up to
-    ``wait_s`` and then refuses, naming the holder's pid."""
-    path = e2e_home() / "server.lock"
+def _flock(path: Path, mode: int, deadline: float, what: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")
-    deadline = time.monotonic() + wait_s
     try:
         while True:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     handle.seek(0)
                     holder = handle.read().strip() or "unknown"
                     raise ServerBusyError(
-                        f"another e2e (pid {holder}) is running a server on this host "
+                        f"another e2e (pid {holder}) is running {what} on this host "
                         f"(lock {path}); wait for it to finish, or stop it, then rerun"
                     ) from None
                 time.sleep(1.0)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        reap_leftover()
+        if mode == fcntl.LOCK_EX:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
         yield
     finally:
         with contextlib.suppress(OSError):
@@ -102,8 +97,30 @@ def server_lock(*, wait_s: float = 0.0) -> Iterator[None]:
         handle.close()
 
 
-def _state_path() -> Path:
-    return e2e_home() / "server.json"
+@contextlib.contextmanager
+def server_lock(*, wait_s: float = 0.0, slot: str | None = None) -> Iterator[None]:
+    """One server on the host at a time, or one per duet slot. The locks are flocks: the
+    kernel drops them when their holder dies, so a crashed e2e never leaves a stale lock
+    behind. A second e2e waits up to ``wait_s`` and then refuses, naming the holder's pid.
+    A plain server holds the host's lock exclusively; a duet side (``slot``) holds it shared
+    and its slot's lock exclusively, so the sides of a duet (or two duets in disjoint slots)
+    run together and never beside a plain server."""
+    deadline = time.monotonic() + wait_s
+    host = e2e_home() / "server.lock"
+    if slot is None:
+        with _flock(host, fcntl.LOCK_EX, deadline, "a server"):
+            reap_leftover()
+            yield
+        return
+    with _flock(host, fcntl.LOCK_SH, deadline, "a server"), \
+            _flock(e2e_home() / f"server-{slot}.lock", fcntl.LOCK_EX, deadline,
+                   f"a server in duet slot {slot}"):
+        reap_leftover(slot)
+        yield
+
+
+def _state_path(slot: str | None = None) -> Path:
+    return e2e_home() / ("server.json" if slot is None else f"server-{slot}.json")
 
 
 def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
@@ -121,14 +138,22 @@ def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
             time.sleep(0.2)
 
 
-def reap_leftover() -> str | None:
+def reap_leftover(slot: str | None = None) -> str | None:
     """Stop a server that a crashed e2e left running (its process group outlives e2e: it runs
-    in its own session). Called with the server lock held, so its owner is gone. Returns what
+    in its own session). Called with the server lock held (the host's, or ``slot``'s), so its
+    owner is gone; with the host's held exclusively, leftovers of every slot too. Returns what
     was done, also printed to stderr."""
+    if slot is None:
+        done = [m for p in sorted(e2e_home().glob("server-*.json"))
+                if (m := _reap(p)) is not None]
+        return "; ".join(filter(None, [_reap(_state_path()), *done])) or None
+    return _reap(_state_path(slot))
+
+
+def _reap(path: Path) -> str | None:
     import json
     import sys
 
-    path = _state_path()
     try:
         state = json.loads(path.read_text())
     except FileNotFoundError:
@@ -161,6 +186,7 @@ class Server:
     argv: list[str]
     stop_grace_s: float = 30.0
     placement: Placement | None = None  # the CPU set asked for and applied
+    slot: str | None = None  # a duet side's slot (its own state file)
 
     @property
     def base_url(self) -> str:
@@ -237,7 +263,7 @@ class Server:
         if group_alive(pgid):
             raise ServerError(f"server process group {pgid} survived SIGKILL; "
                               f"kill it by hand: kill -9 -{pgid}")
-        _state_path().unlink(missing_ok=True)
+        _state_path(self.slot).unlink(missing_ok=True)
 
 
 _HELD = (signal.SIGINT, signal.SIGTERM)
@@ -272,7 +298,8 @@ def _signals_held() -> Iterator[None]:
 
 
 def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
-          stop_grace_s: float = 30.0, port: int | None = None, cpus: str | None = None) -> Server:
+          stop_grace_s: float = 30.0, port: int | None = None, cpus: str | None = None,
+          slot: str | None = None) -> Server:
     """Start a server and wait until it is healthy; on failure nothing is left running."""
     port = port or free_port(launch.host)
     if port_in_use(launch.host, port):
@@ -295,8 +322,9 @@ def start(launch: ServerLaunch, log_path: Path, *, startup_timeout_s: float,
                 except OSError as exc:
                     raise ServerStartError(f"cannot start {argv[0]}: {exc}") from exc
             server = Server(launch=launch, process=process, port=port, log_path=log_path,
-                            argv=argv, stop_grace_s=stop_grace_s, placement=placement)
-            atomic_write_json(_state_path(), {"pgid": process.pid, "port": port,
+                            argv=argv, stop_grace_s=stop_grace_s, placement=placement,
+                            slot=slot)
+            atomic_write_json(_state_path(slot), {"pgid": process.pid, "port": port,
                                               "owner": os.getpid(), "log": str(log_path)})
         server.wait_healthy(startup_timeout_s)
     except BaseException:
@@ -319,6 +347,8 @@ class ServerOptions:
     require_quiet: float | None = None  # max share of a core another process may use
     quiet_sample_s: float = 2.0
     quiet_wait_s: float = 0.0  # how long to wait for the host to become quiet (0: refuse)
+    own_root: int | None = None  # e2e's process whose descendants are ours (None: this one)
+    slot: str | None = None  # a duet side's slot: its own server lock
 
     @classmethod
     def of(cls, server: ServerConfig) -> ServerOptions:
@@ -350,14 +380,15 @@ def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Itera
     """A fresh server for ``launch``, holding the host's server lock, stopped on every exit
     path. The only place in e2e that starts a server process is ``start`` below, and the
     only caller of this is the server session (``e2e.session._session``)."""
-    with server_lock(wait_s=options.lock_wait_s):
+    with server_lock(wait_s=options.lock_wait_s, slot=options.slot):
         if options.require_quiet is not None:  # with the lock held: our own servers are gone
+            ours = {os.getpid(), options.own_root or os.getpid()}  # a duet's partners are ours
             wait_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
                        wait_s=options.quiet_wait_s,
-                       exclude_pids=with_descendants(snapshot(gpu=False), {os.getpid()}))
+                       exclude_pids=with_descendants(snapshot(gpu=False), ours))
         server = start(launch, log_path, startup_timeout_s=options.startup_timeout_s,
                        stop_grace_s=options.stop_grace_s, port=options.port or None,
-                       cpus=options.cpus)
+                       cpus=options.cpus, slot=options.slot)
         try:
             yield server
         finally:

@@ -4,7 +4,8 @@
         resolve the arm's launch once (build, model, argv, environment)
         -> a fresh server in its own process group (``e2e.session._server.serve``) -> /health
         -> the plugin check (mandatory; ``--no-plugin-check`` is an explicit, recorded choice)
-        -> workload warmup -> /metrics before -> the workload -> /metrics after
+        -> workload warmup -> [a duet's barrier] -> /metrics before -> the workload
+        -> /metrics after -> [a duet side: the same load, unmeasured, until its partners are done]
         -> stop the process group
         -> the unit's folder, with its record (spec, redacted config, server argv and
            environment, provenance, plugin mode), finalized atomically
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +30,7 @@ from pydantic import BaseModel
 
 from e2e.arms import ServerLaunch
 from e2e.redact import Redactor
-from e2e.config import Experiment, Unit
+from e2e.config import DuetSpec, Experiment, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
@@ -57,6 +59,11 @@ class Workload(Protocol):
 
     def measure(self, server: ServerHandle, folder: Path) -> None: ...
 
+    def keep_busy(self, server: ServerHandle) -> None:
+        """One batch of the same load, unmeasured (a duet side holding its server under load
+        while its partners still measure)."""
+        ...
+
     def record(self, info: UnitInfo, folder: Path) -> BaseModel:
         """The unit's record from what was measured; may add reasons and warnings to
         ``info`` and files to ``folder``."""
@@ -80,6 +87,7 @@ class UnitInfo:
     finished_at: str = ""
     metrics_before: str | None = None
     metrics_after: str | None = None
+    duet: Any = None  # e2e.results.DuetInfo of a side of a duet
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -98,6 +106,9 @@ class SessionOptions:
     say: Say = lambda message: None
     servers: Servers | None = None  # None: fresh servers, or the config's external one
     workloads: Callable[..., Workload] | None = None  # None: e2e.load._workload.Workloads()
+    # a side of a duet (e2e.session._duet): its slot's placement and the rendezvous
+    slot: Any = None        # e2e.config.DuetSlot
+    together: Any = None    # e2e.session._duet.Together
 
 
 def servers_for(experiment: Experiment) -> Servers:
@@ -165,15 +176,34 @@ def _with_memory(placement: PlacementInfo | None, server) -> PlacementInfo | Non
     return placement.model_copy(update={"server_memory": ServerMemory(**facts)})
 
 
+def _placed(experiment: Experiment, slot) -> Experiment:
+    """The experiment as a duet side in ``slot`` runs it: the slot's server and load-generator
+    CPUs and port (its env is added to the launch). The record keeps the config as written;
+    the run's placement and duet blocks say where it ran."""
+    if slot is None:
+        return experiment
+    return experiment.model_copy(update={
+        "server": experiment.server.model_copy(update={"cpus": slot.server_cpus,
+                                                       "port": slot.port}),
+        "load": experiment.load.model_copy(update={"cpus": slot.client_cpus})})
+
+
 def run_unit(experiment: Experiment, unit: Unit, results: Path,
              options: SessionOptions = SessionOptions()) -> tuple[Path, BaseModel]:
     """Run ``unit`` on a fresh server and write its folder under ``results``; returns the
     folder and the record (``record.valid`` False for an invalid unit, which is written
     too). Raises ServerBusyError (nothing written) when another e2e holds the host."""
+    if isinstance(unit, DuetSpec):
+        raise TypeError("a duet runs through e2e.session.run_duet (SessionUnit does)")
     say = options.say
+    together = options.together
     servers = options.servers or servers_for(experiment)
     launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
-    workload = (options.workloads or Workloads())(experiment, unit, launch, options)
+    if options.slot is not None and options.slot.env:  # the slot's env, e.g. its GPU
+        launch = replace(launch, env={**launch.env, **options.slot.env})
+    own_root = together.root_pid if together is not None else os.getpid()
+    placed = _placed(experiment, options.slot)  # a duet side's CPUs and port
+    workload = (options.workloads or Workloads())(placed, unit, launch, options)
     partial = new_partial_dir(results, experiment.name, unit.unit_id)
     redactor = experiment.redactor(launch.api_key)
     info = UnitInfo(experiment=experiment.name, unit=unit, config=redacted_config(experiment),
@@ -188,27 +218,41 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             if launch.external
             else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
                  f"speculator); log: {partial / 'server.log'}")
-        with servers.serve(launch, partial / "server.log",
-                           ServerOptions.of(experiment.server)) as server:
+        server_options = replace(ServerOptions.of(placed.server), own_root=own_root,
+                                 slot=(None if together is None else together.slot_name))
+        with servers.serve(launch, partial / "server.log", server_options) as server:
             info.server = _server_info(launch, server.argv, server.base_url, redactor)
             info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check, launch)
             if info.plugin.check == "failed":
                 raise ServerError(f"arm settings not applied: {info.plugin.detail}")
             workload.warmup(server)
+            if together is not None:  # every side's server is up and warm: start together
+                together.arrive()
             info.metrics_before = server.scrape_metrics()
             info.placement = _placement(server)
             host_before = snapshot()
+            if together is not None:
+                together.arrive("go")
+            began = time.monotonic()
             try:
                 workload.measure(server, partial)
-            finally:  # own = e2e, its server and client processes (those started meanwhile too)
+            finally:  # own = e2e, its server and client processes (those started meanwhile too;
+                # in a duet every side's, all descendants of the duet's driver)
+                ended = time.monotonic()
                 host_after = snapshot()
                 info.placement = _with_memory(info.placement, server)
                 info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
-                    host_after, {os.getpid(), getattr(server, "pgid", os.getpid())}))
+                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid())}))
             if server.alive():
                 info.metrics_after = server.scrape_metrics()
             else:
                 info.reasons.append("the server exited during the workload")
+            if together is not None:
+                together.measured(began, ended)
+                held = together.hold(lambda: workload.keep_busy(server), say=say)
+                info.duet, more = together.info()
+                info.duet = info.duet.model_copy(update={"held_s": held})
+                info.reasons += more
     except ServerBusyError:
         shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no folder
         raise
@@ -220,6 +264,10 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
     except Exception as exc:  # a bug or a value nobody checked: the record first, then it
         interrupted = exc
         info.reasons.append(f"failed unexpectedly: {type(exc).__name__}: {exc}")
+    if together is not None and info.reasons:  # partners stop waiting for this side
+        together.abandon(info.reasons[0])
+        if info.duet is None:
+            info.duet = together.info()[0]
     with shielded():  # a second Ctrl-C must not lose what finished
         info.provenance = provenance(launch.python, launch.build)
         info.finished_at = utc_now()

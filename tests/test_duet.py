@@ -1,0 +1,176 @@
+"""Duets: arms measured together in time, one per slot (e2e.session._duet, e2e.plan).
+
+The plan's balance is checked exactly; the session against real server processes (the
+scripted vLLM of tests/fakevllm.py, started by e2e's own ``serve``): every side starts,
+waits at the barrier, measures with its partners, holds its load until they are done, and
+writes its own run.json with the duet's facts; a side that fails ends its partners' wait;
+Ctrl-C stops every side's server."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import fakevllm
+from e2e.analysis import summarize
+from e2e.config import DuetConfig, DuetSlot, DuetSpec
+from e2e.pipeline import sweep
+from e2e.plan import duet_rounds, make_plan
+from e2e.results import load_records
+
+
+@pytest.mark.parametrize("n,k", [(2, 2), (3, 2), (4, 2), (5, 2), (3, 3), (4, 3), (2, 4)])
+def test_every_arm_sits_in_every_slot_equally_and_pairs_meet_equally(n, k):
+    arms = [f"a{i}" for i in range(n)]
+    used = min(n, k)
+    rounds = duet_rounds(arms, k, used * 2, report_from_run=2, seed=7)
+    slots, pairs = Counter(), Counter()
+    for groups in rounds[1:used + 1]:  # the first `used` reported rounds: one whole cycle
+        for g in groups:
+            assert sorted(g) == sorted(set(g)) and len(g) == used
+            for s, arm in enumerate(g):
+                slots[(arm, s)] += 1
+            for a, b in itertools.combinations(sorted(g), 2):
+                pairs[(a, b)] += 1
+    assert len(set(slots.values())) == 1 and len(slots) == n * used
+    assert len(set(pairs.values())) == 1 and len(pairs) == n * (n - 1) // 2
+    # round k depends only on k: more rounds never reorder the earlier ones
+    assert duet_rounds(arms, k, 3, report_from_run=2, seed=7) == rounds[:3]
+
+
+def test_a_duet_plan_holds_each_round_of_each_cell(tmp_path):
+    exp = fakevllm.experiment(tmp_path, "model")
+    exp = exp.model_copy(update={"duet": DuetConfig(enabled=True)})
+    plan = make_plan(exp, arms=["main", "pr"], concurrencies=[1, 2], spec_modes=[False], runs=3)
+    assert all(isinstance(u, DuetSpec) for u in plan) and len(plan) == 6
+    assert [(u.repeat, u.concurrency) for u in plan] == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+    assert plan[0].sides[0].arm != plan[2].sides[0].arm  # swapped slots the next round
+    ids = [s.run_id for u in plan for s in u.sides]
+    assert len(ids) == len(set(ids)) and ids[0].endswith("-d1")
+    with pytest.raises(Exception, match="at least two arms"):
+        make_plan(exp, arms=["main"], concurrencies=[1], spec_modes=[False], runs=2)
+
+
+def _duet_experiment(root: Path, *, name: str = "duet", pr_env: dict | None = None,
+                     slots: list[DuetSlot] | None = None):
+    from e2e.session._tinymodel import build_tiny_llama
+
+    exp = fakevllm.experiment(fakevllm.install(root / "fake"), str(build_tiny_llama(root / "model")),
+                              name=name, pid_dir=root / "pids")
+    (root / "pids").mkdir(exist_ok=True)
+    arms = dict(exp.arms)
+    if pr_env:
+        arms["pr"] = arms["pr"].model_copy(update={"env": pr_env})
+    duet = DuetConfig(enabled=True, slots=slots or [
+        DuetSlot(server_cpus="0", client_cpus="1", env={"E2E_TEST_SLOT": "a"}),
+        DuetSlot(server_cpus="1", client_cpus="0", env={"E2E_TEST_SLOT": "b"})],
+        barrier_timeout_s=60)
+    load = exp.load.model_copy(update={"output_len": 100, "prompts_per_concurrency": 4})
+    return exp.model_copy(update={"repeats": 3, "report_from_run": 1, "duet": duet, "arms": arms,
+                                  "load": load})
+
+
+@pytest.fixture()
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def test_a_duet_sweep_measures_the_sides_together(home):
+    # pr's server is 4x slower per token: main finishes first and holds its load for it
+    exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.004"})
+    results = home / "results"
+    outcome, _ = sweep(exp, results, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
+                       report=False)
+    assert not outcome.given_up and len(outcome.ran) == 6
+    records, problems = load_records(results / "duet")
+    assert not problems and len(records) == 6
+    by_id = {r.run_id: r for r in records}
+    for r in records:
+        assert r.valid, r.invalid_reasons
+        d = r.duet
+        assert d is not None and d.id == f"duet-c1-base-r{r.spec.repeat}-d1"
+        other = [x for x in records if x.duet.id == d.id and x.run_id != r.run_id]
+        assert d.partners == [other[0].run_id] and other[0].spec.slot == 1 - r.spec.slot
+        assert d.overlap_share >= 0.9 and d.start_spread_s < 1.0
+        slot = exp.duet.slots[r.spec.slot]
+        assert r.server.env["E2E_TEST_SLOT"] == slot.env["E2E_TEST_SLOT"]
+        assert r.placement.server.requested == slot.server_cpus
+        assert r.placement.client.requested == slot.client_cpus
+        assert r.config["server"]["cpus"] == exp.server.cpus  # the config as written
+    mains = [r for r in records if r.spec.arm == "main"]
+    prs = [r for r in records if r.spec.arm == "pr"]
+    assert all(m.duet.held_s > 0.5 * p.duet.measured_s for m in mains
+               for p in prs if p.duet.id == m.duet.id)  # main held while pr measured
+    assert all(p.duet.measured_overlap_share < 0.5 for p in prs)  # pr measured alone, loaded
+    assert sorted(r.spec.slot for r in mains) in ([0, 0, 1], [0, 1, 1])  # slots alternate
+    assert list(Path(home / "pids").iterdir()) == []  # every server stopped
+    summary = summarize(records, baseline="main")
+    comp = next(c for c in summary.comparisons if c.arm == "pr" and c.metric == "tpot_ms_mean")
+    assert comp.design == "duet" and comp.pct > 100  # 4x slower per token
+    assert by_id  # resumes: the same sweep again runs nothing
+    again, _ = sweep(exp, results, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
+                     report=False)
+    assert again.ran == [] and len(again.skipped) == 3
+
+
+def test_a_side_that_fails_ends_its_partners_wait(home):
+    # pr's server never becomes healthy: main's side must not wait for the barrier's timeout
+    exp = _duet_experiment(home, pr_env={"FAKE_START_S": "120"})
+    exp = exp.model_copy(update={"server": exp.server.model_copy(update={"startup_timeout_s": 3.0})})
+    start = time.monotonic()
+    outcome, _ = sweep(exp, home / "results", arms=["main", "pr"], concurrencies=[1],
+                       spec_modes=[False], runs=1, max_attempts=1, report=False)
+    assert time.monotonic() - start < 50
+    records, _ = load_records(home / "results" / "duet")
+    by_arm = {r.spec.arm: r for r in records}
+    assert not by_arm["pr"].valid and "not healthy" in " ".join(by_arm["pr"].invalid_reasons)
+    assert not by_arm["main"].valid
+    assert "duet partner failed" in " ".join(by_arm["main"].invalid_reasons)
+    assert by_arm["main"].metrics is None  # nothing measured without its partner
+    assert outcome.given_up == ["duet-c1-base-r1-d1"]
+    assert list(Path(home / "pids").iterdir()) == []
+
+
+def test_ctrl_c_stops_every_side(home):
+    exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.05"})
+    raw = exp.model_dump(mode="json")
+    raw["load"].update(output_len=200)
+    (home / "exp.json").write_text(json.dumps(raw))
+    (home / "duet.json").write_text(exp.duet.model_dump_json())
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from e2e.config import DuetConfig, Experiment\n"
+        "from e2e.console import guard\n"
+        "from e2e.pipeline import sweep\n"
+        "home = Path(sys.argv[1])\n"
+        "exp = Experiment.model_validate_json((home / 'exp.json').read_text())\n"
+        "exp = exp.model_copy(update={'duet': DuetConfig.model_validate_json("
+        "(home / 'duet.json').read_text())})\n"
+        "guard(lambda: sweep(exp, home / 'results', arms=['main', 'pr'], concurrencies=[1], "
+        "spec_modes=[False], runs=1, report=False))\n")
+    log = open(home / "sweep.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(home)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and len(list((home / "pids").iterdir())) < 2:
+        time.sleep(0.2)
+    assert len(list((home / "pids").iterdir())) == 2, (home / "sweep.log").read_text()
+    time.sleep(4.0)  # both measuring
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group, as at a terminal
+    assert proc.wait(timeout=90) == 130, (home / "sweep.log").read_text()
+    assert list((home / "pids").iterdir()) == []
+    records, _ = load_records(home / "results" / "duet")
+    assert len(records) == 2 and not any(r.valid for r in records)
+    assert all("interrupted" in " ".join(r.invalid_reasons) for r in records)
