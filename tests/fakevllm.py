@@ -47,6 +47,7 @@ if pid_file:
     open(pid_file, "w").write(arm)
 time.sleep(float(os.environ.get("FAKE_START_S", "0")))
 tpot = float(os.environ.get("FAKE_TPOT_S", "0.001"))
+tpot += float(json.loads(settings or "{}").get("step_delay_us", 0)) / 1e6  # the calibration delay
 counters = {"drafts": 0.0, "accepted": 0.0}
 
 def reply(writer, status, body, ctype="text/plain"):

@@ -156,3 +156,20 @@ def test_parse_rocm_smi_output():
     assert [(p.pid, p.name) for p in state.processes] == [(1234, "python")]
     assert [(d.index, d.sm_clock_mhz, d.mem_clock_mhz) for d in state.devices] == [
         (0, 1900.0, 1200.0)]
+
+
+def test_a_run_measured_beside_other_work_warns_naming_it():
+    from e2e.load._workload import interference
+    from e2e.results import HostNoise, ProcessCPU
+
+    def noise(share: float, steal: float = 0.0) -> HostNoise:
+        return HostNoise(wall_s=10.0, cpus_online=2, loadavg_before=(0, 0, 0),
+                         loadavg_after=(1, 1, 1), host_busy_cpu_s=12.0, own_cpu_s=12.0 - share * 10,
+                         other_cpu_s=share * 10, other_cpu_share=share, unattributed_cpu_s=0.0,
+                         steal_s=steal * 20, steal_share=steal,
+                         top_other=[ProcessCPU(pid=77, name="pip", cpu_s=9.0, share=0.9)])
+
+    assert interference(noise(0.1)) is None and interference(None) is None
+    text = interference(noise(0.9))
+    assert "0.90 of a core" in text and "pip (pid 77, 0.90)" in text and "--duet" in text
+    assert "stole 6%" in interference(noise(0.0, steal=0.06))

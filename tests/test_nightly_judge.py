@@ -56,10 +56,16 @@ def test_higher_is_better_metric_regresses_when_it_drops() -> None:
     assert verdict(THRU, (110.0, 110.5, 109.5), (100.0, 100.5, 99.5)).verdict == "improved"
 
 
-def test_noise_when_the_interval_includes_no_change() -> None:
+def test_undecided_when_the_interval_includes_no_change_but_reaches_past_the_threshold() -> None:
     v = verdict(TPOT, (9.0, 11.5, 10.2), BASE_RUNS)  # +2 % median, wide runs
-    assert v.verdict == "noise"
-    assert v.interval[0] < 0 < v.interval[1]
+    assert v.verdict == "undecided"  # a change of the threshold's size would read the same
+    assert v.interval[0] < 0 < v.interval[1] and v.interval[1] > 2.0
+    assert "could not have told a change smaller than" in v.reason
+
+
+def test_noise_when_the_interval_includes_no_change_within_the_threshold() -> None:
+    v = verdict(TPOT, (10.02, 9.99, 10.0), (10.0, 10.01, 9.99))
+    assert v.verdict == "noise" and -2.0 < v.interval[0] < 0 < v.interval[1] < 2.0
 
 
 def test_significant_but_below_threshold_is_noise() -> None:

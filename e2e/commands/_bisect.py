@@ -73,6 +73,9 @@ def bisect_command(
         min=0.0, help="Smallest worsening in % that makes a commit bad (default: the "
                       "nightly's threshold for the metric, else 2).")] = None,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999)] = 0.95,
+    duet: Annotated[Optional[bool], typer.Option(
+        "--duet/--no-duet", help="Measure the good build and each commit together in time "
+        "(the config's \\[duet] slots); default: the config's \\[duet] enabled.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Find the first commit between --good and --bad that makes a cell worse: build and
@@ -80,17 +83,20 @@ def bisect_command(
     until one commit is left. Every measurement is kept under <results>/bisect/ and the
     same command resumes."""
     guard(lambda: _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs,
-                          max_runs, threshold, confidence, quiet),
+                          max_runs, threshold, confidence, quiet, duet),
           error_exit=2, interrupted="the server was stopped; measured commits are kept (rerun "
                                     "the same command to resume)")
 
 
 def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs, max_runs,
-            threshold, confidence, quiet) -> None:
+            threshold, confidence, quiet, duet=None) -> None:
     from e2e.nightly.bisect import BisectCell, run_bisect
     from e2e.nightly.settings import default_nightly_path, nightly_metric
 
     experiment, nightly = load_bisect_config(config or default_nightly_path())
+    if duet is not None:
+        experiment = experiment.model_copy(
+            update={"duet": experiment.duet.model_copy(update={"enabled": duet})})
     metric, runs, threshold = _defaults(nightly, concurrency, spec_mode, metric, runs,
                                            threshold, experiment)
     try:

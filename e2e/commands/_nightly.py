@@ -57,6 +57,10 @@ def nightly_command(
                            "server per host; docs/cluster.md). Default: the config's.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan, the config hash and the baseline; start nothing.")] = False,
+    duet: Annotated[Optional[bool], typer.Option(
+        "--duet/--no-duet", help="Measure the night's arms together in time (the config's "
+        "\\[duet] slots), e.g. tonight's build beside nightly.reference; default: the "
+        "config's \\[duet] enabled.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """The nightly benchmark job: prepare the build(s), run the configured sweep (and GSM8K
@@ -64,7 +68,7 @@ def nightly_command(
     night (or a pinned one) and write a Markdown summary, trend plots and the full report.
     Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
     code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
-                                  dry_run, quiet, executor, store),
+                                  dry_run, quiet, executor, store, duet),
                  error_exit=2, unexpected_exit=2,
                  interrupted="the server was stopped; finished runs are kept (rerun with the "
                              "same --date to resume)")
@@ -72,7 +76,7 @@ def nightly_command(
 
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
-             executor=None, store=None) -> int:
+             executor=None, store=None, duet=None) -> int:
     from e2e.nightly.history import select_baseline
     from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
@@ -82,6 +86,12 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
         if value is not None and not _DATE.match(value):
             raise ConfigError(f"{flag} {value!r}: give a date as YYYY-MM-DD")
     cfg = load_nightly(config)
+    if duet is not None:  # how the night runs, not what it measures: the config hash stays
+        import dataclasses
+
+        exp = cfg.experiment
+        cfg = dataclasses.replace(cfg, experiment=exp.model_copy(
+            update={"duet": exp.duet.model_copy(update={"enabled": duet})}))
     overrides = parse_arm_settings(arm_setting)
     options = NightlyOptions(results=results, date=date, pinned=baseline,
                              arm_overrides=overrides, link_base=link_base, progress=not quiet,
@@ -89,7 +99,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     if dry_run:
         from e2e.execute import describe_plan
 
-        experiment = with_arm_settings(cfg.experiment, cfg.arms, overrides)
+        experiment = with_arm_settings(cfg.experiment, cfg.built_arms, overrides)
         for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         chosen = select_baseline(_dry_history(store or cfg.settings.store, results), date=date,

@@ -132,10 +132,17 @@ class LoadWorkload:
         if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
             info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
         outcome = self.outcome
+        others = interference(info.host_noise)
+        if others:
+            info.warnings.append(others)
         if outcome is not None and outcome.client.saturated:
+            cause = ("another process, not the load, took its cores (see the warning on "
+                     "other processes): rerun on a quiet host, or use --require-quiet"
+                     if others and outcome.client.core_share < 0.5 else
+                     "raise load.workers (--client-workers)")
             info.warnings.append(f"the load generator was saturated "
                                  f"({outcome.client.saturated_because}): its own queueing may "
-                                 "show as latency; raise load.workers (--client-workers)")
+                                 f"show as latency; {cause}")
         if (outcome is not None and outcome.offered_rate and outcome.achieved_rate is not None
                 and outcome.achieved_rate < 0.98 * outcome.offered_rate):
             info.warnings.append(f"achieved {outcome.achieved_rate:.2f} req/s of the offered "
@@ -157,6 +164,31 @@ class LoadWorkload:
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, windows=_window_metrics(finished, spec) if summary else [],
             valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+
+
+INTERFERENCE_SHARE = 0.25  # other processes' cores' worth during the load that warns
+INTERFERENCE_STEAL = 0.05  # the hypervisor's steal share that warns
+
+
+def interference(noise) -> str | None:
+    """The warning for a run measured while other processes used the host (``HostNoise``):
+    at least ``INTERFERENCE_SHARE`` of a core, or steal at least ``INTERFERENCE_STEAL``,
+    naming the busiest processes; None otherwise. On a shared host these runs are the slow
+    ones (other_cpu_share tracked a server's speed at r = 0.82 while other work ran)."""
+    if noise is None:
+        return None
+    parts = []
+    if noise.other_cpu_share >= INTERFERENCE_SHARE:
+        top = ", ".join(f"{p.name} (pid {p.pid}, {p.share or 0:.2f})" for p in noise.top_other[:3])
+        parts.append(f"other processes used {noise.other_cpu_share:.2f} of a core"
+                     + (f" (busiest: {top})" if top else ""))
+    if noise.steal_share >= INTERFERENCE_STEAL:
+        parts.append(f"the hypervisor stole {noise.steal_share:.0%} of the CPU time")
+    if not parts:
+        return None
+    return ("measured while " + " and ".join(parts) + ": the host was not the run's alone, "
+            "so its figures may be slow; a duet (--duet) measures arms under the same "
+            "interference")
 
 
 def _shifted(record: RequestRecord, first: int, offset_s: float) -> RequestRecord:

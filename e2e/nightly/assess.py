@@ -22,7 +22,7 @@ from e2e.errors import ResultsError
 from e2e.nightly.changepoints import night_changes
 from e2e.nightly.history import select_baseline
 from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
-from e2e.nightly.settings import NightlyConfig, nightly_metric
+from e2e.nightly.settings import NightlyConfig, built_arm, nightly_metric
 
 __all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
 
@@ -151,13 +151,14 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
                 wanted.append((ch.key, earlier[-1], max(threshold, abs(ch.pct) / 2)))
     lines: list[str] = []
     for key, good_night, threshold in wanted:
-        arm = cfg.experiment.arm(key.arm)
+        name = built_arm(key.arm)  # a cell relative to the reference bisects its arm's build
+        arm = cfg.experiment.arm(name)
         build = arm.build or cfg.experiment.server.build
-        bad = builds.get(key.arm, {}).get("git_commit")
-        good = _commit_on(history, date=good_night, arm=key.arm, experiment=experiment)
+        bad = builds.get(name, {}).get("git_commit")
+        good = _commit_on(history, date=good_night, arm=name, experiment=experiment)
         if build.git is None or not bad or not good or good == bad:
             continue
-        argv = ["e2e", "bisect", "--config", cfg.source, "--arm", key.arm,
+        argv = ["e2e", "bisect", "--config", cfg.source, "--arm", name,
                 "--concurrency", str(key.concurrency), "--spec-mode", key.spec_mode,
                 "--metric", key.metric, "--threshold", f"{threshold:.1f}", "--good", good,
                 "--bad", bad, "--results", str(results)]

@@ -10,8 +10,8 @@ from e2e import analysis
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName"]
 
-VerdictName = Literal["regressed", "improved", "noise", "too few runs", "no baseline",
-                      "new cell", "missing", "not judged", "no samples"]
+VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
+                      "no baseline", "new cell", "missing", "not judged", "no samples"]
 
 
 @dataclass(frozen=True, order=True)

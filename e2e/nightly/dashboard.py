@@ -36,11 +36,11 @@ from e2e.nightly.settings import GSM8K_METRIC
 __all__ = ["SiteData", "site_files", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {
-    "regressed": "#d62728", "improved": "#2ca02c", "noise": "#7f7f7f",
+    "regressed": "#d62728", "improved": "#2ca02c", "noise": "#7f7f7f", "undecided": "#bcbd22",
     "no baseline": "#1f77b4", "new cell": "#1f77b4", "missing": "#ff7f0e",
     "too few runs": "#ff7f0e", "no samples": "#ff7f0e", "not judged": "#c7c7c7",
 }
-_ORDER = ["regressed", "missing", "too few runs", "no samples", "improved", "noise",
+_ORDER = ["regressed", "missing", "too few runs", "no samples", "undecided", "improved", "noise",
           "new cell", "no baseline", "not judged"]
 _STATUS_COLOURS = {"pass": "#2ca02c", "regression": "#d62728", "incomplete": "#ff7f0e"}
 

@@ -53,7 +53,7 @@ from e2e.analysis import BURST_SHARE, burst_affected, headline_metric, server_tw
 from e2e.gsm8k.records import SampleVerdict
 from e2e.nightly.cells import CellKey, CellVerdict, NightCell, VerdictName
 from e2e.nightly.changepoints import ChangePoint
-from e2e.nightly.settings import judged_threshold, nightly_metric as load_metric
+from e2e.nightly.settings import is_relative, judged_threshold, nightly_metric as load_metric
 
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
@@ -89,10 +89,15 @@ class Rules:
     burst_share_max: float = WARN_SHARE
     gsm8k_alpha: float = 0.05
     gsm8k_min_drop_pp: float = 2.0
+    reference: str | None = None
+    """With a reference arm (``[nightly] reference``) only the relative cells (arm ÷
+    reference, measured the same night) are judged; the absolute ones are recorded."""
 
     def threshold(self, key: CellKey) -> float | None:
         if key.kind == "gsm8k":
             return self.gsm8k_min_drop_pp
+        if self.reference is not None and not is_relative(key.arm):
+            return None
         return judged_threshold(self.thresholds, key.spec_mode, key.metric, key.concurrency)
 
     @classmethod
@@ -101,7 +106,8 @@ class Rules:
         return cls(thresholds={k: dict(v) for k, v in settings.thresholds.items()},
                    confidence=settings.confidence, verify_step_from=settings.verify_step_from,
                    burst_share_max=settings.burst_share_max,
-                   gsm8k_alpha=settings.gsm8k.alpha, gsm8k_min_drop_pp=settings.gsm8k.min_drop_pp)
+                   gsm8k_alpha=settings.gsm8k.alpha, gsm8k_min_drop_pp=settings.gsm8k.min_drop_pp,
+                   reference=settings.reference)
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,12 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
                          "within noise": "noise", "too few runs": "too few runs"}[verdict]  # type: ignore[assignment]
     if name == "too few runs":
         reason = f"{len(now.values)} run(s) tonight, {len(base.values)} in the baseline: no interval"
+    elif name == "noise" and interval is not None and _too_wide(interval, threshold):
+        name = "undecided"
+        reason = (f"the interval [{interval[0]:+.1f}, {interval[1]:+.1f}] % is wider than the "
+                  f"{threshold:g} % threshold: this night could not have told a change smaller "
+                  f"than {max(abs(interval[0]), abs(interval[1])):.1f} % from noise (more runs, "
+                  "or a reference arm in duets, narrow it)")
     elif name == "noise" and interval is not None and (interval[0] > 0 or interval[1] < 0):
         reason = f"outside the noise interval but below the {threshold:g} % threshold"
     elif name == "noise":
@@ -148,6 +160,12 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     else:
         reason = f"the interval excludes no change and |change| >= {threshold:g} %"
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
+
+
+def _too_wide(interval: tuple[float, float], threshold: float) -> bool:
+    """An interval that holds no change and yet reaches past the threshold on either side:
+    a change of the threshold's size would have read the same, so "noise" would overclaim."""
+    return interval[0] <= 0 <= interval[1] and (interval[1] > threshold or -interval[0] > threshold)
 
 
 def _wilson(x: int, n: int, z: float) -> tuple[float, float]:

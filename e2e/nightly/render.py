@@ -244,7 +244,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
 
 
 _STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️"}
-_VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "missing": "⚠️",
+_VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "undecided": "❔",
+                 "missing": "⚠️",
                  "too few runs": "⚠️", "no samples": "⚠️", "no baseline": "➖", "new cell": "➖"}
 
 

@@ -37,7 +37,7 @@ from e2e.nightly.judge import CellKey, Judgement, NightCell
 from e2e.nightly.render import (SummaryContext, render_summary, render_summary_github,
                                 render_trends)
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
-                                  judged_metrics, with_arm_settings)
+                                  judged_metrics, relative_arm, with_arm_settings)
 from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.results import RunRecord, resume_state
@@ -124,7 +124,9 @@ def plan_night(cfg: NightlyConfig, experiment: Experiment):
 def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
     """Every judged cell the plan should produce (so a cell whose runs all failed is seen)."""
     keys = []
-    for arm in cfg.arms:
+    judged = ([relative_arm(a, cfg.reference) for a in cfg.arms if a != cfg.reference]
+              if cfg.reference else list(cfg.arms))
+    for arm in judged:
         for conc in cfg.concurrencies:
             for mode in cfg.spec_modes:
                 for metric in judged_metrics(cfg.settings.thresholds, mode, conc):
@@ -135,10 +137,12 @@ def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
     return keys
 
 
-def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
+def load_cells(records: list[RunRecord], *, prefix: str,
+               reference: str | None = None) -> list[NightCell]:
     """Night cells of the sweep's run records: the report's own cells (``e2e.analysis._aggregate``:
     comparable runs only, reported runs = valid with repeat >= report_from_run) for every
-    metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value."""
+    metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value. With a
+    ``reference`` arm, also every other arm's cells relative to it (``relative_cells``)."""
     from e2e.analysis import summarize
 
     if not records:
@@ -147,13 +151,49 @@ def load_cells(records: list[RunRecord], *, prefix: str) -> list[NightCell]:
         summary = summarize(records, metrics=NIGHTLY_METRICS)
     except ValueError as exc:
         raise ResultsError(f"{prefix}: {exc}") from exc
-    run_ids = {(r.spec.arm, r.spec.concurrency, r.spec.spec_mode, r.spec.repeat): r.run_id
-               for r in records if r.valid}
-    return [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
-                      values=c.values, repeats=c.repeats,
-                      run_dirs=tuple(f"{prefix}/{run_ids[(c.arm, c.concurrency, c.spec_mode, k)]}"
-                                     for k in c.repeats))
-            for c in sorted(summary.cells, key=lambda c: (c.arm, c.concurrency, c.spec_mode))]
+    run_ids = {(r.spec.arm, r.spec.concurrency, r.spec.spec_mode, r.spec.repeat, r.spec.duet):
+               r.run_id for r in records if r.valid}
+
+    def folders(c) -> tuple[str, ...]:
+        duets = c.duets or (None,) * len(c.values)
+        return tuple(f"{prefix}/{run_ids[(c.arm, c.concurrency, c.spec_mode, k, d)]}"
+                     for k, d in zip(c.repeats, duets))
+
+    cells = sorted(summary.cells, key=lambda c: (c.arm, c.concurrency, c.spec_mode))
+    out = [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
+                     values=c.values, repeats=c.repeats, run_dirs=folders(c)) for c in cells]
+    return out + (relative_cells(cells, reference, folders) if reference else [])
+
+
+def relative_cells(cells, reference: str, folders) -> list[NightCell]:
+    """Each arm's cells ÷ the reference arm's, measured the same night: per block the runs
+    share (the same duet, or the same round of the interleaved sweep), the ratio of the two
+    runs' values; a block without both is left out. The host's drift between nights, and
+    within a night between blocks, moves both alike and cancels in the ratio."""
+    ref = {(c.concurrency, c.spec_mode, c.metric): c for c in cells if c.arm == reference}
+    out = []
+    for c in cells:
+        base = ref.get((c.concurrency, c.spec_mode, c.metric))
+        if c.arm == reference or base is None:
+            continue
+        mine = dict(zip(_pair_keys(c), zip(c.values, c.repeats, folders(c))))
+        theirs = dict(zip(_pair_keys(base), base.values))
+        common = [k for k in mine if k in theirs and theirs[k] > 0]
+        if not common:
+            continue
+        out.append(NightCell(
+            key=CellKey("load", relative_arm(c.arm, reference), c.concurrency, c.spec_mode,
+                        c.metric),
+            values=tuple(mine[k][0] / theirs[k] for k in common),
+            repeats=tuple(mine[k][1] for k in common),
+            run_dirs=tuple(mine[k][2] for k in common)))
+    return out
+
+
+def _pair_keys(cell) -> list[tuple]:
+    """What pairs a run with the reference's: its duet's (round, host); else its round's. In
+    a duet of more arms than two the reference's run of the same duet."""
+    return [tuple(b[:1]) + tuple(b[2:]) if len(b) > 2 else tuple(b[:1]) for b in cell.blocks()]
 
 
 def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,
@@ -246,7 +286,7 @@ def run_nightly(
     from e2e.session import SessionOptions
 
     results = Path(options.results)
-    experiment = with_arm_settings(cfg.experiment, cfg.arms, options.arm_overrides)
+    experiment = with_arm_settings(cfg.experiment, cfg.built_arms, options.arm_overrides)
     root = night_dir(results, options.date)
     folder = root / experiment.name
     prefix = _rel(folder, results)
@@ -276,7 +316,7 @@ def run_nightly(
     if folder.is_dir():
         records, unreadable = load_records(folder)
         problems += list(unreadable)
-        cells += load_cells(list(records), prefix=prefix)
+        cells += load_cells(list(records), prefix=prefix, reference=cfg.reference)
     if cfg.settings.gsm8k.enabled:
         g_cells, g_problems = gsm8k_cells(cfg, experiment, root, results, say, gsm8k_runner,
                                           executor=runner)

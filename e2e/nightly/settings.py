@@ -33,7 +33,7 @@ from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_met
 __all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics", "MAX_ATTEMPTS",
            "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",
            "load_nightly", "parse_nightly", "parse_arm_settings", "with_arm_settings",
-           "default_nightly_path"]
+           "default_nightly_path", "relative_arm", "is_relative", "built_arm"]
 
 NIGHTLY_CONFIG = "nightly.toml"
 GSM8K_METRIC = "gsm8k_strict_match"
@@ -53,6 +53,21 @@ NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
            "understates decode time)"),
 )
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
+_VS = "-vs-"
+
+
+def relative_arm(arm: str, reference: str) -> str:
+    """The name of the cells that hold ``arm`` ÷ ``reference`` measured the same night."""
+    return f"{arm}{_VS}{reference}"
+
+
+def is_relative(arm: str) -> bool:
+    return _VS in arm
+
+
+def built_arm(arm: str) -> str:
+    """The arm whose build a cell measures: ``main`` for ``main-vs-reference``."""
+    return arm.split(_VS, 1)[0]
 
 
 def judged_threshold(thresholds: dict, spec_mode: str, metric_key: str,
@@ -155,6 +170,13 @@ class NightlySettings(_Strict):
     baseline: str = Field(
         "main", description="The arm every comparison between arms is made against (the "
                             "full report, GSM8K agreement).")
+    reference: str | None = Field(
+        None, description="An arm measured every night beside tonight's build (a pinned "
+        "build: its own [arms.<name>.build], a wheel, an env or a git ref). When set, every "
+        "other arm's load cells are judged as arm / reference measured the same night (paired "
+        "by duet or round; '<arm>-vs-<reference>' cells), so the host's drift between nights "
+        "cancels; the absolute cells are recorded and plotted, not judged. Run it in duets "
+        "(e2e nightly --duet, or [duet] enabled) where the host has slots.")
     baseline_night: str | None = Field(
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")
@@ -228,6 +250,18 @@ class NightlyConfig:
     gsm8k_data: Path | None
 
     @property
+    def reference(self) -> str | None:
+        """The arm every other arm is judged relative to within the night (``[nightly]
+        reference``), or None."""
+        return self.settings.reference
+
+    @property
+    def built_arms(self) -> tuple[str, ...]:
+        """The arms tonight's build changes (``--arm-setting`` reaches them): every nightly arm
+        but the reference, which stays as pinned."""
+        return tuple(a for a in self.arms if a != self.reference)
+
+    @property
     def baseline_arm(self) -> str:
         """The arm comparisons between arms are made against (``[nightly] baseline``)."""
         return self.settings.baseline
@@ -271,6 +305,11 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
         experiment.arm(arm)
     if "dspark" in settings.spec_modes or settings.gsm8k.dspark:
         experiment.speculator("dspark")
+    ref = settings.reference
+    if ref is not None and (ref not in arms or len(arms) < 2):
+        raise ConfigError(f"{source}: the reference arm {ref!r} (nightly.reference) must be one "
+                          f"of the nightly arms ({', '.join(arms)}), beside at least one other: "
+                          "each other arm is judged against it, measured the same night")
     base = settings.baseline
     if base not in arms and (len(arms) > 1 or settings.gsm8k.enabled):
         raise ConfigError(f"{source}: the baseline arm {base!r} (nightly.baseline) is not among "

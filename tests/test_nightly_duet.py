@@ -1,0 +1,96 @@
+"""A nightly judged within the night: a reference arm measured beside tonight's build (in
+duets), each night judged on tonight ÷ reference, against real server processes (the
+scripted vLLM of tests/fakevllm.py). Also the verdict that says a night could not decide."""
+
+from __future__ import annotations
+
+import pytest
+
+import fakevllm
+from e2e.analysis import Cell
+from e2e.config import DuetConfig
+from e2e.errors import ConfigError
+from e2e.nightly.cells import CellKey, NightCell
+from e2e.nightly.judge import Rules, judge_cell
+from e2e.nightly.run import NightlyOptions, relative_cells, run_nightly
+from e2e.nightly.settings import parse_nightly
+
+
+def _cell(arm, values, repeats, duets=()):
+    return Cell(arm, 1, "base", "tpot_ms_mean", tuple(repeats), tuple(values), 0.0, 0.0, 0.0,
+                hosts=("h",) * len(values), duets=tuple(duets))
+
+
+def test_relative_cells_pair_runs_measured_together():
+    ref = _cell("reference", [2.0, 4.0, 3.0], [2, 3, 4], duets=[1, 1, 1])
+    main = _cell("main", [2.2, 4.4], [2, 4], duets=[1, 1])
+    out = relative_cells([ref, main], "reference", lambda c: tuple(f"{c.arm}-{k}" for k in c.repeats))
+    assert len(out) == 1 and out[0].key.arm == "main-vs-reference"
+    assert out[0].values == pytest.approx((1.1, 2.2 / 1.5 * 1.0 / 1.0 * 4.4 / 4.4 * 1.5 / 1.5
+                                            if False else 4.4 / 3.0))
+    assert out[0].repeats == (2, 4) and out[0].run_dirs == ("main-2", "main-4")
+
+
+def test_a_night_whose_interval_reaches_past_the_threshold_is_undecided():
+    key = CellKey("load", "main", 1, "base", "tpot_ms_mean")
+    rules = Rules(thresholds={"base": {"tpot_ms_mean": 2.0}})
+    wide = judge_cell(key, NightCell(key, (1.0, 1.3, 0.8)), NightCell(key, (1.1, 0.9, 1.2)), rules)
+    assert wide.verdict == "undecided" and "could not have told" in wide.reason
+    tight = judge_cell(key, NightCell(key, (1.0, 1.001, 0.999)),
+                       NightCell(key, (1.0, 1.0005, 0.9995)), rules)
+    assert tight.verdict == "noise"
+
+
+def _raw(root, model):
+    exp = fakevllm.experiment(fakevllm.install(root / "fake"), model, name="nd")
+    raw = exp.model_dump(mode="json", exclude_none=True)
+    raw["repeats"], raw["report_from_run"] = 4, 2
+    raw["load"].update(output_len=60, prompts_per_concurrency=3)
+    raw["arms"] = {"reference": {"plugin": {"packing": "main"}},
+                   "main": {"plugin": {"packing": "main"}}}
+    raw["nightly"] = {"arms": ["reference", "main"], "reference": "reference",
+                      "concurrencies": [1], "spec_modes": ["base"], "runs": 4,
+                      "thresholds": {"base": {"tpot_ms_mean": 10.0}}}
+    return raw
+
+
+def test_the_reference_must_be_a_nightly_arm(tmp_path):
+    raw = _raw(tmp_path, "m")
+    raw["nightly"]["reference"] = "nope"
+    with pytest.raises(ConfigError, match="reference arm 'nope'"):
+        parse_nightly(raw)
+
+
+def test_nights_are_judged_on_tonight_over_the_reference(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from e2e.session._tinymodel import build_tiny_llama
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    cfg = parse_nightly(_raw(tmp_path, str(build_tiny_llama(tmp_path / "model"))))
+    cfg = replace(cfg, experiment=cfg.experiment.model_copy(
+        update={"duet": DuetConfig(enabled=True, barrier_timeout_s=60)}))
+    results = tmp_path / "results"
+
+    def night(date, **overrides):
+        return run_nightly(cfg, NightlyOptions(results=results, date=date, progress=False,
+                                               arm_overrides=overrides))
+
+    first = night("2026-01-01")
+    assert first.judgement.status == "pass"
+    second = night("2026-01-02")
+    verdicts = {(v.key.arm, v.key.metric): v for v in second.judgement.verdicts}
+    judged = verdicts[("main-vs-reference", "tpot_ms_mean")]
+    assert judged.verdict in ("noise", "undecided") and second.judgement.status == "pass"
+    assert verdicts[("main", "tpot_ms_mean")].verdict == "not judged"  # absolute: recorded
+    assert verdicts[("reference", "tpot_ms_mean")].verdict == "not judged"
+    runs = sorted(p.name for p in second.folder.glob("*-c1-base-r*-d1"))
+    assert len(runs) == 8  # 4 duets of reference and main
+    # tonight's build 3 ms slower per token (the reference stays as pinned): a regression
+    third = night("2026-01-03", step_delay_us=3000)
+    verdicts = {(v.key.arm, v.key.metric): v for v in third.judgement.verdicts}
+    assert verdicts[("main-vs-reference", "tpot_ms_mean")].verdict == "regressed"
+    assert third.judgement.status == "regression"
+    records = [p / "run.json" for p in third.folder.glob("reference-c1-base-r*-d1")]
+    assert records and all('"step_delay_us"' not in r.read_text() .split('"arm_settings"')[1][:200]
+                           for r in records)
