@@ -154,6 +154,32 @@ def test_two_hosts_run_whole_blocks_and_the_folder_is_the_local_one(world, tmp_p
     assert again.ran == [] and len(again.skipped) == len(units)
 
 
+def test_duets_run_on_two_hosts_each_in_its_own_slots(world, tmp_path):
+    from e2e.config import DuetConfig
+
+    experiment = world["experiment"].model_copy(
+        update={"duet": DuetConfig(enabled=True, barrier_timeout_s=60)})
+    units = make_plan(experiment, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
+                      runs=2)
+    assert [u.kind for u in units] == ["duet", "duet"]
+    outcome = execute(experiment, units, tmp_path / "ray", executor=RayExecutor(),
+                      session=SessionOptions(progress=False))
+    assert len(outcome.ran) == 4 and all(r.valid for r in outcome.ran), [
+        r.invalid_reasons for r in outcome.ran]
+    runs = records(tmp_path / "ray", experiment.name)
+    assert set(runs) == {s.run_id for u in units for s in u.sides}
+    for unit in units:  # the sides of a duet together on one host, each in its slot
+        sides = [runs[s.run_id] for s in unit.sides]
+        assert len({r["provenance"]["executor"]["node_id"] for r in sides}) == 1
+        assert [r["duet"]["slot"] for r in sides] == [0, 1]
+        assert all(r["duet"]["overlap_share"] >= 0.9 for r in sides)
+        assert [r["placement"]["server"]["requested"] for r in sides] == ["0", "1"]
+    assert no_server_left(world["pids"]) == []
+    again = execute(experiment, units, tmp_path / "ray", executor=RayExecutor(),
+                    session=SessionOptions(progress=False))
+    assert again.ran == [] and len(again.skipped) == 2
+
+
 def test_ctrl_c_stops_every_remote_server_and_the_same_command_resumes(world, tmp_path):
     experiment, pids = world["experiment"], world["pids"]
     units = plan(experiment, runs=1)  # two blocks, one per host

@@ -83,7 +83,8 @@ class Started:
 
 @dataclass(frozen=True)
 class Finished:
-    """An attempt ended (valid or not): the unit folder's files, relative path -> bytes."""
+    """An attempt ended (valid or not): the unit folder's files, relative path -> bytes, and
+    its record; for a duet every side's files under ``<run id>/`` and a list of records."""
 
     unit_id: str
     attempt: int
@@ -100,6 +101,22 @@ def _worker_say(message: str) -> None:
 def _read_tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes()
             for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def _answer(result) -> tuple[dict[str, bytes], Any]:
+    """What a session call wrote, as (files, record): a duet's sides' files under their
+    folder's name and their records as a list."""
+    if not isinstance(result, list):
+        folder, record = result
+        return _read_tree(folder), record
+    files = {f"{folder.name}/{rel}": data for folder, _ in result
+             for rel, data in _read_tree(folder).items()}
+    return files, [record for _, record in result]
+
+
+def _all_valid(unit: Unit, record: Any) -> bool:
+    records = record if isinstance(record, list) else [record]
+    return len(records) == len(getattr(unit, "sides", (unit,))) and all(r.valid for r in records)
 
 
 def driver_plugin() -> dict:
@@ -165,7 +182,7 @@ def run_block(session: SessionUnit, todo: list[tuple[Unit, int]], max_attempts: 
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             yield Finished(unit.unit_id, attempts, node, host, files, record)
-            if record.valid:
+            if _all_valid(unit, record):
                 break
 
 
@@ -287,8 +304,7 @@ def _child_main(job: str, answer: str) -> int:
     signal.signal(signal.SIGTERM, terminated)
     session, unit = pickle.loads(Path(job).read_bytes())
     try:
-        folder, record = session(unit)
-        result: tuple = ("ok", _read_tree(folder), record)
+        result: tuple = ("ok", *_answer(session(unit)))
     except E2EError as exc:
         result = ("error", exc)
     except KeyboardInterrupt:  # the session stopped its server and wrote the unit invalid
@@ -296,10 +312,13 @@ def _child_main(job: str, answer: str) -> int:
 
         from e2e.results import record_name, unit_dir
 
-        folder = unit_dir(session.results, session.experiment.name, unit)
-        if (folder / record_name(unit)).is_file():
-            files = _read_tree(folder)
-            record = _record_of(unit, files[record_name(unit)])
+        written = []
+        for side in getattr(unit, "sides", (unit,)):
+            folder = unit_dir(session.results, session.experiment.name, side)
+            if (folder / record_name(side)).is_file():
+                written.append((folder, _record_of(side, (folder / record_name(side)).read_bytes())))
+        if written:
+            files, record = _answer(written if unit.kind == "duet" else written[0])
             atomic_write_bytes(Path(answer), cloudpickle.dumps(("interrupted", files, record)))
         return 130
     from ray import cloudpickle
@@ -328,16 +347,31 @@ def _with_executor(record: Any, facts: dict) -> Any:
 
 
 def finalize_remote(results: Path, experiment: str, unit: Unit, message: Finished,
-                    facts: dict) -> tuple[Path, Any]:
+                    facts: dict) -> list[tuple[Path, Any]]:
     """A worker's unit folder into the driver's results: files written into a fresh partial
     folder, the record (with ``provenance["executor"] = facts``) last, then one atomic rename
-    (e2e.results._store.finalize_unit, which keeps an earlier attempt in ``.attempts``)."""
+    (e2e.results._store.finalize_unit, which keeps an earlier attempt in ``.attempts``).
+    A duet's sides each get their folder so; returns every (folder, record) written."""
+    if unit.kind != "duet":
+        return [_finalize_one(results, experiment, unit, message.files, message.record, facts)]
+    out = []
+    for record in message.record:
+        side = next(s for s in unit.sides if s.run_id == record.run_id)
+        prefix = f"{side.run_id}/"
+        files = {rel[len(prefix):]: data for rel, data in message.files.items()
+                 if rel.startswith(prefix)}
+        out.append(_finalize_one(results, experiment, side, files, record, facts))
+    return out
+
+
+def _finalize_one(results: Path, experiment: str, unit: Unit, files: dict[str, bytes],
+                  record: Any, facts: dict) -> tuple[Path, Any]:
     partial = new_partial_dir(results, experiment, unit.unit_id)
     name = record_name(unit)
-    for rel, data in message.files.items():
+    for rel, data in files.items():
         if rel != name:  # a worker's path stays inside the unit's folder
             atomic_write_bytes(within(partial, partial / rel, "a unit's file"), data)
-    record = _with_executor(message.record, facts)
+    record = _with_executor(record, facts)
     atomic_write_json(partial / name, record.model_dump(mode="json"))
     return finalize_unit(partial, unit_dir(results, experiment, unit)), record
 
@@ -508,11 +542,12 @@ class RayExecutor:
             facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,
                      "block": flight.index, "round": getattr(unit, "repeat", None),
                      "attempt": message.attempt}
-            folder, record = finalize_remote(results, experiment, unit, message, facts)
+            written = finalize_remote(results, experiment, unit, message, facts)
             flight.current = None
-            outcome.ran.append(record)
-            on_unit(folder, record)
-            if record.valid:
+            for folder, record in written:
+                outcome.ran.append(record)
+                on_unit(folder, record)
+            if _all_valid(unit, [r for _, r in written]):
                 clock.done += 1
                 clock.made += 1
                 flight.finished.add(unit.unit_id)
@@ -529,12 +564,13 @@ class RayExecutor:
             if current is not None:
                 unit = by_id[current.unit_id]
                 why = f"the Ray task died mid-unit: {reason}"
-                keep_failed_attempt(results, experiment, unit, {
-                    "unit_id": unit.unit_id, "run_id": unit.unit_id, "attempt": current.attempt,
-                    "spec": unit.model_dump(mode="json"), "valid": False, "reason": why,
-                    "invalid_reasons": [why], "at": utc_now(),
-                    "executor": {"kind": "ray", "node_id": current.node_id,
-                                 "hostname": current.hostname, "block": flight.index}})
+                for side in getattr(unit, "sides", (unit,)):  # a duet's every side
+                    keep_failed_attempt(results, experiment, side, {
+                        "unit_id": side.unit_id, "run_id": side.unit_id,
+                        "attempt": current.attempt, "spec": side.model_dump(mode="json"),
+                        "valid": False, "reason": why, "invalid_reasons": [why], "at": utc_now(),
+                        "executor": {"kind": "ray", "node_id": current.node_id,
+                                     "hostname": current.hostname, "block": flight.index}})
                 say(f"{unit.unit_id}: attempt {current.attempt} lost on {current.hostname} "
                     f"(node {current.node_id[:8]}): {reason}")
             left = []
