@@ -163,8 +163,9 @@ class Comparison:
     is one of ``stats.Call``; ``mde_pct`` the minimal detectable effect at these runs (80 %
     power); ``noise_pct`` the run-to-run noise (sd of one pair's log ratio, in %), floored when
     ``noise_floored``. ``p_value`` tests no change, ``tost_p`` equivalence within
-    ±``equivalence_pct`` %; ``p_holm`` is the Holm-adjusted p of the test behind the verdict
-    across the report's ``Summary.n_comparisons``, and ``survives`` says whether a difference or
+    ±``equivalence_pct`` %; ``p_holm`` is the family-wise adjusted p of the test behind the verdict
+    (``stats.paired_holm`` over both hypotheses of the report's ``Summary.n_comparisons``; the
+    smaller of the two when inconclusive), and ``survives`` says whether a difference or
     equivalence verdict still holds after it (None for other verdicts). ``unpaired_interval`` and
     ``unpaired_mde_pct`` are the Welch figures on the same runs, for comparison."""
 
@@ -833,12 +834,12 @@ def _compare(
        ``moderate``: limma's moderated t; no prior with fewer than 3 of them);
     3. a **monotone floor**: the per-run noise is at least the 0.1 % resolution and half the
        noise pooled over the metric's cells of the spec mode (``stats.floor_noise``);
-    4. verdicts (``stats.call``) and the MDE with the df the test uses; **Holm** over the
-       primary comparisons (the headline metric of every cell, every arm except the A/A ones,
-       difference and equivalence in one family: each comparison enters with the p of the test
-       behind its verdict, the smaller of the two when inconclusive; at most one of its two null
-       hypotheses can be true, so the family-wise error stays at α). A/A arms are "check"s,
-       other metrics "secondary" (unadjusted)."""
+    4. verdicts (``stats.call``) and the MDE with the df the test uses; the **family**: both
+       null hypotheses (no change; a change beyond the band) of every primary comparison (the
+       headline metric of every cell, every arm except the A/A ones), 2m in all, by Holm's
+       step-down with Shaffer's restriction (``stats.paired_holm``), so a false "faster",
+       "slower" or "equivalent" anywhere in the family has probability at most α. A/A arms are
+       "check"s, other metrics "secondary" (unadjusted)."""
     warnings: list[ReportWarning] = []
     pairs: list[tuple[Cell, Cell]] = []
     for c in cells:
@@ -935,18 +936,14 @@ def _compare(
         })
 
     family = [r for r in rows if r["role"] == "primary" and r["p"] is not None]
-
-    def used_p(r: dict) -> float:
+    adj_diff, adj_equiv = stats.paired_holm([r["p"] for r in family], [r["tost"] for r in family])
+    for r, a_diff, a_equiv in zip(family, adj_diff, adj_equiv):
         if stats.is_difference(r["verdict"]):
-            return r["p"]
-        if r["verdict"] == "equivalent":
-            return r["tost"]
-        return min(r["p"], r["tost"])
-
-    for r, adj in zip(family, stats.holm([used_p(r) for r in family])):
-        r["p_holm"] = adj
-        if stats.is_difference(r["verdict"]) or r["verdict"] == "equivalent":
-            r["survives"] = adj < alpha
+            r["p_holm"], r["survives"] = a_diff, a_diff < alpha
+        elif r["verdict"] == "equivalent":
+            r["p_holm"], r["survives"] = a_equiv, a_equiv < alpha
+        else:
+            r["p_holm"] = min(a_diff, a_equiv)
 
     comparisons: list[Comparison] = []
     for r in rows:

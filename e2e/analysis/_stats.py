@@ -32,7 +32,7 @@ from e2e.analysis._moderation import (
     MIN_PRIOR_UNITS, POOLED_FLOOR_FRACTION, Prior, _trigamma_inverse, fit_prior, floor_noise,
     moderate, noise_floor, pooled_noise
 )
-from e2e.analysis._multiplicity import holm
+from e2e.analysis._multiplicity import holm, paired_holm
 from e2e.analysis._power import design_df, detectable_effect, runs_needed
 from e2e.analysis._sequential import (
     DEFAULT_SPENDING, Decision, Look, Settlement, Spending, look_at, spent_alpha
@@ -45,7 +45,7 @@ __all__ = [
     "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "POOLED_FLOOR_FRACTION", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
     "call", "cell_model", "compare_runs", "design_df", "detectable_effect", "fit_prior",
-    "floor_noise", "holm", "is_difference", "log_ratio", "look_at", "mde_log", "median_range",
+    "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "noise_floor", "pooled_noise", "ratio_of_medians",
     "relative_range", "runs_needed", "spent_alpha", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
