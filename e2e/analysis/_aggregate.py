@@ -829,11 +829,12 @@ def _compare(
     1. **one model per cell and metric** (``stats.cell_model``: ln y = round × host + slot + arm
        over every arm, the residual variance pooled across them); where it cannot be fitted,
        the paired t per arm (``stats.log_ratio``: blocked where 2 blocks pair up) or Welch;
-    2. **shared noise**: each cell's (or fallback comparison's) per-run variance is moderated
-       toward the same metric's variances in the other cells of the spec mode (``fit_prior``,
-       ``moderate``: limma's moderated t; no prior with fewer than 3 of them);
-    3. a **monotone floor**: the per-run noise is at least the 0.1 % resolution and half the
-       noise pooled over the metric's cells of the spec mode (``stats.floor_noise``);
+    2. **shared noise** only where noise is alike: a fallback comparison's per-run variance is
+       moderated toward the other comparisons of the same cell (metric, spec mode and
+       concurrency; ``fit_prior``, ``moderate``: limma's moderated t; no prior with fewer than 3
+       of them); a fitted cell already pools its arms and borrows nothing from other cells;
+    3. a **monotone floor** at the measurement's resolution, 0.1 % per run
+       (``stats.floor_noise``);
     4. verdicts (``stats.call``) and the MDE with the df the test uses; the **family**: both
        null hypotheses (no change; a change beyond the band) of every primary comparison (the
        headline metric of every cell, every arm except the A/A ones), 2m in all, by Holm's
@@ -861,7 +862,7 @@ def _compare(
     est: dict[int, stats.LogRatio | None] = {}
     own_s2: dict[int, float] = {}
     fits: dict[tuple[int, str, str], stats.CellFit] = {}
-    units: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    units: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # (metric, mode, conc)
     for key, members in groups.items():
         runs = _model_runs(members[0][1], slots)
         for c, _ in members:
@@ -869,7 +870,7 @@ def _compare(
         fit = stats.cell_model(runs, baseline) if len(runs) > 2 else None
         if fit is not None:
             fits[key] = fit
-            units.setdefault((key[2], key[1]), []).append((fit.s2, fit.df))
+            units.setdefault((key[2], key[1], key[0]), []).append((fit.s2, fit.df))
         for c, base in members:
             e = fit.estimates.get(c.arm) if fit is not None else None
             if e is not None:
@@ -878,31 +879,31 @@ def _compare(
                 e = stats.log_ratio(_runs(c), _runs(base))
                 if e is not None and e.method == "blocked":
                     own_s2[id(c)] = e.raw_noise_sd ** 2 / 2.0
-                    units.setdefault((key[2], key[1]), []).append((own_s2[id(c)], e.df))
+                    units.setdefault((key[2], key[1], key[0]), []).append((own_s2[id(c)], e.df))
             est[id(c)] = e
 
-    # 2. moderation and 3. the floor, per (metric, spec mode)
+    # 2. moderation, only among variances whose noise is alike: the same metric, spec mode and
+    # concurrency (noise grows with concurrency and differs with the speculator, and borrowing
+    # a quiet cell's noise made a noisy cell's A/A false calls 7.7-10.1 %, issue 33); a fitted
+    # cell is one variance already pooled over its arms, so this borrows only among the paired
+    # fallbacks of one cell. 3. the floor: the measurement's resolution, nothing borrowed.
     priors = {k: stats.fit_prior(v) for k, v in units.items()}
-    floors: dict[tuple[str, str], float] = {}
     pooled_text: list[str] = []
-    for (key, mode), v in sorted(units.items()):
-        pos = [(s2, d) for s2, d in v if d > 0]
-        pooled = math.sqrt(sum(s2 * d for s2, d in pos) / sum(d for _, d in pos)) if pos else 0.0
-        floors[(key, mode)] = max(stats.RESOLUTION_SD, stats.POOLED_FLOOR_FRACTION * pooled)
-        prior = priors[(key, mode)]
+    for (key, mode, conc), v in sorted(units.items()):
+        prior = priors[(key, mode, conc)]
         if prior.df > 0:
             pooled_text.append(
-                f"{metric(key).label} ({mode}): each cell's noise is moderated toward the "
-                f"{prior.units} cells' (prior {math.sqrt(prior.s2) * 100:.2g} % per run on "
-                f"{prior.df:.1f} df)")
+                f"{metric(key).label} (concurrency {conc}, {mode}): each comparison's noise is "
+                f"moderated toward the cell's {prior.units} comparisons' (prior "
+                f"{math.sqrt(prior.s2) * 100:.2g} % per run on {prior.df:.1f} df)")
     for c, base in pairs:
         e = est[id(c)]
         if e is None:
             continue
-        k = (c.metric, c.spec_mode)
+        k = (c.metric, c.spec_mode, c.concurrency)
         if id(c) in own_s2:
             e = stats.moderate(e, own_s2[id(c)], priors.get(k, stats.Prior(0.0, 0.0, 0)))
-        est[id(c)] = stats.floor_noise(e, floors.get(k, stats.RESOLUTION_SD))
+        est[id(c)] = stats.floor_noise(e, stats.RESOLUTION_SD)
 
     alpha = 1.0 - confidence
     rows: list[dict] = []
@@ -910,7 +911,7 @@ def _compare(
         e = est[id(c)]
         welch = stats.welch_log_ratio(c.values, base.values)
         if welch is not None:
-            welch = stats.floor_noise(welch, floors.get((c.metric, c.spec_mode), stats.RESOLUTION_SD))
+            welch = stats.floor_noise(welch, stats.RESOLUTION_SD)
         m = metric(c.metric)
         verdict = stats.call(e, time_metric=m.unit == "ms", confidence=confidence,
                              min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
@@ -919,9 +920,8 @@ def _compare(
             spread = ("no spread between the runs" if e.raw_noise_sd < 1e-9 else
                       f"run-to-run noise {e.raw_noise_sd / math.sqrt(2) * 100:.2g} % per run")
             warnings.append(ReportWarning(
-                f"{spread}: noise floored at {e.floor_sd * 100:.2g} % per run (the larger of the "
-                f"{stats.RESOLUTION_SD * 100:g} % resolution and half the noise pooled over the "
-                "metric's cells), so the interval is not narrower than that", *where))
+                f"{spread}: noise floored at {e.floor_sd * 100:.2g} % per run (the measurement's "
+                "resolution), so the interval is not narrower than that", *where))
         if e is not None and e.method in ("model", "blocked") and e.dropped:
             warnings.append(ReportWarning(
                 f"{e.dropped} run{'s' if e.dropped != 1 else ''} without a partner in "
@@ -975,7 +975,7 @@ def _compare(
 
 def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit],
                 aa_arms: tuple[str, ...], confidence: float, target: float,
-                priors: dict[tuple[str, str], stats.Prior]) -> tuple[NoiseRow, ...]:
+                priors: dict[tuple[str, str, int], stats.Prior]) -> tuple[NoiseRow, ...]:
     """Per (concurrency, spec mode, metric): the noise the comparisons used (after moderation
     and the floor; the same for every arm of a fitted cell), with the MDE and df of the A/A
     arm's comparison when there is one, else of the cell's first comparison, and the reported
@@ -995,15 +995,15 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
         pick = aa[0] if aa else here[0]
         e, w = pick["est"], pick["welch"]
         fit = fits.get((conc, mode, key))
-        prior = priors.get((key, mode), stats.Prior(0.0, 0.0, 0))
+        prior = priors.get((key, mode, conc), stats.Prior(0.0, 0.0, 0))
         if e.method == "model" and fit is not None:
             source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
                       + (", slot term" if fit.slot else "")
-                      + (f" + {prior.df:.1f} df from {prior.units} cells" if e.prior_df else ""))
+                      + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
             arms_n = fit.arms
         else:
             source = f"{pick['c'].arm} vs its baseline ({e.method})" + (
-                f" + {prior.df:.1f} df from {prior.units} cells" if e.prior_df else "")
+                f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else "")
             arms_n = 2
         if aa:
             source = f"A/A arm {pick['c'].arm}: " + source

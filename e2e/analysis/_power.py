@@ -34,7 +34,7 @@ def runs_needed(
     in ``LogRatio.mde_pct`` (so the noise table's MDE and its runs needed agree). None when even
     ``max_runs`` is not enough."""
     if noise_sd <= 0:
-        raise ValueError("noise_sd must be > 0 (floor it; see noise_floor)")
+        raise ValueError("noise_sd must be > 0 (floor it; see floor_noise)")
     if target_effect_pct <= 0:
         raise ValueError("target_effect_pct must be > 0")
     target = math.log(1.0 + target_effect_pct / 100.0)

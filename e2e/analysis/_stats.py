@@ -4,8 +4,8 @@ per rule (each docstring names its method; see docs/statistics.md):
 * ``_estimates``: one comparison on the log scale (``LogRatio``: model contrast, paired t or
   Welch), its interval, p-values, TOST and MDE; median (range);
 * ``_model``: one model per cell (``cell_model``, OLS of ln y on block + slot + arm);
-* ``_moderation``: shared noise (limma's moderated t, among cells whose noise is alike) and
-  the noise floor at the measurement's resolution;
+* ``_moderation``: shared noise (limma's moderated t, only among variances whose noise is
+  alike) and the noise floor at the measurement's resolution;
 * ``_verdicts``: the four verdicts (``call``);
 * ``_multiplicity``: the family-wise rules (Holm; both hypotheses of every comparison);
 * ``_power``: runs needed and the effect a design detects;
@@ -29,8 +29,7 @@ from e2e.analysis._median_ratio import (
 )
 from e2e.analysis._model import MIN_MODEL_DF, CellFit, ModelRun, cell_model
 from e2e.analysis._moderation import (
-    MIN_PRIOR_UNITS, POOLED_FLOOR_FRACTION, Prior, _trigamma_inverse, fit_prior, floor_noise,
-    moderate, noise_floor, pooled_noise
+    MIN_PRIOR_UNITS, Prior, _trigamma_inverse, fit_prior, floor_noise, moderate
 )
 from e2e.analysis._multiplicity import holm, paired_holm
 from e2e.analysis._power import design_df, detectable_effect, runs_needed
@@ -42,11 +41,11 @@ from e2e.analysis._verdicts import Call, call, is_difference
 __all__ = [
     "Block", "Call", "CellFit", "DEFAULT_EQUIVALENCE_PCT", "DEFAULT_POWER", "DEFAULT_SPENDING",
     "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_MODEL_DF",
-    "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "POOLED_FLOOR_FRACTION", "Prior",
+    "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
     "call", "cell_model", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
-    "median_unbiased", "moderate", "noise_floor", "pooled_noise", "ratio_of_medians",
+    "median_unbiased", "moderate", "ratio_of_medians",
     "relative_range", "runs_needed", "spent_alpha", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
 ]

@@ -363,8 +363,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
         "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
         "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
-        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
-        "half the noise pooled across the metric's other comparisons when that is larger (warned). "
+        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run (the measurement's "
+        "resolution) is floored at that (warned). "
         f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
         "primary comparisons (the headline metric of every cell; A/A checks and secondary "
         "metrics are not adjusted).")
