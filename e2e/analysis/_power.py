@@ -5,9 +5,26 @@ from __future__ import annotations
 
 import math
 
+from scipy import stats as _sp
+
 from e2e.analysis._estimates import DEFAULT_POWER, Method, mde_log, median_unbiased
 
-__all__ = ["runs_needed", "design_df", "detectable_effect"]
+__all__ = ["runs_needed", "design_df", "detectable_effect", "PLAN_NOISE_LEVEL", "upper_noise"]
+
+PLAN_NOISE_LEVEL = 0.8
+"""``e2e plan`` plans from the noise's upper confidence bound at this level, so its stated power
+holds with at least this confidence (from the median noise it held in half the calibrations)."""
+
+
+def upper_noise(noise_sd: float, df: float, *, level: float = PLAN_NOISE_LEVEL) -> float:
+    """One-sided upper confidence bound of σ from a sample sd on ``df`` degrees of freedom:
+    s·√(df / χ²_{df, 1−level}) (df·s²/σ² is χ²_df under normal noise), so σ is at most this with
+    probability ``level``. The noise itself without degrees of freedom (nothing to bound)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if not df > 0 or math.isinf(df):
+        return noise_sd
+    return noise_sd * math.sqrt(df / float(_sp.chi2.ppf(1.0 - level, df)))
 
 
 def runs_needed(

@@ -32,7 +32,9 @@ from e2e.analysis._moderation import (
     MIN_PRIOR_UNITS, Prior, _trigamma_inverse, fit_prior, floor_noise, moderate
 )
 from e2e.analysis._multiplicity import holm, paired_holm
-from e2e.analysis._power import design_df, detectable_effect, runs_needed
+from e2e.analysis._power import (
+    PLAN_NOISE_LEVEL, design_df, detectable_effect, runs_needed, upper_noise
+)
 from e2e.analysis._sequential import (
     DEFAULT_SPENDING, Decision, Look, Settlement, Spending, look_at, spent_alpha
 )
@@ -41,12 +43,12 @@ from e2e.analysis._verdicts import Call, call, is_difference
 __all__ = [
     "Block", "Call", "CellFit", "DEFAULT_EQUIVALENCE_PCT", "DEFAULT_POWER", "DEFAULT_SPENDING",
     "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_MODEL_DF",
-    "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "Prior",
+    "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "PLAN_NOISE_LEVEL", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
     "call", "cell_model", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "ratio_of_medians",
-    "relative_range", "runs_needed", "spent_alpha", "verdict_for", "welch_log_ratio",
+    "relative_range", "runs_needed", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
 ]
 _PRIVATE_FOR_TESTS = (_check_confidence, _band, _logs, _trigamma_inverse)
