@@ -14,6 +14,7 @@ boundary's nominal level 2(1 − Φ(c_k)) (the "significance level approach", Je
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -106,6 +107,14 @@ def boundaries(information: Sequence[float], increments: Sequence[float], *, sid
     Rowe 1969)."""
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, got {sides}")
+    fixed = tuple(fixed) + (None,) * (len(information) - len(fixed))
+    return _boundaries(tuple(float(i) for i in information), tuple(float(a) for a in increments),
+                       sides, fixed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _boundaries(information: tuple[float, ...], increments: tuple[float, ...], sides: int,
+                fixed: tuple[float | None, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
     points, mass = np.zeros(1), np.ones(1)
     before = 0.0
     out: list[float] = []
@@ -114,7 +123,7 @@ def boundaries(information: Sequence[float], increments: Sequence[float], *, sid
         if info <= before:
             raise ValueError(f"information must increase, got {list(information)!r}")
         sd, root = math.sqrt(info - before), math.sqrt(info)
-        given = fixed[k] if k < len(fixed) else None
+        given = fixed[k]
         if given is not None:
             c = given
         elif inc <= 0.0:
