@@ -1,24 +1,22 @@
-"""The designs e2e plans, analysed as e2e analyses them: false calls, power, MDE, until-settled.
+"""The designs e2e plans, analysed as e2e analyses them, under the noise structures of issue 33:
+noise that differs by cell, AR(1) server levels, true changes at the equivalence band's edge,
+sequential looks, and `e2e plan`'s power statement.
 
-Every simulated experiment takes its arm order from e2e's own ``make_plan`` (for the
-calibration config, ``configs/calibration.toml``), gives every planned run a value
+Every simulated sweep takes its arm order from e2e's own ``make_plan`` on
+``configs/calibration.toml`` (the arms named per case), gives every planned run a value
 
-    ln y = ln 2.75 ms + sign * drift * t + e + effect[arm],   e ~ N(0, sigma_run^2)
+    ln y = ln 2.75 ms + noise(run) + effect[arm]
 
-where t is the run's position in the sweep and the drift totals ln(3.08 / 2.75) over the
-reported rounds (docs/plugin.md's calibration, where main-repeat drifted 2.75 -> 3.08 ms; random
-sign per experiment; the warmup round drifts too), writes it as a
-``RunRecord`` with the config snapshot (so A/A arms are recognised) and a start time in plan
-order, and reads the verdicts from e2e's own ``summarize`` (mean TPOT only, the headline at
-concurrency 1). A false call is "faster"/"slower" for an arm with no true effect. The
-until-settled part runs e2e's own ``sweep_until_settled`` with an executor that writes such
-records into a temporary results folder (no server), then a second invocation on the same
-folder with a larger --max-runs, and reads the folder's report as ``e2e report`` would.
+writes each as a ``RunRecord`` with the config snapshot (so A/A arms are recognised) and a
+start time in plan order, and reads the verdicts from e2e's own ``summarize`` (mean TPOT at
+concurrency 1, median TPOT above it: the headlines; 95 %, minimum effect 1 %, band ±1 %).
+The looks use e2e's own ``look_at`` as ``sweep_until_settled`` does; the power statement
+e2e's own ``runs_advice`` (what `e2e plan` prints). Every rate is printed with its Monte Carlo
+standard error, sqrt(p (1 − p) / n).
 
-The same script runs on older e2e code (it only uses make_plan, summarize, sweep_until_settled
-and build_report), which is how the "before" columns in docs/statistics.md were made.
-
-    PYTHONPATH=$PWD python bench/stats_design_simulation.py --sims 2000 --settle-sims 200 --seed 1
+    nice -n 10 env PYTHONPATH=$PWD python bench/stats_design_simulation.py --only family --sims 400
+    (the same with --only cells, ar1, looks, plan; each case's options in --help; the commands
+    behind docs/statistics.md's figures are listed there)
 """
 
 from __future__ import annotations
@@ -26,24 +24,25 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sp
 
-from e2e.analysis._aggregate import metric, summarize
+from e2e.analysis import _stats as stats
+from e2e.analysis._aggregate import estimate_of, metric, summarize
+from e2e.analysis._planning import runs_advice
 from e2e.config import load_experiment
-from e2e.execute._executor import Outcome
 from e2e.plan import make_plan
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
-from e2e.results._store import finalize, new_partial_dir, unit_state, write_run
-from e2e.session._session import SessionOptions, redacted_config
+from e2e.session._session import redacted_config
 
 LEVEL_MS = 2.75
-DRIFT_TOTAL = math.log(3.08 / 2.75)
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 CALIBRATION = Path(__file__).resolve().parent.parent / "configs" / "calibration.toml"
+METRICS = (metric("tpot_ms_mean"), metric("tpot_ms_median"))
+DELAYS = ["delay-100", "delay-250", "delay-500"]
 
 
 def record(experiment, config, spec, value: float, index: int) -> RunRecord:
@@ -53,220 +52,278 @@ def record(experiment, config, spec, value: float, index: int) -> RunRecord:
         server=ServerInfo(argv=["x"], env={}, base_url="http://h", model="m"), provenance={},
         started_at=when, finished_at=when, valid=True,
         metrics=RunMetrics(requests=1, ok_requests=1, duration_s=1.0, input_tokens=0,
-                           output_tokens=0, tpot_ms_mean=value, tpot_ms_median=value))
+                           output_tokens=0, **{stats_key(spec.concurrency): value}))
 
 
-def values(rng, plan, effects: dict[str, float], sigma: float, drift_total: float,
-           report_from_run: int) -> list[float]:
-    """One value per planned run, in plan order; the drift is linear in the run's position
-    and totals ``drift_total`` over the reported rounds (the warmup round drifts too)."""
-    sign = 1.0 if rng.random() < 0.5 else -1.0
-    reported = sum(1 for u in plan if u.repeat >= report_from_run)
-    step = drift_total / max(reported - 1, 1)
-    return [LEVEL_MS * math.exp(sign * step * i + rng.normal(0, sigma) + effects.get(u.arm, 0.0))
+def stats_key(concurrency: int) -> str:
+    """The headline metric of a cell without the speculator (only it is simulated)."""
+    return "tpot_ms_mean" if concurrency == 1 else "tpot_ms_median"
+
+
+def with_seed(experiment, seed: int):
+    """The experiment with another load seed (and so another arm order: e2e.plan draws the
+    order from it)."""
+    return experiment.model_copy(update={"load": experiment.load.model_copy(update={"seed": seed})})
+
+
+def noise(rng, plan, sigma, rho: float = 0.0) -> np.ndarray:
+    """Per-run log noise in plan (time) order: sd ``sigma`` (a number, or per concurrency a
+    dict), AR(1) with lag-1 correlation ``rho`` when rho > 0 (marginal sd kept)."""
+    sd = np.array([sigma[u.concurrency] if isinstance(sigma, dict) else sigma for u in plan])
+    z = rng.standard_normal(len(plan))
+    if rho > 0:
+        for i in range(1, len(z)):
+            z[i] = rho * z[i - 1] + math.sqrt(1 - rho * rho) * z[i]
+    return sd * z
+
+
+def sweep(rng, experiment, plan, config, effects, sigma, rho=0.0):
+    e = noise(rng, plan, sigma, rho)
+    return [record(experiment, config, u, LEVEL_MS * math.exp(e[i] + effects.get(u.arm, 0.0)), i)
             for i, u in enumerate(plan)]
 
 
-def fixed(experiment, arms, runs, effects, sigma, drift, sims, seed):
-    """Per arm: share called faster/slower, called slower, slower and surviving Holm; the
-    median printed MDE."""
-    rng = np.random.default_rng(seed)
-    plan = make_plan(experiment, arms=arms, concurrencies=[1], spec_modes=[False], runs=runs)
-    config = redacted_config(experiment)
-    tpot = (metric("tpot_ms_mean"),)
-    out = {a: {"diff": 0, "slower": 0, "holm": 0, "mde": []} for a in arms[1:]}
-    methods: dict[str, int] = {}
-    for _ in range(sims):
-        vals = values(rng, plan, effects, sigma, drift, experiment.report_from_run)
-        recs = [record(experiment, config, u, v, i) for i, (u, v) in enumerate(zip(plan, vals))]
-        s = summarize(recs, metrics=tpot)
-        for a in arms[1:]:
-            c = s.comparison(a, 1, "base", "tpot_ms_mean")
-            out[a]["diff"] += c.verdict in ("faster", "slower")
-            out[a]["slower"] += c.verdict == "slower"
-            out[a]["holm"] += c.verdict == "slower" and c.survives is not False
-            if c.mde_pct is not None:
-                out[a]["mde"].append(c.mde_pct)
-            methods[c.method] = methods.get(c.method, 0) + 1
-    return {a: {"diff": r["diff"] / sims, "slower": r["slower"] / sims, "holm": r["holm"] / sims,
-                "mde": float(np.median(r["mde"])) if r["mde"] else float("nan")}
-            for a, r in out.items()}, methods
+def rate(k: float, n: int) -> str:
+    p = k / n
+    return f"{p * 100:.1f} % ± {math.sqrt(max(p * (1 - p), 1e-12) / n) * 100:.1f}"
 
 
-class Synthetic:
-    """An executor that writes each unit's record with a value from the model above."""
+def _holm_before(comps) -> dict:
+    """The rule before issue 33: one Holm family, each comparison entering with the p of the
+    test behind its verdict (the smaller of the two when inconclusive)."""
+    def used(c):
+        if stats.is_difference(c.verdict):
+            return c.p_value
+        return c.tost_p if c.verdict == "equivalent" else min(c.p_value, c.tost_p)
+    adj = stats.holm([used(c) for c in comps])
+    return {id(c): a for c, a in zip(comps, adj)}
 
-    def __init__(self, experiment, effects, sigma, per_run_drift, rng):
-        self.experiment, self.effects, self.sigma, self.rng = experiment, effects, sigma, rng
-        self.per_run_drift = per_run_drift
-        self.sign = 1.0 if rng.random() < 0.5 else -1.0
-        self.index = 0
-        self.config = redacted_config(experiment)
 
-    def run(self, experiment, units, results, run_unit, **kwargs) -> Outcome:
-        outcome = Outcome()
-        for spec in units:
-            if unit_state(results, experiment, spec).done:
-                outcome.skipped.append(spec.run_id)
+def family(exp, sims, seed, comparisons, verdicts):
+    """A false "equivalent" (a true change at the band's edge, +1.0 %) or a false difference (no
+    change), anywhere in the family, surviving the family-wise rule; noise 0.2 % per run."""
+    print("(1) family-wise false verdicts: arms main + delay-100/250/500 (no A/A arm), --runs 4 "
+          "(3 reported rounds), per-run noise 0.2 %, every delay arm's true change the same")
+    print()
+    print("| comparisons | true change | false verdict | after: both hypotheses (paired_holm) "
+          "| before: each comparison's own verdict's p | unadjusted |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for concs in [[1, 2, 4, 8][:comparisons // len(DELAYS)]]:
+        arms = ["main", *DELAYS]
+        plan = make_plan(exp, arms=arms, concurrencies=concs, spec_modes=[False], runs=4)
+        config = redacted_config(exp)
+        for true, what in ((math.log(1.01), "equivalent"), (0.0, "difference")):
+            if what not in verdicts:
                 continue
-            v = LEVEL_MS * math.exp(self.sign * self.per_run_drift * self.index
-                                    + self.rng.normal(0, self.sigma) + self.effects.get(spec.arm, 0.0))
-            rec = record(self.experiment, self.config, spec, v, self.index)
-            self.index += 1
-            partial = new_partial_dir(results, experiment, spec.run_id)
-            write_run(partial, rec)
-            finalize(partial, results, experiment, spec.run_id)
-            outcome.ran.append(rec)
-        return outcome
+            rng = np.random.default_rng(seed)
+            after = before = raw = 0
+            for _ in range(sims):
+                s = summarize(sweep(rng, exp, plan, config, {a: true for a in DELAYS}, 0.002),
+                              metrics=METRICS)
+                prim = [c for c in s.comparisons if c.role == "primary"]
+                bad = [c for c in prim if (c.verdict == "equivalent" if what == "equivalent"
+                                           else stats.is_difference(c.verdict))]
+                old = _holm_before(prim)
+                after += any(c.survives for c in bad)
+                before += any(old[id(c)] < 0.05 for c in bad)
+                raw += bool(bad)
+            print(f"| {len(DELAYS) * len(concs)} | {'+1.0 % (edge)' if true else '0'} | {what} | "
+                  f"{rate(after, sims)} | {rate(before, sims)} | {rate(raw, sims)} |")
+    print()
 
 
-def settle(experiment, arms, effects, sigma, per_run_drift, sims, seed, first_max, second_max):
-    from e2e.pipeline import sweep_until_settled
-    from e2e.render._report import build_report
+def cells(exp, sims, seed, levels):
+    """Noise that differs by concurrency: A/A false calls and coverage per cell."""
+    arms = ["main", "main-repeat", "delay-500"]
+    concs = [1, 2, 4, 8]
+    print("(2) noise that differs by cell: arms main, main-repeat (A/A), delay-500 (no true "
+          "change), concurrency 1/2/4/8, --runs 4; share called faster/slower (A/A false calls, "
+          "unadjusted) and share of 95 % intervals holding the true 0, per cell")
+    print()
+    print("| per-run noise at c1/c2/c4/c8 | arm | c1 | c2 | c4 | c8 | coverage c1 | c2 | c4 | c8 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    plan = make_plan(exp, arms=arms, concurrencies=concs, spec_modes=[False], runs=4)
+    config = redacted_config(exp)
+    for label, sigma in (("/".join(f"{x:g}" for x in levels) + " %",
+                          {c: x / 100 for c, x in zip(concs, levels)}),):
+        rng = np.random.default_rng(seed)
+        false = {(a, c): 0 for a in arms[1:] for c in concs}
+        cover = {(a, c): 0 for a in arms[1:] for c in concs}
+        for _ in range(sims):
+            s = summarize(sweep(rng, exp, plan, config, {}, sigma), metrics=METRICS)
+            for a in arms[1:]:
+                for c in concs:
+                    comp = s.comparison(a, c, "base", stats_key(c))
+                    false[(a, c)] += stats.is_difference(comp.verdict)
+                    lo, hi = comp.interval
+                    cover[(a, c)] += lo <= 0.0 <= hi
+        for a in arms[1:]:
+            print(f"| {label} | {a} | " + " | ".join(rate(false[(a, c)], sims) for c in concs)
+                  + " | " + " | ".join(rate(cover[(a, c)], sims) for c in concs) + " |")
+    print()
 
+
+def ar1(exp, sims, seed, rho, orders):
+    """AR(1) server levels in time order: A/A false calls per arm, with the config's fixed order
+    seed (every sweep of a config the same order) and with a seed drawn per sweep."""
+    arms = ["main", "main-repeat", *DELAYS]
+    print(f"(3) AR(1) server levels, lag-1 correlation {rho:g} in time order, marginal noise "
+          "1.25 % per run; calibration's 5 arms (none changes anything), --runs 4; share "
+          "called faster/slower per arm (unadjusted) and interval coverage")
+    print()
+    print("| order seed | " + " | ".join(arms[1:]) + " | coverage, every arm |")
+    print("|---|" + "---:|" * len(arms[1:]) + "---:|")
+    config = redacted_config(exp)
+    for label in [{"0": "0 (the config's: fixed)", "drawn": "drawn per sweep"}.get(o, f"{o} (fixed)")
+                  for o in orders]:
+        rng = np.random.default_rng(seed)
+        false = {a: 0 for a in arms[1:]}
+        cover = 0
+        fixed = label.split()[0]
+        plan0 = (make_plan(with_seed(exp, int(fixed)), arms=arms, concurrencies=[1],
+                           spec_modes=[False], runs=4) if fixed.isdigit() else None)
+        for i in range(sims):
+            e = exp if plan0 is not None else with_seed(exp, 1000 + i)
+            plan = plan0 or make_plan(e, arms=arms, concurrencies=[1], spec_modes=[False], runs=4)
+            s = summarize(sweep(rng, e, plan, config, {}, 0.0125, rho), metrics=METRICS[:1])
+            for a in arms[1:]:
+                comp = s.comparison(a, 1, "base", "tpot_ms_mean")
+                false[a] += stats.is_difference(comp.verdict)
+                lo, hi = comp.interval
+                cover += lo <= 0.0 <= hi
+        print(f"| {label} | " + " | ".join(rate(false[a], sims) for a in arms[1:])
+              + f" | {rate(cover, sims * len(arms[1:]))} |")
+    print()
+
+
+def looks(exp, sims, seed, max_runs, effects):
+    """The stopping rule of --until-settled without files (the loop of sweep_until_settled:
+    summarize on the rounds so far, look_at with the looks before), exact boundaries against
+    the union bound; what the report shows at the stop (the interval at the look's level)."""
+    arms = ["main", "main-repeat", "delay-500"]
+    start = exp.report_from_run
+    plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=max_runs)
+    config = redacted_config(exp)
+    print(f"(4) --until-settled, arms {', '.join(arms)} (main-repeat A/A, outside the stopping "
+          f"set), --max-runs {max_runs} (looks after 3..{max_runs - start + 1} reported rounds), "
+          "noise 1.25 % per run, Pocock-type spending at 5 %")
+    print()
+    print("| delay-500 true | boundaries | decided difference | decided equivalent | stopped "
+          "early | mean rounds | coverage at the stop | coverage, early stops only |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for eff in effects:
+        true = math.log(1 + eff)
+        rng = np.random.default_rng(seed)
+        res = {rule: {"diff": 0, "equiv": 0, "early": 0, "cover": 0, "cover_early": 0,
+                      "rounds": []} for rule in ("exact", "union")}
+        for _ in range(sims):
+            recs = sweep(rng, exp, plan, config, {"delay-500": true}, 0.0125)
+            primaries: dict[int, list] = {}  # rounds -> the primary comparisons, shared by both rules
+            for rule, r in res.items():
+                earlier: list = []
+                for runs in range(start + 2, max_runs + 1):
+                    if runs not in primaries:
+                        s = summarize([x for x in recs if x.spec.repeat <= runs], metrics=METRICS[:1])
+                        primaries[runs] = [c for c in s.comparisons if c.role == "primary"]
+                    prim = primaries[runs]
+                    kw = dict(rounds=runs - start + 1, max_rounds=max_runs - start + 1)
+                    if rule == "exact":
+                        look = stats.look_at([estimate_of(c) for c in prim], earlier=earlier, **kw)
+                    else:
+                        spent = earlier[-1].cumulative if earlier else None
+                        look = stats.look_at([estimate_of(c) for c in prim], spent_before=spent, **kw)
+                    earlier.append(look)
+                    if look.stop:
+                        break
+                r["diff"] += "difference" in look.decisions
+                r["equiv"] += "equivalent" in look.decisions
+                stopped_early = look.rounds < max_runs - start + 1
+                r["early"] += stopped_early
+                r["rounds"].append(look.rounds)
+                lo, hi = estimate_of(prim[0]).interval(look.confidence)
+                inside = lo <= math.exp(true) <= hi
+                r["cover"] += inside
+                r["cover_early"] += inside and stopped_early
+        for rule, r in res.items():
+            early = r["early"]
+            cond = f"{rate(r['cover_early'], early)} (of {early})" if early else "—"
+            print(f"| +{eff * 100:g} % | {rule} | {rate(r['diff'], sims)} | {rate(r['equiv'], sims)} | "
+                  f"{rate(early, sims)} | {np.mean(r['rounds']):.2f} | {rate(r['cover'], sims)} | "
+                  f"{cond} |")
+    print()
+
+
+def plan_power(exp, sims, seed, target):
+    """`e2e plan`'s power statement: from a simulated calibration (5 arms, --runs 4, noise 1.25 %
+    per run), the effect each design is said to detect with 80 % power; its true power (the
+    noncentral t of the model's contrast at the true noise, exact for this model)."""
+    arms = ["main", "main-repeat", *DELAYS]
+    plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=4)
+    config = redacted_config(exp)
+    sigma = 0.0125
+    ks = (3, 5, 8, 12)
     rng = np.random.default_rng(seed)
-    quiet = SessionOptions(say=lambda *_: None, progress=False)
-    res = {"stopped_early": 0, "rounds": [], "rounds2": []}
-    for key in ("diff", "slower", "faster", "equivalent", "aa_false"):
-        res[key] = 0
-        res[key + "2"] = 0
+    power = {(rule, k): [] for rule in ("upper", "median") for k in ks}
     for _ in range(sims):
-        with tempfile.TemporaryDirectory() as tmp:
-            ex = Synthetic(experiment, effects, sigma, per_run_drift, rng)
-            kw = dict(arms=arms, concurrencies=[1], spec_modes=[False], executor=ex, session=quiet)
-            for suffix, max_runs in (("", first_max), ("2", second_max)):
-                _, st = sweep_until_settled(experiment, Path(tmp), max_runs=max_runs, **kw)
-                rep = build_report(Path(tmp) / experiment.name).summary
-                pr = rep.comparison(arms[2], 1, "base", "tpot_ms_mean")
-                aa = rep.comparison(arms[1], 1, "base", "tpot_ms_mean")
-                res["rounds" + suffix].append(st.rounds)
-                if not suffix:
-                    res["stopped_early"] += st.rounds < first_max - experiment.report_from_run + 1
-                # the stopping rule's own calls on its set (pr; the old code: the A/A arm and pr)
-                res["diff" + suffix] += "difference" in st.decisions
-                for verdict in ("slower", "faster", "equivalent"):
-                    res[verdict + suffix] += pr.verdict == verdict
-                res["aa_false" + suffix] += aa.verdict in ("faster", "slower")
-    n = sims
-    return {k: (float(np.mean(v)) if isinstance(v, list) else v / n) for k, v in res.items()}
-
-
-def looks_in_memory(experiment, arms, effects, sigma, drift_total, sims, seed, max_runs):
-    """The stopping rule alone, without files: the plan of ``max_runs`` rounds, values as in
-    ``fixed``; after each reported round from the third, e2e's ``summarize`` on the runs so far
-    and ``stats.look_at`` on the primary non-A/A comparisons with the alpha spent before, as
-    ``sweep_until_settled`` does. Share of sweeps whose stopping set got a "difference", and
-    the mean reported rounds at the stop."""
-    from e2e.analysis import _stats as stats
-    from e2e.analysis._aggregate import estimate_of
-
-    rng = np.random.default_rng(seed)
-    start = experiment.report_from_run
-    plan = make_plan(experiment, arms=arms, concurrencies=[1], spec_modes=[False], runs=max_runs)
-    config = redacted_config(experiment)
-    tpot = (metric("tpot_ms_mean"),)
-    diff = 0
-    rounds = []
-    for _ in range(sims):
-        vals = values(rng, plan, effects, sigma, drift_total, start)
-        recs = [record(experiment, config, u, v, i) for i, (u, v) in enumerate(zip(plan, vals))]
-        spent = 0.0
-        for runs in range(start + 2, max_runs + 1):
-            s = summarize([r for r in recs if r.spec.repeat <= runs], metrics=tpot)
-            primary = [c for c in s.comparisons if c.role == "primary"]
-            look = stats.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
-                                 max_rounds=max_runs - start + 1, spent_before=spent)
-            spent = look.cumulative
-            if look.stop:
-                diff += "difference" in look.decisions
-                rounds.append(look.rounds)
-                break
-    return diff / sims, float(np.mean(rounds))
-
-
-def pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
+        s = summarize(sweep(rng, exp, plan, config, {}, sigma), metrics=METRICS[:1])
+        adv = runs_advice(s, target, metrics=("tpot_ms_mean",))[0]
+        row = s.noise_row(1, "base", "tpot_ms_mean")
+        for k, effect in adv.detectable:
+            median = stats.detectable_effect(row.noise_pct / 100, k, method="model", arms=5,
+                                             slot=row.slot, noise_df=row.df)
+            for rule, eff in (("upper", effect), ("median", median)):
+                df = stats.design_df(k, method="model", arms=5, slot=row.slot)
+                se = math.sqrt(2.0) * sigma / math.sqrt(k)
+                ncp = math.log(1 + eff / 100) / se
+                crit = sp.t.ppf(0.975, df)
+                power[(rule, k)].append(float(sp.nct.sf(crit, df, ncp) + sp.nct.cdf(-crit, df, ncp)))
+    print(f"(5) `e2e plan`'s power statement: {sims} simulated calibrations (5 arms, --runs 4, "
+          "noise 1.25 % per run, independent runs); for each design the effect `e2e plan` says "
+          "it detects with 80 % power, and that design's true power at that effect")
+    print()
+    print("| planned from | rounds | mean true power | true power under 80 % | under 50 % |")
+    print("|---|---:|---:|---:|---:|")
+    for rule in ("upper", "median"):
+        for k in ks:
+            p = np.asarray(power[(rule, k)])
+            se = p.std(ddof=1) / math.sqrt(len(p))
+            label = ("80 % upper bound (after)" if rule == "upper" else "median-unbiased (before)")
+            print(f"| {label} | {k} | {p.mean() * 100:.1f} % ± {se * 100:.1f} | "
+                  f"{rate(int((p < 0.8).sum()), len(p))} | {rate(int((p < 0.5).sum()), len(p))} |")
+    print()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sims", type=int, default=2000)
-    ap.add_argument("--settle-sims", type=int, default=200)
+    ap.add_argument("--sims", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sigma-run", type=float, default=0.0125)
-    ap.add_argument("--only", choices=["fixed", "settle", "looks"], default=None)
-    ap.add_argument("--looks-sims", type=int, default=2000)
+    ap.add_argument("--only", choices=["family", "cells", "ar1", "looks", "plan"], required=True)
+    ap.add_argument("--rho", type=float, default=0.5)
+    ap.add_argument("--max-runs", type=int, default=6)
+    ap.add_argument("--target", type=float, default=5.0)
+    ap.add_argument("--comparisons", type=int, choices=[3, 6, 9, 12], default=12,
+                    help="family: 3 delay arms x 1, 2, 3 or 4 concurrencies")
+    ap.add_argument("--verdicts", default="equivalent,difference",
+                    help="family: which false verdicts (equivalent at the edge, difference at 0)")
+    ap.add_argument("--noise", default="1,2,4,8", help="cells: per-run noise in %% at c1/c2/c4/c8")
+    ap.add_argument("--orders", default="0,drawn", help="ar1: order seeds (a number, or drawn)")
+    ap.add_argument("--effects", default="0,0.02,0.05", help="looks: true changes of delay-500")
     args = ap.parse_args()
     t0 = time.perf_counter()
     exp = load_experiment(CALIBRATION)
-    cal = ["main", "main-repeat", "delay-100", "delay-250", "delay-500"]
-    three = ["main", "main-repeat", "delay-500"]
-    sigma = args.sigma_run
-    print(f"per-run noise {sigma * 100:g} %, linear drift ln(3.08/2.75) over the reported rounds (random sign), "
-          f"{args.sims} experiments per row, seed {args.seed}; verdicts of e2e's summarize "
-          "(mean TPOT, 95 %, minimum effect 1 %)")
+    print(f"{args.sims} sweeps per row, seed {args.seed}; e2e's summarize (95 %, minimum effect "
+          "1 %, band ±1 %); rates ± their Monte Carlo standard error")
     print()
-    if args.only in (None, "fixed"):
-        print("(a) A/A: every arm the same as main; share of experiments calling each arm faster/slower")
-        print()
-        print("| design | drift | " + " | ".join(cal[1:]) + " | methods |")
-        print("|---|---|" + "---:|" * (len(cal) - 1) + "---|")
-        for label, arms in (("calibration: 5 arms, --runs 4", cal), ("3 arms, --runs 4", three)):
-            for dlabel, drift in (("linear", DRIFT_TOTAL), ("none", 0.0)):
-                r, methods = fixed(exp, arms, 4, {}, sigma, drift, args.sims, args.seed)
-                cells = [pct(r[a]["diff"]) if a in r else "—" for a in cal[1:]]
-                print(f"| {label} | {dlabel} | " + " | ".join(cells) + f" | {methods} |")
-        print()
-        print("(b) power at a true +5 % (delay-500 arm), 3 reported rounds, linear drift; "
-              "(c) at a true effect equal to the median printed MDE")
-        print()
-        print("| design | true effect | called slower | slower, surviving Holm | median printed MDE | A/A false calls (main-repeat) |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for label, arms in (("3 arms, --runs 4", three), ("calibration: 5 arms, --runs 4", cal)):
-            eff = {"delay-500": math.log(1.05)}
-            r, _ = fixed(exp, arms, 4, eff, sigma, DRIFT_TOTAL, args.sims, args.seed)
-            print(f"| {label} | +5 % | {pct(r['delay-500']['slower'])} | {pct(r['delay-500']['holm'])} | "
-                  f"{r['delay-500']['mde']:.1f} % | {pct(r['main-repeat']['diff'])} |")
-            mde = r["delay-500"]["mde"]  # the MDE printed for that very comparison
-            r2, _ = fixed(exp, arms, 4, {"delay-500": math.log(1 + mde / 100)}, sigma, DRIFT_TOTAL,
-                          args.sims, args.seed + 1)
-            print(f"| {label} | +{mde:.1f} % (= median printed MDE) | {pct(r2['delay-500']['slower'])} | "
-                  f"{pct(r2['delay-500']['holm'])} | {r2['delay-500']['mde']:.1f} % | "
-                  f"{pct(r2['main-repeat']['diff'])} |")
-        print()
-    if args.only in (None, "settle"):
-        arms = ["main", "main-repeat", "delay-500"]
-        per_run = DRIFT_TOTAL / (3 * 3 - 1)  # the docs' drift over 3 rounds of 3 arms, continuing
-        print(f"(d) --until-settled, arms {', '.join(arms)} (main-repeat A/A), {args.settle_sims} "
-              f"sweeps per row: first --max-runs 6, then a second invocation with --max-runs 10 "
-              f"on the same folder; drift {per_run * 100:.2f} % per run")
-        print()
-        print("| delay-500 true | invocation | stopped before --max-runs | mean reported rounds | "
-              "stopping rule: a difference in its set | report: delay-500 slower | faster | equivalent | "
-              "report: A/A (main-repeat) faster or slower |")
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-        for eff in (0.05, 0.0):
-            r = settle(exp, arms, {"delay-500": math.log(1 + eff)}, sigma, per_run,
-                       args.settle_sims, args.seed, 6, 10)
-            for suffix, label in (("", "1st, --max-runs 6"), ("2", "2nd, --max-runs 10")):
-                early = pct(r["stopped_early"]) if not suffix else "—"
-                print(f"| +{eff * 100:g} % | {label} | {early} | {r['rounds' + suffix]:.2f} | "
-                      f"{pct(r['diff' + suffix])} | {pct(r['slower' + suffix])} | "
-                      f"{pct(r['faster' + suffix])} | {pct(r['equivalent' + suffix])} | "
-                      f"{pct(r['aa_false' + suffix])} |")
-        print()
-    if args.only == "looks":
-        arms = ["main", "main-repeat", "delay-500"]
-        print(f"(d') the stopping rule alone (in memory, no files), arms {', '.join(arms)}, "
-              f"--max-runs 6, drift as in (a), {args.looks_sims} sweeps per row")
-        print()
-        print("| delay-500 true | stopping rule: a difference in its set | mean reported rounds at the stop |")
-        print("|---:|---:|---:|")
-        for eff in (0.0, 0.05):
-            d, r = looks_in_memory(exp, arms, {"delay-500": math.log(1 + eff)}, sigma, DRIFT_TOTAL,
-                                   args.looks_sims, args.seed, 6)
-            print(f"| +{eff * 100:g} % | {pct(d)} | {r:.2f} |")
-        print()
+    if args.only == "family":
+        family(exp, args.sims, args.seed, args.comparisons, args.verdicts.split(","))
+    elif args.only == "cells":
+        cells(exp, args.sims, args.seed, [float(x) for x in args.noise.split(",")])
+    elif args.only == "ar1":
+        ar1(exp, args.sims, args.seed, args.rho, args.orders.split(","))
+    elif args.only == "looks":
+        looks(exp, args.sims, args.seed, args.max_runs, [float(x) for x in args.effects.split(",")])
+    else:
+        plan_power(exp, args.sims, args.seed, args.target)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

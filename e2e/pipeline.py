@@ -163,9 +163,8 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
         summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
         primary = [c for c in summary.comparisons if c.role == "primary"
                    and c.metric == primary_metric(c.concurrency, c.spec_mode)]
-        spent = looks[-1].cumulative if looks else 0.0
         look = analysis.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
-                             max_rounds=max_runs - start + 1, spent_before=spent,
+                             max_rounds=max_runs - start + 1, earlier=looks,
                              confidence=summary.confidence, min_effect_pct=summary.min_effect_pct,
                              equivalence_pct=summary.equivalence_pct, spending=spending)
         if look.alpha == 0.0 and looks:  # nothing spent here: the report keeps the last level

@@ -257,15 +257,18 @@ def test_zero_spread_is_floored_and_warned() -> None:
                for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
 
 
-def test_zero_spread_floor_comes_from_noise_pooled_across_cells() -> None:
+def test_noise_is_not_borrowed_across_concurrencies() -> None:
+    """A steady cell beside a noisy one keeps its own noise: no floor at half the other cell's
+    noise, no moderation toward it (both made intervals wrong where noise differs by cell)."""
     noisy = [7.0, 6.0, 6.3, 5.8]
-    recs = (cell_runs("main", 1, [7.0, 6.0, 6.0, 6.0]) + cell_runs("pr", 1, [7.0, 5.4, 5.4, 5.4])
-            + cell_runs("main", 4, noisy) + cell_runs("pr", 4, [7.0, 6.2, 6.0, 6.1]))
+    calm_runs = cell_runs("main", 1, [7.0, 6.0, 6.0, 6.0]) + cell_runs("pr", 1, [7.0, 5.4, 5.4, 5.4])
+    recs = calm_runs + cell_runs("main", 4, noisy) + cell_runs("pr", 4, [7.0, 6.2, 6.0, 6.1])
     s = summarize(recs)
     calm = s.comparison("pr", 1, "base", "tpot_ms_mean")
-    assert calm.noise_floored and calm.noise_pct > 1.0
-    assert any("half the noise pooled over the metric's cells" in w.message
-               for w in s.warnings_for("pr", 1, "base", "tpot_ms_mean"))
+    assert calm.noise_floored and calm.noise_pct == pytest.approx(0.1 * 2 ** 0.5)
+    alone = summarize(calm_runs).comparison("pr", 1, "base", "tpot_ms_mean")
+    assert calm.interval == pytest.approx(alone.interval) and calm.prior_df == 0.0
+    assert s.pooled == ()
 
 
 def test_equivalent_needs_the_interval_inside_the_band() -> None:

@@ -16,8 +16,6 @@ from e2e.analysis._stats import (
     holm,
     log_ratio,
     mde_log,
-    noise_floor,
-    pooled_noise,
     runs_needed,
     welch_log_ratio,
 )
@@ -80,17 +78,6 @@ def test_identical_values_never_give_a_zero_width_interval() -> None:
     # a larger floor from other cells' noise widens it further
     wide = blocked_log_ratio({1: 5.0, 2: 5.0, 3: 5.0}, {1: 5.0, 2: 5.0, 3: 5.0}, floor_sd=0.02)
     assert wide.interval(0.95)[1] > hi
-
-
-def test_pooled_noise_and_floor() -> None:
-    a = blocked_log_ratio({1: 1.0, 2: 1.02, 3: 0.99}, {1: 1.0, 2: 1.0, 3: 1.0})
-    b = blocked_log_ratio({1: 1.0, 2: 1.0}, {1: 1.0, 2: 1.0})  # no spread: left out of the pool
-    sd, df = pooled_noise([a, b])
-    assert sd == pytest.approx(a.raw_noise_sd) and df == 2
-    assert pooled_noise([b]) is None
-    floor, source = noise_floor((0.04, 2.0))
-    assert floor == pytest.approx(0.5 * 0.04 / math.sqrt(2)) and "pooled" in source
-    assert noise_floor(None) == (RESOLUTION_SD, "the 0.1 % minimum per-run noise")
 
 
 def _est(arm: list[float], base: list[float]):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from scipy import stats as sp
 from typer.testing import CliRunner
 
 from e2e.analysis import _stats as stats
@@ -38,21 +39,23 @@ def test_advice_uses_the_a_a_noise_and_counts_warmups() -> None:
     assert a.source == "A/A arm main-repeat: model residuals of 3 arms, 12 runs"
     row = s.noise_row(1, "base", "tpot_ms_mean")
     assert (row.method, row.arms_in_model) == ("model", 3)
-    assert a.reported_runs == stats.runs_needed(a.noise_pct / 100, 1.0, method="model", arms=3,
-                                                slot=row.slot, noise_df=row.df)
+    # planned from the noise's 80 % upper confidence bound on its df, not its median
+    noise = a.noise_pct / 100 * math.sqrt(row.df / sp.chi2.ppf(0.2, row.df))
+    assert a.plan_noise_pct == pytest.approx(noise * 100)
+    assert a.reported_runs == stats.runs_needed(noise, 1.0, method="model", arms=3, slot=row.slot)
     assert a.sweep_runs == a.reported_runs + 1  # run 1 is a warmup
     n = a.reported_runs
     df = 2 * (n - 1) - row.slot  # the df of the model the report fits, not n - 1
-    noise = a.noise_pct / 100 * stats.median_unbiased(row.df)  # as the printed MDE uses it
     assert stats.mde_log(noise / math.sqrt(n), df) <= math.log(1.01)
     assert stats.mde_log(noise / math.sqrt(n - 1), df - 2) > math.log(1.01)
     # the power statement: the effect detected at 3 rounds is the MDE of that design
     k, effect = a.detectable[0]
     assert k == 3 and effect == pytest.approx(
         (math.exp(stats.mde_log(noise / math.sqrt(3), 4 - row.slot)) - 1) * 100)
-    # and the noise table's MDE is the same formula at the rounds made
+    # the noise table's MDE is the same formula at the rounds made, from the median noise
+    median = a.noise_pct / 100 * stats.median_unbiased(row.df)
     assert row.mde_pct == pytest.approx(
-        (math.exp(stats.mde_log(noise / math.sqrt(row.n_blocks), row.df)) - 1) * 100, rel=0.02)
+        (math.exp(stats.mde_log(median / math.sqrt(row.n_blocks), row.df)) - 1) * 100, rel=0.02)
     assert runs_advice(s, 5.0)[0].reported_runs < n
 
 

@@ -37,6 +37,9 @@ class RunsAdvice:
     detectable: tuple[tuple[int, float | None], ...] = ()
     """(reported rounds, the effect in % that design detects with the power asked), for the
     rounds of ``DESIGN_ROUNDS``: the calibration rule as a power statement."""
+    plan_noise_pct: float | None = None
+    """The noise the plan uses: the measured noise's upper confidence bound at
+    ``stats.PLAN_NOISE_LEVEL`` on its df (``stats.upper_noise``)."""
     components: Components | None = None
     designs: tuple[Design, ...] = ()
     """With load windows: for each windows-per-server choice, the servers it needs and their
@@ -75,17 +78,17 @@ def parse_effect(text: str) -> float:
     return value
 
 
-def _designs(row, target_pct: float, design: dict, confidence: float, power: float,
-             warmups: int, cost: RunCost | None) -> tuple[Design, ...]:
-    """Servers × windows for the target: the row's noise (after shared noise and the floor)
-    scaled by the per-run sd each windows choice gives relative to the measured one
+def _designs(row, plan_noise: float, target_pct: float, design: dict, confidence: float,
+             power: float, warmups: int, cost: RunCost | None) -> tuple[Design, ...]:
+    """Servers × windows for the target: the plan's noise (the row's upper bound) scaled by the
+    per-run sd each windows choice gives relative to the measured one
     (``Components.run_sd_with``), so the measured design reads as the table above."""
     parts = row.components
     if parts is None or parts.run_sd_with(parts.windows) <= 0:
         return ()
     out = []
     for k in WINDOW_CHOICES:
-        noise = row.noise_pct / 100.0 * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
+        noise = plan_noise * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
         n = stats.runs_needed(noise, target_pct, confidence=confidence, power=power, **design)
         runs = None if n is None else n + warmups
         out.append(Design(windows=k, sweep_runs=runs,
@@ -99,28 +102,30 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
     """For every noise row of ``summary`` (``metrics`` None: all), the runs needed for an MDE of
     ``target_pct`` in the design the report's test uses (its method, the number of arms in the
     cell's model, the slot term, the df borrowed by shared noise) at ``summary.confidence`` and
-    ``power``, and the effect that design detects at other round counts; with load windows,
+    ``power``, and the effect that design detects at other round counts, all from the noise's
+    upper confidence bound at ``stats.PLAN_NOISE_LEVEL`` (so the power is a promise with that
+    confidence, not a median); with load windows,
     the servers × windows designs and their time from ``costs`` (``run_costs``)."""
     out = []
     for row in summary.noise:
         if metrics is not None and row.metric not in metrics:
             continue
         design = dict(method=row.method if row.method in ("model", "blocked", "welch") else "blocked",
-                      arms=row.arms_in_model, prior_df=row.prior_df, slot=row.slot,
-                      noise_df=row.df)
-        n = stats.runs_needed(row.noise_pct / 100.0, target_pct, confidence=summary.confidence,
+                      arms=row.arms_in_model, prior_df=row.prior_df, slot=row.slot)
+        noise = stats.upper_noise(row.noise_pct / 100.0, row.df or 0.0)
+        n = stats.runs_needed(noise, target_pct, confidence=summary.confidence,
                               power=power, **design)
         out.append(RunsAdvice(
             concurrency=row.concurrency, spec_mode=row.spec_mode, metric=row.metric,
             noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
             rounds_now=row.n_blocks, target_pct=target_pct, reported_runs=n,
             sweep_runs=None if n is None else n + summary.report_from_run - 1,
-            detectable=tuple((k, stats.detectable_effect(row.noise_pct / 100.0, k,
+            detectable=tuple((k, stats.detectable_effect(noise, k,
                                                          confidence=summary.confidence,
                                                          power=power, **design))
                              for k in DESIGN_ROUNDS),
-            components=row.components,
-            designs=_designs(row, target_pct, design, summary.confidence, power,
+            components=row.components, plan_noise_pct=noise * 100.0,
+            designs=_designs(row, noise, target_pct, design, summary.confidence, power,
                              summary.report_from_run - 1,
                              (costs or {}).get((row.concurrency, row.spec_mode)))))
     return tuple(out)
@@ -132,17 +137,20 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
         return ("No noise estimate: the sweep needs an A/A arm (settings equal to "
                 f"{summary.baseline}'s) or at least 2 rounds in which every arm ran.\n")
     target = advice[0].target_pct
+    level = stats.PLAN_NOISE_LEVEL * 100
     lines = [f"Runs for a minimal detectable effect of {target:g} % (80 % power, "
              f"{summary.confidence * 100:g} % confidence, the comparison the report makes) from "
-             f"{summary.experiment}:", "",
-             "| concurrency | spec mode | metric | noise | from | MDE now | rounds now | reported runs "
+             f"{summary.experiment}, planned from the noise's {level:g} % upper confidence bound:",
+             "",
+             "| concurrency | spec mode | metric | noise | planned from (upper bound) | from | MDE now "
+             "| rounds now | reported runs "
              "| e2e sweep --runs | "
              + " | ".join(f"detected at {k} rounds" for k in DESIGN_ROUNDS) + " |",
-             "|---:|---|---|---:|---|---:|---:|---:|---:|" + "---:|" * len(DESIGN_ROUNDS)]
+             "|---:|---|---|---:|---:|---|---:|---:|---:|---:|" + "---:|" * len(DESIGN_ROUNDS)]
     for a in advice:
         lines.append(
             f"| {a.concurrency} | {a.spec_mode} | {metric(a.metric).label} | {a.noise_pct:.2f} % | "
-            f"{a.source} | {'—' if a.mde_now_pct is None else f'{a.mde_now_pct:.1f} %'} | "
+            f"{'—' if a.plan_noise_pct is None else f'{a.plan_noise_pct:.2f} %'} | {a.source} | {'—' if a.mde_now_pct is None else f'{a.mde_now_pct:.1f} %'} | "
             f"{a.rounds_now} | {'more than 1000' if a.reported_runs is None else a.reported_runs} | "
             f"{'—' if a.sweep_runs is None else a.sweep_runs} | "
             + " | ".join('—' if e is None else f"{e:.1f} %" for _, e in a.detectable) + " |")
@@ -156,9 +164,14 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                      "does not shrink with blocking; only more runs (or a quieter host) shrink it.")
     lines += _windows_table(advice)
     lines.append("")
-    lines.append("“Detected at k rounds”: the true change each design finds with 80 % power "
-                 "from the measured noise (a calibration's injected delays at least that large "
-                 "should read “slower” about 80 % of the time, smaller ones less often).")
+    lines.append(f"“Detected at k rounds”: the true change each design finds with 80 % power "
+                 f"if the noise is at its {level:g} % upper confidence bound (σ ≤ s·√(df / "
+                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}}) on the noise's df), so the power is "
+                 f"at least 80 % with {level:g} % confidence, not only in a median calibration; "
+                 "an injected delay that large should read “slower” at least that often. The "
+                 "extrapolation to more rounds assumes the servers' noise is independent from "
+                 "run to run; drift that lasts longer than a round (autocorrelated servers) "
+                 "makes it optimistic.")
     return "\n".join(lines) + "\n"
 
 

@@ -108,7 +108,9 @@ def sweep(
             confidence = settlement.look_confidence
             out.print(f"until settled: {'settled' if settlement.settled else 'not settled'} "
                       f"after {settlement.rounds} reported round(s); the report's intervals are "
-                      f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks)",
+                      f"at the last look's {confidence * 100:.2f} % (alpha spent over the looks: "
+                      "repeated confidence intervals, valid whenever the sweep stopped; an early "
+                      "stop reads larger than the truth on average)",
                       highlight=False)
         else:
             outcome, _ = run_matrix(

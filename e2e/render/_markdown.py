@@ -188,8 +188,11 @@ def _multiplicity(summary: Summary) -> list[str]:
         lost = [c for c in summary.comparisons if c.survives is False]
         kept = [c for c in summary.comparisons if c.survives]
         text = (f"Multiplicity: {n} primary comparison{'s' if n != 1 else ''} (the headline "
-                f"metric of every cell, every arm but the A/A checks) form one Holm family at "
-                f"{(1 - summary.confidence) * 100:g} %, differences and equivalences together; "
+                f"metric of every cell, every arm but the A/A checks) form one family at "
+                f"{(1 - summary.confidence) * 100:g} %: both hypotheses of each (no change; a "
+                f"change beyond ±{summary.equivalence_pct:g} %), {2 * n} in all, by Holm's step-down "
+                "with Shaffer's restriction (at most one of a comparison's two is true), so a false "
+                "difference or a false equivalence anywhere in it has at most that chance; "
                 f"{len(kept)} verdict{'s' if len(kept) != 1 else ''} survive{'s' if len(kept) == 1 else ''}")
         if lost:
             text += (f", {len(lost)} do{'es' if len(lost) == 1 else ''} not and "
@@ -362,8 +365,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
         "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
         "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
-        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run is floored at that, or at "
-        "half the noise pooled across the metric's other comparisons when that is larger (warned). "
+        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run (the measurement's "
+        "resolution) is floored at that (warned). "
         f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
         "primary comparisons (the headline metric of every cell; A/A checks and secondary "
         "metrics are not adjusted).")

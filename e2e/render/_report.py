@@ -83,8 +83,13 @@ def build_report(
         if confidence is not None:
             problems = (*problems, ReportWarning(
                 f"intervals at {confidence * 100:.3g} %, the confidence of the last sequential "
-                "look of --until-settled (looks.json): fixed-n intervals at the nominal level "
-                "would ignore the looks"))
+                "look of --until-settled (looks.json, its group-sequential boundary): a repeated "
+                "confidence interval: whenever the sweep stopped, each covers its true change "
+                "with at least 1 − α/m (m the comparisons the looks tested, α the plan's) and the "
+                "stopping set's together with at least 1 − α, where a fixed-n interval at the "
+                "nominal level would ignore the looks; it is not conditional on when it stopped: "
+                "among sweeps that stopped early (a large reading) it covers less often, and the "
+                "change it shows tends to be larger than the true one"))
     try:
         summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
                             equivalence_pct=equivalence_of(records),

@@ -1,0 +1,317 @@
+"""Every arm against the baseline of its cell (``compare``): one model per cell, shared noise
+where it is alike, the floor, the verdicts, the family-wise rule over the primary comparisons,
+and the noise table; which arms are A/A checks; each run's slot in its block."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from e2e.analysis import _stats as stats
+from e2e.analysis._components import components
+from e2e.analysis._frame import _host
+from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, metric
+from e2e.config import comparable_settings
+from e2e.results import RunRecord
+
+__all__ = ["compare", "aa_arms", "slots", "estimate_of", "primary_metric"]
+
+_RunKey = tuple[str, int, str, int, "str | None"]  # arm, concurrency, spec mode, repeat, host
+
+
+def aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
+    """Arms whose comparable settings (``config.comparable_settings``: description aside)
+    equal the baseline's: repeats of the baseline, whose comparison measures the noise (A/A)."""
+    config: dict = {}
+    for r in records:
+        if isinstance(r.config, dict) and isinstance(r.config.get("arms"), dict):
+            config = {**r.config, "arms": {**config.get("arms", {}), **r.config["arms"]}}
+    known = config.get("arms", {})
+    if baseline not in known:
+        return ()
+    base = comparable_settings(config, baseline)["arm"]
+    return tuple(a for a in arms if a != baseline and a in known
+                 and comparable_settings(config, a)["arm"] == base)
+
+
+def slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
+    """Each run's position in its block (0 = first): the rank of its start time among the
+    runs of the same round, host, concurrency and spec mode (the runs a host made back to back).
+    None for every run of a block whose start times are missing, unparsable or tied (then the
+    model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
+    cell back to back, on one host."""
+    from datetime import datetime, timezone
+
+    groups: dict[tuple, list[tuple[_RunKey, object]]] = {}
+    out: dict[_RunKey, int | None] = {}
+    for r in records:
+        name = _host(r)
+        if r.spec.duet is not None:  # measured together: its slot is its place in the block
+            out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name,
+                 int(r.spec.duet))] = r.spec.slot
+            continue
+        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
+        try:
+            when = datetime.fromisoformat(str(r.started_at))
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
+            when = when.replace(tzinfo=timezone.utc)
+        groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
+    for runs in groups.values():
+        times = [w for _, w in runs]
+        if any(w is None for w in times) or len(set(times)) < len(times):
+            out.update({k: None for k, _ in runs})
+            continue
+        for rank, (k, _) in enumerate(sorted(runs, key=lambda kw: kw[1])):
+            out[k] = rank
+    return out
+
+
+def _runs(cell: Cell) -> list[tuple[object, float]]:
+    return list(zip(cell.blocks(), cell.values))
+
+
+def _model_runs(cell: Cell, slots: dict[_RunKey, int | None]) -> list[stats.ModelRun]:
+    return [stats.ModelRun(cell.arm, block, slots.get((cell.arm, cell.concurrency, cell.spec_mode,
+                                                       *block)), v)
+            for block, v in zip(cell.blocks(), cell.values)]
+
+
+def estimate_of(comp: Comparison) -> stats.LogRatio | None:
+    """The comparison's estimate as a ``stats.LogRatio`` (to read it at another confidence,
+    e.g. a sequential look); None without an interval."""
+    if comp.se is None or comp.df is None or comp.interval is None:
+        return None
+    noise = (comp.noise_pct or 0.0) / 100.0
+    return stats.LogRatio(method=comp.method if comp.method in ("model", "blocked", "welch") else "blocked",
+                          log_ratio=math.log(comp.ratio), se=comp.se, df=comp.df, noise_sd=noise,
+                          raw_noise_sd=noise, n_arm=comp.n_arm, n_baseline=comp.n_baseline,
+                          n_blocks=comp.n_blocks, dropped=comp.dropped, floored=comp.noise_floored,
+                          floor_sd=stats.RESOLUTION_SD, prior_df=comp.prior_df)
+
+
+def primary_metric(concurrency: int, spec_mode: str) -> str:
+    """The cell's primary (headline) metric: mean TPOT at concurrency 1, median TPOT above it,
+    ms per verify step with the speculator."""
+    from e2e.analysis._headline import headline_metric
+
+    return headline_metric(concurrency, spec_mode)
+
+
+def compare(
+    cells: Sequence[Cell],
+    index: dict[tuple[str, int, str, str], Cell],
+    *,
+    baseline: str,
+    slots: dict[_RunKey, int | None],
+    aa_arms: tuple[str, ...],
+    confidence: float,
+    min_effect_pct: float,
+    equivalence_pct: float,
+    target_effect_pct: float | None,
+) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning], list[str]]:
+    """Every arm against the baseline of its cell:
+
+    1. **one model per cell and metric** (``stats.cell_model``: ln y = round × host + slot + arm
+       over every arm, the residual variance pooled across them); where it cannot be fitted,
+       the paired t per arm (``stats.log_ratio``: blocked where 2 blocks pair up) or Welch;
+    2. **shared noise** only where noise is alike: a fallback comparison's per-run variance is
+       moderated toward the other comparisons of the same cell (metric, spec mode and
+       concurrency; ``fit_prior``, ``moderate``: limma's moderated t; no prior with fewer than 3
+       of them); a fitted cell already pools its arms and borrows nothing from other cells;
+    3. a **monotone floor** at the measurement's resolution, 0.1 % per run
+       (``stats.floor_noise``);
+    4. verdicts (``stats.call``) and the MDE with the df the test uses; the **family**: both
+       null hypotheses (no change; a change beyond the band) of every primary comparison (the
+       headline metric of every cell, every arm except the A/A ones), 2m in all, by Holm's
+       step-down with Shaffer's restriction (``stats.paired_holm``), so a false "faster",
+       "slower" or "equivalent" anywhere in the family has probability at most α. A/A arms are
+       "check"s, other metrics "secondary" (unadjusted)."""
+    warnings: list[ReportWarning] = []
+    pairs: list[tuple[Cell, Cell]] = []
+    for c in cells:
+        if c.arm == baseline:
+            continue
+        base = index.get((baseline, c.concurrency, c.spec_mode, c.metric))
+        if base is None:
+            continue
+        if min(c.values + base.values) <= 0:
+            warnings.append(ReportWarning(
+                "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
+            continue
+        pairs.append((c, base))
+
+    # 1. one model per (concurrency, spec mode, metric), else the fallbacks
+    groups: dict[tuple[int, str, str], list[tuple[Cell, Cell]]] = {}
+    for c, base in pairs:
+        groups.setdefault((c.concurrency, c.spec_mode, c.metric), []).append((c, base))
+    est: dict[int, stats.LogRatio | None] = {}
+    own_s2: dict[int, float] = {}
+    fits: dict[tuple[int, str, str], stats.CellFit] = {}
+    units: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # (metric, mode, conc)
+    for key, members in groups.items():
+        runs = _model_runs(members[0][1], slots)
+        for c, _ in members:
+            runs += _model_runs(c, slots)
+        fit = stats.cell_model(runs, baseline) if len(runs) > 2 else None
+        if fit is not None:
+            fits[key] = fit
+            units.setdefault((key[2], key[1], key[0]), []).append((fit.s2, fit.df))
+        for c, base in members:
+            e = fit.estimates.get(c.arm) if fit is not None else None
+            if e is not None:
+                own_s2[id(c)] = fit.s2
+            else:
+                e = stats.log_ratio(_runs(c), _runs(base))
+                if e is not None and e.method == "blocked":
+                    own_s2[id(c)] = e.raw_noise_sd ** 2 / 2.0
+                    units.setdefault((key[2], key[1], key[0]), []).append((own_s2[id(c)], e.df))
+            est[id(c)] = e
+
+    # 2. moderation, only among variances whose noise is alike: the same metric, spec mode and
+    # concurrency (noise grows with concurrency and differs with the speculator, and borrowing
+    # a quiet cell's noise made a noisy cell's A/A false calls 7.7-10.1 %, issue 33); a fitted
+    # cell is one variance already pooled over its arms, so this borrows only among the paired
+    # fallbacks of one cell. 3. the floor: the measurement's resolution, nothing borrowed.
+    priors = {k: stats.fit_prior(v) for k, v in units.items()}
+    pooled_text: list[str] = []
+    for (key, mode, conc), v in sorted(units.items()):
+        prior = priors[(key, mode, conc)]
+        if prior.df > 0:
+            pooled_text.append(
+                f"{metric(key).label} (concurrency {conc}, {mode}): each comparison's noise is "
+                f"moderated toward the cell's {prior.units} comparisons' (prior "
+                f"{math.sqrt(prior.s2) * 100:.2g} % per run on {prior.df:.1f} df)")
+    for c, base in pairs:
+        e = est[id(c)]
+        if e is None:
+            continue
+        k = (c.metric, c.spec_mode, c.concurrency)
+        if id(c) in own_s2:
+            e = stats.moderate(e, own_s2[id(c)], priors.get(k, stats.Prior(0.0, 0.0, 0)))
+        est[id(c)] = stats.floor_noise(e, stats.RESOLUTION_SD)
+
+    alpha = 1.0 - confidence
+    rows: list[dict] = []
+    for c, base in pairs:
+        e = est[id(c)]
+        welch = stats.welch_log_ratio(c.values, base.values)
+        if welch is not None:
+            welch = stats.floor_noise(welch, stats.RESOLUTION_SD)
+        m = metric(c.metric)
+        verdict = stats.call(e, time_metric=m.unit == "ms", confidence=confidence,
+                             min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
+        where = (c.arm, c.concurrency, c.spec_mode, c.metric)
+        if e is not None and e.floored:
+            spread = ("no spread between the runs" if e.raw_noise_sd < 1e-9 else
+                      f"run-to-run noise {e.raw_noise_sd / math.sqrt(2) * 100:.2g} % per run")
+            warnings.append(ReportWarning(
+                f"{spread}: noise floored at {e.floor_sd * 100:.2g} % per run (the measurement's "
+                "resolution), so the interval is not narrower than that", *where))
+        if e is not None and e.method in ("model", "blocked") and e.dropped:
+            warnings.append(ReportWarning(
+                f"{e.dropped} run{'s' if e.dropped != 1 else ''} without a partner in "
+                f"{'its' if e.dropped == 1 else 'their'} round left out of the blocked comparison "
+                f"with {baseline}", *where))
+        role = ("check" if c.arm in aa_arms else
+                "primary" if c.metric == primary_metric(c.concurrency, c.spec_mode) else "secondary")
+        rows.append({
+            "c": c, "base": base, "est": e, "welch": welch, "verdict": verdict, "role": role,
+            "p": None if e is None else e.p_value(),
+            "tost": None if e is None else e.tost_p_value(equivalence_pct),
+        })
+
+    family = [r for r in rows if r["role"] == "primary" and r["p"] is not None]
+    adj_diff, adj_equiv = stats.paired_holm([r["p"] for r in family], [r["tost"] for r in family])
+    for r, a_diff, a_equiv in zip(family, adj_diff, adj_equiv):
+        if stats.is_difference(r["verdict"]):
+            r["p_holm"], r["survives"] = a_diff, a_diff < alpha
+        elif r["verdict"] == "equivalent":
+            r["p_holm"], r["survives"] = a_equiv, a_equiv < alpha
+        else:
+            r["p_holm"] = min(a_diff, a_equiv)
+
+    comparisons: list[Comparison] = []
+    for r in rows:
+        c, base, e, welch = r["c"], r["base"], r["est"], r["welch"]
+        interval = None if e is None else e.interval_pct(confidence)
+        comparisons.append(Comparison(
+            arm=c.arm, baseline=baseline, concurrency=c.concurrency, spec_mode=c.spec_mode,
+            metric=c.metric,
+            ratio=e.ratio if e is not None else stats.ratio_of_medians(c.values, base.values),
+            pct=e.pct if e is not None else stats.ratio_of_medians(c.values, base.values) * 100 - 100,
+            interval=interval, confidence=confidence, verdict=r["verdict"],
+            method=e.method if e is not None else "none", n_arm=c.n, n_baseline=base.n,
+            n_blocks=0 if e is None else e.n_blocks, dropped=0 if e is None else e.dropped,
+            median_ratio=stats.ratio_of_medians(c.values, base.values),
+            mde_pct=None if e is None else e.mde_pct(confidence),
+            noise_pct=None if e is None else e.noise_sd * 100.0,
+            noise_floored=bool(e is not None and e.floored),
+            p_value=r["p"], tost_p=r["tost"], p_holm=r.get("p_holm"), survives=r.get("survives"),
+            equivalence_pct=equivalence_pct, min_effect_pct=min_effect_pct,
+            unpaired_interval=None if welch is None else welch.interval_pct(confidence),
+            unpaired_mde_pct=None if welch is None else welch.mde_pct(confidence),
+            role=r["role"], df=None if e is None else e.df, se=None if e is None else e.se,
+            design="duet" if c.in_duets and base.in_duets else "sequential",
+            prior_df=0.0 if e is None else e.prior_df,
+        ))
+    target = equivalence_pct if target_effect_pct is None else target_effect_pct
+    return (comparisons, _noise_rows(rows, fits, aa_arms, confidence, target, priors), warnings,
+            pooled_text)
+
+
+def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit],
+                aa_arms: tuple[str, ...], confidence: float, target: float,
+                priors: dict[tuple[str, str, int], stats.Prior]) -> tuple[NoiseRow, ...]:
+    """Per (concurrency, spec mode, metric): the noise the comparisons used (after moderation
+    and the floor; the same for every arm of a fitted cell), with the MDE and df of the A/A
+    arm's comparison when there is one, else of the cell's first comparison, and the reported
+    runs whose MDE in the same design (arms, slot term, prior df) is ``target``."""
+    out: list[NoiseRow] = []
+    keys: list[tuple[int, str, str]] = []
+    for r in rows:
+        k = (r["c"].concurrency, r["c"].spec_mode, r["c"].metric)
+        if k not in keys:
+            keys.append(k)
+    for conc, mode, key in keys:
+        here = [r for r in rows if (r["c"].concurrency, r["c"].spec_mode, r["c"].metric) == (conc, mode, key)
+                and r["est"] is not None]
+        if not here:
+            continue
+        aa = [r for r in here if r["c"].arm in aa_arms]
+        pick = aa[0] if aa else here[0]
+        e, w = pick["est"], pick["welch"]
+        fit = fits.get((conc, mode, key))
+        prior = priors.get((key, mode, conc), stats.Prior(0.0, 0.0, 0))
+        if e.method == "model" and fit is not None:
+            source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
+                      + (", slot term" if fit.slot else "")
+                      + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
+            arms_n = fit.arms
+        else:
+            source = f"{pick['c'].arm} vs its baseline ({e.method})" + (
+                f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else "")
+            arms_n = 2
+        if aa:
+            source = f"A/A arm {pick['c'].arm}: " + source
+        n = e.n_blocks if e.method != "welch" else min(e.n_arm, e.n_baseline)
+        method = e.method if e.method in ("model", "blocked") else "welch"
+        cells = {id(c): c for r in here for c in (r["c"], r["base"])}.values()
+        run_s2, run_df = ((fit.s2, fit.df) if e.method == "model" and fit is not None
+                          else (e.raw_noise_sd ** 2 / 2.0, e.df))
+        parts = (components([w for c in cells for w in c.windows], run_s2, run_df)
+                 if any(c.windows for c in cells) else None)
+        out.append(NoiseRow(
+            concurrency=conc, spec_mode=mode, metric=key, noise_pct=e.noise_sd * 100.0, source=source,
+            n_blocks=n, mde_pct=e.mde_pct(confidence),
+            unpaired_mde_pct=None if (w is None or not aa) else w.mde_pct(confidence),
+            target_pct=target,
+            runs_for_target=stats.runs_needed(e.noise_sd, target, method=method, confidence=confidence,
+                                              arms=arms_n, prior_df=e.prior_df,
+                                              slot=bool(fit is not None and fit.slot
+                                                        and e.method == "model"),
+                                              noise_df=e.df),
+            floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
+            slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts))
+    return tuple(out)

@@ -1,0 +1,236 @@
+"""Run records -> one pandas frame of runs; which runs may share a cell (``comparable``),
+which are kept (``select``), the arms' order, the warmups (``report_from_run``) and the
+equivalence band of the records' config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
+from e2e.config import comparable_settings
+from e2e.metrics import metric_value
+from e2e.results import RunRecord
+
+__all__ = ["WORKLOAD_FIELDS", "runs_frame", "comparable", "select", "equivalence_of"]
+
+# What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
+WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
+                   "max_concurrency", "windows")
+_SETTINGS = ("server_settings", "arm_settings")
+_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "valid",
+                   "invalid_reasons", "report_from_run", "source", "burst_affected",
+                   "client_saturated", "goodput_slo", "windows_metrics",
+                   *WORKLOAD_FIELDS, *_SETTINGS]
+                  + [m.key for m in METRICS])
+
+
+def _duets(column) -> tuple[int | None, ...]:
+    """A cell's runs' duets (its ``duet`` column), or () when none was in a duet."""
+    duets = tuple(None if pd.isna(d) else int(d) for d in column)
+    return duets if any(d is not None for d in duets) else ()
+
+
+def _host(record: RunRecord) -> str | None:
+    host = record.provenance.get("host") if isinstance(record.provenance, dict) else None
+    name = host.get("hostname") if isinstance(host, dict) else None
+    return str(name) if name is not None else None
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _settings(record: RunRecord) -> dict[str, str | None]:
+    """The record's comparable server and arm settings as canonical JSON; None (unknown, not
+    checked) for a record without a config snapshot, e.g. one imported from vllm bench."""
+    config = record.config if isinstance(record.config, dict) else {}
+    if not config.get("server"):
+        return {"server_settings": None, "arm_settings": None}
+    settings = comparable_settings(config, record.spec.arm)
+    arm = settings.pop("arm")
+    if not record.spec.dspark:  # the speculator profile does not touch a run without it
+        settings.pop("speculators", None)
+    return {"server_settings": _canonical(settings), "arm_settings": _canonical(arm)}
+
+
+def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
+    """One row per run: identity, workload, settings, validity and every metric in
+    ``metrics`` (NaN if absent)."""
+    rows = []
+    for r in records:
+        rows.append({
+            "experiment": r.experiment,
+            "run_id": r.run_id,
+            "arm": r.spec.arm,
+            "concurrency": int(r.spec.concurrency),
+            "spec_mode": r.spec.spec_mode,
+            "repeat": int(r.spec.repeat),
+            "host": _host(r),
+            "duet": r.spec.duet,
+            "valid": bool(r.valid and r.metrics is not None),
+            "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
+            else ("" if r.metrics is not None else "no metrics"),
+            "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
+            "burst_affected": bool(r.bursts is not None and r.bursts.affected),
+            "client_saturated": bool(r.client is not None and r.client.saturated),
+            "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
+            "windows_metrics": tuple(r.windows),
+            "source": ("imported" if "imported" in (r.provenance or {})
+                       else r.server.kind),  # fresh (started by e2e), external, imported
+            **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
+            **_settings(r),
+            **{m.key: metric_value(r.metrics, m.key) for m in metrics},
+        })
+    columns = _FRAME_COLUMNS[:-len(METRICS)] + [m.key for m in metrics]
+    frame = pd.DataFrame(rows, columns=columns)
+    for m in metrics:
+        frame[m.key] = pd.to_numeric(frame[m.key], errors="coerce").astype(float)
+    return frame.sort_values(["arm", "spec_mode", "concurrency", "repeat", "run_id"],
+                             kind="stable").reset_index(drop=True)
+
+
+def _drop_non_finite(frame: pd.DataFrame, metrics: Sequence[Metric]) -> list[ReportWarning]:
+    """A run's metric that is infinite (a record made by hand or by another tool) is left out
+    of its cell, in place, with a warning naming the run: it cannot be averaged, and the other
+    metrics of the run still count."""
+    out = []
+    for m in metrics:
+        bad = ~np.isfinite(frame[m.key]) & frame[m.key].notna()
+        for run_id in frame.loc[bad, "run_id"]:
+            out.append(ReportWarning(f"{run_id}: {m.label} is not a finite number; left out",
+                                     metric=m.key))
+        frame.loc[bad, m.key] = np.nan
+    return out
+
+
+def _diff_keys(a: object, b: object, prefix: str = "") -> list[str]:
+    """Dotted keys where two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".") or "(value)"]
+
+
+def _pick(value: object, key: str) -> object:
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def comparable(frame: pd.DataFrame) -> None:
+    """Raise ValueError, naming the field and its values, when runs that would share a
+    comparison differ in their workload (per concurrency and spec mode, across arms) or in
+    their server settings; or when runs of one arm differ in that arm's settings."""
+    def refuse(field: str, column: str, group: pd.DataFrame, where: str,
+               keys: list[str] | None = None) -> None:
+        parts = []
+        for value, rows in group.groupby(column, sort=True, dropna=False):
+            ids = ", ".join(list(rows["run_id"])[:3]) + (", ..." if len(rows) > 3 else "")
+            if keys is None and pd.isna(value):
+                value = "none"
+            if keys is not None:  # settings: show only the keys that differ
+                data = json.loads(value)
+                value = ", ".join(f"{k}={json.dumps(_pick(data, k))}" for k in keys)
+            parts.append(f"{value} in {len(rows)} run(s) ({ids})")
+        hint = (f"report one of them: e2e report DIR --only {field}=VALUE"
+                if field in WORKLOAD_FIELDS
+                else "put the runs of each setting in their own --results folder")
+        raise ValueError(f"runs that would be compared differ in {field} ({where}): "
+                         f"{'; '.join(parts)}; they are not averaged together; {hint}")
+
+    def differing(values: list[str]) -> list[str]:  # (unknown settings are never refused)
+        data = [json.loads(v) for v in values]
+        return sorted({k for d in data[1:] for k in _diff_keys(data[0], d)})
+
+    for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
+        where = f"concurrency {conc}, {mode}"
+        for field in WORKLOAD_FIELDS:
+            if group[field].nunique(dropna=False) > 1:
+                refuse(field, field, group, where)
+        if group["server_settings"].nunique() > 1:
+            keys = differing(list(group["server_settings"].unique()))
+            refuse(f"server settings ({', '.join(keys)})", "server_settings", group, where, keys)
+    for arm, group in frame.groupby("arm", sort=True):
+        if group["arm_settings"].nunique() > 1:
+            keys = differing(list(group["arm_settings"].unique()))
+            refuse(f"arms.{arm} settings ({', '.join(keys)})", "arm_settings", group,
+                   f"arm {arm}", keys)
+
+
+def _one_slo(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[ReportWarning]]:
+    """Goodput is a figure of its SLO: where runs that would be compared were measured against
+    different SLOs, their goodput is not used (the other metrics are) and a warning says so."""
+    if "goodput_req_s" not in frame:
+        return frame, []
+    frame = frame.copy()
+    warnings = []
+    for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
+        slos = sorted(set(group["goodput_slo"].dropna()))
+        if len(slos) > 1:
+            frame.loc[group.index, "goodput_req_s"] = float("nan")
+            warnings.append(ReportWarning(
+                f"goodput not compared at concurrency {conc}, {mode}: its runs were measured "
+                f"against different SLOs ({'; '.join(slos)}); measure every arm with one --slo"))
+    return frame, warnings
+
+
+def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord]:
+    """The records whose spec matches every ``field=value`` of ``only`` (fields:
+    ``WORKLOAD_FIELDS``, arm, concurrency, spec_mode)."""
+    allowed = (*WORKLOAD_FIELDS, "arm", "concurrency", "spec_mode")
+    for field in only:
+        if field not in allowed:
+            raise ValueError(f"--only {field}: not a field runs can be selected by "
+                             f"(allowed: {', '.join(allowed)})")
+    return [r for r in records
+            if all(str(getattr(r.spec, f)) == str(v) for f, v in only.items())]
+
+
+def _arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:
+    """Baseline first, then the arms in the config snapshot's order, then any others sorted."""
+    order: list[str] = []
+    for r in records:
+        arms = r.config.get("arms") if isinstance(r.config, dict) else None
+        if isinstance(arms, dict):
+            order.extend(a for a in arms if a not in order)
+    ordered = [a for a in order if a in present]
+    ordered += sorted(present - set(ordered))
+    if baseline in ordered:
+        ordered.remove(baseline)
+        ordered.insert(0, baseline)
+    return tuple(ordered)
+
+
+def _resolve_report_from_run(
+    frame: pd.DataFrame, override: int | None
+) -> tuple[int, list[ReportWarning]]:
+    if override is not None:
+        if override < 1:
+            raise ValueError(f"report_from_run must be >= 1, got {override}")
+        return override, []
+    seen = sorted({int(v) for v in frame["report_from_run"].dropna()})
+    if not seen:
+        return DEFAULT_REPORT_FROM_RUN, []
+    if len(seen) == 1:
+        return seen[0], []
+    chosen = max(seen)
+    return chosen, [ReportWarning(
+        f"runs were recorded with different report_from_run settings ({', '.join(map(str, seen))}); "
+        f"using {chosen}"
+    )]
+
+
+
+
+def equivalence_of(records) -> float:
+    """The equivalence band (±%) of the records' config snapshot (the largest if they
+    differ; 1 % when none says)."""
+    bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
+    bands = [float(b) for b in bands if b is not None]
+    return max(bands) if bands else 1.0

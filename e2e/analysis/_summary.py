@@ -1,0 +1,304 @@
+"""The values a report is made of: metrics, cells, comparisons, noise rows, warnings and the
+``Summary`` that holds them (immutable; built by ``e2e.analysis._aggregate.summarize``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from e2e.analysis import _stats as stats
+from e2e.analysis._components import Components
+
+__all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",
+           "RunCounts", "Summary", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
+           "DEFAULT_CONFIDENCE", "DEFAULT_MIN_EFFECT_PCT", "DEFAULT_REPORT_FROM_RUN",
+           "SPEC_MODES"]
+
+MIN_RUNS = 3
+MAX_SPREAD = 0.05
+MAX_ACCEPTANCE_MOVE = 0.10
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_MIN_EFFECT_PCT = 1.0
+DEFAULT_REPORT_FROM_RUN = 2
+SPEC_MODES = ("base", "dspark")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-run figure from ``RunMetrics`` (``key`` is its field name there)."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    definition: str
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("tpot_ms_mean", "mean TPOT", "ms", False,
+           "mean over a run's requests of (end-to-end latency − TTFT) / (completion tokens − 1), "
+           "completion tokens from the server's usage"),
+    Metric("tpot_ms_median", "median TPOT", "ms", False,
+           "median over a run's requests of the same per-request TPOT"),
+    Metric("server_tpot_ms_mean", "server mean TPOT", "ms", False,
+           "the server's own mean per-request TPOT: Δsum / Δcount of "
+           "vllm:request_time_per_output_token_seconds around the measured load (immune to "
+           "how the stream's chunks reach the client)"),
+    Metric("ttft_ms_mean", "mean TTFT", "ms", False,
+           "mean over a run's requests of the time from sending to the first token"),
+    Metric("server_ttft_ms_mean", "server mean TTFT", "ms", False,
+           "the server's own mean TTFT: Δsum / Δcount of vllm:time_to_first_token_seconds "
+           "around the measured load"),
+    Metric("e2el_ms_mean", "mean E2E latency", "ms", False,
+           "mean over a run's requests of the time from sending to the last token"),
+    Metric("server_e2el_ms_mean", "server mean E2E latency", "ms", False,
+           "the server's own mean end-to-end latency: Δsum / Δcount of "
+           "vllm:e2e_request_latency_seconds around the measured load"),
+    Metric("output_throughput_tok_s", "output throughput", "tok/s", True,
+           "completion tokens of a run divided by the duration of its measured load"),
+    Metric("acceptance_length", "acceptance length", "tokens/step", True,
+           "1 + Δaccepted / Δdrafts of the server's spec-decode counters around the measured load"),
+    Metric("ms_per_verify_step", "ms per verify step", "ms", False,
+           "mean TPOT × acceptance length of the same run"),
+    Metric("server_ms_per_verify_step", "ms per verify step (server TPOT)", "ms", False,
+           "server mean TPOT × acceptance length of the same run (sees a per-step cost even "
+           "when the client's stream arrives in bursts)"),
+    Metric("goodput_req_s", "goodput", "req/s", True,
+           "requests per second that met every SLO of load.slo (--slo), over the measured "
+           "load's duration (vLLM's definition); only where an SLO was given"),
+)
+_BY_KEY = {m.key: m for m in METRICS}
+
+
+def metric(key: str) -> Metric:
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}; known: {', '.join(_BY_KEY)}") from None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One metric of one (arm, concurrency, spec mode): its reported runs and median (range)."""
+
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    repeats: tuple[int, ...]
+    values: tuple[float, ...]
+    median: float
+    low: float
+    high: float
+    hosts: tuple[str | None, ...] = ()
+    """Each run's host (``provenance.host.hostname``), aligned with ``values``; () when unknown."""
+    windows: tuple[tuple[float | None, ...], ...] = ()
+    """Each run's value per load window (``[load] windows``), aligned with ``values``; a run of
+    one window has (); () for the whole cell when no run had windows."""
+    duets: tuple[int | None, ...] = ()
+    """Each run's duet in its round (``[duet]``: arms measured together), aligned with
+    ``values``; () when no run was in a duet."""
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    def blocks(self) -> list[tuple]:
+        """Each run's block: (round, host), or (round, host, duet) for runs measured in duets
+        (the runs measured together), aligned with ``values``."""
+        hosts = self.hosts or (None,) * len(self.values)
+        if self.duets:
+            return list(zip(self.repeats, hosts, self.duets))
+        return list(zip(self.repeats, hosts))
+
+    @property
+    def in_duets(self) -> bool:
+        return bool(self.duets) and all(d is not None for d in self.duets)
+
+    @property
+    def spread(self) -> float:
+        """(max − min) / median of the reported runs."""
+        return stats.relative_range(self.values)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``arm`` against ``baseline`` for one metric of one (concurrency, spec mode).
+
+    ``ratio`` is the geometric-mean ratio arm / baseline that ``interval`` (low %, high %, at
+    ``confidence``) bounds, estimated by ``method``: "blocked" (paired per round and host) or
+    "welch" (unpaired); ``pct`` = (ratio − 1) × 100; ``median_ratio`` is the ratio of the two
+    cells' medians (shown for reference). ``interval`` is None with too few runs. ``verdict``
+    is one of ``stats.Call``; ``mde_pct`` the minimal detectable effect at these runs (80 %
+    power); ``noise_pct`` the run-to-run noise (sd of one pair's log ratio, in %), floored when
+    ``noise_floored``. ``p_value`` tests no change, ``tost_p`` equivalence within
+    ±``equivalence_pct`` %; ``p_holm`` is the family-wise adjusted p of the test behind the verdict
+    (``stats.paired_holm`` over both hypotheses of the report's ``Summary.n_comparisons``; the
+    smaller of the two when inconclusive), and ``survives`` says whether a difference or
+    equivalence verdict still holds after it (None for other verdicts). ``unpaired_interval`` and
+    ``unpaired_mde_pct`` are the Welch figures on the same runs, for comparison."""
+
+    arm: str
+    baseline: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    ratio: float
+    pct: float
+    interval: tuple[float, float] | None
+    confidence: float
+    verdict: stats.Call
+    method: str
+    n_arm: int
+    n_baseline: int
+    n_blocks: int = 0
+    dropped: int = 0
+    median_ratio: float | None = None
+    mde_pct: float | None = None
+    noise_pct: float | None = None
+    noise_floored: bool = False
+    p_value: float | None = None
+    tost_p: float | None = None
+    p_holm: float | None = None
+    survives: bool | None = None
+    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    min_effect_pct: float = 0.0
+    unpaired_interval: tuple[float, float] | None = None
+    unpaired_mde_pct: float | None = None
+    design: str = "sequential"
+    """"duet" when every run of both cells was measured in a duet (the model's block is the
+    duet and its slot term the duet's slot), else "sequential"."""
+    role: str = "secondary"
+    """"primary" (the cell's headline metric, in the Holm family), "check" (an A/A arm: its
+    comparisons measure the noise and are not in the family) or "secondary" (every other metric:
+    unadjusted, ``p_holm`` None)."""
+    df: float | None = None
+    prior_df: float = 0.0
+    se: float | None = None
+    """Standard error of ln(ratio) (after moderation and the floor); None without an interval."""
+
+    @property
+    def method_text(self) -> str:
+        return stats.METHOD_TEXT.get(self.method, self.method)
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    """The run-to-run noise of one metric of one (concurrency, spec mode) and what it allows.
+
+    ``noise_pct``: sd of the log ratio of one arm run to one baseline run of the same block, in
+    % (the CV of the paired log ratio); ``source``: the A/A arm it came from, or the pooled
+    blocked residuals of the cell's comparisons; ``mde_pct``: the minimal detectable effect at
+    ``n_blocks`` blocks (runs per arm when the A/A comparison is unpaired; 80 % power, the report's confidence) and ``unpaired_mde_pct`` the
+    unpaired method's on the same runs (None without an A/A arm); ``runs_for_target``: reported
+    runs per arm whose blocked MDE is ``target_pct`` (None: more than 1000)."""
+
+    concurrency: int
+    spec_mode: str
+    metric: str
+    noise_pct: float
+    source: str
+    n_blocks: int
+    mde_pct: float | None
+    unpaired_mde_pct: float | None
+    target_pct: float
+    runs_for_target: int | None
+    floored: bool
+    df: float | None = None
+    prior_df: float = 0.0
+    arms_in_model: int = 2
+    method: str = "blocked"
+    slot: bool = False
+    components: Components | None = None
+    """Between- and within-server parts of the per-run noise (runs with load windows only)."""
+
+
+@dataclass(frozen=True)
+class ReportWarning:
+    """A data-quality problem, attached to the numbers it affects.
+
+    ``arm``/``concurrency``/``spec_mode`` name the cell (None: the whole report);
+    ``metric`` None means every metric of that cell."""
+
+    message: str
+    arm: str | None = None
+    concurrency: int | None = None
+    spec_mode: str | None = None
+    metric: str | None = None
+
+    def applies_to(self, arm: str, concurrency: int, spec_mode: str, metric_key: str) -> bool:
+        return (
+            self.arm == arm
+            and self.concurrency == concurrency
+            and self.spec_mode == spec_mode
+            and self.metric in (None, metric_key)
+        )
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    total: int
+    reported: int
+    warmup: int
+    invalid: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a renderer needs; built by ``summarize``."""
+
+    experiment: str
+    baseline: str
+    arms: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    spec_modes: tuple[str, ...]
+    report_from_run: int
+    counts: RunCounts
+    cells: tuple[Cell, ...]
+    comparisons: tuple[Comparison, ...]
+    warnings: tuple[ReportWarning, ...]
+    confidence: float
+    min_effect_pct: float
+    interval_method: str = stats.INTERVAL_METHOD
+    metrics: tuple[Metric, ...] = METRICS
+    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    power: float = stats.DEFAULT_POWER
+    noise: tuple[NoiseRow, ...] = ()
+    aa_arms: tuple[str, ...] = ()
+    n_comparisons: int = 0
+    multiplicity: str = "Holm"
+    pooled: tuple[str, ...] = ()
+    """What the noise of the comparisons borrowed, one sentence per (metric, spec mode)."""
+
+    def noise_row(self, concurrency: int, spec_mode: str, metric_key: str) -> NoiseRow | None:
+        for r in self.noise:
+            if (r.concurrency, r.spec_mode, r.metric) == (concurrency, spec_mode, metric_key):
+                return r
+        return None
+
+    @property
+    def compared_arms(self) -> tuple[str, ...]:
+        return tuple(a for a in self.arms if a != self.baseline and self.baseline in self.arms)
+
+    def cell(self, arm: str, concurrency: int, spec_mode: str, metric_key: str) -> Cell | None:
+        for c in self.cells:
+            if (c.arm, c.concurrency, c.spec_mode, c.metric) == (arm, concurrency, spec_mode, metric_key):
+                return c
+        return None
+
+    def comparison(
+        self, arm: str, concurrency: int, spec_mode: str, metric_key: str
+    ) -> Comparison | None:
+        for c in self.comparisons:
+            if (c.arm, c.concurrency, c.spec_mode, c.metric) == (arm, concurrency, spec_mode, metric_key):
+                return c
+        return None
+
+    def warnings_for(
+        self, arm: str, concurrency: int, spec_mode: str, metric_key: str
+    ) -> tuple[ReportWarning, ...]:
+        return tuple(w for w in self.warnings if w.applies_to(arm, concurrency, spec_mode, metric_key))
+
+    def metrics_in(self, spec_mode: str) -> tuple[Metric, ...]:
+        """Metrics with at least one cell in ``spec_mode``, in ``METRICS`` order."""
+        have = {c.metric for c in self.cells if c.spec_mode == spec_mode}
+        return tuple(m for m in self.metrics if m.key in have)
