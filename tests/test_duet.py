@@ -86,8 +86,11 @@ def home(tmp_path, monkeypatch):
 
 
 def test_a_duet_sweep_measures_the_sides_together(home):
-    # pr's server is 4x slower per token: main finishes first and holds its load for it
-    exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.004"})
+    # pr's server is 4x slower per token: main finishes first and holds its load for it. The
+    # windows (1.2 s and 4.8 s) are long beside the start spread of an overloaded host
+    exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.012"})
+    exp = exp.model_copy(update={"server": exp.server.model_copy(
+        update={"env": {**exp.server.env, "FAKE_TPOT_S": "0.003"}})})
     results = home / "results"
     outcome, _ = sweep(exp, results, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
                        report=False)
