@@ -36,7 +36,7 @@ import numpy as np
 from e2e.analysis import metric, summarize
 from e2e.config import load_experiment
 from e2e.plan import make_plan
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results import HostNoise, RunMetrics, RunRecord, ServerInfo
 from e2e.session._session import redacted_config
 
 LEVEL_MS = 2.75
@@ -66,10 +66,13 @@ def ar1(rng, n: int, sd: float, rho: float) -> np.ndarray:
 def experiment_records(rng, experiment, config, planned, effects, args) -> list[RunRecord]:
     steps = 1 + max(t for t, _ in planned)
     level = ar1(rng, steps, args.time_sd, args.rho)
+    busy = np.abs(rng.normal(0.0, args.busy_sd, steps))  # other processes, shared by a time step
     out = []
     for i, (t, spec) in enumerate(planned):
         slot = spec.slot or 0
+        seen = busy[t] + abs(rng.normal(0.0, 0.02))  # what each run's record says of it
         y = (math.log(LEVEL_MS) + level[t] + rng.normal(0.0, args.server_sd)
+             + args.busy_beta * busy[t]
              + (math.log(1 - args.slot_pct / 100) if slot == 1 else 0.0)
              + math.log(1 + effects.get(spec.arm, 0.0) / 100))
         when = (T0 + dt.timedelta(seconds=60 * t + slot)).isoformat()
@@ -78,6 +81,11 @@ def experiment_records(rng, experiment, config, planned, effects, args) -> list[
             experiment=experiment.name, run_id=spec.run_id, spec=spec, arm_settings={},
             config=config, server=ServerInfo(argv=["x"], env={}, base_url="http://h", model="m"),
             provenance={}, started_at=when, finished_at=when, valid=True,
+            host_noise=None if not args.busy_sd else HostNoise(
+                wall_s=60.0, cpus_online=2, loadavg_before=(0, 0, 0), loadavg_after=(0, 0, 0),
+                host_busy_cpu_s=60.0, own_cpu_s=60.0, other_cpu_s=60.0 * seen,
+                other_cpu_share=seen, unattributed_cpu_s=0.0, steal_s=0.0, steal_share=0.0,
+                top_other=[]),
             metrics=RunMetrics(requests=1, ok_requests=1, duration_s=1.0, input_tokens=0,
                                output_tokens=0, tpot_ms_mean=value, tpot_ms_median=value)))
     return out
@@ -123,11 +131,18 @@ def main() -> None:
     ap.add_argument("--rho", type=float, default=0.48)
     ap.add_argument("--slot-pct", type=float, default=2.0)
     ap.add_argument("--effect", type=float, default=20.0, help="delay-500's true effect, %%")
+    ap.add_argument("--busy-sd", type=float, default=0.0,
+                    help="recorded interference (cores' worth of other processes, |N(0, sd)| "
+                         "per time step, unrelated to arms); 0: none recorded")
+    ap.add_argument("--busy-beta", type=float, default=0.3,
+                    help="its effect on ln y per core (r = 0.82 measured while other work ran)")
     args = ap.parse_args()
     experiment = load_experiment(CALIBRATION)
     started = time.monotonic()
     print(f"noise: time-level AR(1) sd {args.time_sd:g} rho {args.rho:g}, per-server sd "
-          f"{args.server_sd:g}, slot 1 {args.slot_pct:g} % faster; {args.runs} rounds "
+          f"{args.server_sd:g}, slot 1 {args.slot_pct:g} % faster"
+          + (f", recorded interference sd {args.busy_sd:g} x {args.busy_beta:g} per core"
+             if args.busy_sd else "") + f"; {args.runs} rounds "
           f"({args.runs - experiment.report_from_run + 1} reported), {args.sims} experiments "
           f"per row, seed {args.seed}")
     print("| design | scenario | arm | false or true calls | 95 % coverage | median MDE |")

@@ -71,8 +71,8 @@ def _duet_experiment(root: Path, *, name: str = "duet", pr_env: dict | None = No
     if pr_env:
         arms["pr"] = arms["pr"].model_copy(update={"env": pr_env})
     duet = DuetConfig(enabled=True, slots=slots or [
-        DuetSlot(server_cpus="0", client_cpus="1", env={"E2E_TEST_SLOT": "a"}),
-        DuetSlot(server_cpus="1", client_cpus="0", env={"E2E_TEST_SLOT": "b"})],
+        DuetSlot(server_cpus="0", client_cpus="1", env={"CUDA_VISIBLE_DEVICES": "0"}),
+        DuetSlot(server_cpus="1", client_cpus="0", env={"CUDA_VISIBLE_DEVICES": "1"})],
         barrier_timeout_s=60)
     load = exp.load.model_copy(update={"output_len": 100, "prompts_per_concurrency": 4})
     return exp.model_copy(update={"repeats": 3, "report_from_run": 1, "duet": duet, "arms": arms,
@@ -106,7 +106,7 @@ def test_a_duet_sweep_measures_the_sides_together(home):
         assert d.partners == [other[0].run_id] and other[0].spec.slot == 1 - r.spec.slot
         assert d.overlap_share >= 0.9 and d.start_spread_s < 1.0
         slot = exp.duet.slots[r.spec.slot]
-        assert r.server.env["E2E_TEST_SLOT"] == slot.env["E2E_TEST_SLOT"]
+        assert r.server.env["CUDA_VISIBLE_DEVICES"] == str(r.spec.slot)  # a GPU host: a GPU a slot
         assert r.placement.server.requested == slot.server_cpus
         assert r.placement.client.requested == slot.client_cpus
         assert r.config["server"]["cpus"] == exp.server.cpus  # the config as written

@@ -23,7 +23,7 @@ from e2e.analysis import _compare
 from e2e.analysis import _stats as stats
 from e2e.analysis._compare import estimate_of, primary_metric
 from e2e.analysis._frame import (
-    WORKLOAD_FIELDS, _arm_order, _drop_non_finite, _duets, _one_slo, _resolve_report_from_run,
+    WORKLOAD_FIELDS, _arm_order, _drop_non_finite, _duets, _interference, _one_slo, _resolve_report_from_run,
     comparable, equivalence_of, runs_frame, select
 )
 from e2e.analysis._summary import (
@@ -168,7 +168,8 @@ def summarize(
                         mr.median, mr.low, mr.high,
                         hosts=tuple(None if pd.isna(h) else str(h) for h in rows["host"]),
                         windows=per_window if any(per_window) else (),
-                        duets=_duets(rows["duet"]))
+                        duets=_duets(rows["duet"]),
+                        interference=_interference(rows["interference"]))
             cells.append(cell)
             spread = cell.spread
             if m.key == "acceptance_length":

@@ -73,9 +73,10 @@ def _runs(cell: Cell) -> list[tuple[object, float]]:
 
 
 def _model_runs(cell: Cell, slots: dict[_RunKey, int | None]) -> list[stats.ModelRun]:
+    busy = cell.interference or (None,) * len(cell.values)
     return [stats.ModelRun(cell.arm, block, slots.get((cell.arm, cell.concurrency, cell.spec_mode,
-                                                       *block)), v)
-            for block, v in zip(cell.blocks(), cell.values)]
+                                                       *block)), v, b)
+            for block, v, b in zip(cell.blocks(), cell.values, busy)]
 
 
 def estimate_of(comp: Comparison) -> stats.LogRatio | None:
@@ -287,6 +288,7 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
         if e.method == "model" and fit is not None:
             source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
                       + (", slot term" if fit.slot else "")
+                      + (", recorded interference as a covariate" if fit.covariate else "")
                       + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
             arms_n = fit.arms
         else:

@@ -81,7 +81,8 @@ Method = Literal["model", "blocked", "welch"]
 Block = Hashable
 
 METHOD_TEXT: dict[str, str] = {
-    "model": "model: OLS of ln y on round (x host) + slot + arm over every arm of the cell",
+    "model": "model: OLS of ln y on block (round x host, or the duet) + slot + arm over every "
+             "arm of the cell (+ recorded interference where it varied within blocks)",
     "blocked": "blocked: paired t on per-round log ratios",
     "welch": "unpaired: Welch t on logs",
 }

@@ -21,7 +21,7 @@ __all__ = ["WORKLOAD_FIELDS", "runs_frame", "comparable", "select", "equivalence
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
                    "max_concurrency", "windows")
 _SETTINGS = ("server_settings", "arm_settings")
-_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "valid",
+_FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "interference", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
                    "client_saturated", "goodput_slo", "windows_metrics",
                    *WORKLOAD_FIELDS, *_SETTINGS]
@@ -32,6 +32,12 @@ def _duets(column) -> tuple[int | None, ...]:
     """A cell's runs' duets (its ``duet`` column), or () when none was in a duet."""
     duets = tuple(None if pd.isna(d) else int(d) for d in column)
     return duets if any(d is not None for d in duets) else ()
+
+
+def _interference(column) -> tuple[float | None, ...]:
+    """A cell's runs' recorded interference, or () when a run did not record it."""
+    busy = tuple(None if pd.isna(b) else float(b) for b in column)
+    return busy if all(b is not None for b in busy) else ()
 
 
 def _host(record: RunRecord) -> str | None:
@@ -71,6 +77,8 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "repeat": int(r.spec.repeat),
             "host": _host(r),
             "duet": r.spec.duet,
+            "interference": (r.host_noise.other_cpu_share if r.host_noise is not None
+                             else None),
             "valid": bool(r.valid and r.metrics is not None),
             "invalid_reasons": "; ".join(r.invalid_reasons) if r.invalid_reasons
             else ("" if r.metrics is not None else "no metrics"),

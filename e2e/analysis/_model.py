@@ -23,13 +23,15 @@ class ModelRun:
     block: Block
     slot: float | None
     value: float
+    interference: float | None = None
+    """Cores' worth of other processes during the run (``host_noise.other_cpu_share``)."""
 
 
 @dataclass(frozen=True)
 class CellFit:
     """``cell_model``'s result: per arm (not the baseline) its contrast with the baseline,
     the residual variance per run (``s2``, log units) on ``df`` degrees of freedom and whether
-    the slot term was in the model."""
+    the slot term was in the model, and whether the recorded interference was (``covariate``)."""
 
     estimates: dict[str, LogRatio]
     s2: float
@@ -37,6 +39,12 @@ class CellFit:
     slot: bool
     arms: int
     runs: int
+    covariate: bool = False
+
+
+MIN_INTERFERENCE_SPREAD = 0.1
+"""Recorded interference enters the model only when it varies within blocks by at least this
+many cores' worth (less is the measurement's own jitter)."""
 
 
 MIN_MODEL_DF = 2
@@ -76,10 +84,19 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
         within = pd.Series(slots).groupby(np.asarray(blocks.codes)).transform(lambda s: s - s.mean())
         slot_ok = bool(np.any(np.abs(within.to_numpy()) > 0))
 
-    def fit(with_slot: bool):
+    busy = None
+    if all(r.interference is not None for r in runs):
+        busy = np.asarray([float(r.interference) for r in runs])
+        spread = pd.Series(busy).groupby(np.asarray(blocks.codes)).transform(lambda s: s - s.mean())
+        if np.ptp(spread.to_numpy()) < MIN_INTERFERENCE_SPREAD:
+            busy = None
+
+    def fit(with_slot: bool, with_busy: bool = False):
         x = base.copy()
         if with_slot:
             x["slot"] = slots
+        if with_busy:
+            x["interference"] = busy
         mat = x.to_numpy()
         if np.linalg.matrix_rank(mat) < mat.shape[1] or mat.shape[0] - mat.shape[1] < 1:
             return None, None
@@ -96,6 +113,11 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
         res, cols = fit(False)
     if res is None:
         return None
+    used_busy = False
+    if busy is not None:  # other processes' load, where it varied within blocks
+        with_busy, busy_cols = fit(used_slot, True)
+        if with_busy is not None and with_busy.df_resid >= MIN_MODEL_DF:
+            res, cols, used_busy = with_busy, busy_cols, True
     df = float(res.df_resid)
     raw_s2 = float(res.ssr) / df
     raw = math.sqrt(max(raw_s2, 0.0))
@@ -115,4 +137,5 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
                           n_arm=counts[a], n_baseline=counts[baseline], n_blocks=common,
                           dropped=lone, floored=raw < floor_sd, floor_sd=floor_sd,
                           residual_df=df)
-    return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms), runs=len(runs))
+    return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms),
+                   runs=len(runs), covariate=used_busy)

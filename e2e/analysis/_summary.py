@@ -97,6 +97,9 @@ class Cell:
     duets: tuple[int | None, ...] = ()
     """Each run's duet in its round (``[duet]``: arms measured together), aligned with
     ``values``; () when no run was in a duet."""
+    interference: tuple[float | None, ...] = ()
+    """Each run's recorded interference (other processes' cores' worth during its load),
+    aligned with ``values``; () when no run recorded it."""
 
     @property
     def n(self) -> int:
