@@ -42,6 +42,7 @@ so baseline selection, change points and trend plots stay pure functions of a fr
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -448,6 +449,7 @@ class Store:
                             ).first():
                 return 0
         frame = read_history(path)
+        _check_dates(frame, path)
         have = {(n.date, n.experiment, n.config_hash) for n in self.nights()}
         if len(frame):
             mask = ~frame[["date", "experiment", "config_hash"]].astype(str).apply(
@@ -456,7 +458,11 @@ class Store:
         else:
             new = frame
         added = new[["date", "experiment", "config_hash"]].drop_duplicates().shape[0]
-        self.write_night(new)
+        try:
+            self.write_night(new)
+        except (ValueError, TypeError, KeyError) as exc:  # a column of the wrong kind
+            raise ResultsError(f"{path}: not an e2e nightly history ({exc.__class__.__name__}: "
+                               f"{str(exc)[:200]}); nothing imported") from None
         with self.engine.begin() as conn:
             if self.is_sqlite:
                 from sqlalchemy.dialects.sqlite import insert
@@ -591,6 +597,33 @@ class Store:
         return out
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date(value: Any) -> bool:
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_dates(frame: pd.DataFrame, path: Path) -> None:
+    """A history from elsewhere is data of unknown origin: every night's ``date`` (and
+    ``baseline_date`` where set) must be a calendar date, YYYY-MM-DD, or nothing is imported
+    (the dashboard and the judgement key on it)."""
+    for column, optional in (("date", False), ("baseline_date", True)):
+        for value in frame[column].tolist():
+            if optional and (value is None or (isinstance(value, float) and math.isnan(value))):
+                continue
+            if not _is_date(value):
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+                raise ResultsError(f"{path}: {column} {shown} is not a date (YYYY-MM-DD); "
+                                   "nothing imported: move the file aside or fix it")
+
+
 def _str(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -629,6 +662,9 @@ def open_store(url: str | None, results: Path, *, import_history: bool = True) -
         legacy = Path(results) / "nightly" / HISTORY_FILE
         if import_history and legacy.is_file():
             store.import_parquet(legacy)
+    except ResultsError:
+        store.close()
+        raise
     except sa.exc.OperationalError as exc:
         store.close()
         detail = str(getattr(exc, "orig", exc)).strip().splitlines()
