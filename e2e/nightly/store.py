@@ -58,6 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from e2e.errors import ConfigError, ResultsError
+from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
                                  read_history)
 from e2e.nightly.judge import Judgement
@@ -442,7 +443,10 @@ class Store:
         store yet are added, nights already there are left as they are. Returns the nights
         added (0 when this file was imported before)."""
         path = Path(path)
-        data = path.read_bytes()
+        try:
+            data = read_bounded(path, MAX_READ_BYTES, expect="a history.parquet e2e wrote")
+        except ConfigError as exc:
+            raise ResultsError(str(exc)) from None
         digest = hashlib.sha256(data).hexdigest()
         with self.engine.connect() as conn:
             if conn.execute(sa.select(imports.c.sha256).where(imports.c.sha256 == digest)

@@ -25,8 +25,8 @@ import pandas as pd
 from pydantic import ValidationError
 
 from e2e.config import EvalSpec, Unit, check_name
-from e2e.errors import ResultsError
-from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir, within
+from e2e.errors import ConfigError, ResultsError
+from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded, replace_dir, within
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -112,6 +112,15 @@ class UnitState:
     last_reason: str | None = None
 
 
+MAX_RECORD_BYTES = 64 << 20  # a run.json (or state file) is kilobytes; larger is not e2e's
+
+
+def _read(path: Path) -> bytes:
+    """A record or state file e2e wrote, bounded (a folder anyone can write to may hold a
+    /dev/zero link or a runaway file): ConfigError past MAX_RECORD_BYTES."""
+    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote")
+
+
 def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     """Done (valid, same spec), or how many attempts were made and why the last failed. An
     unreadable record, or one made with other settings, is never trusted: the unit is redone."""
@@ -122,10 +131,10 @@ def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     if not path.is_file():
         return UnitState(done=False, attempts=old)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read(path))
         spec = data.get("spec")
         same = (type(unit).model_validate(spec) == unit) if spec is not None else True
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError, ConfigError, AttributeError) as exc:
         return UnitState(done=False, attempts=old + 1, last_reason=f"unreadable record: {exc}")
     if not same:
         return UnitState(done=False, attempts=old + 1,
@@ -166,11 +175,13 @@ def write_run(folder: Path, record: RunRecord) -> None:
     atomic_write_json(Path(folder) / RUN_JSON, record.model_dump(mode="json"))
 
 
-def _unreadable(exc: OSError | ValidationError) -> str:
+def _unreadable(exc: OSError | ValidationError | ConfigError) -> str:
     """Why a run.json could not be read, in one line: a ValidationError (bad JSON is one too)
     names its first error only, as the whole of it is a screenful."""
     if isinstance(exc, OSError):
         return f"cannot read it ({exc.strerror or exc})"
+    if isinstance(exc, ConfigError):  # read_bounded: too large, or unreadable
+        return f"cannot read it ({exc})"
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "the record"
     return f"not a valid run record ({exc.error_count()} error(s), first: {where}: {first['msg']})"
@@ -179,8 +190,8 @@ def _unreadable(exc: OSError | ValidationError) -> str:
 def read_run(folder: Path) -> RunRecord:
     path = Path(folder) / RUN_JSON
     try:
-        return RunRecord.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError) as exc:
+        return RunRecord.model_validate_json(_read(path))
+    except (OSError, ValidationError, ConfigError) as exc:
         raise ResultsError(f"{path}: {_unreadable(exc)}") from exc
 
 
@@ -215,8 +226,8 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
     problems: list[str] = []
     for path in sorted(results_dir.glob("*/run.json")):
         try:
-            records.append(RunRecord.model_validate_json(path.read_bytes()))
-        except (OSError, ValidationError) as exc:
+            records.append(RunRecord.model_validate_json(_read(path)))
+        except (OSError, ValidationError, ConfigError) as exc:
             problems.append(f"skipped {path.parent.name}/run.json: {_unreadable(exc)}")
     return tuple(records), tuple(problems)
 
@@ -230,8 +241,8 @@ def resume_state(path: Path, expected: dict[str, Any], *, what: dict[str, str] |
     if not path.exists():
         return None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        state = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError, ConfigError) as exc:
         raise ResultsError(f"cannot read {path}: {exc}; move it aside to start over") from exc
     if not isinstance(state, dict):
         raise ResultsError(f"{path} is not a JSON object; move it aside to start over")
