@@ -200,7 +200,8 @@ class ServerConfig(_Strict):
     secret_pattern: str = Field(
         DEFAULT_SECRET_PATTERN,
         description="Environment variables and arguments whose name matches are redacted "
-        "(every value of such a name is also scrubbed from any text e2e writes or prints).",
+        "(every value of such a name is also scrubbed from any text e2e writes or prints); "
+        "a pattern of one's own adds to the default, it never replaces it.",
     )
 
     @field_validator("cpus")
