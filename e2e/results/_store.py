@@ -26,7 +26,8 @@ from pydantic import ValidationError
 
 from e2e.config import EvalSpec, Unit, check_name
 from e2e.errors import ConfigError, ResultsError
-from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded, replace_dir, within
+from e2e.paths import (atomic_write_bytes, atomic_write_json, no_links, read_bounded,
+                       replace_dir, within)
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -65,7 +66,8 @@ def record_name(unit: Unit) -> str:
 
 def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
     check_name(run_id, "run id")
-    root = experiment_dir(results, experiment) / ".partial"
+    root = no_links(experiment_dir(results, experiment),
+                    experiment_dir(results, experiment) / ".partial", "a run folder")
     try:
         root.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
@@ -76,11 +78,11 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
 def next_attempt_dir(final: Path) -> Path:
     """Where the next earlier attempt of the unit at ``final`` goes: ``.attempts/<name>.<n>``,
     the first free n."""
-    attempts = Path(final).parent / ATTEMPTS
+    attempts = no_links(Path(final).parent, Path(final).parent / ATTEMPTS, "an earlier attempt")
     n = 1
     while (attempts / f"{Path(final).name}.{n}").exists():
         n += 1
-    return attempts / f"{Path(final).name}.{n}"
+    return no_links(attempts, attempts / f"{Path(final).name}.{n}", "an earlier attempt")
 
 
 def finalize_unit(partial: Path, final: Path) -> Path:
