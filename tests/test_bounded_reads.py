@@ -94,9 +94,9 @@ def test_an_endless_body_is_refused_at_its_limit(hostile):
 def test_a_dripping_server_is_given_up_at_the_deadline(hostile, path):
     """Each byte comes well within the read timeout, so only a total deadline ends it."""
     start = time.monotonic()
-    with pytest.raises(AnswerTooSlow, match="within 2 s"):
-        fetch(hostile + path, timeout=10, deadline_s=2)
-    assert time.monotonic() - start < 4
+    with pytest.raises(AnswerTooSlow, match="within 1 s"):
+        fetch(hostile + path, timeout=10, deadline_s=1)
+    assert time.monotonic() - start < 3
 
 
 def test_external_probes_and_metrics_are_bounded(hostile):
@@ -129,9 +129,10 @@ def test_an_error_body_is_kept_to_its_start():
 
 def test_an_sse_event_that_never_ends_fails_the_stream():
     stream = SSEStream()
+    big = CHUNK * 32  # 2 MiB reads
     with pytest.raises(StreamFailed, match="without ending"):
-        for _ in range(MAX_EVENT // len(CHUNK) + 2):
-            stream.feed(b"data: " + CHUNK, 0.0)
+        for _ in range(MAX_EVENT // len(big) + 2):
+            stream.feed(b"data: " + big, 0.0)
 
 
 def test_config_from_dev_zero_is_bad_input():
