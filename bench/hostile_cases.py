@@ -1,4 +1,4 @@
-"""Rerun issue 24's hostile cases against the installed CLI (``python -m e2e.cli``): for each,
+"""Rerun issue 24's and issue 34's hostile cases against the installed CLI (``python -m e2e.cli``): for each,
 the exit code, whether a traceback was printed, whether any file landed outside the case's
 results root, and whether a planted secret appeared in the output or any file written.
 
@@ -43,16 +43,24 @@ def main() -> int:
         case_no = 0
 
         def case(name: str, args: list[str], files: dict[str, str | bytes] | None = None,
-                 env: dict | None = None, want: int | None = 2) -> None:
+                 env: dict | None = None, want: int | None = 2,
+                 links: dict[str, str] | None = None) -> None:
+            """``links``: {path under the root: target}; a target "{outside}" is a folder in
+            the box beside the root (a write through the link lands outside)."""
             nonlocal case_no
             case_no += 1
             box = top / f"case{case_no}"
             root = box / "a" / "b" / "root"  # results root, two levels below the box
             root.mkdir(parents=True)
+            (box / "outside").mkdir()
             for rel, content in (files or {}).items():
                 path = root / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content if isinstance(content, bytes) else content.encode())
+            for rel, target in (links or {}).items():
+                path = root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(target.replace("{outside}", str(box / "outside")), path)
             before = {p for p in box.rglob("*")}
             argv = [a.replace("{root}", str(root)) for a in args]
             code, output = e2e(argv, cwd=root, env=env)
@@ -124,6 +132,63 @@ def main() -> int:
              {"r/exp/x/run.json": json.dumps(record)}, want=0)
         case("export a run.json that is not a run", ["export", "r/exp", "--out", "out"],
              {"r/exp/x/run.json": json.dumps({"run_id": "x"})}, want=0)
+
+        # --- round 3 (issue 34): files, store URLs, secrets, links, histories --------------
+        real_run = json.dumps(record | {"run_id": "main-c1-base-r2"})
+        case("arms --config /dev/zero", ["arms", "--config", "/dev/zero"])
+        case("arms --config nested 50000 deep", ["arms", "--config", "deep.toml"],
+             {"deep.toml": "x = " + "[" * 50000 + "]" * 50000 + "\n"})
+        case("arms --config 200000 unknown keys", ["arms", "--config", "many.toml"],
+             {"many.toml": "".join(f"k{i} = 1\n" for i in range(200000))})
+        for label, url in [("?password=", f"postgresql+psycopg://e2e@db/e2e?password={SECRET}"),
+                           ("unencoded @", f"postgresql+psycopg://e2e:p@{SECRET}@db/e2e"),
+                           ("a libpq DSN", f"host=db user=e2e password={SECRET} dbname=e2e"),
+                           ("${VAR} in the host", "postgresql+psycopg://e2e@${E2E_T_SECRET}:1/e2e")]:
+            case(f"history --store with {label}", ["history", "--results", "r", "--store", url],
+                 env={"E2E_T_SECRET": SECRET}, want=None if "VAR" in label else 2)
+        secrets_cfg = (ROOT / "e2e" / "configs" / "default.toml").read_text().replace(
+            "env = { VLLM_CPU_KVCACHE_SPACE", f'env = {{ DB_PASS = "a{SECRET}", MYSQL_PWD = '
+            f'"b{SECRET}", GPG_PASSPHRASE = "c{SECRET}", CI_JOB_JWT = "d{SECRET}", CONN = '
+            f'"host=db password=e{SECRET}", VLLM_CPU_KVCACHE_SPACE')
+        custom_cfg = secrets_cfg.replace("[server]\n", "[server]\nsecret_pattern = '^MYCORP_'\n", 1)
+        for label, cfg in [("default pattern", secrets_cfg), ("custom pattern", custom_cfg)]:
+            case(f"e2e arms, common secret names, {label}", ["arms", "--config", "s.toml"],
+                 {"s.toml": cfg}, want=0)
+            case(f"sweep --dry-run, common secret names, {label}",
+                 ["sweep", "--dry-run", "--config", "s.toml", "--runs", "1"], {"s.toml": cfg},
+                 want=0)
+        for link in ("report", "report/plots"):
+            case(f"report with {link}/ a link out", ["report", "r/exp"],
+                 {"r/exp/main-c1-base-r2/run.json": real_run}, want=None,
+                 links={f"r/exp/{link}": "{outside}"})
+        case("export with export/vllm-bench a link out", ["export", "r/exp"],
+             {"r/exp/main-c1-base-r2/run.json": real_run}, want=None,
+             links={"r/exp/export/vllm-bench": "{outside}"})
+        case("import --force with .attempts a link out", [*imp, "--repeat", "2", "--force"],
+             {"c1-base.json": doc(), "r/exp/main-c1-base-r2/run.json": real_run}, want=None,
+             links={"r/exp/.attempts": "{outside}"})
+        case("report with a run.json that is /dev/zero", ["report", "r/exp"],
+             {"r/exp/main-c1-base-r2/run.json": real_run}, want=0,
+             links={"r/exp/main-c1-base-r3/run.json": "/dev/zero"})
+        hostile_date = "<img src=x onerror=alert(1)>"
+        try:
+            sys.path.insert(0, str(ROOT))
+            import pandas as pd
+
+            from e2e.nightly.history import HISTORY_COLUMNS
+
+            row = {c: None for c in HISTORY_COLUMNS} | dict(
+                schema_version=2, date=hostile_date, experiment="n", config_hash="c" * 64,
+                night_status="pass", kind="load", arm="main", concurrency=1, spec_mode="base",
+                metric="server_tpot_ms_mean", n=1, median=1.0, low=1.0, high=1.0, values=[1.0],
+                repeats=[2], run_dirs=["x"], verdict="no baseline", pct=float("nan"))
+            hist = top / "history.parquet"
+            pd.DataFrame([row], columns=HISTORY_COLUMNS).to_parquet(hist)
+            case("dashboard over a history.parquet with a hostile date",
+                 ["dashboard", "--results", "r", "--out", "site"],
+                 {"r/nightly/history.parquet": hist.read_bytes()})
+        except ImportError:
+            pass
     bad = [r for r in rows if not r[0]]
     print(f"{len(rows)} cases, {len(rows) - len(bad)} as wanted, {len(bad)} not")
     return 1 if bad else 0

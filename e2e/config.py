@@ -203,7 +203,8 @@ class ServerConfig(_Strict):
     secret_pattern: str = Field(
         DEFAULT_SECRET_PATTERN,
         description="Environment variables and arguments whose name matches are redacted "
-        "(every value of such a name is also scrubbed from any text e2e writes or prints).",
+        "(every value of such a name is also scrubbed from any text e2e writes or prints); "
+        "a pattern of one's own adds to the default, it never replaces it.",
     )
 
     @field_validator("cpus")
@@ -754,16 +755,24 @@ def default_config_path() -> Path:
     return Path(str(resources.files("e2e") / "configs" / DEFAULT_CONFIG))
 
 
+MAX_CONFIG_BYTES = 4 << 20  # a config is kilobytes; anything past this (or endless) is refused
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a dict; a missing, unreadable or malformed file is a ConfigError."""
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    from e2e.paths import read_bounded
+
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such config file")
+    try:  # bounded: --config /dev/zero is bad input, not 23 GB of memory
+        return tomllib.loads(read_bounded(path, MAX_CONFIG_BYTES,
+                                          expect="a config file").decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a config: its tables or arrays nest too deeply") from None
 
 
 def load_experiment(path: Path | str | None = None) -> Experiment:

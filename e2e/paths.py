@@ -21,7 +21,7 @@ from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
-           "read_bounded", "MAX_READ_BYTES"]
+           "read_bounded", "MAX_READ_BYTES", "no_links"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
@@ -49,6 +49,26 @@ def within(root: Path, path: Path, what: str = "a file") -> Path:
         raise ResultsError(f"refusing to write {what} at {path}: it resolves to {real}, outside "
                            f"{root_real} (a symbolic link that leads out?)")
     return Path(path)
+
+
+def no_links(root: Path, path: Path, what: str = "a file") -> Path:
+    """``path`` if no folder from ``root`` (exclusive) down to ``path`` (inclusive) is a
+    symbolic link, else ResultsError naming it. For the folders e2e makes inside a results
+    folder (``report/``, ``report/plots/``, ``export/<format>/``, ``.attempts/``): anyone who
+    can write to the results folder can put a link there, and ``within`` follows links on
+    both sides, so a link there would take every write (or a moved run) with it."""
+    root, path = Path(root), Path(path)
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:  # not under root: only the folder itself
+        root, parts = path.parent, (path.name,)
+    current = root
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            raise ResultsError(f"refusing to write {what} through {current}: it is a symbolic "
+                               f"link (to {os.readlink(current)}); remove it and run again")
+    return path
 
 
 def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,

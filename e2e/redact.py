@@ -13,10 +13,14 @@
     scrub(text)                   ``text`` with every remembered secret, any URL credential
                                   and any ``Bearer`` token masked
 
-The default pattern (``DEFAULT_SECRET_PATTERN``, the config's ``server.secret_pattern``)
-matches ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``/``*PASSWD*``, ``*COOKIE*``,
-``*AUTH*`` and ``*CREDENTIAL*`` names, case-insensitively; a value holding a URL with
-credentials (``DATABASE_URL=postgres://u:pw@db``) is masked whatever its name.
+The default pattern (``DEFAULT_SECRET_PATTERN``) matches ``*_TOKEN``, ``*_KEY``, ``*SECRET*``,
+``*PASS*`` (``DB_PASS``, ``GPG_PASSPHRASE``, ``*PASSWORD*``), ``*PWD*`` (``MYSQL_PWD``),
+``*JWT*`` (``CI_JOB_JWT``), ``*COOKIE*``, ``*SESSION*``, ``*AUTH*``, ``*CREDENTIAL*``,
+``*PRIVATE*`` and ``*DSN*`` names, case-insensitively. The config's ``server.secret_pattern``
+adds to it, never replaces it (a team's pattern for its own names must not unmask the
+common ones). Whatever its name, a value holding a URL with credentials
+(``DATABASE_URL=postgres://u:pw@db``) or a ``password=`` pair (a connection string,
+``host=db password=pw``) has them masked.
 """
 
 from __future__ import annotations
@@ -28,14 +32,19 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["REDACTED", "DEFAULT_SECRET_PATTERN", "Redactor", "remember", "scrub", "known",
-           "mask_url", "url_credentials"]
+           "mask_url", "mask_pairs", "url_credentials"]
 
 REDACTED = "***"
-DEFAULT_SECRET_PATTERN = r"(?i)(token|key|secret|passw|auth|credential|cookie|session)"
+DEFAULT_SECRET_PATTERN = (r"(?i)(token|key|secret|pass|pwd|jwt|auth|credential|cookie|session"
+                          r"|private|dsn)")
 
 # scheme://user:password@host or scheme://token@host: the userinfo part of any URL in a text
 _URL_CREDS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"]+)@")
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# password=... inside a connection string or a query: libpq's keywords, ODBC's and JDBC's
+_PAIR = re.compile(r"(?i)(?<![a-z])(password|passwd|passphrase|sslpassword|pwd|pass)"
+                   r"(\s*=\s*|(?<=d)\s*:\s*|(?<=e)\s*:\s*)"
+                   r"('[^']*'|\"[^\"]*\"|[^\s;&,'\"]+)")
 _MIN_SECRET = 4  # shorter values would scrub ordinary text ("1", "on")
 
 _lock = threading.Lock()
@@ -70,7 +79,16 @@ def scrub(text: Any, extra: Iterable[str] = ()) -> Any:
             text = text.replace(secret, REDACTED)
     if "@" in text:
         text = _URL_CREDS.sub(_mask_userinfo, text)
+    text = mask_pairs(text)
     return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+def mask_pairs(text: str) -> str:
+    """``text`` with the value of every ``password=`` (``pwd=``, ``passphrase:``, ...) pair
+    masked: a connection string's, a URL query's."""
+    if "=" not in text and ":" not in text:
+        return text
+    return _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
 def url_credentials(url: str) -> tuple[str, str | None, str | None]:
@@ -96,11 +114,14 @@ class Redactor:
     literal ``secrets`` (an API key) scrubbed from any text."""
 
     def __init__(self, pattern: str = DEFAULT_SECRET_PATTERN, secrets: Iterable[str | None] = ()):
-        self.regex = re.compile(pattern)
+        # a pattern of one's own adds to the default: each is compiled alone (flags such as
+        # (?i) must open a pattern), and a name matching either is hidden
+        self.regexes = tuple(re.compile(p) for p in dict.fromkeys(
+            [DEFAULT_SECRET_PATTERN, pattern]) if p)
         self.secrets = tuple(s for s in secrets if s)
 
     def _hidden(self, name: str) -> bool:
-        return bool(self.regex.search(name))
+        return any(regex.search(name) for regex in self.regexes)
 
     def text(self, text: Any) -> Any:
         return scrub(text, self.secrets)

@@ -93,6 +93,7 @@ class Page:
         self.ws = ws
         self.next_id = 0
         self.errors: list[str] = []
+        self.requests: list[str] = []   # the URL of every request the page made
 
     def _send(self, method: str, **params):
         self.next_id += 1
@@ -114,6 +115,8 @@ class Page:
         elif method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
             self.errors.append("console.error: " + " ".join(
                 str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif method == "Network.requestWillBeSent":
+            self.requests.append(p.get("request", {}).get("url", ""))
         elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
             self.errors.append(f"log: {p['entry'].get('text')} ({p['entry'].get('url', '')})")
 
@@ -121,6 +124,7 @@ class Page:
         self._send("Runtime.enable")
         self._send("Log.enable")
         self._send("Page.enable")
+        self._send("Network.enable")
         self._send("Page.navigate", url=url)
         deadline = time.monotonic() + 60
         while self.eval("document.readyState") != "complete":

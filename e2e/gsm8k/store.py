@@ -21,10 +21,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from e2e.errors import ResultsError
+from e2e.errors import ConfigError, ResultsError
 from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
 from e2e.gsm8k.summary import GSM8KReport, Section, summarize
-from e2e.paths import atomic_write_bytes, atomic_write_json, atomic_write_text
+from e2e.paths import (MAX_READ_BYTES, atomic_write_bytes, atomic_write_json,
+                       atomic_write_text, read_bounded)
 
 __all__ = ["gsm8k_dir", "eval_dir_name", "read_eval_info", "write_eval_info", "read_arm",
            "write_verdicts", "read_verdicts", "is_complete", "load_section", "load_report",
@@ -45,8 +46,8 @@ def eval_dir_name(spec_mode: str, limit: int | None) -> str:
 
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return json.loads(read_bounded(path, MAX_READ_BYTES, expect="a file e2e wrote"))
+    except (OSError, ValueError, RecursionError, ConfigError) as exc:
         raise ResultsError(f"cannot read {path}: {exc}") from exc
 
 
@@ -83,8 +84,9 @@ def write_verdicts(path: Path, verdicts: Iterable[SampleVerdict]) -> None:
 
 def read_verdicts(path: Path) -> tuple[SampleVerdict, ...]:
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+        lines = read_bounded(path, MAX_READ_BYTES, expect="verdicts e2e wrote").decode(
+            "utf-8", errors="replace").splitlines()
+    except (OSError, ConfigError) as exc:
         raise ResultsError(f"cannot read {path}: {exc}") from exc
     try:
         return tuple(SampleVerdict.model_validate_json(line) for line in lines if line.strip())

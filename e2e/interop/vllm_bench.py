@@ -43,7 +43,7 @@ from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation
 from e2e.errors import ConfigError, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import request_tpot_s
-from e2e.paths import atomic_write_json, read_bounded, sha256_file, within
+from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
 from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
 from e2e.results import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
                          read_run, write_requests, write_run)
@@ -750,6 +750,8 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
         raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
     written: list[Path] = []
     skipped: list[str] = []
+    if Path(out).is_relative_to(results_dir):  # export/<format>/ inside a results folder
+        no_links(results_dir, Path(out), "an exported file")
     folders = sorted(p.parent for p in results_dir.glob("*/run.json"))
     if not folders:
         raise ResultsError(f"{results_dir}: no run.json in its run folders; point at "

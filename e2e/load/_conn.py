@@ -27,6 +27,8 @@ from e2e.load._sse import SSEStream, StreamFailed
 
 __all__ = ["Endpoint", "Connection", "Pool", "IdleClosed"]
 
+ERROR_BODY_KEPT = 64 << 10  # of a response that is not a 200: the start is kept, never all
+
 
 class IdleClosed(StreamFailed):
     """A reused keep-alive connection closed before any byte of the response: the server
@@ -74,6 +76,7 @@ class Connection(asyncio.Protocol):
         self._framed = False  # the response says where its body ends (a length or chunks)
         self._pieces: list[bytes] = []
         self._other: list[bytes] = []  # the body of a response that is not a 200
+        self._kept = 0  # bytes of it kept (at most ERROR_BODY_KEPT: the rest is dropped)
 
     # -- asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -125,7 +128,11 @@ class Connection(asyncio.Protocol):
         self.reusable = self.parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
-        (self._pieces if self.status == 200 else self._other).append(body)
+        if self.status == 200:
+            self._pieces.append(body)
+        elif self._kept < ERROR_BODY_KEPT:  # an error body: its start is what is reported
+            self._other.append(body[:ERROR_BODY_KEPT - self._kept])
+            self._kept += len(self._other[-1])
 
     def on_message_complete(self) -> None:
         self._complete = True
@@ -135,6 +142,7 @@ class Connection(asyncio.Protocol):
         self.stream, self.status, self._complete, self._framed = stream, None, False, False
         self._began = False
         self._other.clear()
+        self._kept = 0
         self.done = asyncio.get_running_loop().create_future()
         self.reusable = False
         self.transport.write(request)

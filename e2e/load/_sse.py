@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 __all__ = ["StreamFailed", "SSEStream", "Usage", "check_usage"]
 
 MAX_TOKENS = 2**31 - 1
+MAX_EVENT = 16 << 20  # one SSE event (a chunk's JSON) larger than this is not a stream
 _Tokens = Annotated[StrictInt, Field(ge=0, le=MAX_TOKENS)]
 
 
@@ -71,6 +72,8 @@ class SSEStream:
             buffer = buffer.replace(b"\r\n", b"\n")
         events = buffer.split(b"\n\n")
         self._rest = events.pop()
+        if len(self._rest) > MAX_EVENT:  # an event that never ends would fill the memory
+            raise StreamFailed(f"an SSE event grew past {MAX_EVENT >> 20} MiB without ending")
         for event in events:
             # the usual event, one "data: {...}" line, inline; anything else the long way
             if event.startswith(b"data: {") and b"\n" not in event:

@@ -15,10 +15,20 @@ Plots are plotly figures (``plotly.io.to_html`` without the library); the data e
 needs is inside the page (a browser refuses to read other files from ``file://``), so the
 site works offline, from a CI artifact or any static host. ``site_files`` takes the rows the
 store returns; ``e2e.commands._dashboard`` reads the store and writes the files.
+
+Every string from the store is data, never markup: any writer of a team's PostgreSQL store
+can put anything in a text column. So each one is HTML-escaped (quotes included) where it
+enters a page, plot texts too (plotly draws its labels from a subset of HTML); the compare
+page's script builds its rows with ``textContent``, never ``innerHTML``; a link is kept only
+when it is relative or http(s) (``_link``), so no ``javascript:`` URL reaches an ``href`` or
+a click; and the page's own data block cannot close its ``<script>`` (``_json_for_script``).
+tests/test_dashboard_hostile.py opens a site built from a store holding hostile strings in
+every text column in headless Chromium: no script of theirs runs, no request leaves the page.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -79,8 +89,13 @@ def plotly_js() -> bytes:
 
 def cell_slug(experiment: str, config_hash: str, kind: str, arm: str, concurrency: int,
               spec_mode: str, metric: str) -> str:
+    """The cell's page name: its key in file-name characters, at most 160 of them (a long
+    key is cut and a hash of the whole key keeps it apart from others)."""
     raw = f"{experiment}-{config_hash[:8]}-{arm}-{kind}-c{concurrency}-{spec_mode}-{metric}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).lstrip(".")
+    if len(slug) > 160:
+        slug = slug[:140] + "-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
+    return slug
 
 
 def _e(text: Any) -> str:
@@ -118,16 +133,38 @@ def _page(title: str, body: str, *, plots: bool = False) -> bytes:
             f"{body}</body></html>\n").encode("utf-8")
 
 
-def _link(base: str | None, rel: str | None) -> str | None:
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _safe_url(url: str) -> bool:
+    """A relative path or an http(s) URL: what a link of the site may point at (never
+    ``javascript:``, ``data:`` or another scheme; no control character, which a browser
+    strips before it reads the scheme)."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url) or "\\" in url:
+        return False
+    scheme = _SCHEME.match(url.strip())
+    return scheme is None or scheme.group(1).lower() in ("http", "https")
+
+
+def _link(base: str | None, rel: Any) -> str | None:
     """``rel`` (relative to the results folder) under ``base``; a night's report.md is
-    linked as its HTML view, index.html beside it."""
-    if not rel:
+    linked as its HTML view, index.html beside it. None when there is no path, or the link
+    would not be a relative path or an http(s) URL (a store's text is anyone's)."""
+    if not rel or not isinstance(rel, str):
         return None
     if rel.endswith("/report.md"):
         rel = rel[: -len("report.md")] + "index.html"
-    if base is None:
-        return rel
-    return f"{base.rstrip('/')}/{rel}"
+    if _SCHEME.match(rel.strip()) or rel.strip().startswith(("/", "\\")):
+        return None  # a path relative to the results folder, nothing else
+    link = rel if base is None else f"{base.rstrip('/')}/{rel}"
+    return link if _safe_url(link) else None
+
+
+def _json_for_script(payload: Any) -> str:
+    """JSON that is safe inside ``<script type=application/json>``: ``<``, ``>`` and ``&``
+    written as escapes, so no string can end the script element or open a comment."""
+    return (json.dumps(payload, allow_nan=False).replace("<", "\\u003c")
+            .replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
 def _cell_key(r) -> tuple:
@@ -152,6 +189,8 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
     metric = key[-1]
     scale = _scale(metric)
     label, unit = metric_label(metric)
+    # plotly draws axis labels, hover and annotation texts from a subset of HTML: escape
+    # every store string it shows (the dates are category labels)
     med = [float(v) * scale for v in rows["median"]]
     lo = [float(v) * scale for v in rows["low"]]
     hi = [float(v) * scale for v in rows["high"]]
@@ -171,7 +210,7 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
     colours = [VERDICT_COLOURS.get(v, "#999") for v in rows["verdict"]]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=list(rows["date"]), y=med, mode="lines+markers", name=label,
+        x=[_e(d) for d in rows["date"]], y=med, mode="lines+markers", name=_e(label),
         error_y={"type": "data", "symmetric": False,
                  "array": [h - m for h, m in zip(hi, med)],
                  "arrayminus": [m - low for m, low in zip(med, lo)], "color": "#aaa"},
@@ -182,16 +221,17 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
     shapes, notes = [], []
     for c in changes:
         colour = "#d62728" if c.get("worse") else "#2ca02c"
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": c["start"],
-                       "x1": c["start"], "y0": 0, "y1": 1,
+        start = _e(c["start"])
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": start,
+                       "x1": start, "y0": 0, "y1": 1,
                        "line": {"color": colour, "width": 2, "dash": "dash"}})
-        notes.append({"x": c["start"], "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
+        notes.append({"x": start, "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
                       "showarrow": False, "font": {"color": colour, "size": 11},
-                      "text": f"change point: started {c['start']} ({float(c['pct']):+.1f} %)"})
+                      "text": f"change point: started {start} ({float(c['pct']):+.1f} %)"})
     fig.update_layout(
         shapes=shapes, annotations=notes, showlegend=False,
         height=220 if small else 430, margin={"l": 50, "r": 15, "t": 30, "b": 40},
-        yaxis={"title": {"text": f"{label} ({unit})"}},
+        yaxis={"title": {"text": _e(f"{label} ({unit})")}},
         xaxis={"type": "category"}, template="plotly_white")
     return fig
 
@@ -359,28 +399,27 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
 
 _COMPARE_JS = r"""
 var D=JSON.parse(document.getElementById('data').textContent);
-function fill(sel,def){D.nights.forEach(function(n,i){var o=document.createElement('option');
-o.value=i;o.textContent=n.date+' · '+n.experiment+' · '+n.config_hash.slice(0,8)+' · '+n.status;
-sel.appendChild(o);});sel.value=def;}
+function el(tag,text,cls){var e=document.createElement(tag);if(text!==undefined&&text!==null)e.textContent=String(text);if(cls)e.className=cls;return e;}
+function fill(sel,def){D.nights.forEach(function(n,i){sel.appendChild(el('option',n.date+' · '+n.experiment+' · '+String(n.config_hash).slice(0,8)+' · '+n.status)).value=i;});
+sel.value=(def>=0&&def<D.nights.length)?def:D.nights.length-1;}
 var a=document.getElementById('a'),b=document.getElementById('b');
 var q=new URLSearchParams(window.location.search);
-fill(a,q.has('a')?q.get('a'):Math.max(0,D.nights.length-2));fill(b,q.has('b')?q.get('b'):D.nights.length-1);
-function fmt(x){return x===null?'—':Number(x).toPrecision(4);}
-function esc(t){var d=document.createElement('div');d.textContent=t;return d.innerHTML;}
-function draw(){var A=D.nights[a.value],B=D.nights[b.value];var rows=[],xs=[],ys=[];
+function arg(k,d){var v=parseInt(q.get(k),10);return isNaN(v)?d:v;}
+fill(a,arg('a',Math.max(0,D.nights.length-2)));fill(b,arg('b',D.nights.length-1));
+function fmt(x){return (x===null||x===undefined)?'—':Number(x).toPrecision(4);}
+function row(cells,head){var tr=document.createElement('tr');cells.forEach(function(c){tr.appendChild(el(head?'th':'td',c[0],c[1]));});return tr;}
+function side(label,n){var li=el('li',label+': '+n.date+' · '+n.experiment+' · '+n.status+' · build '+n.build+' · host '+n.host);
+if(n.report){li.appendChild(document.createTextNode(' · '));var l=el('a','report');l.setAttribute('href',n.report);li.appendChild(l);}return li;}
+function draw(){var A=D.nights[a.value],B=D.nights[b.value];if(!A||!B)return;var rows=[],xs=[],ys=[];
 var keys=Object.keys(Object.assign({},D.cells[A.id]||{},D.cells[B.id]||{})).sort();
 keys.forEach(function(k){var x=(D.cells[A.id]||{})[k],y=(D.cells[B.id]||{})[k];
 var ch=(x&&y&&x.median)?(y.median/x.median-1)*100:null;
-rows.push('<tr><td>'+esc(k)+'</td><td class=num>'+fmt(x?x.median:null)+'</td><td>'+esc(x?x.verdict:'—')+
-'</td><td class=num>'+fmt(y?y.median:null)+'</td><td>'+esc(y?y.verdict:'—')+'</td><td class=num>'+
-(ch===null?'—':(ch>=0?'+':'')+ch.toFixed(1)+' %')+'</td></tr>');if(ch!==null){xs.push(ch);ys.push(k);}});
-function side(n){return esc(n.date+' · '+n.experiment+' · '+n.status+' · build '+n.build+' · host '+n.host)+
-(n.report?' · <a href="'+esc(n.report)+'">report</a>':'');}
-document.getElementById('sides').innerHTML='<li>A: '+side(A)+'</li><li>B: '+side(B)+'</li>';
-document.getElementById('table').innerHTML='<tr><th>cell · metric</th><th>'+A.date+'</th><th>verdict</th><th>'+
-B.date+'</th><th>verdict</th><th>change of the median</th></tr>'+rows.join('');
-Plotly.react('compare-plot',[{type:'bar',orientation:'h',x:xs,y:ys,marker:{color:xs.map(function(v){return v>0?'#d62728':'#2ca02c';})}}],
-{height:120+22*ys.length,margin:{l:380,r:20,t:20,b:40},xaxis:{title:{text:B.date+' against '+A.date+' (%)'}},template:'plotly_white'},{displaylogo:false});}
+rows.push(row([[k],[fmt(x?x.median:null),'num'],[x?x.verdict:'—'],[fmt(y?y.median:null),'num'],[y?y.verdict:'—'],
+[ch===null?'—':(ch>=0?'+':'')+ch.toFixed(1)+' %','num']]));if(ch!==null){xs.push(ch);ys.push(k);}});
+document.getElementById('sides').replaceChildren(side('A',A),side('B',B));
+document.getElementById('table').replaceChildren(row([['cell · metric'],[A.date],['verdict'],[B.date],['verdict'],['change of the median']],true),...rows);
+Plotly.react('compare-plot',[{type:'bar',orientation:'h',x:xs,y:ys.map(function(k){return el('i',k).innerHTML;}),marker:{color:xs.map(function(v){return v>0?'#d62728':'#2ca02c';})}}],
+{height:120+22*ys.length,margin:{l:380,r:20,t:20,b:40},xaxis:{title:{text:el('i',B.date+' against '+A.date+' (%)').innerHTML}},template:'plotly_white'},{displaylogo:false});}
 a.onchange=draw;b.onchange=draw;draw();
 """
 
@@ -398,7 +437,7 @@ def _compare(data: SiteData, cells) -> bytes:
             f"{r.arm} c{r.concurrency} {r.spec_mode}"
         med = float(r.median) * _scale(r.metric)
         per.setdefault(i, {})[f"{where} · {label} ({unit})"] = {
-            "median": None if math.isnan(med) else med, "verdict": r.verdict}
+            "median": med if math.isfinite(med) else None, "verdict": r.verdict}
     builds: dict[tuple, str] = {}
     for r in data.history.itertuples(index=False):
         commit = r.build_git_commit or r.engine_git_sha
@@ -410,7 +449,7 @@ def _compare(data: SiteData, cells) -> bytes:
                            "build": builds.get((n["date"], n["experiment"], n["config_hash"]), "?"),
                            "report": _link(data.link_base, n.get("report_path"))}
                           for i, n in enumerate(nights)], "cells": per}
-    text = json.dumps(payload).replace("</", "<\\/")
+    text = _json_for_script(payload)
     body = ("<p>Night A <select id=a></select> against night B <select id=b></select> "
             "<span class=muted>(the medians of each cell; the verdicts are each night's "
             "against its own baseline)</span></p><ul id=sides></ul><div id='compare-plot'></div>"
@@ -447,10 +486,10 @@ def _gsm8k(data: SiteData) -> bytes:
                      f"<td class=num>{_f(v.get('p_value') if v else None, 3)}</td></tr>")
         if r.get("first"):  # each arm's first fresh server of the night
             xs, ys = series.setdefault((r["experiment"], r["arm"]), ([], []))
-            xs.append(r["date"])
+            xs.append(_e(r["date"]))
             ys.append(acc)
     for (experiment, arm), (xs, ys) in series.items():
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"{experiment} {arm}"))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=_e(f"{experiment} {arm}")))
     fig.update_layout(height=330, yaxis={"title": {"text": "strict-match accuracy (%)"}},
                       xaxis={"type": "category"}, template="plotly_white",
                       margin={"l": 50, "r": 15, "t": 20, "b": 40})

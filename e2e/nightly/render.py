@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from e2e.markup import md_text
 from e2e.nightly.judge import CellVerdict, Judgement, NightCell
 from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
 
@@ -215,12 +216,12 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     blocked = j.by_verdict("missing", "too few runs", "no samples")
     if blocked or j.problems:
         lines += ["## Problems", ""]
-        lines += [f"- {v.key.label()} {metric_label(v.key.metric)[0]}: {v.verdict} ({v.reason})"
-                  for v in blocked]
-        lines += [f"- {p}" for p in j.problems]
+        lines += [f"- {v.key.label()} {metric_label(v.key.metric)[0]}: {v.verdict} "
+                  f"({md_text(v.reason)})" for v in blocked]
+        lines += [f"- {md_text(p)}" for p in j.problems]  # may quote a server's answer
         lines.append("")
     if ctx.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in ctx.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in ctx.notes] + [""]
     if judged:
         lines += ["## Every judged cell", "", header.format("verdict")]
         lines += [_row(ctx, v, with_verdict=True) for v in judged]

@@ -42,6 +42,7 @@ so baseline selection, change points and trend plots stay pure functions of a fr
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -57,6 +58,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from e2e.errors import ConfigError, ResultsError
+from e2e.paths import MAX_READ_BYTES, read_bounded
+from e2e.redact import mask_pairs, remember, scrub
 from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
                                  read_history)
 from e2e.nightly.judge import Judgement
@@ -200,13 +203,18 @@ def resolve_url(url: str | None, results: Path) -> URL:
         raise ConfigError(f"[nightly] store {masked_text(text)!r}: not a database URL "
                           "(e.g. sqlite:///nightly/history.db or "
                           "postgresql+psycopg://user@host/db)") from exc
-    if parsed.password is not None and not _VAR.fullmatch(str(parsed.password)):
-        raise ConfigError(f"the store URL {masked_url(parsed)} holds a password: keep it out "
-                          "of configs and command lines; set PGPASSWORD, or write "
-                          "${VARIABLE} in its place and set that variable")
+    secret_keys = sorted(k for k in parsed.query if _SECRET_QUERY.search(k))
+    if (parsed.password is not None and not _VAR.fullmatch(str(parsed.password))) \
+            or secret_keys or _authority(text).count("@") > 1:
+        # printed from the text, not the parse: an unencoded @ in a password splits it
+        # where a parser would not, and the query is not masked by SQLAlchemy
+        raise ConfigError(f"the store URL {masked_text(text)} holds a password"
+                          + (f" (in its query: {', '.join(secret_keys)})" if secret_keys else "")
+                          + ": keep it out of configs and command lines; set PGPASSWORD, "
+                          "or write ${VARIABLE} in the password's place and set that variable")
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
-        raise ConfigError(f"[nightly] store {masked_url(parsed)}: use sqlite:/// or "
+        raise ConfigError(f"[nightly] store {masked_text(text)}: use sqlite:/// or "
                           "postgresql+psycopg:// (other databases are not tested)")
     if backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -221,8 +229,26 @@ def resolve_url(url: str | None, results: Path) -> URL:
     return parsed
 
 
+_SECRET_QUERY = re.compile(r"(?i)pass|pwd|secret|token|key")
+
+
+def _authority(text: str) -> str:
+    """What lies between ``scheme://`` and the path (where user:password@host is)."""
+    rest = text.split("://", 1)[1] if "://" in text else ""
+    return re.split(r"[/?#]", rest, maxsplit=1)[0]
+
+
 def masked_text(text: str) -> str:
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
+    """A store URL (or any text meant as one, a DSN too) as it may be printed: everything
+    between ``scheme://user:`` and the last ``@`` before the host shown as ***, every
+    ``password=`` pair masked."""
+    def userinfo(m: re.Match) -> str:
+        user, colon, _ = m.group(2).partition(":")
+        return f"{m.group(1)}{user}{':***' if colon else ''}@"
+
+    text = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@(?=[^@]*$)", userinfo, str(text),
+                  flags=re.S) if "@" in str(text) else str(text)
+    return mask_pairs(text)
 
 
 def masked_url(url: URL | str) -> str:
@@ -246,8 +272,11 @@ def _expanded(url: URL) -> URL:
             return os.environ[m.group(1)]
         return _VAR.sub(one, value)
 
-    return url.set(username=sub(url.username), password=sub(url.password),
-                   host=sub(url.host), database=sub(url.database))
+    # only the password: a ${VAR} elsewhere (the host) would be printed in a connection
+    # error, and the value with it
+    password = sub(url.password)
+    remember(password)
+    return url.set(password=password)
 
 
 # --- the store -----------------------------------------------------------------------------
@@ -441,13 +470,17 @@ class Store:
         store yet are added, nights already there are left as they are. Returns the nights
         added (0 when this file was imported before)."""
         path = Path(path)
-        data = path.read_bytes()
+        try:
+            data = read_bounded(path, MAX_READ_BYTES, expect="a history.parquet e2e wrote")
+        except ConfigError as exc:
+            raise ResultsError(str(exc)) from None
         digest = hashlib.sha256(data).hexdigest()
         with self.engine.connect() as conn:
             if conn.execute(sa.select(imports.c.sha256).where(imports.c.sha256 == digest)
                             ).first():
                 return 0
         frame = read_history(path)
+        _check_dates(frame, path)
         have = {(n.date, n.experiment, n.config_hash) for n in self.nights()}
         if len(frame):
             mask = ~frame[["date", "experiment", "config_hash"]].astype(str).apply(
@@ -456,7 +489,11 @@ class Store:
         else:
             new = frame
         added = new[["date", "experiment", "config_hash"]].drop_duplicates().shape[0]
-        self.write_night(new)
+        try:
+            self.write_night(new)
+        except (ValueError, TypeError, KeyError) as exc:  # a column of the wrong kind
+            raise ResultsError(f"{path}: not an e2e nightly history ({exc.__class__.__name__}: "
+                               f"{str(exc)[:200]}); nothing imported") from None
         with self.engine.begin() as conn:
             if self.is_sqlite:
                 from sqlalchemy.dialects.sqlite import insert
@@ -591,6 +628,33 @@ class Store:
         return out
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date(value: Any) -> bool:
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_dates(frame: pd.DataFrame, path: Path) -> None:
+    """A history from elsewhere is data of unknown origin: every night's ``date`` (and
+    ``baseline_date`` where set) must be a calendar date, YYYY-MM-DD, or nothing is imported
+    (the dashboard and the judgement key on it)."""
+    for column, optional in (("date", False), ("baseline_date", True)):
+        for value in frame[column].tolist():
+            if optional and (value is None or (isinstance(value, float) and math.isnan(value))):
+                continue
+            if not _is_date(value):
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+                raise ResultsError(f"{path}: {column} {shown} is not a date (YYYY-MM-DD); "
+                                   "nothing imported: move the file aside or fix it")
+
+
 def _str(value: Any) -> str | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
@@ -629,13 +693,16 @@ def open_store(url: str | None, results: Path, *, import_history: bool = True) -
         legacy = Path(results) / "nightly" / HISTORY_FILE
         if import_history and legacy.is_file():
             store.import_parquet(legacy)
+    except ResultsError:
+        store.close()
+        raise
     except sa.exc.OperationalError as exc:
         store.close()
         detail = str(getattr(exc, "orig", exc)).strip().splitlines()
         raise ResultsError(f"cannot open the results store {store.masked}: "
-                           f"{detail[0] if detail else exc}") from None
+                           f"{scrub(detail[0] if detail else str(exc))}") from None
     except sa.exc.SQLAlchemyError as exc:
         store.close()
         raise ResultsError(f"the results store {store.masked}: {exc.__class__.__name__}: "
-                           f"{str(exc).splitlines()[0]}") from None
+                           f"{scrub(str(exc).splitlines()[0])}") from None
     return store

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric
+from e2e.markup import md_text
 from e2e.render._markdown import format_cell, format_comparison
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
@@ -152,7 +153,7 @@ def render_github(summary: Summary, *, link: str | None = None,
                  if mode == "dspark" for conc in summary.concurrencies]
     sections: list[list[str]] = [["#### Headline", "", _row(header), align, *rows(headline), ""]]
     if summary.warnings:
-        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w)}: {w.message}"
+        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w)}: {md_text(w.message)}"
                                                  for w in summary.warnings] + [""])
     for mode in summary.spec_modes:
         keys = [(mode, conc, m.key) for conc in summary.concurrencies

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from e2e import analysis
 from e2e.analysis import headline_metric
+from e2e.markup import md_text
 from e2e.render._forest import comparison_plot_names
 from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
@@ -335,7 +336,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
             else:
                 where = f"{w.arm} · concurrency {w.concurrency} · {w.spec_mode}"
                 where += f" · {metric(w.metric).label}" if w.metric else " · every metric"
-            lines.append(f"- {WARN}{i} {where}: {w.message}")
+            lines.append(f"- {WARN}{i} {where}: {md_text(w.message)}")  # may quote a server
     else:
         lines.append("None.")
     lines.append("")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from e2e.analysis import ReportWarning, Summary, equivalence_of, select, summarize
 from e2e.errors import ResultsError
-from e2e.paths import atomic_write_bytes
+from e2e.paths import atomic_write_bytes, no_links
 from e2e.results import load_records
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
@@ -99,6 +99,7 @@ def build_report(
         raise ResultsError(f"{results_dir}: {exc}") from exc
 
     out_dir = results_dir / REPORT_DIR
+    no_links(results_dir, out_dir / "plots", "the report")  # report/ and plots/ real folders
     markdown = render_markdown(summary)
     md_path = out_dir / "report.md"
     atomic_write_bytes(md_path, markdown.encode("utf-8"))

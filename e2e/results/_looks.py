@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from e2e.errors import ConfigError
-from e2e.paths import atomic_write_text
+from e2e.paths import atomic_write_text, read_bounded
 
 __all__ = ["LOOKS_FILE", "read_looks", "write_looks", "last_look_confidence"]
 
@@ -23,7 +23,7 @@ def read_looks(folder: Path) -> list[dict]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path, 16 << 20, expect="the looks.json e2e wrote"))
         looks = [dict(x) for x in data["looks"]]
         for x in looks:
             for key in ("rounds", "max_rounds", "alpha", "cumulative", "confidence", "decisions",

@@ -25,8 +25,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from e2e.config import DuetSpec, EvalSpec, Unit, check_name
-from e2e.errors import ResultsError
-from e2e.paths import atomic_write_bytes, atomic_write_json, replace_dir, within
+from e2e.errors import ConfigError, ResultsError
+from e2e.paths import (atomic_write_bytes, atomic_write_json, no_links, read_bounded,
+                       replace_dir, within)
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -65,7 +66,8 @@ def record_name(unit: Unit) -> str:
 
 def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
     check_name(run_id, "run id")
-    root = experiment_dir(results, experiment) / ".partial"
+    root = no_links(experiment_dir(results, experiment),
+                    experiment_dir(results, experiment) / ".partial", "a run folder")
     try:
         root.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
@@ -76,11 +78,11 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
 def next_attempt_dir(final: Path) -> Path:
     """Where the next earlier attempt of the unit at ``final`` goes: ``.attempts/<name>.<n>``,
     the first free n."""
-    attempts = Path(final).parent / ATTEMPTS
+    attempts = no_links(Path(final).parent, Path(final).parent / ATTEMPTS, "an earlier attempt")
     n = 1
     while (attempts / f"{Path(final).name}.{n}").exists():
         n += 1
-    return attempts / f"{Path(final).name}.{n}"
+    return no_links(attempts, attempts / f"{Path(final).name}.{n}", "an earlier attempt")
 
 
 def finalize_unit(partial: Path, final: Path) -> Path:
@@ -112,6 +114,15 @@ class UnitState:
     last_reason: str | None = None
 
 
+MAX_RECORD_BYTES = 64 << 20  # a run.json (or state file) is kilobytes; larger is not e2e's
+
+
+def _read(path: Path) -> bytes:
+    """A record or state file e2e wrote, bounded (a folder anyone can write to may hold a
+    /dev/zero link or a runaway file): ConfigError past MAX_RECORD_BYTES."""
+    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote")
+
+
 def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     """Done (valid, same spec), or how many attempts were made and why the last failed. An
     unreadable record, or one made with other settings, is never trusted: the unit is redone."""
@@ -127,10 +138,10 @@ def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     if not path.is_file():
         return UnitState(done=False, attempts=old)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read(path))
         spec = data.get("spec")
         same = (type(unit).model_validate(spec) == unit) if spec is not None else True
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError, ConfigError, AttributeError) as exc:
         return UnitState(done=False, attempts=old + 1, last_reason=f"unreadable record: {exc}")
     if not same:
         return UnitState(done=False, attempts=old + 1,
@@ -171,11 +182,13 @@ def write_run(folder: Path, record: RunRecord) -> None:
     atomic_write_json(Path(folder) / RUN_JSON, record.model_dump(mode="json"))
 
 
-def _unreadable(exc: OSError | ValidationError) -> str:
+def _unreadable(exc: OSError | ValidationError | ConfigError) -> str:
     """Why a run.json could not be read, in one line: a ValidationError (bad JSON is one too)
     names its first error only, as the whole of it is a screenful."""
     if isinstance(exc, OSError):
         return f"cannot read it ({exc.strerror or exc})"
+    if isinstance(exc, ConfigError):  # read_bounded: too large, or unreadable
+        return f"cannot read it ({exc})"
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "the record"
     return f"not a valid run record ({exc.error_count()} error(s), first: {where}: {first['msg']})"
@@ -184,8 +197,8 @@ def _unreadable(exc: OSError | ValidationError) -> str:
 def read_run(folder: Path) -> RunRecord:
     path = Path(folder) / RUN_JSON
     try:
-        return RunRecord.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError) as exc:
+        return RunRecord.model_validate_json(_read(path))
+    except (OSError, ValidationError, ConfigError) as exc:
         raise ResultsError(f"{path}: {_unreadable(exc)}") from exc
 
 
@@ -220,8 +233,8 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
     problems: list[str] = []
     for path in sorted(results_dir.glob("*/run.json")):
         try:
-            records.append(RunRecord.model_validate_json(path.read_bytes()))
-        except (OSError, ValidationError) as exc:
+            records.append(RunRecord.model_validate_json(_read(path)))
+        except (OSError, ValidationError, ConfigError) as exc:
             problems.append(f"skipped {path.parent.name}/run.json: {_unreadable(exc)}")
     return tuple(records), tuple(problems)
 
@@ -235,8 +248,8 @@ def resume_state(path: Path, expected: dict[str, Any], *, what: dict[str, str] |
     if not path.exists():
         return None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        state = json.loads(_read(path))
+    except (OSError, ValueError, RecursionError, ConfigError) as exc:
         raise ResultsError(f"cannot read {path}: {exc}; move it aside to start over") from exc
     if not isinstance(state, dict):
         raise ResultsError(f"{path} is not a JSON object; move it aside to start over")

@@ -29,12 +29,13 @@ from e2e.arms import ServerLaunch
 from e2e.session._launch import server_launch
 from e2e.errors import ConfigError, ServerError
 from e2e.redact import mask_url, remember, scrub
+from e2e.session._http import METRICS_LIMIT, PROBE_LIMIT, Answer, fetch
 from e2e.session._servers import Servers
 
 __all__ = ["ExternalServer", "external_servers", "api_key_from_env", "parse_base_url"]
 
-_TIMEOUT = 30.0
-_MAX_BODY = 4 << 20  # an answer to /v1/models or /version larger than this is not one
+_TIMEOUT = 30.0     # each probe's whole answer (connect, headers, body): e2e.session._http
+_MAX_BODY = PROBE_LIMIT  # an answer to /v1/models or /version larger than this is not one
 
 
 class _Model(BaseModel):
@@ -106,13 +107,14 @@ class ExternalServer:
     def headers(self) -> dict[str, str]:
         return _auth_headers(self.api_key, self.credentials)
 
-    def _get(self, path: str) -> httpx.Response:
-        return httpx.get(self.base_url + path, headers=self.headers(), timeout=_TIMEOUT)
+    def _get(self, path: str, limit: int = _MAX_BODY) -> Answer:
+        return fetch(self.base_url + path, headers=self.headers(), timeout=_TIMEOUT,
+                     limit=limit)
 
     def scrape_metrics(self) -> str:
         """``/metrics``, or "" when the server exports none (no spec counters then)."""
         try:
-            response = self._get("/metrics")
+            response = self._get("/metrics", limit=METRICS_LIMIT)
         except httpx.HTTPError as exc:
             raise ServerError(f"could not read {self.base_url}/metrics: {exc}") from exc
         return response.text if response.status_code == 200 else ""
@@ -134,7 +136,7 @@ def _auth_headers(key: str | None, credentials: tuple[str, str] | None) -> dict[
     return {}
 
 
-def _json(response: httpx.Response, what: str):
+def _json(response: Answer, what: str):
     if len(response.content) > _MAX_BODY:
         raise ServerError(f"{what} answered {len(response.content)} bytes: not an "
                           "OpenAI-compatible answer")
@@ -150,7 +152,8 @@ def _describe(base_url: str, headers: dict[str, str]) -> tuple[str, dict]:
     """(served model name, facts) from /v1/models and /version; a clear error when the URL
     is not an OpenAI-compatible server (each answer checked: ``_Models``, ``_Version``)."""
     try:
-        models = httpx.get(base_url + "/v1/models", headers=headers, timeout=_TIMEOUT)
+        models = fetch(base_url + "/v1/models", headers=headers, timeout=_TIMEOUT,
+                       limit=_MAX_BODY)
     except httpx.HTTPError as exc:
         raise ServerError(f"cannot reach the external server {base_url}: {exc}; is it "
                           "running, and is --base-url right (e.g. http://host:8000)?") from exc
@@ -170,7 +173,8 @@ def _describe(base_url: str, headers: dict[str, str]) -> tuple[str, dict]:
         raise ServerError(f"{base_url}/v1/models lists no model")
     facts: dict = {"models": ids}
     with contextlib.suppress(httpx.HTTPError, ValueError, ServerError):
-        version = httpx.get(base_url + "/version", headers=headers, timeout=_TIMEOUT)
+        version = fetch(base_url + "/version", headers=headers, timeout=_TIMEOUT,
+                        limit=_MAX_BODY)
         if version.status_code == 200:
             facts["version"] = _Version.model_validate(
                 _json(version, f"{base_url}/version")).version  # ValidationError: a ValueError
@@ -182,8 +186,8 @@ def _check_token_ids(server: ExternalServer) -> None:
     them); e2e never falls back to text."""
     body = {"model": server.model, "prompt": [1, 2, 3, 4], "max_tokens": 1, "temperature": 0.0}
     try:
-        response = httpx.post(server.base_url + "/v1/completions", json=body,
-                              headers=server.headers(), timeout=_TIMEOUT)
+        response = fetch(server.base_url + "/v1/completions", method="POST", json=body,
+                         headers=server.headers(), timeout=_TIMEOUT, limit=_MAX_BODY)
     except httpx.HTTPError as exc:
         raise ServerError(f"cannot reach {server.base_url}/v1/completions: {exc}") from exc
     if response.status_code in (401, 403):

@@ -11,7 +11,7 @@ from e2e.arms import ARM_ENV, PLUGIN_ENV, ServerLaunch
 from e2e.config import Experiment
 from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
-from e2e.session._plugin_tree import plugin_tree, server_pythonpath
+from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
 from e2e.session._tinymodel import model_path, resolve_model
 
 __all__ = ["server_launch"]
@@ -50,6 +50,7 @@ def server_launch(
     env["PYTHONPATH"] = server_pythonpath(tree, env.get("PYTHONPATH",
                                                         os.environ.get("PYTHONPATH")))
     env["PYTHONSAFEPATH"] = "1"
+    env.update(SERVER_ENV)  # and no bytecode written into that folder
     if settings.plugin:
         env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
     return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,

@@ -13,9 +13,16 @@ entry point::
         e2e/__init__.py, e2e/plugin/..., e2e/kernels/...
         e2e-<version>.dist-info/{METADATA, entry_points.txt, top_level.txt}
 
-The folder is immutable once made (renamed into place whole; a folder whose files no longer
-hash to its name is made again), so two checkouts with the same plugin share it, and one
-checkout's edits or deletion never reach another's servers. ``importlib.metadata`` keeps one
+The folder is immutable once made (renamed into place whole), so two checkouts with the same
+plugin share it, and one checkout's edits or deletion never reach another's servers. Every
+file in it is importable by every server (it is first on their ``PYTHONPATH``), so before each
+use it must hold exactly what e2e wrote, byte for byte, and nothing else (``_unexpected``): a
+``sitecustomize.py`` or a ``vllm/`` beside ``e2e/`` would run in every server (the second
+would replace the engine) while the plugin's hash still matched; a symlink (the folder
+itself or anything in it) could point anywhere; a ``__pycache__`` could hold bytecode that
+Python prefers to the checked source. Any of these, and the folder is set aside and made
+again from the snapshot. Servers get ``PYTHONDONTWRITEBYTECODE=1`` (``SERVER_ENV``) so they
+never write bytecode into it themselves. ``importlib.metadata`` keeps one
 distribution per name, the first on ``sys.path``, and vLLM keeps one plugin per entry-point
 name, so a server whose environment still has an ``e2e`` installed loads this one plugin,
 once (tests/test_plugin_source.py checks both against vLLM's loader).
@@ -32,11 +39,13 @@ from pathlib import Path
 
 import e2e
 from e2e.paths import e2e_home, fsync_dir
-from e2e.plugin._source import digest_of, package_dir, plugin_files, plugin_sha256
+from e2e.plugin._source import digest_of, package_dir, plugin_files
 
-__all__ = ["PluginTree", "plugin_tree", "server_pythonpath"]
+__all__ = ["PluginTree", "plugin_tree", "server_pythonpath", "SERVER_ENV"]
 
 ENTRY_POINTS = "[vllm.general_plugins]\ne2e = e2e.plugin:register\n"
+# what a server's environment needs so that it leaves the folder as it found it
+SERVER_ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 @dataclass(frozen=True)
@@ -65,28 +74,60 @@ def _snapshot(package: Path) -> tuple[dict[str, bytes], str]:
     return files, digest_of(files)
 
 
+def _dist_info() -> dict[str, bytes]:
+    """The generated ``e2e-<version>.dist-info`` files, by name."""
+    return {"METADATA": (f"Metadata-Version: 2.1\nName: e2e\nVersion: {e2e.__version__}\n"
+                         "Summary: e2e's vLLM plugin, copied for one run's servers\n").encode(),
+            "entry_points.txt": ENTRY_POINTS.encode(), "top_level.txt": b"e2e\n",
+            "INSTALLER": b"e2e\n"}
+
+
+def _expected(files: dict[str, bytes]) -> dict[str, bytes]:
+    """Every file the folder holds, by path relative to it: the plugin's sources under
+    ``e2e/`` and the dist-info."""
+    info = f"e2e-{e2e.__version__}.dist-info"
+    return {**{f"e2e/{name}": data for name, data in files.items()},
+            **{f"{info}/{name}": data for name, data in _dist_info().items()}}
+
+
 def _write_tree(target: Path, files: dict[str, bytes]) -> None:
-    for name, data in files.items():
-        path = target / "e2e" / name
+    for name, data in _expected(files).items():
+        path = target / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    info = target / f"e2e-{e2e.__version__}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: e2e\nVersion: {e2e.__version__}\n"
-        "Summary: e2e's vLLM plugin, copied for one run's servers\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (info / "top_level.txt").write_text("e2e\n")
-    (info / "INSTALLER").write_text("e2e\n")
 
 
-def _complete(folder: Path, sha: str) -> bool:
-    info = folder / f"e2e-{e2e.__version__}.dist-info" / "entry_points.txt"
+def _unexpected(folder: Path, files: dict[str, bytes]) -> str | None:
+    """Why ``folder`` is not exactly the tree ``_write_tree`` makes of ``files`` (None when
+    it is): a missing, extra or altered file or folder, or a symlink anywhere, the folder
+    itself included (never followed: every entry is looked at without following links)."""
+    want = _expected(files)
+    dirs = {p.as_posix() for name in want for p in Path(name).parents if str(p) != "."}
     try:
-        return (info.read_text() == ENTRY_POINTS
-                and plugin_sha256(folder / "e2e") == sha)
-    except OSError:
-        return False
+        if folder.is_symlink():
+            return "it is a symlink"
+        if not folder.is_dir():
+            return "it is missing"
+        seen: set[str] = set()
+        for top, subdirs, names in os.walk(folder, followlinks=False):
+            for name in [*subdirs, *names]:
+                path = Path(top) / name
+                rel = path.relative_to(folder).as_posix()
+                if path.is_symlink():
+                    return f"{rel} is a symlink"
+                if name in subdirs:
+                    if rel not in dirs:
+                        return f"{rel}/ is not e2e's"
+                elif rel not in want:
+                    return f"{rel} is not e2e's"
+                elif not path.is_file() or path.read_bytes() != want[rel]:
+                    return f"{rel} was altered"
+                else:
+                    seen.add(rel)
+        missing = sorted(set(want) - seen)
+        return f"{missing[0]} is missing" if missing else None
+    except OSError as exc:
+        return f"it is unreadable ({exc.strerror or exc})"
 
 
 _made: dict[tuple[Path, Path], tuple[PluginTree, dict[str, bytes]]] = {}
@@ -109,21 +150,24 @@ def plugin_tree(package: Path | None = None, *, create: bool = True) -> PluginTr
             tree = PluginTree(sha256=sha, folder=root / sha[:16], copied_from=package)
         if not create:
             return tree
-        if not _complete(tree.folder, sha):
+        if _unexpected(tree.folder, files) is not None:
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{sha[:16]}.", dir=root))
             try:
                 _write_tree(tmp, files)
                 aside = root / f".{sha[:16]}.broken.{os.getpid()}"
-                if tree.folder.exists():  # incomplete or altered: set it aside, then replace
+                if os.path.lexists(tree.folder):  # altered: set it aside, then replace
                     os.rename(tree.folder, aside)
                 try:
                     os.rename(tmp, tree.folder)
                 except OSError:  # another e2e made it meanwhile
-                    if not _complete(tree.folder, sha):
+                    if _unexpected(tree.folder, files) is not None:
                         raise
                 fsync_dir(root)
-                shutil.rmtree(aside, ignore_errors=True)
+                if os.path.islink(aside):  # a link is removed, never what it points at
+                    os.unlink(aside)
+                elif os.path.lexists(aside):
+                    shutil.rmtree(aside, ignore_errors=True)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         _made[key] = (tree, files)

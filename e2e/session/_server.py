@@ -29,6 +29,7 @@ from e2e.config import ServerConfig
 from e2e.errors import ServerBusyError, ServerError, ServerStartError
 from e2e.host import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home
+from e2e.session._http import METRICS_LIMIT, fetch
 from e2e.shield import shielded
 
 __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
@@ -48,8 +49,10 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
+    try:  # the end of the log only: a server can write gigabytes of it
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - (256 << 10)))
+            text = handle.read().decode(errors="replace")
     except OSError:
         return "(no server log)"
     return "\n".join(text.splitlines()[-lines:])
@@ -207,12 +210,14 @@ class Server:
         return {"Authorization": f"Bearer {self.launch.api_key}"} if self.launch.api_key else {}
 
     def scrape_metrics(self, timeout_s: float = 30.0) -> str:
-        try:
-            response = httpx.get(self.base_url + "/metrics", timeout=timeout_s,
-                                 headers=self.headers())
-            response.raise_for_status()
+        try:  # bounded in bytes and in time (e2e.session._http)
+            response = fetch(self.base_url + "/metrics", timeout=timeout_s,
+                             headers=self.headers(), limit=METRICS_LIMIT)
         except httpx.HTTPError as exc:
             raise ServerError(f"could not read {self.base_url}/metrics: {exc}") from exc
+        if response.status_code != 200:
+            raise ServerError(f"could not read {self.base_url}/metrics: HTTP "
+                              f"{response.status_code}")
         return response.text
 
     def wait_healthy(self, timeout_s: float) -> None:
@@ -227,9 +232,9 @@ class Server:
                 )
             try:
                 url = self.base_url + self.launch.kind.health_path
-                if httpx.get(url, timeout=2.0).status_code == 200:
+                if fetch(url, timeout=2.0, deadline_s=5.0).status_code == 200:
                     return
-            except httpx.HTTPError:
+            except (httpx.HTTPError, ServerError):
                 pass
             if time.monotonic() >= deadline:
                 raise ServerStartError(

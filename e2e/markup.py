@@ -1,0 +1,40 @@
+r"""Text of unknown origin inside Markdown: one line, shown as text, never as markup.
+
+    md_text(text)   ``text`` for a Markdown line (report.md, the PR comment, the nightly
+                    summary; index.html is rendered from the same Markdown)
+
+A message e2e did not write itself (a server's error body in an invalid run's reason, a
+reason read back from a run.json or a store) reaches Markdown that GitHub and markdown-it
+render. A newline in it could start a forged table row ("🟢 −50 % faster") or heading, an
+``<!--`` hide the rest of a comment, an ``![](https://…)`` make a page load a remote image,
+an ``@name`` notify someone. So: every run of whitespace (line and paragraph separators and
+other control characters included) becomes one space, bidirectional controls are dropped,
+the text is cut to ``limit`` characters, and every character Markdown or HTML gives a
+meaning inside a line (``\ ` * [ ] < > | ! ~ & @``) is backslash-escaped (CommonMark: a backslash before ASCII
+punctuation makes it literal; GitHub's renderer follows it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["md_text"]
+
+_SPACE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_BIDI = re.compile(r"[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# inline meaning only: the line never starts with the text (a caller's "- " or "| " comes
+# first), so "#", "-", "+", "=" and digits-and-dot are plain; "_" inside a word is plain too
+_SPECIAL = re.compile(r"([\\`*\[\]<>|!~&@])")
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # one that could open or close emphasis
+
+
+def md_text(text: Any, limit: int = 2000) -> str:
+    """``text`` (any value; None is "") as one line of literal Markdown text."""
+    if text is None:
+        return ""
+    line = _BIDI.sub("", _SPACE.sub(" ", str(text))).strip()
+    if len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    line = _SPECIAL.sub(r"\\\1", line)
+    return _UNDERSCORE.sub(r"\\_", line)
