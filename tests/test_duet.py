@@ -85,6 +85,7 @@ def home(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow  # real server processes
 def test_a_duet_sweep_measures_the_sides_together(home):
     # pr's server is 4x slower per token: main finishes first and holds its load for it. The
     # windows (1.2 s and 4.8 s) are long beside the start spread of an overloaded host
@@ -126,6 +127,7 @@ def test_a_duet_sweep_measures_the_sides_together(home):
     assert again.ran == [] and len(again.skipped) == 3
 
 
+@pytest.mark.slow  # real server processes
 def test_a_side_that_fails_ends_its_partners_wait(home):
     # pr's server never becomes healthy: main's side must not wait for the barrier's timeout
     exp = _duet_experiment(home, pr_env={"FAKE_START_S": "120"})
@@ -144,6 +146,7 @@ def test_a_side_that_fails_ends_its_partners_wait(home):
     assert list(Path(home / "pids").iterdir()) == []
 
 
+@pytest.mark.slow  # real server processes
 def test_ctrl_c_stops_every_side(home):
     exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.05"})
     raw = exp.model_dump(mode="json")

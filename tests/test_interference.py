@@ -39,6 +39,7 @@ def test_interference_that_does_not_vary_is_left_out():
     assert not fit.covariate
 
 
+@pytest.mark.slow  # 400 fits
 @pytest.mark.parametrize("seed", [1, 2])
 def test_unrelated_interference_keeps_a_a_at_nominal(seed):
     rng = np.random.default_rng(seed)

@@ -62,6 +62,7 @@ def test_the_reference_must_be_a_nightly_arm(tmp_path):
         parse_nightly(raw)
 
 
+@pytest.mark.slow  # three nights of real server processes
 def test_nights_are_judged_on_tonight_over_the_reference(tmp_path, monkeypatch):
     from dataclasses import replace
 
