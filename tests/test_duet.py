@@ -146,6 +146,48 @@ def test_a_side_that_fails_ends_its_partners_wait(home):
     assert list(Path(home / "pids").iterdir()) == []
 
 
+def _sweep_process(home: Path, exp, folder: str, log: str, runs: int = 1):
+    raw = exp.model_dump(mode="json")
+    (home / f"{folder}.json").write_text(json.dumps(raw))
+    (home / f"{folder}-duet.json").write_text(exp.duet.model_dump_json())
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from e2e.config import DuetConfig, Experiment\n"
+        "from e2e.console import guard\n"
+        "from e2e.pipeline import sweep\n"
+        "home, folder, runs = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])\n"
+        "exp = Experiment.model_validate_json((home / f'{folder}.json').read_text())\n"
+        "exp = exp.model_copy(update={'duet': DuetConfig.model_validate_json("
+        "(home / f'{folder}-duet.json').read_text())})\n"
+        "guard(lambda: sweep(exp, home / folder, arms=['main', 'pr'], concurrencies=[1], "
+        "spec_modes=[False], runs=runs, report=False))\n")
+    return subprocess.Popen([sys.executable, "-c", script, str(home), folder, str(runs)],
+                            stdout=open(home / log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+
+
+@pytest.mark.slow  # real server processes
+def test_two_duets_on_the_same_slots_take_turns(home):
+    # each duet takes every slot's lock in one order before any side starts: two sweeps at once
+    # never each hold a slot the other waits for (that deadlocked until the lock wait ran out)
+    exp = _duet_experiment(home)
+    first = _sweep_process(home, exp, "one", "one.log", runs=2)
+    second = _sweep_process(home, exp, "two", "two.log", runs=2)
+    assert first.wait(timeout=240) == 0, (home / "one.log").read_text()
+    assert second.wait(timeout=240) == 0, (home / "two.log").read_text()
+    for folder in ("one", "two"):
+        records, _ = load_records(home / folder / "duet")
+        assert len(records) == 4 and all(r.valid for r in records)
+    spans = [(r.spec.slot, r.started_at, r.finished_at, f) for f in ("one", "two")
+             for r in load_records(home / f / "duet")[0]]
+    for slot, start, end, f in spans:  # a slot is never in two duets at once
+        assert not any(s == slot and g != f and start < e and b < end
+                       for s, b, e, g in spans), spans
+    assert list(Path(home / "pids").iterdir()) == []
+
+
 @pytest.mark.slow  # real server processes
 def test_ctrl_c_stops_every_side(home):
     exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.05"})

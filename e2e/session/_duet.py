@@ -213,6 +213,15 @@ def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
     if len(duet.sides) > len(slots):
         raise ServerError(f"{duet.unit_id}: {len(duet.sides)} sides but [duet] has "
                           f"{len(slots)} slots")
+    from e2e.session._server import server_lock
+
+    with server_lock(wait_s=experiment.server.lock_wait_s, slots=names[:len(duet.sides)]):
+        return _run_sides(experiment, duet, results, options, names)
+
+
+def _run_sides(experiment: Experiment, duet: DuetSpec, results: Path, options,
+               names: list[str]) -> list[tuple[Path, RunRecord]]:
+    slots = experiment.duet.slots
     rendezvous = new_partial_dir(results, experiment.name, duet.unit_id)
     ctx = mp.get_context("fork")
     children = []

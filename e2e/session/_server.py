@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,24 +101,27 @@ def _flock(path: Path, mode: int, deadline: float, what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def server_lock(*, wait_s: float = 0.0, slot: str | None = None) -> Iterator[None]:
+def server_lock(*, wait_s: float = 0.0, slots: Sequence[str] = ()) -> Iterator[None]:
     """One server on the host at a time, or one per duet slot. The locks are flocks: the
     kernel drops them when their holder dies, so a crashed e2e never leaves a stale lock
     behind. A second e2e waits up to ``wait_s`` and then refuses, naming the holder's pid.
-    A plain server holds the host's lock exclusively; a duet side (``slot``) holds it shared
-    and its slot's lock exclusively, so the sides of a duet (or two duets in disjoint slots)
-    run together and never beside a plain server."""
+    A plain server holds the host's lock exclusively. A duet's driver (``slots``) holds it
+    shared and every slot's lock exclusively, taken in one order (sorted) before any side
+    starts, so two duets never each hold a slot the other waits for, two duets in disjoint
+    slots run together, and none runs beside a plain server. Its sides hold no lock."""
     deadline = time.monotonic() + wait_s
     host = e2e_home() / "server.lock"
-    if slot is None:
+    if not slots:
         with _flock(host, fcntl.LOCK_EX, deadline, "a server"):
             reap_leftover()
             yield
         return
-    with _flock(host, fcntl.LOCK_SH, deadline, "a server"), \
-            _flock(e2e_home() / f"server-{slot}.lock", fcntl.LOCK_EX, deadline,
-                   f"a server in duet slot {slot}"):
-        reap_leftover(slot)
+    with contextlib.ExitStack() as held:
+        held.enter_context(_flock(host, fcntl.LOCK_SH, deadline, "a server"))
+        for slot in sorted(set(slots)):
+            held.enter_context(_flock(e2e_home() / f"server-{slot}.lock", fcntl.LOCK_EX,
+                                      deadline, f"a server in duet slot {slot}"))
+            reap_leftover(slot)
         yield
 
 
@@ -353,7 +356,7 @@ class ServerOptions:
     quiet_sample_s: float = 2.0
     quiet_wait_s: float = 0.0  # how long to wait for the host to become quiet (0: refuse)
     own_root: int | None = None  # e2e's process whose descendants are ours (None: this one)
-    slot: str | None = None  # a duet side's slot: its own server lock
+    slot: str | None = None  # a duet side's slot (its driver holds the slot's lock)
 
     @classmethod
     def of(cls, server: ServerConfig) -> ServerOptions:
@@ -385,7 +388,8 @@ def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Itera
     """A fresh server for ``launch``, holding the host's server lock, stopped on every exit
     path. The only place in e2e that starts a server process is ``start`` below, and the
     only caller of this is the server session (``e2e.session._session``)."""
-    with server_lock(wait_s=options.lock_wait_s, slot=options.slot):
+    # a duet side's slot lock is its driver's (e2e.session._duet)
+    with contextlib.nullcontext() if options.slot else server_lock(wait_s=options.lock_wait_s):
         if options.require_quiet is not None:  # with the lock held: our own servers are gone
             ours = {os.getpid(), options.own_root or os.getpid()}  # a duet's partners are ours
             wait_quiet(options.require_quiet, sample_s=options.quiet_sample_s,
