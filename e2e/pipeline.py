@@ -118,7 +118,8 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
     cell are made. Each look reads the report's own comparisons (``summarize``: one model per
     cell) at the α a Lan–DeMets spending function (``analysis.look_at``; Pocock-type by default,
     so the first look can settle a large effect) allows at t = reported rounds / (N − warmups),
-    split over the open comparisons. The looks are stored in ``<experiment>/looks.json``: a
+    split over the comparisons, each read at the exact group-sequential boundary for the rounds
+    reached given the earlier looks'. The looks are stored in ``<experiment>/looks.json``: a
     second invocation on the folder continues the spending where the first stopped (it never
     looks at the same rounds twice; once all of alpha is spent it runs nothing), and
     ``e2e report`` renders at the last look's confidence.

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typer
 from scipy import stats as sp
@@ -75,3 +76,14 @@ def test_command_prints_the_table(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "give a percentage" in bad.output
     unknown = runner.invoke(app, ["plan", str(exp), "--target-effect", "1", "--metric", "nope"])
     assert unknown.exit_code == 2 and "unknown metric" in unknown.output
+
+
+def test_the_upper_bound_of_the_noise_covers_it_with_its_level() -> None:
+    """σ ≤ s·√(df / χ²_{df, 0.2}) in 80 % of samples (the bound `e2e plan` plans from)."""
+    rng = np.random.default_rng(0)
+    df, sigma, n = 7, 0.0125, 20000
+    s = sigma * np.sqrt(rng.chisquare(df, n) / df)
+    bounds = np.array([stats.upper_noise(x, df) for x in s[:2000]])
+    assert np.mean(bounds >= sigma) == pytest.approx(0.8, abs=0.03)
+    assert stats.upper_noise(0.01, 7) == pytest.approx(0.01 * math.sqrt(7 / sp.chi2.ppf(0.2, 7)))
+    assert stats.upper_noise(0.01, 0.0) == 0.01  # no df: nothing to bound

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from e2e.analysis._stats import spent_alpha
+from e2e.analysis._sequential import boundaries, spent_alpha
 from e2e.execute._executor import Outcome
 from e2e.pipeline import load_looks, sweep_until_settled
 from e2e.results import LOOKS_FILE
@@ -157,6 +157,10 @@ def test_looks_persist_and_a_second_invocation_continues_the_spending(default_ex
     again = load_looks(tmp_path / "default")
     assert [k.rounds for k in again] == [3, 4, 5, 6, 7] and again[:2] == looks
     assert again[2].alpha == pytest.approx(spent_alpha(5 / 7) - spent_alpha(4 / 7))
+    # each look is read at the exact group-sequential boundary given the earlier looks'
+    cumulative = [spent_alpha(k / 7) for k in (3, 4, 5)]
+    exact, _ = boundaries([3, 4, 5], np.diff([0.0, *cumulative]))
+    assert [k.boundary for k in again[:3]] == pytest.approx(list(exact), abs=1e-6)
     assert again[-1].cumulative == pytest.approx(0.05) and s2.stop
     # e2e report renders at the last look's confidence and says so
     from e2e.render._report import build_report

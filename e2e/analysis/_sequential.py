@@ -215,8 +215,8 @@ def look_at(estimates: Sequence[LogRatio | None], *, rounds: int, max_rounds: in
     if alpha_k > 0.0 and (earlier or not spent_before):
         info = [float(k.rounds) for k in earlier] + [float(rounds)]
         per_two = alpha_k / m
-        two, spent2 = boundaries(info, [0.0] * len(earlier) + [per_two], sides=2,
-                                 fixed=[_earlier_boundary(k, 2) for k in earlier])
+        two, _ = boundaries(info, [0.0] * len(earlier) + [per_two], sides=2,
+                            fixed=[_earlier_boundary(k, 2) for k in earlier])
         c = two[-1]
         one_target = spending_at(rounds / max_rounds, alpha / m, spending=spending, sides=1)
         fixed1 = [_earlier_boundary(k, 1) for k in earlier]
