@@ -676,7 +676,7 @@ several load runs at once, one server per slot."""
 
 # Keys of a config snapshot that change how a run is operated, not what it measures.
 _OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
-                           "require_quiet", "quiet_sample_s", "quiet_wait_s"),
+                           "require_quiet", "quiet_sample_s", "quiet_wait_s", "secret_pattern"),
                 "load": ("request_timeout_s", "stall_timeout_s")}
 
 

@@ -108,3 +108,12 @@ def test_dspark_needs_a_profile(tmp_path):
     e = load_experiment(write(tmp_path, text))
     with pytest.raises(ConfigError, match=r"no \[speculators.dspark\]"):
         RunSpec.resolve(e, arm="main", concurrency=1, dspark=True)
+
+
+def test_the_secret_pattern_is_not_part_of_what_a_run_measures():
+    # a newer e2e's broader default pattern must not split a folder's runs into two cells
+    from e2e.config import comparable_settings, load_experiment
+
+    raw = load_experiment().model_dump(mode="json")
+    other = {**raw, "server": {**raw["server"], "secret_pattern": "(?i)(token)"}}
+    assert comparable_settings(raw, "main") == comparable_settings(other, "main")
