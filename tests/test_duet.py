@@ -222,3 +222,31 @@ def test_ctrl_c_stops_every_side(home):
     records, _ = load_records(home / "results" / "duet")
     assert len(records) == 2 and not any(r.valid for r in records)
     assert all("interrupted" in " ".join(r.invalid_reasons) for r in records)
+
+
+@pytest.mark.slow  # seconds of lock polling
+def test_a_plain_server_waiting_for_the_host_is_not_passed_by_duets(home):
+    import threading
+
+    from e2e.session._server import server_lock
+
+    got: dict[str, float] = {}
+    start = time.monotonic()
+
+    def duets():  # back to back, as a duet sweep takes its locks
+        for _ in range(4):
+            with server_lock(wait_s=30, slots=["slot0", "slot1"]):
+                time.sleep(1.5)
+        got["duets_done"] = time.monotonic() - start
+
+    def plain():
+        time.sleep(0.5)
+        with server_lock(wait_s=30):
+            got["plain"] = time.monotonic() - start
+
+    threads = [threading.Thread(target=duets), threading.Thread(target=plain)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert got["plain"] < got["duets_done"] - 1.0, got  # it went in between, not after all

@@ -111,13 +111,16 @@ def server_lock(*, wait_s: float = 0.0, slots: Sequence[str] = ()) -> Iterator[N
     slots run together, and none runs beside a plain server. Its sides hold no lock."""
     deadline = time.monotonic() + wait_s
     host = e2e_home() / "server.lock"
-    if not slots:
-        with _flock(host, fcntl.LOCK_EX, deadline, "a server"):
+    with contextlib.ExitStack() as held:
+        # a turnstile: whoever waits for the host's lock holds it meanwhile, so a plain
+        # server waiting for the host is not passed again and again by duets, which share it
+        with _flock(e2e_home() / "server.turn", fcntl.LOCK_EX, deadline, "a server"):
+            held.enter_context(_flock(host, fcntl.LOCK_SH if slots else fcntl.LOCK_EX,
+                                      deadline, "a server"))
+        if not slots:
             reap_leftover()
             yield
-        return
-    with contextlib.ExitStack() as held:
-        held.enter_context(_flock(host, fcntl.LOCK_SH, deadline, "a server"))
+            return
         for slot in sorted(set(slots)):
             held.enter_context(_flock(e2e_home() / f"server-{slot}.lock", fcntl.LOCK_EX,
                                       deadline, f"a server in duet slot {slot}"))
