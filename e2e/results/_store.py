@@ -26,8 +26,8 @@ from pydantic import ValidationError
 
 from e2e.config import EvalSpec, Unit, check_name
 from e2e.errors import ConfigError, ResultsError
-from e2e.paths import (atomic_write_bytes, atomic_write_json, no_links, read_bounded,
-                       replace_dir, within)
+from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, no_links,
+                       read_bounded, replace_dir, within)
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -70,7 +70,9 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
                     experiment_dir(results, experiment) / ".partial", "a run folder")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
+        folder = Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
+        as_umask_allows(folder, folder=True)  # a run folder as readable as the umask says
+        return folder
     except OSError as exc:
         raise ResultsError(f"cannot create a run folder under {root}: {exc}") from exc
 
