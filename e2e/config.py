@@ -15,7 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from e2e.errors import ConfigError, E2EError
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
@@ -130,6 +131,24 @@ class GitSource(_Strict):
     ref: str = Field(description="A branch, tag or commit; resolved to a commit at build time.")
 
 
+def _env_name(name: str) -> str:
+    if not name or "=" in name or "\x00" in name:
+        raise ValueError(f"{name!r} is not an environment variable name (empty, or holds '=' "
+                         "or a NUL byte)")
+    return name
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no command line or environment can carry")
+    return value
+
+
+# what a process's environment and argv can hold (os.execve refuses the rest at launch)
+EnvTable = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_no_nul)]]
+ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
+
+
 class BuildSpec(_Strict):
     """Where a server's Python environment comes from: an existing interpreter, a managed
     environment that e2e creates from pip requirements, or one that e2e creates from a git
@@ -142,7 +161,7 @@ class BuildSpec(_Strict):
         default_factory=list,
         description="pip requirements of a managed environment (with git: installed first).",
     )
-    env: dict[str, str] = Field(
+    env: EnvTable = Field(
         default_factory=dict, description="Environment for the install steps."
     )
     remove: list[str] = Field(
@@ -178,8 +197,8 @@ class ServerConfig(_Strict):
         "instead of starting one (--base-url): not a fresh server; its API key comes from "
         "$E2E_API_KEY or $OPENAI_API_KEY.")
     port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
-    args: list[str] = Field(default_factory=list, description="Extra server arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
+    args: ArgList = Field(default_factory=list, description="Extra server arguments.")
+    env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
     build: BuildSpec
     api_key: str | None = None
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
@@ -273,8 +292,8 @@ class LoadConfig(_Strict):
 class ArmConfig(_Strict):
     description: str = ""
     build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
+    env: EnvTable = Field(default_factory=dict)
+    args: ArgList = Field(default_factory=list)
     plugin: dict[str, Any] = Field(
         default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
     )
