@@ -616,11 +616,15 @@ def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | 
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
+MAX_ERRORS_SHOWN = 20
+
+
 def describe_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
     """One line per error: the key's dotted path, what is wrong, and for an unknown key
     the keys allowed there."""
     lines = [f"{source}: invalid configuration"]
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors[:MAX_ERRORS_SHOWN]:  # 200,000 unknown keys printed 27 MB
         loc = tuple(error["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if error["type"] == "extra_forbidden":
@@ -635,6 +639,8 @@ def describe_validation_error(exc: ValidationError, source: str, root: type[Base
             if len(shown) > 60:
                 shown = shown[:57] + "..."
             lines.append(f"  {key}: {error['msg']} (got {shown})")
+    if len(errors) > MAX_ERRORS_SHOWN:
+        lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more errors")
     return "\n".join(lines)
 
 

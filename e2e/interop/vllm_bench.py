@@ -40,7 +40,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       create_model)
 
 from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation_error
-from e2e.errors import ConfigError, ResultsError
+from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import request_tpot_s
 from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
@@ -763,7 +763,7 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
     Returns (files written, runs skipped with the reason)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+        raise NoSuchResults(f"{results_dir}: no such results folder (give results/<experiment>)")
     written: list[Path] = []
     skipped: list[str] = []
     if Path(out).is_relative_to(results_dir):  # export/<format>/ inside a results folder

@@ -25,7 +25,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from e2e.config import EvalSpec, Unit, check_name
-from e2e.errors import ConfigError, ResultsError
+from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, no_links,
                        read_bounded, replace_dir, within)
 from e2e.results._records import RequestRecord, RunRecord
@@ -225,7 +225,7 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
     warnings)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+        raise NoSuchResults(f"{results_dir}: no such results folder (give results/<experiment>)")
     records: list[RunRecord] = []
     problems: list[str] = []
     for path in sorted(results_dir.glob("*/run.json")):
