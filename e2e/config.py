@@ -15,7 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from e2e.errors import ConfigError, E2EError
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
@@ -133,6 +134,24 @@ class GitSource(_Strict):
     ref: str = Field(description="A branch, tag or commit; resolved to a commit at build time.")
 
 
+def _env_name(name: str) -> str:
+    if not name or "=" in name or "\x00" in name:
+        raise ValueError(f"{name!r} is not an environment variable name (empty, or holds '=' "
+                         "or a NUL byte)")
+    return name
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no command line or environment can carry")
+    return value
+
+
+# what a process's environment and argv can hold (os.execve refuses the rest at launch)
+EnvTable = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_no_nul)]]
+ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
+
+
 class BuildSpec(_Strict):
     """Where a server's Python environment comes from: an existing interpreter, a managed
     environment that e2e creates from pip requirements, or one that e2e creates from a git
@@ -145,7 +164,7 @@ class BuildSpec(_Strict):
         default_factory=list,
         description="pip requirements of a managed environment (with git: installed first).",
     )
-    env: dict[str, str] = Field(
+    env: EnvTable = Field(
         default_factory=dict, description="Environment for the install steps."
     )
     remove: list[str] = Field(
@@ -181,8 +200,8 @@ class ServerConfig(_Strict):
         "instead of starting one (--base-url): not a fresh server; its API key comes from "
         "$E2E_API_KEY or $OPENAI_API_KEY.")
     port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
-    args: list[str] = Field(default_factory=list, description="Extra server arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment.")
+    args: ArgList = Field(default_factory=list, description="Extra server arguments.")
+    env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
     build: BuildSpec
     api_key: str | None = None
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
@@ -276,8 +295,8 @@ class LoadConfig(_Strict):
 class ArmConfig(_Strict):
     description: str = ""
     build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
-    env: dict[str, str] = Field(default_factory=dict)
-    args: list[str] = Field(default_factory=list)
+    env: EnvTable = Field(default_factory=dict)
+    args: ArgList = Field(default_factory=list)
     plugin: dict[str, Any] = Field(
         default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
     )
@@ -729,11 +748,15 @@ def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | 
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
+MAX_ERRORS_SHOWN = 20
+
+
 def describe_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
     """One line per error: the key's dotted path, what is wrong, and for an unknown key
     the keys allowed there."""
     lines = [f"{source}: invalid configuration"]
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors[:MAX_ERRORS_SHOWN]:  # 200,000 unknown keys printed 27 MB
         loc = tuple(error["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if error["type"] == "extra_forbidden":
@@ -748,6 +771,8 @@ def describe_validation_error(exc: ValidationError, source: str, root: type[Base
             if len(shown) > 60:
                 shown = shown[:57] + "..."
             lines.append(f"  {key}: {error['msg']} (got {shown})")
+    if len(errors) > MAX_ERRORS_SHOWN:
+        lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more errors")
     return "\n".join(lines)
 
 

@@ -55,12 +55,32 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: {interrupted}", highlight=False)
         raise SystemExit(EXIT_INTERRUPTED) from None
-    except Exception:
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # a folder e2e needs (E2E_HOME, --results) it cannot use: bad input, no traceback
+            err.print(f"[bold red]error:[/] {escape(scrub(_os_error(exc)))}", highlight=False,
+                      soft_wrap=True)
+            raise SystemExit(error_exit if error_exit is not None else 2) from None
         if unexpected_exit is None:
             raise
         err.print_exception()
         err.print(f"[bold red]error:[/] failed unexpectedly (above); exit {unexpected_exit}")
         raise SystemExit(unexpected_exit) from None
+
+
+def _os_error(exc: OSError) -> str:
+    """An OSError on a path, as a sentence that says which path and what to do."""
+    from e2e.paths import e2e_home
+
+    path = str(exc.filename)
+    where = ""
+    try:
+        home = str(e2e_home())
+        if path == home or path.startswith(home.rstrip("/") + "/"):
+            where = f" (under E2E_HOME, {home}: set E2E_HOME to a writable folder)"
+    except Exception:  # noqa: BLE001 (the message must not fail)
+        pass
+    return f"cannot use {path}: {exc.strerror or exc}{where}"
 
 
 def _fmt(value: float | None, unit: str = "", digits: int = 2) -> str:

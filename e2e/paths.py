@@ -21,7 +21,7 @@ from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
-           "read_bounded", "MAX_READ_BYTES", "no_links"]
+           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
@@ -87,12 +87,38 @@ def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
     return data
 
 
+def umask() -> int:
+    """This process's umask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)  # elsewhere: set and put back at once
+    os.umask(old)
+    return old
+
+
+def as_umask_allows(path: Path | int, *, folder: bool = False) -> None:
+    """Give a file (or folder) that ``mkstemp``/``mkdtemp`` made (0600/0700, whatever the
+    umask) the mode a plain ``open``/``mkdir`` would have: results and sites are meant to be
+    read by a teammate or a web server; a user who wants them private sets umask 077."""
+    mode = (0o777 if folder else 0o666) & ~umask()
+    if isinstance(path, int):
+        os.fchmod(path, mode)
+    else:
+        os.chmod(path, mode)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        as_umask_allows(fd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -190,6 +216,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
     try:
+        as_umask_allows(tmp, folder=True)
         yield tmp
         os.replace(tmp, final)
         fsync_dir(final.parent)

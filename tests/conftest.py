@@ -96,6 +96,8 @@ SLOW_TESTS = {
     "test_an_infinite_metric_is_left_out_with_a_warning_naming_the_run",
     "test_every_command_help_reads_as_sentences", "test_two_nights_of_gsm8k_judged_per_document",
     "test_dspark_records_acceptance_length",
+    "test_an_unusable_e2e_home_is_bad_input_without_a_traceback",
+    "test_many_unknown_keys_print_a_screen",
 }
 
 

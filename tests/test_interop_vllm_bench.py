@@ -36,7 +36,7 @@ def comparable(record: RunRecord) -> dict[str, Any]:
     """A record without what names the file it came from."""
     data = record.model_dump(mode="json")
     imported = data["provenance"]["imported"]
-    for key in ("source", "path", "sha256", "index"):
+    for key in ("source", "path", "sha256", "index", "content_sha256"):
         imported.pop(key, None)
     data["warnings"] = data["warnings"][1:]
     return data
@@ -188,7 +188,9 @@ def test_import_file_writes_runs_the_store_reads(tmp_path: Path) -> None:
 
 
 def test_append_result_file_holds_several_runs(tmp_path: Path) -> None:
-    text = BASE.read_text().strip() + "\n" + BASE.read_text().strip() + "\n"
+    second = json.loads(BASE.read_text())
+    second["date"] = "20990101-000000"  # another run of the same cell (another result)
+    text = BASE.read_text().strip() + "\n" + json.dumps(second) + "\n"
     (tmp_path / "appended.json").write_text(text)
     written = import_file(tmp_path / "appended.json", OPTS, tmp_path / "results")  # two results
     assert [f.name for f, _ in written] == ["main-c1-base-r2", "main-c1-base-r3"]
@@ -196,6 +198,24 @@ def test_append_result_file_holds_several_runs(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds 2 results and --repeat numbers one run"):
         import_file(tmp_path / "appended.json", ImportOptions(experiment="exp", repeat=5),
                     tmp_path / "results")
+
+
+def test_the_same_result_is_one_run_however_it_is_written(tmp_path: Path) -> None:
+    """Idempotency keys on a result's content, not the file's bytes (issue 34 item 12): the
+    same result twice in one file, pretty-printed, or with its keys in another order, is
+    imported once."""
+    doc = json.loads(BASE.read_text())
+    (tmp_path / "twice.json").write_text(json.dumps(doc) + "\n" + json.dumps(doc) + "\n")
+    skips: list[str] = []
+    written = import_file(tmp_path / "twice.json", OPTS, tmp_path / "r", on_skip=skips.append)
+    assert [f.name for f, _ in written] == ["main-c1-base-r2"] and len(skips) == 1
+    (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=4))
+    (tmp_path / "sorted.json").write_text(json.dumps(dict(sorted(doc.items(), reverse=True))))
+    for name in ("pretty.json", "sorted.json"):
+        assert import_file(tmp_path / name, OPTS, tmp_path / "r", on_skip=skips.append) == []
+    assert len(skips) == 3 and all("the same result" in s for s in skips)
+    assert sorted(p.parent.name for p in (tmp_path / "r" / "exp").glob("*/run.json")) == [
+        "main-c1-base-r2"]
 
 
 def test_imported_runs_are_numbered_from_the_folders_report_from_run(tmp_path: Path) -> None:
@@ -349,7 +369,8 @@ def test_joining_a_cell_of_e2e_runs_is_said(tmp_path: Path) -> None:
     assert not (tmp_path / "exp" / "main-c1-base-r3").exists()
     assert (tmp_path / "exp" / ".attempts" / "main-c1-base-r3.1").is_dir()
     other = tmp_path / "copy.json"
-    other.write_text(BASE.read_text() + " ")  # another file (another sha256)
+    other.write_text(json.dumps({**json.loads(BASE.read_text()), "date": "20990101-000000"}))
+    # another result (the same one rewritten is the same result: skipped, test above)
     (_, again), = import_file(other, ImportOptions(experiment="exp", arm="vb"), tmp_path)
     assert not any("joins cell" in w for w in again.warnings)  # only imported runs there
 

@@ -89,3 +89,28 @@ def test_any_text_is_one_line_of_plain_text(text):
     assert _unsafe_tokens(line) == [], (text, line)
     rendered = GFM.render(line)
     assert "<li>" in rendered and rendered.count("<li>") == 1
+
+
+def test_the_comment_never_exceeds_its_limit_however_wide_the_table():
+    """1,100 arms made a 73,125-byte comment: the head and the header rows were never cut.
+    Here the limit is made small instead of the table wide: the comment stays under it, marker
+    first, with the note."""
+    from e2e.render import COMMENT_MARKER
+
+    records = [make_record(arm, 1, r, tpot=10.0 + r * 0.01)
+               for arm in ("main", "pr", "flag-off") for r in range(1, 5)]
+    summary = summarize(records)
+    for limit in (120, 300, 500, 800, 1500, 3000):
+        text = render_github(summary, limit=limit)
+        assert len(text.encode("utf-8")) <= limit, (limit, len(text.encode()))
+        assert text.startswith(COMMENT_MARKER)
+
+
+def test_a_comment_of_many_arms_fits_githubs_limit():
+    from e2e.render import COMMENT_LIMIT, fit_comment
+
+    header = "| concurrency | metric | " + " | ".join(f"arm-{i:04d}" for i in range(1100)) + " |"
+    head = ["<!-- e2e-report -->", "### e2e report", "", "x" * 70_000, ""]
+    text = fit_comment(head, [["#### Headline", "", header, "|---|" * 1100, "| 1 | t |", ""]],
+                       limit=COMMENT_LIMIT, link="https://ci.example.org/r", tail=["Full"])
+    assert len(text.encode("utf-8")) <= COMMENT_LIMIT and "Truncated" in text

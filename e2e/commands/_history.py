@@ -117,6 +117,25 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
 Format = Literal["table", "csv", "json"]
 
 
+def _no_formulas(frame):
+    """Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, a tab
+    or a carriage return; a store's text is anyone's) prefixed with a ', as OWASP advises.
+    Numbers stay numbers."""
+    def safe(value):
+        if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+            return "'" + value
+        return value
+
+    import pandas as pd
+
+    frame = frame.copy()
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = pd.Series([safe(v) for v in frame[column]], index=frame.index,
+                                      dtype=object)
+    return frame
+
+
 def _nights_text(nights, format_: Format) -> str:
     from dataclasses import asdict
 
@@ -128,7 +147,7 @@ def _nights_text(nights, format_: Format) -> str:
 
         cols = ["date", "experiment", "config_hash", "status", "cells", "regressed", "host",
                 "recorded_at", "baseline_date"]
-        return pd.DataFrame(records, columns=cols).to_csv(index=False)
+        return _no_formulas(pd.DataFrame(records, columns=cols)).to_csv(index=False)
     if not records:
         return "no nights in the store\n"
     lines = [f"{'date':<10}  {'experiment':<16}  {'config':<12}  {'status':<10}  "
@@ -157,7 +176,7 @@ def _rows_text(rows, format_: Format) -> str:
         frame["values"] = [" ".join(f"{x:g}" for x in v) for v in frame["values"]]
         frame["run_dirs"] = [" ".join(v) for v in frame["run_dirs"]]
         buf = io.StringIO()
-        frame.to_csv(buf, index=False)
+        _no_formulas(frame).to_csv(buf, index=False)
         return buf.getvalue()
     lines = [f"{'date':<10}  {'median':>10}  {'low':>10}  {'high':>10}  {'n':>3}  verdict"]
     for r in frame.itertuples(index=False):

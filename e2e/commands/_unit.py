@@ -13,6 +13,7 @@ run with the driver's Python against e2e's plugin (the CPU default's arms share 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,7 +55,10 @@ def columns(experiment, arms: list[str] | None = None) -> list[Column]:
     return out
 
 
-def _test_paths(tests: list[str]) -> list[str]:
+def _test_paths(tests: list[str], *, confined: bool = False) -> list[str]:
+    """The test files, each existing; ``confined`` (a config's ``[unit] tests``): each must lie
+    inside the current folder or e2e's repository (a config from elsewhere must not run
+    files from anywhere on the host)."""
     import e2e
 
     root = Path(e2e.__file__).resolve().parent.parent
@@ -68,8 +72,34 @@ def _test_paths(tests: list[str]) -> list[str]:
         if not p.exists():
             raise ConfigError(f"[unit] tests: {t} does not exist (relative paths resolve against "
                               "the current folder, then e2e's repository)")
+        if confined:
+            real = p.resolve()
+            homes = [Path.cwd().resolve(), *([root.resolve()] if root is not None else [])]
+            if not any(real == h or real.is_relative_to(h) for h in homes):
+                raise ConfigError(f"[unit] tests: {t} resolves to {real}, outside the current "
+                                  "folder and e2e's repository; pass it with --tests to run it")
         paths.append(str(p))
     return paths
+
+
+def _stop_group(child: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to the child's process group, SIGKILL after ``grace_s``."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            child.wait(grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # whatever of the group is left
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(5)
 
 
 def run_column(column: Column, tests: list[str], *, timeout_s: float = 1800) -> dict[str, str]:
@@ -83,16 +113,23 @@ def run_column(column: Column, tests: list[str], *, timeout_s: float = 1800) -> 
             env["E2E_UNIT_NOOP"] = column.noop
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                 "-p", "e2e.commands._unit_noop", f"--junitxml={report}", *tests]
+        # its own process group, stopped with everything it started on any way out (Ctrl-C
+        # or SIGTERM to e2e alone, a timeout): a pytest left running would outlive e2e
+        child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:
-            done = subprocess.run(argv, env=env, capture_output=True, text=True,
-                                  timeout=timeout_s)
+            stdout, stderr = child.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            _stop_group(child)
             raise E2EError(f"e2e unit: the tests of column {column.name} ran past "
                            f"{timeout_s:.0f} s") from None
-        if not report.exists() or done.returncode not in (0, 1):
-            tail = (done.stdout + done.stderr)[-1500:]
+        except BaseException:
+            _stop_group(child)
+            raise
+        if not report.exists() or child.returncode not in (0, 1):
+            tail = (stdout + stderr)[-1500:]
             raise E2EError(f"e2e unit: pytest could not run the tests of column {column.name} "
-                           f"(exit {done.returncode}):\n{tail}")
+                           f"(exit {child.returncode}):\n{tail}")
         outcomes = {}
         for case in ET.parse(report).getroot().iter("testcase"):
             test = f"{Path(case.get('file') or case.get('classname', '')).name}::{case.get('name')}"
@@ -144,27 +181,33 @@ def unit_command(
     out: Annotated[Path, typer.Option(help="Folder for unit.json and unit.md.")] = Path("results/unit"),
 ) -> None:
     """Run the config's tests on every arm and mutant and render which test fails where."""
+    from e2e.console import guard
+
+    # console.guard: SIGTERM acts as Ctrl-C, both stop the pytest child's whole group (exit
+    # 130); an e2e error prints as every command's does
+    raise SystemExit(guard(lambda: _unit(config, arms, tests, out),
+                           interrupted="the tests were stopped"))
+
+
+def _unit(config, arms, tests, out) -> int:
     from e2e.config import load_experiment
     from e2e.paths import atomic_write_json, atomic_write_text
 
-    try:
-        experiment = load_experiment(config)
-        cols = columns(experiment, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
-        files = _test_paths(list(tests or experiment.unit.tests))
-        if not files:
-            raise ConfigError("e2e unit: no tests; set [unit] tests in the config or pass --tests")
-        results = {}
-        for c in cols:
-            typer.echo(f"running {len(files)} test file(s) on {c.name}", err=True)
-            results[c.name] = run_column(c, files)
-        text = render_matrix(cols, results)
-        doc = {"schema_version": 1, "experiment": experiment.name, "tests": files,
-               "columns": [c.__dict__ for c in cols], "results": results,
-               "mutants": {c.name: caught(results, c) for c in cols if c.mutant}}
-        atomic_write_json(out / "unit.json", doc)
-        atomic_write_text(out / "unit.md", text)
-    except E2EError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from exc
+    experiment = load_experiment(config)
+    cols = columns(experiment, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
+    files = _test_paths(list(tests or experiment.unit.tests), confined=not tests)
+    if not files:
+        raise ConfigError("e2e unit: no tests; set [unit] tests in the config or pass --tests")
+    results = {}
+    for c in cols:
+        typer.echo(f"running {len(files)} test file(s) on {c.name}", err=True)
+        results[c.name] = run_column(c, files)
+    text = render_matrix(cols, results)
+    doc = {"schema_version": 1, "experiment": experiment.name, "tests": files,
+           "columns": [c.__dict__ for c in cols], "results": results,
+           "mutants": {c.name: caught(results, c) for c in cols if c.mutant}}
+    atomic_write_json(out / "unit.json", doc)
+    atomic_write_text(out / "unit.md", text)
     typer.echo(text)
     typer.echo(f"wrote {out / 'unit.json'}, {out / 'unit.md'}")
+    return 0

@@ -40,7 +40,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
                       create_model)
 
 from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation_error
-from e2e.errors import ConfigError, ResultsError
+from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import request_tpot_s
 from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
@@ -521,16 +521,28 @@ def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
     return native
 
 
-def _imported_before(results: Path, experiment: str) -> dict[tuple[str, int], str]:
-    """(sha256, index) of every result this experiment's folder already holds an import of
-    -> the run id that holds it."""
-    seen: dict[tuple[str, int], str] = {}
+def content_sha256(doc: Any) -> str:
+    """The hash of a result's content, not its bytes: the same result pretty-printed, with
+    its keys in another order, or twice in one file, is the same result."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _imported_before(results: Path, experiment: str) -> dict[Any, str]:
+    """The key of every result this experiment's folder already holds an import of -> the
+    run id that holds it: its content hash, and (imports made before content hashes) the
+    file's sha256 with the result's index."""
+    seen: dict[Any, str] = {}
     for path in sorted((Path(results) / experiment).glob("*/run.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(read_bounded(path, 64 << 20))
             imported = (doc.get("provenance") or {}).get("imported") or {}
+            if imported.get("content_sha256"):
+                seen.setdefault(str(imported["content_sha256"]), path.parent.name)
             key = (str(imported["sha256"]), int(imported.get("index") or 0))
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, ConfigError):
             continue  # not an import, or unreadable: the report warns about the latter
         seen.setdefault(key, path.parent.name)
     return seen
@@ -560,11 +572,13 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         source = str(path) if len(docs) == 1 else f"{path} (result {i + 1})"
         cell = to_run(doc, options, source=source).record.spec.cell
         repeat = options.repeat  # asked for: an existing run of that number moves to .attempts
-        earlier = before.get((digest, i))
+        content = content_sha256(doc)
+        earlier = before.get(content) or before.get((digest, i))
         if earlier is not None and not options.force:
             if on_skip is not None:
-                on_skip(f"{source}: already imported as {earlier} (same sha256 {digest[:12]}, "
-                        "result index " f"{i}); skipped (--force imports it again, replacing it)")
+                on_skip(f"{source}: already imported as {earlier} (the same result, content "
+                        f"sha256 {content[:12]}); skipped (--force imports it again, "
+                        "replacing it)")
             continue
         if earlier is not None and earlier.startswith(f"{cell}-r"):
             tail = earlier[len(cell) + 2:]
@@ -578,7 +592,8 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
             while taken and (results / options.experiment / f"{cell}-r{repeat}").exists():
                 repeat += 1
         run = to_run(doc, options, source=source, repeat=repeat,
-                     provenance={"path": str(path.resolve()), "sha256": digest, "index": i})
+                     provenance={"path": str(path.resolve()), "sha256": digest, "index": i,
+                                 "content_sha256": content})
         if cell not in native_by_cell:
             native_by_cell[cell] = _native_runs(results, options.experiment, cell)
         native = native_by_cell[cell]
@@ -598,6 +613,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
             aside = next_attempt_dir(old)
             aside.parent.mkdir(parents=True, exist_ok=True)
             os.rename(old, aside)  # the earlier import, kept beside like any replaced run
+        before[content] = run.record.run_id  # the same result again in this file: skipped
         written.append((folder, run.record))
     return written
 
@@ -747,7 +763,7 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
     Returns (files written, runs skipped with the reason)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+        raise NoSuchResults(f"{results_dir}: no such results folder (give results/<experiment>)")
     written: list[Path] = []
     skipped: list[str] = []
     if Path(out).is_relative_to(results_dir):  # export/<format>/ inside a results folder

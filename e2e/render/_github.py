@@ -104,7 +104,32 @@ def fit_comment(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit
             parts.append(f"{dropped_sections} section{'s' if dropped_sections != 1 else ''}")
         out += [f"> **Truncated** to fit GitHub's {limit:,}-byte limit: "
                 f"{' and '.join(parts)} left out; see {where}.", ""]
-    return "\n".join(out + list(tail)).rstrip("\n") + "\n"
+    text = "\n".join(out + list(tail)).rstrip("\n") + "\n"
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    # the head or a section's heading and header rows alone are over the limit (a table of
+    # 1,100 arms has a header row of tens of kilobytes): keep the head's lines that fit,
+    # say so, and never go over the limit, whatever was asked
+    note = (f"> **Truncated** to fit GitHub's {limit:,}-byte limit: the tables are too wide "
+            f"for one comment; see {where}.")
+    kept: list[str] = list(head[:1])  # the marker, first, always
+    for line in head[1:]:
+        if size(kept + [line, "", note, *tail]) <= limit:
+            kept.append(line)
+        else:
+            break
+    return _cut("\n".join(kept + ["", note, *tail]).rstrip("\n") + "\n", limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` UTF-8 bytes, cut at a line end (or a character)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    cut = data[:max(0, limit - 1)].decode("utf-8", errors="ignore")
+    if "\n" in cut:
+        cut = cut[: cut.rindex("\n")]
+    return cut + "\n"
 
 
 def render_github(summary: Summary, *, link: str | None = None,

@@ -25,9 +25,10 @@ import pandas as pd
 from pydantic import ValidationError
 
 from e2e.config import DuetSpec, EvalSpec, Unit, check_name
-from e2e.errors import ConfigError, ResultsError
-from e2e.paths import (atomic_write_bytes, atomic_write_json, no_links, read_bounded,
-                       replace_dir, within)
+from e2e.errors import ConfigError, NoSuchResults, ResultsError
+from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, no_links,
+                       read_bounded, replace_dir, within)
+from e2e.results._check import disagreement
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -70,7 +71,9 @@ def new_partial_dir(results: Path, experiment: str, run_id: str) -> Path:
                     experiment_dir(results, experiment) / ".partial", "a run folder")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
+        folder = Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=root))
+        as_umask_allows(folder, folder=True)  # a run folder as readable as the umask says
+        return folder
     except OSError as exc:
         raise ResultsError(f"cannot create a run folder under {root}: {exc}") from exc
 
@@ -150,7 +153,27 @@ def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
     if valid and isinstance(unit, EvalSpec) and not (final / "verdicts.jsonl").is_file():
         valid = False
     reason = "; ".join(data.get("invalid_reasons") or []) or None
+    if valid and not isinstance(unit, EvalSpec):  # figures that are not its requests': redo
+        try:
+            wrong = _untrusted(RunRecord.model_validate(data), final)
+        except ValidationError as exc:
+            wrong = _unreadable(exc)
+        if wrong:
+            return UnitState(done=False, attempts=old + 1, last_reason=f"run.json: {wrong}")
     return UnitState(done=valid, attempts=old + 1, last_reason=reason)
+
+
+def _untrusted(record: RunRecord, folder: Path) -> str | None:
+    """Why ``record``'s figures cannot be trusted against its folder's requests.parquet
+    (``e2e.results._check``), or None; imported runs and runs without the file unchecked."""
+    path = Path(folder) / REQUESTS
+    if record.metrics is None or "imported" in (record.provenance or {}) or not path.is_file():
+        return None
+    try:
+        rows = read_requests(path)
+    except Exception as exc:  # noqa: BLE001 (a damaged parquet is the answer, not a crash)
+        return f"its requests.parquet cannot be read ({type(exc).__name__})"
+    return disagreement(record.metrics, rows)
 
 
 def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:
@@ -228,14 +251,20 @@ def load_records(results_dir: Path) -> tuple[tuple[RunRecord, ...], tuple[str, .
     warnings)."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
-        raise ResultsError(f"{results_dir}: no such results folder (give results/<experiment>)")
+        raise NoSuchResults(f"{results_dir}: no such results folder (give results/<experiment>)")
     records: list[RunRecord] = []
     problems: list[str] = []
     for path in sorted(results_dir.glob("*/run.json")):
         try:
-            records.append(RunRecord.model_validate_json(_read(path)))
+            record = RunRecord.model_validate_json(_read(path))
         except (OSError, ValidationError, ConfigError) as exc:
             problems.append(f"skipped {path.parent.name}/run.json: {_unreadable(exc)}")
+            continue
+        wrong = _untrusted(record, path.parent)
+        if wrong:
+            problems.append(f"skipped {path.parent.name}/run.json: {wrong}")
+            continue
+        records.append(record)
     return tuple(records), tuple(problems)
 
 

@@ -26,7 +26,7 @@ from e2e.host import group_members, spawn_pinned
 from e2e.results import Placement
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
-from e2e.errors import ServerBusyError, ServerError, ServerStartError
+from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartError
 from e2e.host import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home
 from e2e.session._http import METRICS_LIMIT, fetch
@@ -38,7 +38,11 @@ __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_por
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # unresolvable (gaierror) or not this host's address
+            raise ConfigError(f"server.host {host!r}: cannot bind to it ({exc.strerror or exc}); "
+                              "give an address of this host, e.g. 127.0.0.1") from None
         return sock.getsockname()[1]
 
 
