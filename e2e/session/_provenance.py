@@ -81,6 +81,11 @@ def source_facts() -> dict:
     if head is None or status is None:
         return facts
     facts["git_sha"] = head.strip()
+    # a change to a tracked file counts, an untracked file only when it is source: the
+    # results a run writes into the checkout (any folder name) never make it dirty, and are
+    # never read whole to be hashed
+    status = "\n".join(line for line in status.splitlines()
+                       if line and (not line.startswith("??") or _is_source(line[3:])))
     facts["dirty"] = bool(status.strip())
     if facts["dirty"]:
         digest = hashlib.sha256((_git(root, "diff", "HEAD", "--binary") or "").encode())
@@ -92,6 +97,14 @@ def source_facts() -> dict:
                     digest.update(path.read_bytes())
         facts["diff_sha256"] = digest.hexdigest()
     return facts
+
+
+_SOURCE = (".py", ".pyi", ".pth", ".toml", ".cfg", ".ini", ".txt", ".sh", ".c", ".cu", ".h")
+
+
+def _is_source(rel: str) -> bool:
+    """An untracked path that could change what e2e runs (code, configs, requirements)."""
+    return rel.strip('"').endswith(_SOURCE)
 
 
 def tree_hash_of(package: Path) -> str:
