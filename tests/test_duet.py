@@ -250,3 +250,22 @@ def test_a_plain_server_waiting_for_the_host_is_not_passed_by_duets(home):
     for t in threads:
         t.join(timeout=60)
     assert got["plain"] < got["duets_done"] - 1.0, got  # it went in between, not after all
+
+
+def test_a_unit_stopped_by_ctrl_c_spends_no_attempt(tmp_path, default_experiment):
+    from test_cells import record
+
+    from e2e.results import unit_state, write_run
+
+    exp = default_experiment
+    rec = record(exp, "main", 1, 3.0)
+    folder = tmp_path / exp.name / rec.run_id
+    folder.mkdir(parents=True)
+    stopped = rec.model_copy(update={"valid": False, "metrics": None, "invalid_reasons": [
+        "interrupted (Ctrl-C or SIGTERM) before the workload finished"]})
+    write_run(folder, stopped)
+    state = unit_state(tmp_path, exp.name, rec.spec)
+    assert (state.done, state.attempts) == (False, 0)  # two Ctrl-Cs no longer give it up
+    failed = stopped.model_copy(update={"invalid_reasons": ["the server exited"]})
+    write_run(folder, failed)
+    assert unit_state(tmp_path, exp.name, rec.spec).attempts == 1

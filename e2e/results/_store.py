@@ -136,10 +136,13 @@ def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
                          last_reason="; ".join(reasons) or None)
     final = unit_dir(results, experiment, unit)
     attempts = final.parent / ATTEMPTS
-    old = len(list(attempts.glob(f"{final.name}.*"))) if attempts.is_dir() else 0
+    old = sum(not _interrupted(p / record_name(unit))
+              for p in attempts.glob(f"{final.name}.*")) if attempts.is_dir() else 0
     path = final / record_name(unit)
     if not path.is_file():
         return UnitState(done=False, attempts=old)
+    if _interrupted(path):  # a Ctrl-C is the user's, not the unit's: it spends no attempt
+        return UnitState(done=False, attempts=old, last_reason="interrupted")
     try:
         data = json.loads(_read(path))
         spec = data.get("spec")
@@ -161,6 +164,20 @@ def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
         if wrong:
             return UnitState(done=False, attempts=old + 1, last_reason=f"run.json: {wrong}")
     return UnitState(done=valid, attempts=old + 1, last_reason=reason)
+
+
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM)"
+"""How the session's reason for a unit stopped by Ctrl-C or SIGTERM begins."""
+
+
+def _interrupted(path: Path) -> bool:
+    """Whether the record at ``path`` is of a unit stopped by Ctrl-C or SIGTERM (and nothing
+    else went wrong): a rerun does not count it as one of the unit's attempts."""
+    try:
+        reasons = json.loads(_read(path)).get("invalid_reasons") or []
+    except (OSError, ValueError, RecursionError, ConfigError, AttributeError):
+        return False
+    return bool(reasons) and all(str(r).startswith(INTERRUPTED) for r in reasons)
 
 
 def _untrusted(record: RunRecord, folder: Path) -> str | None:
