@@ -157,8 +157,13 @@ def test_two_hosts_run_whole_blocks_and_the_folder_is_the_local_one(world, tmp_p
 def test_duets_run_on_two_hosts_each_in_its_own_slots(world, tmp_path):
     from e2e.config import DuetConfig
 
-    experiment = world["experiment"].model_copy(
-        update={"duet": DuetConfig(enabled=True, barrier_timeout_s=60)})
+    base = world["experiment"]  # measured windows of a second or more: a few ms of start
+    # spread is then far from the 10 % of a window that makes a side invalid
+    experiment = base.model_copy(update={
+        "duet": DuetConfig(enabled=True, barrier_timeout_s=60),
+        "load": base.load.model_copy(update={"output_len": 100, "prompts_per_concurrency": 4}),
+        "server": base.server.model_copy(update={"env": {**base.server.env,
+                                                         "FAKE_TPOT_S": "0.003"}})})
     units = make_plan(experiment, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
                       runs=2)
     assert [u.kind for u in units] == ["duet", "duet"]
