@@ -528,6 +528,11 @@ class RunSpec(_Strict):
     def unit_id(self) -> str:
         return self.run_id
 
+    @property
+    def sides(self) -> tuple[RunSpec, ...]:
+        """The load runs this unit makes: itself (a duet's are its sides)."""
+        return (self,)
+
     def describe(self) -> str:
         loop = (f"concurrency {self.concurrency}" if self.request_rate is None else
                 f"open loop {self.request_rate:g} req/s (burstiness {self.burstiness:g}"
@@ -618,6 +623,10 @@ class EvalSpec(_Strict):
     @property
     def unit_id(self) -> str:
         return f"gsm8k-{self.eval_name}-{self.label}"
+
+    @property
+    def sides(self) -> tuple[EvalSpec, ...]:
+        return (self,)
 
     def describe(self) -> str:
         docs = "all" if self.limit is None else str(self.limit)

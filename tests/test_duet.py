@@ -191,26 +191,8 @@ def test_two_duets_on_the_same_slots_take_turns(home):
 @pytest.mark.slow  # real server processes
 def test_ctrl_c_stops_every_side(home):
     exp = _duet_experiment(home, pr_env={"FAKE_TPOT_S": "0.05"})
-    raw = exp.model_dump(mode="json")
-    raw["load"].update(output_len=200)
-    (home / "exp.json").write_text(json.dumps(raw))
-    (home / "duet.json").write_text(exp.duet.model_dump_json())
-    script = (
-        "import json, sys\n"
-        "from pathlib import Path\n"
-        "from e2e.config import DuetConfig, Experiment\n"
-        "from e2e.console import guard\n"
-        "from e2e.pipeline import sweep\n"
-        "home = Path(sys.argv[1])\n"
-        "exp = Experiment.model_validate_json((home / 'exp.json').read_text())\n"
-        "exp = exp.model_copy(update={'duet': DuetConfig.model_validate_json("
-        "(home / 'duet.json').read_text())})\n"
-        "guard(lambda: sweep(exp, home / 'results', arms=['main', 'pr'], concurrencies=[1], "
-        "spec_modes=[False], runs=1, report=False))\n")
-    log = open(home / "sweep.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(home)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    exp = exp.model_copy(update={"load": exp.load.model_copy(update={"output_len": 200})})
+    proc = _sweep_process(home, exp, "results", "sweep.log")
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and len(list((home / "pids").iterdir())) < 2:
         time.sleep(0.2)

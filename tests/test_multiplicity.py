@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sp
 
 from e2e.analysis._estimates import LogRatio
 from e2e.analysis._multiplicity import holm, paired_holm

@@ -143,7 +143,7 @@ def unreachable_concurrency(specs) -> list[str]:
     At most that many requests are ever in flight, so the run measures less than its name
     says (``e2e run`` and ``e2e sweep`` share it)."""
     said: list[str] = []
-    for spec in [side for unit in specs for side in getattr(unit, "sides", (unit,))]:
+    for spec in [side for unit in specs for side in unit.sides]:
         bound, flag = ((spec.concurrency, "--concurrency") if spec.request_rate is None
                        else (spec.max_concurrency, "--max-concurrency"))
         if bound is None or bound <= spec.prompts:

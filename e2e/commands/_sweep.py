@@ -82,7 +82,7 @@ def sweep(
         if dry_run:
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
-            planned = {side.arm for unit in plan for side in getattr(unit, "sides", (unit,))}
+            planned = {side.arm for unit in plan for side in unit.sides}
             # opt-in arms left out, in the plan's list order
             planned = [a for a in (csv_list(arms) or list(experiment.arms)) if a in planned]
             for line in describe_order(experiment, planned, runs or experiment.repeats, order,

@@ -26,7 +26,7 @@ from e2e.execute._progress import ProgressClock
 from e2e.results import unit_state
 
 __all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "blocks",
-           "block_key", "SessionUnit"]
+           "block_key", "complete", "SessionUnit"]
 
 RunUnit = Callable[[Unit], "tuple[Path, Any] | list[tuple[Path, Any]]"]
 OnUnit = Callable[[Path, Any], None]
@@ -80,8 +80,7 @@ class LocalExecutor:
                 for folder, record in made:
                     outcome.ran.append(record)
                     on_unit(folder, record)
-                if len(made) == len(getattr(unit, "sides", (unit,))) and \
-                        all(record.valid for _, record in made):
+                if complete(unit, [record for _, record in made]):
                     clock.done += 1
                     break
             clock.made += tried
@@ -92,6 +91,11 @@ class LocalExecutor:
                     break
         return outcome
 
+
+
+def complete(unit: Unit, records: Sequence[Any]) -> bool:
+    """Whether ``records`` are a valid record of every run the unit makes (a duet's sides)."""
+    return len(records) == len(unit.sides) and all(r.valid for r in records)
 
 
 def written(result) -> list[tuple[Path, Any]]:

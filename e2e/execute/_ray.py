@@ -48,7 +48,7 @@ from e2e.console import Say
 from e2e.errors import ConfigError, E2EError
 from e2e.execute._progress import ProgressClock
 from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
-                          blocks)
+                          blocks, complete)
 from e2e.paths import atomic_write_bytes, atomic_write_json, within
 from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
@@ -115,8 +115,7 @@ def _answer(result) -> tuple[dict[str, bytes], Any]:
 
 
 def _all_valid(unit: Unit, record: Any) -> bool:
-    records = record if isinstance(record, list) else [record]
-    return len(records) == len(getattr(unit, "sides", (unit,))) and all(r.valid for r in records)
+    return complete(unit, record if isinstance(record, list) else [record])
 
 
 def driver_plugin() -> dict:
@@ -313,7 +312,7 @@ def _child_main(job: str, answer: str) -> int:
         from e2e.results import record_name, unit_dir
 
         written = []
-        for side in getattr(unit, "sides", (unit,)):
+        for side in unit.sides:
             folder = unit_dir(session.results, session.experiment.name, side)
             if (folder / record_name(side)).is_file():
                 written.append((folder, _record_of(side, (folder / record_name(side)).read_bytes())))
@@ -564,7 +563,7 @@ class RayExecutor:
             if current is not None:
                 unit = by_id[current.unit_id]
                 why = f"the Ray task died mid-unit: {reason}"
-                for side in getattr(unit, "sides", (unit,)):  # a duet's every side
+                for side in unit.sides:  # a duet's every side
                     keep_failed_attempt(results, experiment, side, {
                         "unit_id": side.unit_id, "run_id": side.unit_id,
                         "attempt": current.attempt, "spec": side.model_dump(mode="json"),

@@ -54,6 +54,7 @@ class Together:
     root_pid: int           # the duet's driver: every side's processes descend from it
     barrier_timeout_s: float
     min_overlap: float
+    place: DuetSlot         # the slot's server and client CPUs, env and port
 
     def _mark(self, kind: str, **facts) -> None:
         path = self.folder / f"{kind}.{self.slot}"
@@ -116,18 +117,16 @@ class Together:
         while not self.settled():
             try:
                 keep_busy()
-            except E2EError as exc:  # our own figures are measured already
-                say(f"duet hold stopped: {exc}")
-                break
-            except Exception as exc:  # noqa: BLE001 - a filler request must not lose the run
-                say(f"duet hold stopped: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - our own figures are measured already
+                say(f"duet hold stopped: {exc if isinstance(exc, E2EError) else repr(exc)}")
                 break
         while not self.settled():  # a side that stopped holding still waits for the others
             time.sleep(0.05)
         return time.monotonic() - start
 
-    def info(self) -> tuple[DuetInfo, list[str]]:
-        """This side's duet facts and, when the overlap is short, the reason it is invalid."""
+    def info(self, held_s: float | None = None) -> tuple[DuetInfo, list[str]]:
+        """This side's duet facts (``held_s``: how long it held its load for its partners)
+        and, when the overlap is short, the reason it is invalid."""
         mine = self._read("done", self.slot) or {}
         start, end = mine.get("start"), mine.get("end")
         partners = [s for j, s in enumerate(self.sides) if j != self.slot]
@@ -157,15 +156,17 @@ class Together:
                         partners=partners, overlap_share=overlap,
                         measured_overlap_share=share(measuring),
                         start_spread_s=max(starts) - min(starts) if len(starts) > 1 else None,
-                        measured_s=end - start)
-        reasons = [] if overlap >= self.min_overlap else [
+                        measured_s=end - start, held_s=held_s)
+        if overlap >= self.min_overlap:
+            return info, []
+        failed = self._failed()
+        return info, [
             f"duet overlap {overlap:.2f}: every side was under load for only {overlap:.0%} of "
             f"this run's measured window (below [duet] min_overlap {self.min_overlap:g})"
-            + (f"; {'; '.join(self._failed())}" if self._failed() else "")]
-        return info, reasons
+            + (f"; {'; '.join(failed)}" if failed else "")]
 
 
-def _side(experiment, unit, results, options, together: Together, slot: DuetSlot, conn) -> None:
+def _side(experiment, unit, results, options, together: Together, conn) -> None:
     """A side's process: the server session with its slot and the rendezvous; sends back
     (folder, record as JSON) or (None, reason)."""
     from dataclasses import replace
@@ -183,7 +184,7 @@ def _side(experiment, unit, results, options, together: Together, slot: DuetSlot
     code = 0
     try:
         say = options.say
-        side_options = replace(options, together=together, slot=slot,
+        side_options = replace(options, together=together,
                                say=lambda m: say(f"[{together.slot_name}] {m}"))
         folder, record = run_unit(experiment, unit, results, side_options)
         conn.send((str(folder), record.model_dump_json()))
@@ -228,11 +229,11 @@ def _run_sides(experiment: Experiment, duet: DuetSpec, results: Path, options,
     sides = tuple(s.run_id for s in duet.sides)
     for i, unit in enumerate(duet.sides):
         together = Together(rendezvous, duet.unit_id, i, names[i], sides, os.getpid(),
-                            experiment.duet.barrier_timeout_s, experiment.duet.min_overlap)
+                            experiment.duet.barrier_timeout_s, experiment.duet.min_overlap,
+                            slots[i])
         receive, send = ctx.Pipe(duplex=False)
         process = ctx.Process(target=_side, name=f"e2e-duet-{names[i]}",
-                              args=(experiment, unit, results,
-                                    options, together, slots[i], send))
+                              args=(experiment, unit, results, options, together, send))
         process.start()
         send.close()
         children.append((process, receive, together))

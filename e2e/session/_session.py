@@ -106,9 +106,7 @@ class SessionOptions:
     say: Say = lambda message: None
     servers: Servers | None = None  # None: fresh servers, or the config's external one
     workloads: Callable[..., Workload] | None = None  # None: e2e.load._workload.Workloads()
-    # a side of a duet (e2e.session._duet): its slot's placement and the rendezvous
-    slot: Any = None        # e2e.config.DuetSlot
-    together: Any = None    # e2e.session._duet.Together
+    together: Any = None  # a duet's side (e2e.session._duet.Together): its slot, the rendezvous
 
 
 def servers_for(experiment: Experiment) -> Servers:
@@ -199,10 +197,11 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
     together = options.together
     servers = options.servers or servers_for(experiment)
     launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
-    if options.slot is not None and options.slot.env:  # the slot's env, e.g. its GPU
-        launch = replace(launch, env={**launch.env, **options.slot.env})
+    slot = together.place if together is not None else None
+    if slot is not None and slot.env:  # the slot's env, e.g. its GPU
+        launch = replace(launch, env={**launch.env, **slot.env})
     own_root = together.root_pid if together is not None else os.getpid()
-    placed = _placed(experiment, options.slot)  # a duet side's CPUs and port
+    placed = _placed(experiment, slot)  # a duet side's CPUs and port
     workload = (options.workloads or Workloads())(placed, unit, launch, options)
     partial = new_partial_dir(results, experiment.name, unit.unit_id)
     redactor = experiment.redactor(launch.api_key)
@@ -250,8 +249,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             if together is not None:
                 together.measured(began, ended)
                 held = together.hold(lambda: workload.keep_busy(server), say=say)
-                info.duet, more = together.info()
-                info.duet = info.duet.model_copy(update={"held_s": held})
+                info.duet, more = together.info(held_s=held)
                 info.reasons += more
     except ServerBusyError:
         shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no folder
