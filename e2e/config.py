@@ -442,6 +442,7 @@ class Experiment(_Strict):
         URL passwords) and ``secrets`` remembered, so no text this process writes holds one."""
         redactor = Redactor(self.server.secret_pattern, [self.server.api_key, *secrets])
         tables = [(self.server.env, self.server.args), (self.server.build.env, [])]
+        tables += [(slot.env, []) for slot in self.duet.slots]  # e.g. a slot's own token
         for arm in self.arms.values():
             tables.append((arm.env, arm.args))
             if arm.build is not None:

@@ -251,3 +251,40 @@ def test_a_unit_stopped_by_ctrl_c_spends_no_attempt(tmp_path, default_experiment
     failed = stopped.model_copy(update={"invalid_reasons": ["the server exited"]})
     write_run(folder, failed)
     assert unit_state(tmp_path, exp.name, rec.spec).attempts == 1
+
+
+@pytest.mark.slow  # real server processes
+def test_a_duet_writes_and_prints_no_planted_secret(home):
+    from planted import Planted
+
+    from e2e.execute import describe_plan
+
+    planted = Planted("DUET")
+    exp = _duet_experiment(home)
+    exp = exp.model_copy(update={"server": exp.server.model_copy(update=planted.server(exp.server))})
+    slots = [s.model_copy(update={"env": {**s.env, "E2E_SLOT_TOKEN": f"{planted.token}-slot"}})
+             for s in exp.duet.slots]
+    exp = exp.model_copy(update={"duet": exp.duet.model_copy(update={"slots": slots})})
+    plan = make_plan(exp, arms=["main", "pr"], concurrencies=[1], spec_modes=[False], runs=1)
+    dry = "\n".join(describe_plan(exp, plan, home / "results"))
+    assert "E2E_SLOT_TOKEN=" in dry and planted.mark not in dry
+    proc = _sweep_process(home, exp, "results", "sweep.log")
+    assert proc.wait(timeout=240) == 0, (home / "sweep.log").read_text()
+    records, _ = load_records(home / "results" / "duet")
+    assert len(records) == 2 and all(r.valid for r in records)
+    assert all(planted.mark not in r.server.env["E2E_SLOT_TOKEN"] for r in records)
+    assert planted.leaks(home / "results", output=(home / "sweep.log").read_text()) == []
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", "slot\n0", ""])
+def test_a_slot_name_is_a_name_not_a_path(name):
+    # a slot's name becomes its lock and state files' names in the e2e home
+    with pytest.raises(ValueError):
+        DuetSlot(name=name)
+
+
+def test_two_slots_cannot_share_a_name_or_a_port():
+    with pytest.raises(ValueError, match="names must differ"):
+        DuetConfig(slots=[DuetSlot(name="a"), DuetSlot(name="a")])
+    with pytest.raises(ValueError, match="same port"):
+        DuetConfig(slots=[DuetSlot(port=8001), DuetSlot(port=8001)])

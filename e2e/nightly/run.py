@@ -191,8 +191,8 @@ def relative_cells(cells, reference: str, folders) -> list[NightCell]:
 
 
 def _pair_keys(cell) -> list[tuple]:
-    """What pairs a run with the reference's: its duet's (round, host); else its round's. In
-    a duet of more arms than two the reference's run of the same duet."""
+    """What pairs a run with the reference's: (round, duet) for a run measured in a duet (with
+    more arms than slots, only the reference's run of the same duet), else its round."""
     return [tuple(b[:1]) + tuple(b[2:]) if len(b) > 2 else tuple(b[:1]) for b in cell.blocks()]
 
 

@@ -26,7 +26,9 @@ __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "Ser
            "PluginInfo", "PlacementInfo", "RunRecord",
            "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
+refuse those keys: it now names the newer schema instead). Records of 1-3 read unchanged."""
 
 
 class _Record(BaseModel):
