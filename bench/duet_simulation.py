@@ -42,16 +42,14 @@ from e2e.session._session import redacted_config
 LEVEL_MS = 2.75
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 CALIBRATION = Path(__file__).resolve().parent.parent / "configs" / "calibration.toml"
-ARMS = ["main", "main-repeat", "delay-500"]
 
 
-def units(experiment, runs: int, duet: bool):
-    """(time step, spec) of every planned run, in plan order."""
-    plan = make_plan(experiment, arms=ARMS, concurrencies=[1], spec_modes=[False], runs=runs,
-                     duet=duet)
-    if duet:
-        return [(t, side) for t, d in enumerate(plan) for side in d.sides]
-    return list(enumerate(plan))
+def units(experiment, arms, concurrencies, runs: int, duet: bool):
+    """(time step, spec) of every planned run, in plan order: one server at a time, unit i at
+    step i; in duets, every side of duet j at step j."""
+    plan = make_plan(experiment, arms=arms, concurrencies=concurrencies, spec_modes=[False],
+                     runs=runs, duet=duet)
+    return [(t, side) for t, unit in enumerate(plan) for side in unit.sides]
 
 
 def ar1(rng, n: int, sd: float, rho: float) -> np.ndarray:
@@ -66,12 +64,16 @@ def ar1(rng, n: int, sd: float, rho: float) -> np.ndarray:
 def experiment_records(rng, experiment, config, planned, effects, args) -> list[RunRecord]:
     steps = 1 + max(t for t, _ in planned)
     level = ar1(rng, steps, args.time_sd, args.rho)
+    if args.slow_pct:  # a slow period shared by every process, lasting several servers
+        first = int(rng.integers(0, max(1, steps - args.slow_steps)))
+        level[first:first + args.slow_steps] += math.log(1 + args.slow_pct / 100)
     busy = np.abs(rng.normal(0.0, args.busy_sd, steps))  # other processes, shared by a time step
     out = []
-    for i, (t, spec) in enumerate(planned):
+    for t, spec in planned:
         slot = spec.slot or 0
         seen = busy[t] + abs(rng.normal(0.0, 0.02))  # what each run's record says of it
-        y = (math.log(LEVEL_MS) + level[t] + rng.normal(0.0, args.server_sd)
+        y = (math.log(LEVEL_MS) + level[t]
+             + rng.normal(0.0, args.server_sd * args.cell_sd.get(spec.concurrency, 1.0))
              + args.busy_beta * busy[t]
              + (math.log(1 - args.slot_pct / 100) if slot == 1 else 0.0)
              + math.log(1 + effects.get(spec.arm, 0.0) / 100))
@@ -91,75 +93,103 @@ def experiment_records(rng, experiment, config, planned, effects, args) -> list[
     return out
 
 
-def simulate(experiment, runs: int, duet: bool, effects: dict[str, float], sims: int, seed: int,
-             args) -> dict:
+def simulate(experiment, arms, concurrencies, runs: int, duet: bool, effects: dict[str, float],
+             sims: int, seed: int, args) -> dict:
+    """Per (concurrency, arm): verdicts other than inconclusive/equivalent ("calls"), interval
+    coverage of the true effect, the MDEs; the headline is mean TPOT at every concurrency."""
     rng = np.random.default_rng(seed)
     config = redacted_config(experiment)
-    planned = units(experiment, runs, duet)
+    planned = units(experiment, arms, concurrencies, runs, duet)
     tpot = [metric("tpot_ms_mean")]
-    calls = {a: 0 for a in ARMS[1:]}
-    mdes = {a: [] for a in ARMS[1:]}
-    covered = {a: 0 for a in ARMS[1:]}
+    keys = [(c, a) for c in concurrencies for a in arms[1:]]
+    calls, covered = dict.fromkeys(keys, 0), dict.fromkeys(keys, 0)
+    mdes: dict = {k: [] for k in keys}
     design = set()
     for _ in range(sims):
         s = summarize(experiment_records(rng, experiment, config, planned, effects, args),
                       metrics=tpot)
         for c in s.comparisons:
+            k = (c.concurrency, c.arm)
             design.add((c.method, c.design))
-            if c.verdict in ("faster", "slower"):
-                calls[c.arm] += 1
+            calls[k] += c.verdict in ("faster", "slower")
             if c.mde_pct is not None:
-                mdes[c.arm].append(c.mde_pct)
+                mdes[k].append(c.mde_pct)
             true = effects.get(c.arm, 0.0)
-            if c.interval is not None and c.interval[0] <= true <= c.interval[1]:
-                covered[c.arm] += 1
-    return {"calls": calls, "mde": {a: float(np.median(v)) for a, v in mdes.items() if v},
-            "covered": covered, "design": sorted(design)}
+            covered[k] += c.interval is not None and c.interval[0] <= true <= c.interval[1]
+    steps = 1 + max(t for t, _ in planned)
+    return {"calls": calls, "covered": covered, "steps": steps, "design": sorted(design),
+            "mde": {k: float(np.median(v)) for k, v in mdes.items() if v}}
 
 
 def se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 1e-12) / n) * 100
 
 
+def _pairs(text: str) -> dict[str, float]:
+    return {k: float(v) for k, v in (item.split("=") for item in text.split(",") if item)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--runs", type=int, default=5, help="rounds, the first a warmup (4 reported)")
+    ap.add_argument("--arms", default="main,main-repeat,delay-500",
+                    help="the calibration config's arms to plan (the first is the baseline)")
+    ap.add_argument("--concurrencies", default="1")
+    ap.add_argument("--cell-sd", default="",
+                    help="per-server noise multiplier per concurrency, e.g. 1=1,4=3")
+    ap.add_argument("--runs", type=int, default=5, help="rounds one server at a time, the "
+                    "first a warmup")
+    ap.add_argument("--duet-runs", type=int, default=None, help="rounds in duets (default "
+                    "--runs); with more arms than slots a duet round takes more time steps")
+    ap.add_argument("--effects", default="delay-500=20", help="true effects in %% (the effect "
+                    "scenario; the A/A scenario has none)")
     ap.add_argument("--time-sd", type=float, default=0.175)
     ap.add_argument("--server-sd", type=float, default=0.019)
     ap.add_argument("--rho", type=float, default=0.48)
     ap.add_argument("--slot-pct", type=float, default=2.0)
-    ap.add_argument("--effect", type=float, default=20.0, help="delay-500's true effect, %%")
+    ap.add_argument("--slow-pct", type=float, default=0.0,
+                    help="a slow period of this many %% shared by every process ...")
+    ap.add_argument("--slow-steps", type=int, default=6, help="... lasting this many servers")
     ap.add_argument("--busy-sd", type=float, default=0.0,
                     help="recorded interference (cores' worth of other processes, |N(0, sd)| "
                          "per time step, unrelated to arms); 0: none recorded")
     ap.add_argument("--busy-beta", type=float, default=0.3,
                     help="its effect on ln y per core (r = 0.82 measured while other work ran)")
     args = ap.parse_args()
+    args.cell_sd = {int(k): v for k, v in _pairs(args.cell_sd).items()}
+    arms = args.arms.split(",")
+    concurrencies = [int(c) for c in args.concurrencies.split(",")]
+    effects = _pairs(args.effects)
     experiment = load_experiment(CALIBRATION)
     started = time.monotonic()
     print(f"noise: time-level AR(1) sd {args.time_sd:g} rho {args.rho:g}, per-server sd "
-          f"{args.server_sd:g}, slot 1 {args.slot_pct:g} % faster"
+          f"{args.server_sd:g} (x {args.cell_sd or 1} by concurrency), slot 1 {args.slot_pct:g} % "
+          "faster"
+          + (f", a {args.slow_pct:g} % slow period of {args.slow_steps} servers" if args.slow_pct
+             else "")
           + (f", recorded interference sd {args.busy_sd:g} x {args.busy_beta:g} per core"
-             if args.busy_sd else "") + f"; {args.runs} rounds "
-          f"({args.runs - experiment.report_from_run + 1} reported), {args.sims} experiments "
-          f"per row, seed {args.seed}")
-    print("| design | scenario | arm | false or true calls | 95 % coverage | median MDE |")
-    print("|---|---|---|---:|---:|---:|")
+             if args.busy_sd else "")
+          + f"; arms {', '.join(arms)}; {args.sims} experiments per row, seed {args.seed}")
+    print("| design | scenario | c | arm | false or true calls | 95 % coverage | median MDE |")
+    print("|---|---|---:|---|---:|---:|---:|")
     for duet in (False, True):
-        name = "duet" if duet else "one server at a time"
-        for scenario, effects in (("A/A (no arm differs)", {}),
-                                  (f"delay-500 +{args.effect:g} %", {"delay-500": args.effect})):
-            r = simulate(experiment, args.runs, duet, effects, args.sims, args.seed, args)
-            for arm in ARMS[1:]:
-                p = r["calls"][arm] / args.sims
-                kind = "power" if effects.get(arm) else "false calls"
-                cov = r["covered"][arm] / args.sims
-                print(f"| {name} | {scenario} | {arm} | {kind} {p * 100:.1f} % ± {se(p, args.sims):.1f} "
-                      f"| {cov * 100:.1f} % ± {se(cov, args.sims):.1f} | "
-                      f"{r['mde'].get(arm, float('nan')):.1f} % |")
-            print(f"|  |  | (methods: {', '.join(f'{m}/{d}' for m, d in r['design'])}) | | | |")
+        runs = args.duet_runs or args.runs if duet else args.runs
+        for scenario, eff in (("A/A (no arm differs)", {}),
+                              ("effects " + ", ".join(f"{a} +{v:g} %" for a, v in effects.items()),
+                               effects)):
+            r = simulate(experiment, arms, concurrencies, runs, duet, eff, args.sims, args.seed,
+                         args)
+            name = (f"{'duet' if duet else 'one server at a time'}, {runs} rounds "
+                    f"({runs - experiment.report_from_run + 1} reported), {r['steps']} time steps")
+            for c, arm in r["calls"]:
+                p = r["calls"][(c, arm)] / args.sims
+                kind = "power" if eff.get(arm) else "false calls"
+                cov = r["covered"][(c, arm)] / args.sims
+                print(f"| {name} | {scenario} | {c} | {arm} | {kind} {p * 100:.1f} % ± "
+                      f"{se(p, args.sims):.1f} | {cov * 100:.1f} % ± {se(cov, args.sims):.1f} | "
+                      f"{r['mde'].get((c, arm), float('nan')):.1f} % |")
+            print(f"|  |  |  | (methods: {', '.join(f'{m}/{d}' for m, d in r['design'])}) | | | |")
     print(f"({time.monotonic() - started:.0f} s; ± is one Monte Carlo standard error)")
 
 

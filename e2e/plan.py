@@ -207,9 +207,14 @@ def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Or
         rounds_ = duet_rounds(arms, len(slots), runs, report_from_run=experiment.report_from_run,
                               seed=order_seed(experiment))
         k = min(len(slots), len(arms))
+        reported = runs - experiment.report_from_run + 1
+        balance = ("are whole cycles: every arm in every slot equally often" if reported > 0
+                   and reported % k == 0 else f"are not a multiple of {k}: some arm sits in "
+                   "one slot more often, and a slot that runs faster favours it (give a "
+                   f"multiple of {k} reported rounds)")
         head = (f"duets: {len(rounds_[0])} a round of {k} arms at once, one per slot "
-                f"({', '.join(slots[:k])}); every arm in every slot once per {k} rounds, every "
-                f"pair of arms together equally often; seed {order_seed(experiment)}")
+                f"({', '.join(slots[:k])}), every pair of arms together equally often, seed "
+                f"{order_seed(experiment)}; the {max(reported, 0)} reported rounds {balance}")
         return [head] + [f"  round {r}: " + " | ".join(" + ".join(g) for g in groups)
                          for r, groups in enumerate(rounds_, start=1)]
     orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,

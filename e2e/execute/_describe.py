@@ -28,22 +28,19 @@ def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -
         if unit.kind == "duet":
             names = experiment.duet.slot_names()
             for side in unit.sides:
-                slot = experiment.duet.slots[side.slot]
                 lines.append(f"  slot {names[side.slot]}: {side.run_id}")
                 lines += ["  " + line for line in _server_lines(
-                    experiment, side, redactor, env=slot.env, server_cpus=slot.server_cpus,
-                    client_cpus=slot.client_cpus, port=slot.port)]
+                    experiment, side, redactor, experiment.duet.slots[side.slot])]
             continue
         lines += _server_lines(experiment, unit, redactor)
     return lines
 
 
-def _server_lines(experiment: Experiment, unit: Unit, redactor, *, env: dict | None = None,
-                  server_cpus: str | None = None, client_cpus: str | None = None,
-                  port: int = 0) -> list[str]:
-    """A unit's server command, environment and CPUs (a duet side's: its slot's)."""
+def _server_lines(experiment: Experiment, unit: Unit, redactor, slot=None) -> list[str]:
+    """A unit's server command, environment and CPUs (a duet side's: its ``slot``'s)."""
     launch = server_launch(experiment, unit.arm, dspark=unit.dspark, dry=True)
     external = experiment.server.external
+    port = slot.port if slot is not None else 0
     if external:
         argv = [f"(none: measures the running server at {redactor.url(external)})"]
     else:
@@ -51,12 +48,11 @@ def _server_lines(experiment: Experiment, unit: Unit, redactor, *, env: dict | N
         if not port:
             argv[-1] = "<free port>"
     lines = [f"  command: {argv[0]}" if external else f"  command: {shlex.join(argv)}"]
-    shown = redactor.env({**launch.env, **(env or {})})
+    shown = redactor.env({**launch.env, **(slot.env if slot is not None else {})})
     lines.append("  env:     " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items())))
-    server = server_cpus if env is not None else experiment.server.cpus
-    client = client_cpus if env is not None else experiment.load.cpus
+    server, client = ((slot.server_cpus, slot.client_cpus) if slot is not None
+                      else (experiment.server.cpus, experiment.load.cpus))
     if server or client:
         lines.append(f"  cpus:    server {server or 'unpinned'}, load generator "
                      f"{client or 'unpinned'}")
     return lines
-
