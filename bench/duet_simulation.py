@@ -154,6 +154,8 @@ def main() -> None:
     ap.add_argument("--busy-sd", type=float, default=0.0,
                     help="recorded interference (cores' worth of other processes, |N(0, sd)| "
                          "per time step, unrelated to arms); 0: none recorded")
+    ap.add_argument("--designs", default="seq,duet", help="which designs to simulate")
+    ap.add_argument("--scenarios", default="aa,effects", help="aa (no arm differs), effects")
     ap.add_argument("--busy-beta", type=float, default=0.3,
                     help="its effect on ln y per core (r = 0.82 measured while other work ran)")
     args = ap.parse_args()
@@ -173,11 +175,13 @@ def main() -> None:
           + f"; arms {', '.join(arms)}; {args.sims} experiments per row, seed {args.seed}")
     print("| design | scenario | c | arm | false or true calls | 95 % coverage | median MDE |")
     print("|---|---|---:|---|---:|---:|---:|")
-    for duet in (False, True):
+    designs = args.designs.split(",")
+    for duet in [d == "duet" for d in ("seq", "duet") if d in designs]:
         runs = args.duet_runs or args.runs if duet else args.runs
-        for scenario, eff in (("A/A (no arm differs)", {}),
-                              ("effects " + ", ".join(f"{a} +{v:g} %" for a, v in effects.items()),
-                               effects)):
+        scenarios = [("A/A (no arm differs)", {}),
+                     ("effects " + ", ".join(f"{a} +{v:g} %" for a, v in effects.items()), effects)]
+        for scenario, eff in [sc for sc, key in zip(scenarios, ("aa", "effects"))
+                              if key in args.scenarios.split(",")]:
             r = simulate(experiment, arms, concurrencies, runs, duet, eff, args.sims, args.seed,
                          args)
             name = (f"{'duet' if duet else 'one server at a time'}, {runs} rounds "
