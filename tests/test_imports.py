@@ -172,6 +172,7 @@ FACES = {
         "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
         "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
         "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
+        "RatioEstimate",
         "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement",
         "Spending", "Summary", "burst_affected", "compare_runs", "components", "equivalence_of",
         "estimate_of", "format_advice", "headline_for", "headline_metric", "look_at",

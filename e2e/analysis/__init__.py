@@ -15,13 +15,15 @@ from e2e.analysis._headline import (
 )
 from e2e.analysis._stats import (
     DEFAULT_SPENDING, Look, Spending, look_at, spent_alpha,
-    DEFAULT_POWER, RESOLUTION_SD, Settlement, compare_runs, median_range, runs_needed, verdict_for
+    DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
+    runs_needed, verdict_for
 )
 
 __all__ = [
     "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
     "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
     "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "RESOLUTION_SD",
+    "RatioEstimate",
     "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending",
     "Summary", "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
     "format_advice", "headline_for", "headline_metric", "look_at", "median_range", "metric",

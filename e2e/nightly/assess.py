@@ -20,9 +20,9 @@ import pandas as pd
 
 from e2e.errors import ResultsError
 from e2e.nightly.changepoints import night_changes
-from e2e.nightly.history import select_baseline
+from e2e.nightly.history import cell_history, select_baseline
 from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
-from e2e.nightly.settings import NightlyConfig, built_arm, nightly_metric
+from e2e.nightly.settings import NightlyConfig, built_arm, is_relative, nightly_metric
 
 __all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
 
@@ -77,7 +77,9 @@ def assess_night(
 ) -> Judgement:
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
     else the last passing night with this config hash), night-against-night verdicts (GSM8K
-    per document), then change points over the history (``[nightly.changepoints]``).
+    per document; a cell relative to the reference against its ratio's last
+    ``[nightly] history_nights`` passing nights, unless a baseline night is pinned), then
+    change points over the history (``[nightly.changepoints]``).
 
     ``history``: the frame to judge against; None reads it from ``store`` (an
     ``e2e.nightly.store.Store``; None opens the config's ``[nightly] store`` for this call).
@@ -105,9 +107,14 @@ def assess_night(
     gone = [d for d in gsm8k_dirs if d not in samples]
     if gone and store is not None:  # the store keeps every night's documents
         samples.update(store.gsm8k_documents(gone))
-    judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
-                            samples=samples)
     cp = cfg.settings.changepoints
+    histories = {} if pinned else {
+        c.key: cell_history(history, c.key, date=date, experiment=experiment,
+                            config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
+                            since=cp.since)
+        for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
+    judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
+                            samples=samples, histories=histories)
     if not cp.enabled:
         return judgement
     judged = {v.key: float(v.threshold) for v in judgement.verdicts

@@ -54,7 +54,8 @@ class NightCell:
 class CellVerdict:
     """Tonight's cell against the baseline's. ``pct`` is the change in % (load metrics) or
     in percentage points (GSM8K); ``interval`` the change's interval in the same unit;
-    ``p_value`` the GSM8K McNemar p; ``floor_pp`` the documents tonight's own servers
+    ``p_value`` the GSM8K McNemar p; ``baseline`` the baseline night's cell, or for a cell
+    judged against its history the history nights' runs pooled; ``floor_pp`` the documents tonight's own servers
     disagree on, in pp (the repeat-of-main floor, for information); ``source`` why this
     metric is the headline (ms per verify step from the server's TPOT)."""
 
@@ -69,3 +70,6 @@ class CellVerdict:
     reason: str = ""
     p_value: float | None = None
     source: str = ""
+    history: tuple[str, ...] = ()
+    """The nights a relative cell was judged against (its ratio's history); () when it was
+    judged against the baseline night."""

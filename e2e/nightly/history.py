@@ -45,7 +45,8 @@ from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell
 from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
-           "read_history", "append_night", "night_rows", "night_cells", "select_baseline"]
+           "read_history", "append_night", "night_rows", "night_cells", "select_baseline",
+           "cell_history"]
 
 HISTORY_SCHEMA_VERSION = 2
 HISTORY_FILE = "history.parquet"
@@ -221,3 +222,30 @@ def select_baseline(history: pd.DataFrame, *, date: str, experiment: str, config
     return Baseline(chosen, night_cells(history, date=chosen, experiment=experiment,
                                         config_hash=config_hash),
                     "last passing night with the same config hash")
+
+
+def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
+                 config_hash: str, limit: int, since: str | None = None
+                 ) -> list[tuple[str, NightCell]]:
+    """``key``'s earlier nights to judge tonight (``date``) against, oldest first: the last
+    ``limit`` passing nights of this experiment and config hash before ``date`` (on or after
+    ``since``), back to and including the latest one whose verdict for ``key`` was
+    "improved" (a new level starts there; a regressed night does not pass, so it is never
+    in the history)."""
+    rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
+                   & (history["night_status"] == "pass") & (history["date"] < date)
+                   & (history["kind"] == key.kind) & (history["arm"] == key.arm)
+                   & (history["concurrency"].astype(int) == int(key.concurrency))
+                   & (history["spec_mode"] == key.spec_mode) & (history["metric"] == key.metric)]
+    if since is not None:
+        rows = rows[rows["date"] >= since]
+    out: list[tuple[str, NightCell]] = []
+    for r in rows.sort_values("date", ascending=False).itertuples(index=False):
+        if len(out) >= limit:
+            break
+        out.append((str(r.date), NightCell(key, tuple(float(x) for x in r.values),
+                                           tuple(int(x) for x in r.repeats),
+                                           tuple(str(x) for x in r.run_dirs))))
+        if str(r.verdict) == "improved":
+            break
+    return out[::-1]

@@ -26,6 +26,14 @@ compared with the baseline night's cell of the same key; the rules are:
   Newcombe's paired score interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
   and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
   **noise**. Verdict files that cannot be read: **no samples**.
+* **a cell relative to the reference** (``[nightly] reference``: tonight's arm ÷ the pinned
+  reference, both measured tonight) with at least ``MIN_HISTORY_NIGHTS`` earlier passing
+  nights of the same ratio is judged against that ratio's **history**, not against one night:
+  ``history_interval`` (tonight's mean log ratio against the mean of the history nights' means,
+  the nights a random effect: a prediction interval that spends the ratio's night-to-night
+  spread once, not the noise of two nights), read with the same verdict rule. The history is
+  the last ``history_nights`` passing nights, back to and including the latest night the cell
+  was called improved (a new level starts there). Fewer nights: the baseline night, as above.
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
@@ -44,7 +52,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scipy.stats import norm
+import numpy as np
+from scipy.stats import norm, t as student_t
 
 from e2e import analysis
 from e2e.load import WARN_SHARE
@@ -63,6 +72,8 @@ __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgemen
 NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
+MIN_HISTORY_NIGHTS = 3
+"""Earlier nights of a relative cell before its history, not one night, is judged against."""
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
 
@@ -162,6 +173,84 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
 
 
+def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]], *,
+                     confidence: float = 0.95) -> analysis.RatioEstimate:
+    """Tonight's geometric mean against the history's: the ratio exp(mean ln tonight − mean of
+    the nights' mean ln values), with a t prediction interval whose variance counts the
+    nights as a random effect (one-way ANOVA estimates):
+
+        V = σ̂²_b (1 + 1/n) + MSW (1/k_t + h/n),   σ̂²_b = max(0, s²_m − MSW·h)
+
+    n history nights, s²_m the variance of their means, MSW the pooled within-night variance
+    (tonight's runs included), k_t tonight's runs, h the mean of 1/k over the history nights.
+    Where the nights' means spread more than their runs explain (σ̂²_b > 0) V is the
+    prediction variance of a new night's mean, with Satterthwaite's df (n − 1 when tonight
+    has no fewer runs than the history's nights); where they do not, the pooled within-night
+    variance with its df. Simulated (``bench/nightly_history_simulation.py``, 2000 nights a
+    row): A/A false calls 1.9–5.3 % over 4–10 history nights and night-to-night spreads of
+    0–2× a night's own noise, where one night against another gave 3.9–30.1 %. Needs n ≥ 2
+    nights and within-night spread (some night with 2 runs)."""
+    logs = [np.log(np.asarray(v, dtype=float)) for v in nights if len(v)]
+    t = np.log(np.asarray(tonight, dtype=float))
+    n, k_t = len(logs), len(t)
+    groups = [x for x in [*logs, t] if len(x) >= 2]
+    df_w = sum(len(x) - 1 for x in groups)
+    if n < 2 or k_t < 1 or df_w < 1:
+        raise ValueError("need 2 history nights, a run tonight and a night with 2 runs")
+    means = np.array([x.mean() for x in logs])
+    s2_m = float(means.var(ddof=1))
+    msw = float(sum(((x - x.mean()) ** 2).sum() for x in groups) / df_w)
+    h = float(np.mean([1.0 / len(x) for x in logs]))
+    d = float(t.mean() - means.mean())
+    if s2_m > msw * h:
+        c1, c2 = 1.0 + 1.0 / n, 1.0 / k_t - h
+        var = c1 * s2_m + c2 * msw
+        df = (var * var / ((c1 * s2_m) ** 2 / (n - 1) + (c2 * msw) ** 2 / df_w) if c2 > 0
+              else float(n - 1))
+    else:
+        var, df = msw * (1.0 / k_t + h / n), float(df_w)
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var)
+    return analysis.RatioEstimate(ratio=math.exp(d), low=math.exp(d - half),
+                                  high=math.exp(d + half), confidence=confidence,
+                                  method="history")
+
+
+def _judge_history(key: CellKey, now: NightCell, nights: Sequence[tuple[str, NightCell]],
+                   threshold: float, rules: Rules) -> CellVerdict:
+    """``now`` against the ratio's history (``nights``: (date, cell), oldest first)."""
+    m = load_metric(key.metric)
+    pooled = NightCell(key, tuple(x for _, c in nights for x in c.values),
+                       run_dirs=tuple(d for _, c in nights for d in c.run_dirs))
+    if min(now.values + pooled.values) <= 0:
+        return CellVerdict(key, "too few runs", now, pooled, threshold,
+                           reason="a value is zero or negative: no ratio")
+    try:
+        est = history_interval(now.values, [c.values for _, c in nights],
+                               confidence=rules.confidence)
+    except ValueError as exc:
+        return CellVerdict(key, "too few runs", now, pooled, threshold, reason=str(exc))
+    interval = (est.pct_low, est.pct_high)
+    verdict = analysis.verdict_for(est, higher_is_better=m.higher_is_better,
+                                   min_effect_pct=threshold)
+    against = (f"against the ratio's history of {len(nights)} passing nights "
+               f"({nights[0][0]} … {nights[-1][0]}), a prediction interval")
+    name: VerdictName = {"slower": "regressed", "faster": "improved",
+                         "within noise": "noise"}[verdict]  # type: ignore[assignment]
+    if name == "noise" and _too_wide(interval, threshold):
+        name = "undecided"
+        reason = (f"{against}: [{interval[0]:+.1f}, {interval[1]:+.1f}] % is wider than the "
+                  f"{threshold:g} % threshold; this night could not have told a change smaller "
+                  f"than {max(abs(interval[0]), abs(interval[1])):.1f} % from noise (more "
+                  "rounds a night, or more nights of history, narrow it)")
+    elif name == "noise":
+        reason = f"{against}: it includes no change" if interval[0] <= 0 <= interval[1] else (
+            f"{against}: outside it but below the {threshold:g} % threshold")
+    else:
+        reason = f"{against}: it excludes no change and |change| >= {threshold:g} %"
+    return CellVerdict(key, name, now, pooled, threshold, est.pct, interval, reason=reason,
+                       history=tuple(d for d, _ in nights))
+
+
 def _too_wide(interval: tuple[float, float], threshold: float) -> bool:
     """An interval that holds no change and yet reaches past the threshold on either side:
     a change of the threshold's size would have read the same, so "noise" would overclaim."""
@@ -251,9 +340,12 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
 
 def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | None,
                rules: Rules, *, have_baseline: bool = True, samples: Samples | None = None,
-               threshold: float | None = None) -> CellVerdict:
+               threshold: float | None = None,
+               history: Sequence[tuple[str, NightCell]] = ()) -> CellVerdict:
     """The verdict of one cell (see the module docstring for the rules). ``threshold``
-    overrides the rules' (the headline's threshold judging another metric)."""
+    overrides the rules' (the headline's threshold judging another metric); ``history``
+    holds a relative cell's earlier nights ((date, cell), oldest first): with at least
+    ``MIN_HISTORY_NIGHTS`` of them the cell is judged against them, not ``baseline``."""
     threshold = threshold if threshold is not None else rules.threshold(key)
     if threshold is None:
         return CellVerdict(key, "not judged", tonight, baseline,
@@ -261,6 +353,8 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
     if tonight is None:
         return CellVerdict(key, "missing", None, baseline, threshold,
                            reason="no valid reported run tonight")
+    if key.kind == "load" and len(history) >= MIN_HISTORY_NIGHTS:
+        return _judge_history(key, tonight, history, threshold, rules)
     if not have_baseline:
         return CellVerdict(key, "no baseline", tonight, None, threshold,
                            reason="no baseline night")
@@ -311,10 +405,14 @@ def judge_night(
     expected: Iterable[CellKey] = (),
     problems: Sequence[str] = (),
     samples: Samples | None = None,
+    histories: Mapping[CellKey, Sequence[tuple[str, NightCell]]] | None = None,
 ) -> Judgement:
     """Judge every cell of tonight (and every ``expected`` cell, so a cell whose runs all
-    failed is *missing*, not forgotten) against ``baseline``. ``samples`` holds the GSM8K
-    verdicts of the arm folders named in the cells' ``run_dirs`` (both nights)."""
+    failed is *missing*, not forgotten) against ``baseline``, or a relative cell with
+    enough nights in ``histories`` (cell -> its earlier nights, oldest first) against them.
+    ``samples`` holds the GSM8K verdicts of the arm folders named in the cells' ``run_dirs``
+    (both nights)."""
+    histories = histories or {}
     now = {c.key: c for c in tonight}
     base = {c.key: c for c in baseline.cells} if baseline is not None else {}
     keys = sorted(set(now) | set(expected))
@@ -335,7 +433,7 @@ def judge_night(
         if k in headline:
             threshold, source = headline[k]
             v = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
-                           threshold=threshold)
+                           threshold=threshold, history=histories.get(k, ()))
             verdicts[k] = dataclasses.replace(v, source=source)
         elif k in replaced:
             verdicts[k] = CellVerdict(k, "not judged", now.get(k), base.get(k),
@@ -343,7 +441,7 @@ def judge_night(
                                              "the server's TPOT")
         else:
             verdicts[k] = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
-                                     samples=samples)
+                                     samples=samples, history=histories.get(k, ()))
     verdicts_t = tuple(verdicts[k] for k in sorted(verdicts))
     return Judgement(date=date, baseline=baseline, verdicts=verdicts_t, problems=tuple(problems),
                      status=night_status(verdicts_t, problems))

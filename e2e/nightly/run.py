@@ -388,6 +388,7 @@ def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
                       "interval": v.interval, "threshold": v.threshold, "floor_pp": v.floor_pp,
                       "p_value": v.p_value, "source": v.source, "reason": v.reason,
                       "tonight": list(v.tonight.values) if v.tonight else None,
-                      "baseline": list(v.baseline.values) if v.baseline else None}
+                      "baseline": list(v.baseline.values) if v.baseline else None,
+                      "history": list(v.history)}
                      for v in judgement.verdicts],
     }

@@ -177,6 +177,11 @@ class NightlySettings(_Strict):
         "by duet or round; '<arm>-vs-<reference>' cells), so the host's drift between nights "
         "cancels; the absolute cells are recorded and plotted, not judged. Run it in duets "
         "(e2e nightly --duet, or [duet] enabled) where the host has slots.")
+    history_nights: Annotated[int, Field(ge=3, le=100)] = Field(
+        10, description="With a reference arm: a relative cell is judged against its ratio's "
+        "last this many passing nights (at least 3 of them; back to the latest night it "
+        "improved), a prediction interval that counts the nights' spread, instead of against "
+        "one baseline night.")
     baseline_night: str | None = Field(
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")

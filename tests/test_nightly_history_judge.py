@@ -1,0 +1,129 @@
+"""A cell relative to the reference judged against its ratio's history of nights (a
+prediction interval with the nights as a random effect), not against one night: the interval
+against the textbook formulas, its false-call rate simulated, the history's selection, and
+the judge's choice between history and baseline night. Pure: no server."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import t as student_t
+
+from e2e.nightly.history import append_night, cell_history, night_rows
+from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, Rules, history_interval,
+                               judge_night)
+from e2e.nightly.render import SummaryContext, render_summary
+
+REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
+RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 2.0}}, reference="reference")
+
+
+def _night(values, date="2026-01-01", key=REL) -> NightCell:
+    return NightCell(key, tuple(values), tuple(range(2, 2 + len(values))),
+                     tuple(f"nightly/{date}/x/{key.arm}-r{k}" for k in range(2, 2 + len(values))))
+
+
+def test_nights_that_spread_more_than_their_runs_give_the_prediction_interval_of_a_night():
+    # four runs a night, tonight too: the interval is mean(tonight) − mean of night means
+    # ± t(n−1) · s_means · sqrt(1 + 1/n), the textbook prediction interval of a new mean
+    nights = [[1.00, 1.01, 0.99, 1.00], [1.10, 1.11, 1.09, 1.10], [0.95, 0.96, 0.94, 0.95],
+              [1.05, 1.04, 1.06, 1.05]]
+    tonight = [1.30, 1.31, 1.29, 1.30]
+    est = history_interval(tonight, nights, confidence=0.95)
+    means = np.array([np.log(n).mean() for n in nights])
+    d = np.log(tonight).mean() - means.mean()
+    half = student_t.ppf(0.975, 3) * means.std(ddof=1) * math.sqrt(1 + 1 / 4)
+    assert est.ratio == pytest.approx(math.exp(d))
+    assert est.low == pytest.approx(math.exp(d - half))
+    assert est.high == pytest.approx(math.exp(d + half))
+    assert est.method == "history"
+
+
+def test_nights_alike_pool_their_runs_noise():
+    # the nights' means spread less than their runs explain: the pooled within-night
+    # variance, its df, and tonight's mean against the history's mean of means
+    nights = [[1.00, 1.10, 0.90], [1.01, 1.09, 0.91], [0.99, 1.11, 0.92]]
+    tonight = [1.00, 1.12, 0.90]
+    est = history_interval(tonight, nights, confidence=0.9)
+    logs = [np.log(x) for x in [*nights, tonight]]
+    msw = sum(((x - x.mean()) ** 2).sum() for x in logs) / 8
+    d = logs[-1].mean() - np.mean([x.mean() for x in logs[:-1]])
+    half = student_t.ppf(0.95, 8) * math.sqrt(msw * (1 / 3 + (1 / 3) / 3))
+    assert est.low == pytest.approx(math.exp(d - half))
+    assert est.high == pytest.approx(math.exp(d + half))
+
+
+def test_too_little_to_judge_against_is_refused():
+    with pytest.raises(ValueError):
+        history_interval([1.0, 1.1], [[1.0, 1.1]])  # one night
+    with pytest.raises(ValueError):
+        history_interval([1.0], [[1.0], [1.1]])     # no within-night spread anywhere
+
+
+@pytest.mark.parametrize("nights, spread", [(4, 0.0), (4, 2.0), (10, 1.0)])
+def test_false_calls_at_or_under_nominal(nights, spread):
+    # A/A nights, 4 runs a night (per-duet log-ratio sd 6 %, as measured), night-to-night sd
+    # `spread` × the sd of a night's mean: tonight's interval excludes no change in at most
+    # 5 % of nights, within three Monte Carlo standard errors (1500 nights: ± 0.56 points)
+    rng = np.random.default_rng(7)
+    sims, k, sw = 1500, 4, 0.06
+    calls = 0
+    for _ in range(sims):
+        level = rng.normal(0, spread * sw / math.sqrt(k), nights + 1)
+        data = [np.exp(level[i] + rng.normal(0, sw, k)) for i in range(nights + 1)]
+        est = history_interval(data[-1], data[:-1])
+        calls += est.low > 1 or est.high < 1
+    assert calls / sims <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims)
+
+
+def _history(nights: dict[str, tuple[tuple[float, ...], str, str]]) -> pd.DataFrame:
+    """A history frame: date -> (values, verdict of REL, night status)."""
+    frames = []
+    for date, (values, verdict, status) in nights.items():
+        cell = _night(values, date)
+        j = Judgement(date=date, baseline=None, verdicts=(), status=status)  # type: ignore[arg-type]
+        rows = night_rows(j, experiment="e", config_hash="h", recorded_at="t", cells=[cell],
+                          builds={}, arm_overrides={}, e2e_git_sha=None, host="x")
+        rows["verdict"] = verdict
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_history_is_the_latest_passing_nights_back_to_the_last_improvement():
+    h = _history({"2026-01-01": ((1.0, 1.0), "noise", "pass"),
+                  "2026-01-02": ((0.9, 0.9), "improved", "pass"),
+                  "2026-01-03": ((0.9, 0.91), "noise", "pass"),
+                  "2026-01-04": ((1.3, 1.3), "regressed", "regression"),
+                  "2026-01-05": ((0.9, 0.92), "noise", "pass"),
+                  "2026-01-06": ((0.9, 0.92), "noise", "pass")})
+    got = cell_history(h, REL, date="2026-01-06", experiment="e", config_hash="h", limit=10)
+    assert [d for d, _ in got] == ["2026-01-02", "2026-01-03", "2026-01-05"]
+    assert got[-1][1].values == (0.9, 0.92)
+    assert [d for d, _ in cell_history(h, REL, date="2026-01-06", experiment="e",
+                                       config_hash="h", limit=2)] == ["2026-01-03", "2026-01-05"]
+    assert cell_history(h, REL, date="2026-01-06", experiment="e", config_hash="other",
+                        limit=10) == []
+
+
+def test_a_relative_cell_with_enough_nights_is_judged_against_them():
+    base = Baseline("2026-01-04", (_night([1.02, 1.01, 1.03, 1.02], "2026-01-04"),), "last")
+    history = [(f"2026-01-0{d}", _night(v, f"2026-01-0{d}")) for d, v in
+               [(1, [1.00, 1.01, 0.99, 1.00]), (2, [1.03, 1.02, 1.04, 1.03]),
+                (3, [0.98, 0.99, 0.97, 0.98]), (4, [1.02, 1.01, 1.03, 1.02])]]
+    tonight = _night([1.21, 1.22, 1.20, 1.23], "2026-01-05")
+    j = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history})
+    (v,) = j.verdicts
+    assert v.verdict == "regressed" and j.status == "regression"
+    assert v.history == ("2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
+    assert "history of 4 passing nights" in v.reason
+    assert len(v.baseline.values) == 16  # the history's runs, pooled for the table
+    text = render_summary(j, SummaryContext(experiment="x", config_hash="h" * 12,
+                                            night_dir="nightly/2026-01-05", builds={},
+                                            arm_overrides={}))
+    assert "history" in text and "2026-01-01 … 2026-01-04" in text
+    # two nights are not enough: the baseline night, as before
+    j2 = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history[2:]})
+    assert j2.verdicts[0].history == () and "history" not in j2.verdicts[0].reason
