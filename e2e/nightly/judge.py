@@ -187,7 +187,7 @@ def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]]
     prediction variance of a new night's mean, with Satterthwaite's df (n − 1 when tonight
     has no fewer runs than the history's nights); where they do not, the pooled within-night
     variance with its df. Simulated (``bench/nightly_history_simulation.py``, 2000 nights a
-    row): A/A false calls 1.9–5.3 % over 4–10 history nights and night-to-night spreads of
+    row): A/A false calls 1.9–5.9 % over 3–10 history nights and night-to-night spreads of
     0–2× a night's own noise, where one night against another gave 3.9–30.1 %. Needs n ≥ 2
     nights and within-night spread (some night with 2 runs)."""
     logs = [np.log(np.asarray(v, dtype=float)) for v in nights if len(v)]
