@@ -175,7 +175,8 @@ def time_model(name: str):
     """Set the cell model's AR(1) correlation as the row asks: "ols" (none, as before issue 33
     item 3), "e2e" (e2e's rule, ``_model.folder_rho``: REML over the folder's headline cells
     with 40 residual df or more, else the calibration's 0.48), "reml" (REML over the folder's
-    cells whatever their df), or "fixed:X" (ρ = X wherever the term is possible)."""
+    cells whatever their df, with its plausible set), or "fixed:X" (plain GLS at ρ = X wherever
+    the term is possible, standard errors at that ρ only)."""
     from e2e.analysis import _model, _stats
 
     _model.MIN_FOLDER_AR1_DF = 0 if name == "reml" else 40
@@ -183,7 +184,8 @@ def time_model(name: str):
         _stats.folder_rho = _model.folder_rho
     else:
         value = 0.0 if name == "ols" else float(name.split(":", 1)[1])
-        _stats.folder_rho = lambda fits: (value, "calibration")
+        _stats.folder_rho = lambda fits: ((value, "calibration", ()) if value > 0
+                                          else (0.0, None, ()))
 
 
 def ar1(sims, seed, rho, orders, designs, models, runs=4):
@@ -198,8 +200,8 @@ def ar1(sims, seed, rho, orders, designs, models, runs=4):
           "share of 95 % intervals holding 0; the worst arm's, and every arm's together")
     print()
     print("| design | order seed | model | per-arm false calls | worst arm | per-arm coverage "
-          "| lowest | coverage, all arms | AR(1) used |")
-    print("|---|---|---|---|---:|---|---:|---:|---:|")
+          "| lowest | coverage, all arms | AR(1) used | mean se of ln ratio |")
+    print("|---|---|---|---|---:|---|---:|---:|---:|---:|")
     try:
         for design in designs:
             path, arms, concs = ARM_SETS[design]
@@ -212,6 +214,7 @@ def ar1(sims, seed, rho, orders, designs, models, runs=4):
                     false = {a: 0 for a in arms[1:]}
                     cover = {a: 0 for a in arms[1:]}
                     used = total = 0
+                    ses: list[float] = []
                     fixed = (make_plan(exp, arms=arms, concurrencies=concs, spec_modes=[False],
                                        runs=runs, seed=int(order.split(":")[1]))
                              if order.startswith("fixed") else None)
@@ -229,6 +232,7 @@ def ar1(sims, seed, rho, orders, designs, models, runs=4):
                                 lo, hi = comp.interval
                                 cover[a] += lo <= 0.0 <= hi
                                 used += comp.time_model == "ar1-gls"
+                                ses.append(comp.se)
                                 total += 1
                     n = sims * len(concs)
                     worst = max(arms[1:], key=lambda a: false[a])
@@ -241,7 +245,7 @@ def ar1(sims, seed, rho, orders, designs, models, runs=4):
                           + ", ".join(f"{a} {rate(cover[a], n)}" for a in arms[1:])
                           + f" | {low}: {rate(cover[low], n)} | "
                           f"{rate(sum(cover.values()), n * len(arms[1:]))} | "
-                          f"{used / total * 100:.0f} % |", flush=True)
+                          f"{used / total * 100:.0f} % | {np.mean(ses) * 100:.3f} % |", flush=True)
     finally:
         time_model("e2e")
     print()

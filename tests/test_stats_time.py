@@ -66,6 +66,40 @@ def test_the_ar1_fit_is_gls_by_a_whitening_by_hand():
     assert cell_model(runs, "main", rho=0.48, rho_source="folder").df == df - 1
 
 
+def test_the_errors_are_honest_for_every_plausible_correlation():
+    """With the calibration's correlation (nothing in the folder says which is true) the
+    standard errors and df are the worst over ρ 0–0.9: for each ρ_t the GLS estimator's
+    variance under Σ(ρ_t), s² rescaled by E[rss], df by Satterthwaite (eigenvalues by hand)."""
+    runs = _runs(4, 0.5, seed=3)
+    plain = cell_model(runs, "main", rho=0.48, rho_source="calibration")
+    fit = cell_model(runs, "main", rho=0.48, rho_source="calibration", plausible=_model.AR1_GRID)
+    assert fit.honest_for == (0.0, 0.9)
+    assert all(fit.estimates[a].log_ratio == pytest.approx(plain.estimates[a].log_ratio)
+               for a in ARMS[1:])
+    assert all(fit.estimates[a].se >= plain.estimates[a].se - 1e-15 for a in ARMS[1:])
+    assert fit.df < plain.df
+    # by hand, dense: W from Σ(0.48)'s Cholesky, the worst over the grid
+    t = np.array([r.time for r in runs])
+    lag = np.abs(t[:, None] - t[None, :])
+    w = np.linalg.inv(np.linalg.cholesky(0.48 ** lag))
+    x = fit.design[1]
+    xw = w @ x
+    g = np.linalg.inv(xw.T @ xw)
+    r = np.eye(len(t)) - xw @ g @ xw.T
+    n, p = x.shape
+    cs, dfs = [], []
+    for rho_t in _model.AR1_GRID:
+        b = w @ (rho_t ** lag if rho_t > 0 else np.eye(len(t))) @ w.T
+        lam = np.linalg.eigvals(r @ b).real
+        cs.append(np.diag(g @ xw.T @ b @ xw @ g) * (n - p) / lam.sum())
+        dfs.append(lam.sum() ** 2 / (lam ** 2).sum())
+    c = np.max(cs, axis=0)
+    s = math.sqrt(fit.s2)
+    for j, a in enumerate(ARMS[1:], start=4):
+        assert fit.estimates[a].se == pytest.approx(math.sqrt(c[j]) * s, rel=1e-6)
+    assert fit.df == pytest.approx(min(min(dfs), n - p), rel=1e-6)
+
+
 def test_runs_without_times_or_in_duets_keep_ols():
     runs = [ModelRun(r.arm, r.block, r.slot, r.value) for r in _runs(4, 0.5, seed=3)]
     fit = cell_model(runs, "main", rho=0.48, rho_source="calibration")
@@ -75,11 +109,12 @@ def test_runs_without_times_or_in_duets_keep_ols():
 def test_the_folder_estimates_its_correlation_only_from_enough_runs():
     small = cell_model(_runs(4, 0.5, seed=1), "main")
     assert small.df < _model.MIN_FOLDER_AR1_DF
-    assert folder_rho([small]) == (_model.CALIBRATED_AR1_RHO, "calibration")
-    assert folder_rho([]) == (0.0, None)
+    assert folder_rho([small]) == (_model.CALIBRATED_AR1_RHO, "calibration", _model.AR1_GRID)
+    assert folder_rho([]) == (0.0, None, ())
     # 30 rounds of 5 arms: 116 residual df, REML near the truth, 0 for independent runs
     strong = [folder_rho([cell_model(_runs(30, 0.6, seed=s), "main")]) for s in range(2)]
-    assert all(src == "folder" and 0.35 <= rho <= 0.85 for rho, src in strong), strong
+    assert all(src == "folder" and 0.35 <= rho <= 0.85 and rho in set_ and len(set_) < 19
+               for rho, src, set_ in strong), strong
     flat = [folder_rho([cell_model(_runs(30, 0.0, seed=s), "main")])[0] for s in range(2)]
     assert np.mean(flat) <= 0.15, flat
 
@@ -127,7 +162,8 @@ def test_the_report_says_which_model_it_used(default_experiment):
     values = list(3.0 * np.exp(0.0125 * rng.standard_normal(len(plan))))
     summary = summarize(_records(exp, plan, values), metrics=(metric("tpot_ms_mean"),))
     row = summary.noise_row(1, "base", "tpot_ms_mean")
-    assert "AR(1) over time ρ 0.48 (calibration; GLS)" in row.source
+    assert "AR(1) over time ρ 0.48 (calibration; GLS), standard errors honest for ρ 0–0.9" \
+        in row.source
     assert (row.time_model, row.rho) == ("ar1-gls", 0.48)
     comps = report_json(summary)["comparisons"]
     assert comps and all(c["time_model"] == "ar1-gls" and c["rho"] == 0.48 for c in comps)

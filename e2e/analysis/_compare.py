@@ -199,12 +199,13 @@ def compare(
         if len(runs) > 2 and (fit := stats.cell_model(runs, baseline)) is not None:
             fits[key] = fit
     # the host's level over time: one AR(1) correlation for the folder, from its headline cells
-    rho, rho_source = stats.folder_rho([f for (conc, mode, m), f in fits.items()
-                                        if m == primary_metric(conc, mode)])
+    rho, rho_source, plausible = stats.folder_rho([f for (conc, mode, m), f in fits.items()
+                                                   if m == primary_metric(conc, mode)])
     for key, members in groups.items():
         fit = fits.pop(key, None)
-        if fit is not None and fit.design is not None and rho > 0:
-            fit = stats.cell_model(group_runs[key], baseline, rho=rho, rho_source=rho_source)
+        if fit is not None and fit.design is not None and plausible:
+            fit = stats.cell_model(group_runs[key], baseline, rho=rho, rho_source=rho_source,
+                                   plausible=plausible)
         if fit is not None:
             fits[key] = fit
             units.setdefault((key[2], key[1], key[0]), []).append((fit.s2, fit.df))
@@ -344,6 +345,8 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
                       + (", recorded interference as a covariate" if fit.covariate else "")
                       + (f", AR(1) over time ρ {fit.rho:.2f} ({fit.rho_source}; GLS)"
                          if fit.model == "ar1-gls" else "")
+                      + (f", standard errors honest for ρ {fit.honest_for[0]:g}–"
+                         f"{fit.honest_for[1]:g}" if fit.honest_for else "")
                       + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
             arms_n = fit.arms
         else:

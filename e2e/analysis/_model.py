@@ -54,8 +54,11 @@ class CellFit:
     rho_source: str | None = None
     """Where ``rho`` came from: "folder" (REML over the folder's cells, ``folder_rho``) or
     "calibration" (``CALIBRATED_AR1_RHO``); None for OLS."""
+    honest_for: tuple[float, float] | None = None
+    """The range of true AR(1) correlations the standard errors are honest for (the largest
+    variance over them, ``_robust_c``); None when time is not in the model."""
     design: tuple | None = field(default=None, repr=False, compare=False)
-    """(y, X, the runs' chain in time: ``_chain``) of the fitted design where an AR(1) term is possible (every run
+    """(y, X, the runs' chain in time (``_chain``), their lags (``_lags``)) of the design where an AR(1) term is possible (every run
     has a time, ``MIN_AR1_DF`` residual df), else None."""
 
 
@@ -133,27 +136,69 @@ def _reml(y: np.ndarray, x: np.ndarray, chain, rho: float) -> float:
     return -0.5 * ((n - p) * math.log(rss / (n - p)) + logdet_sigma + logdet)
 
 
-def folder_rho(fits: Sequence[CellFit]) -> tuple[float, str | None]:
-    """The AR(1) correlation for a folder's cell models and where it came from: REML summed
-    over ``fits`` (the folder's headline cells, fitted without it; ``AR1_GRID``) when those
-    with a possible AR(1) term have ``MIN_FOLDER_AR1_DF`` residual df together ("folder"),
-    else ``CALIBRATED_AR1_RHO`` ("calibration"); (0, None) when none can have the term."""
+LR_95 = 3.841458820694124
+"""χ²₁'s 95 % quantile: the correlations within it of the folder's REML maximum (twice the
+log-likelihood drop) are the plausible ones (a profile-likelihood confidence set)."""
+
+
+def folder_rho(fits: Sequence[CellFit]) -> tuple[float, str | None, tuple[float, ...]]:
+    """The AR(1) correlation for a folder's cell models, where it came from, and the
+    correlations the intervals must stay honest for. REML summed over ``fits`` (the folder's
+    headline cells, fitted without it; ``AR1_GRID``) when those with a possible AR(1) term have
+    ``MIN_FOLDER_AR1_DF`` residual df together ("folder"; plausible: the grid points within
+    ``LR_95`` of the maximum), else ``CALIBRATED_AR1_RHO`` ("calibration"; plausible: the whole
+    grid, 0–0.9, since nothing in the folder says which); (0, None, ()) when none can have the
+    term."""
     designs = [f.design for f in fits if f.design is not None]
     if not designs:
-        return 0.0, None
-    if sum(x.shape[0] - x.shape[1] for _, x, _ in designs) < MIN_FOLDER_AR1_DF:
-        return CALIBRATED_AR1_RHO, "calibration"
-    best, best_rho = -math.inf, 0.0
-    for rho in AR1_GRID:
-        value = sum(_reml(y, x, chain, rho) for y, x, chain in designs)
-        if value > best + 1e-12:
-            best, best_rho = value, rho
-    return best_rho, "folder"
+        return 0.0, None, ()
+    if sum(d[1].shape[0] - d[1].shape[1] for d in designs) < MIN_FOLDER_AR1_DF:
+        return CALIBRATED_AR1_RHO, "calibration", AR1_GRID
+    profile = {rho: sum(_reml(y, x, chain, rho) for y, x, chain, _ in designs)
+               for rho in AR1_GRID}
+    best_rho = max(AR1_GRID, key=lambda r: (profile[r], -r))
+    plausible = tuple(r for r in AR1_GRID if 2.0 * (profile[best_rho] - profile[r]) <= LR_95)
+    return best_rho, "folder", plausible
+
+
+def _lags(times: np.ndarray, hosts: list) -> np.ndarray:
+    """|t_i − t_j| in runs between runs of one host; inf across hosts (no correlation)."""
+    names = np.asarray([repr(h) for h in hosts])
+    lag = np.abs(times[:, None] - times[None, :])
+    return np.where(names[:, None] == names[None, :], lag, np.inf)
+
+
+def _robust_c(x: np.ndarray, chain, lags: np.ndarray, rho: float,
+              plausible: Sequence[float]) -> tuple[np.ndarray, float]:
+    """Per coefficient, c with se² = c · s² (s² the fit's residual variance per run), and the
+    df, honest whichever correlation in ``plausible`` is the true one: for each such ρ_t, the
+    variance of the estimator fitted with ``rho`` (whitening W) under Σ(ρ_t), with s² read as
+    an estimate of σ² under Σ(ρ_t) too (E[rss] = σ² tr(R B), R = I − H, B = W Σ(ρ_t) W'), and
+    the Satterthwaite df of that s² (tr(R B)² / tr((R B)²): correlated residuals carry fewer
+    df than n − p); the largest c and the smallest df over ρ_t, never beyond the fit's own."""
+    n, p = x.shape
+    eye = np.eye(n)
+    (w,), _ = _whiten(chain, rho, eye) if rho > 0 else ((eye,), 0.0)
+    xw = w @ x
+    g = np.linalg.pinv(xw.T @ xw)
+    resid = eye - xw @ g @ xw.T
+    c, df = np.diag(g).copy(), float(n - p)
+    for rho_t in plausible:
+        if rho_t == rho:
+            continue
+        b = w @ (rho_t ** lags if rho_t > 0 else eye) @ w.T
+        v = g @ xw.T @ b @ xw @ g
+        rb = resid @ b
+        trace = float(np.trace(rb))
+        c = np.maximum(c, np.diag(v) * (n - p) / trace)
+        df = min(df, trace ** 2 / float(np.sum(rb * rb.T)))
+    return c, df
 
 
 def cell_model(runs: Sequence[ModelRun], baseline: str, *,
                floor_sd: float = RESOLUTION_SD, rho: float = 0.0,
-               rho_source: str | None = None) -> CellFit | None:
+               rho_source: str | None = None,
+               plausible: Sequence[float] = ()) -> CellFit | None:
     """Fit ln y = block + slot + arm by ordinary least squares (statsmodels ``OLS``) over
     every reported run of every arm of one cell (Jones & Kenward's model of a crossover with
     fixed period effects): block = round (× host) as a factor, slot = the run's position in its
@@ -232,20 +277,27 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
         with_busy, busy_cols = fit(used_slot, True)
         if with_busy is not None and with_busy.df_resid >= MIN_MODEL_DF:
             res, cols, used_busy = with_busy, busy_cols, True
-    model, design = "ols", None
+    model, design, robust, honest = "ols", None, None, None
     if all(r.time is not None for r in runs) and res.df_resid >= MIN_AR1_DF:
         times = np.asarray([float(r.time) for r in runs])
         hosts = [r.block[1] if isinstance(r.block, tuple) and len(r.block) > 1 else None
                  for r in runs]
         chain = _chain(times, hosts)
-        design = None if chain is None else (y, res.model.exog, chain)
+        design = None if chain is None else (y, res.model.exog, chain, _lags(times, hosts))
         if design is not None and rho > 0:  # GLS: OLS on the Prais–Winsten-whitened rows
             (yw, xw), _ = _whiten(chain, rho, y, design[1])
             res = sm.OLS(yw, xw).fit()
             model = "ar1-gls"
+        if design is not None and plausible:
+            robust, robust_df = _robust_c(design[1], chain, design[3],
+                                          rho if model != "ols" else 0.0, plausible)
+            honest = (min(plausible), max(plausible))
     if model == "ols":
-        rho, rho_source = 0.0, None
+        rho = 0.0
+        rho_source = rho_source if robust is not None else None
     df = float(res.df_resid) - (1.0 if rho_source == "folder" else 0.0)
+    if robust is not None:
+        df = min(df, robust_df)
     raw_s2 = float(res.ssr) / float(res.df_resid)
     raw = math.sqrt(max(raw_s2, 0.0))
     s = max(raw, floor_sd)
@@ -254,7 +306,7 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
     out: dict[str, LogRatio] = {}
     for a in arms[1:]:
         j = cols.index(f"a:{a}")
-        c = float(res.normalized_cov_params[j, j])  # se² = c · s²
+        c = float(res.normalized_cov_params[j, j] if robust is None else robust[j])  # se² = c·s²
         shared = block_sets[a] & block_sets[baseline]
         common = len(shared)
         # with two arms a run in a block without the other arm only fixes its own block effect
@@ -266,4 +318,4 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
                           residual_df=df)
     return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms),
                    runs=len(runs), covariate=used_busy, rho=rho, model=model,
-                   rho_source=rho_source, design=design)
+                   rho_source=rho_source, design=design, honest_for=honest)
