@@ -15,6 +15,8 @@ e2e's own ``runs_advice`` (what `e2e plan` prints). Every rate is printed with i
 standard error, sqrt(p (1 − p) / n).
 
     nice -n 10 env PYTHONPATH=$PWD python bench/stats_design_simulation.py --only family --sims 400
+    nice -n 10 env PYTHONPATH=$PWD python bench/stats_design_simulation.py --only ar1 --rho 0.9 \
+        --designs calibration5,default --orders fixed:1,folder --models ols,e2e --sims 250
     (the same with --only cells, ar1, looks, plan; each case's options in --help; the commands
     behind docs/statistics.md's figures are listed there)
 """
@@ -58,12 +60,6 @@ def record(experiment, config, spec, value: float, index: int) -> RunRecord:
 def stats_key(concurrency: int) -> str:
     """The headline metric of a cell without the speculator (only it is simulated)."""
     return "tpot_ms_mean" if concurrency == 1 else "tpot_ms_median"
-
-
-def with_seed(experiment, seed: int):
-    """The experiment with another load seed (and so another arm order: e2e.plan draws the
-    order from it)."""
-    return experiment.model_copy(update={"load": experiment.load.model_copy(update={"seed": seed})})
 
 
 def noise(rng, plan, sigma, rho: float = 0.0) -> np.ndarray:
@@ -165,36 +161,93 @@ def cells(exp, sims, seed, levels):
     print()
 
 
-def ar1(exp, sims, seed, rho, orders):
-    """AR(1) server levels in time order: A/A false calls per arm, with the config's fixed order
-    seed (every sweep of a config the same order) and with a seed drawn per sweep."""
-    arms = ["main", "main-repeat", *DELAYS]
-    print(f"(3) AR(1) server levels, lag-1 correlation {rho:g} in time order, marginal noise "
-          "1.25 % per run; calibration's 5 arms (none changes anything), --runs 4; share "
-          "called faster/slower per arm (unadjusted) and interval coverage")
+DEFAULT = CALIBRATION.parent / "default.toml"
+ARM_SETS = {
+    "calibration5": (CALIBRATION, ["main", "main-repeat", *DELAYS], [1]),
+    "calibration3": (CALIBRATION, ["main", "main-repeat", "delay-500"], [1]),
+    "default": (DEFAULT, ["main", "flag-off", "pr"], [1, 4]),
+}
+"""ar1's designs: the calibration config's 5 and 3 arms (concurrency 1), the default config's
+3 arms at its concurrencies 1 and 4 (without the speculator): two cells interleaved per round."""
+
+
+def time_model(name: str):
+    """Set the cell model's AR(1) correlation as the row asks: "ols" (none, as before issue 33
+    item 3), "e2e" (e2e's rule, ``_model.folder_rho``: REML over the folder's headline cells
+    with 40 residual df or more, else the calibration's 0.48), "reml" (REML over the folder's
+    cells whatever their df, with its plausible set), or "fixed:X" (plain GLS at ρ = X wherever
+    the term is possible, standard errors at that ρ only)."""
+    from e2e.analysis import _model, _stats
+
+    _model.MIN_FOLDER_AR1_DF = 0 if name == "reml" else 40
+    if name in ("e2e", "reml"):
+        _stats.folder_rho = _model.folder_rho
+    else:
+        value = 0.0 if name == "ols" else float(name.split(":", 1)[1])
+        _stats.folder_rho = lambda fits: ((value, "calibration", ()) if value > 0
+                                          else (0.0, None, ()))
+
+
+def ar1(sims, seed, rho, orders, designs, models, runs=4):
+    """AR(1) server levels in time order: A/A false calls and interval coverage per arm, with
+    a fixed order seed (every sweep of a config the same order: the load's seed, as before
+    issue 33 item 3) or the folder's own (drawn per sweep, ``folder_order``), the cell model
+    without time (OLS) or with it (AR(1) GLS)."""
+
+    print(f"(3) AR(1) server levels, lag-1 correlation {rho:g} per run in time order (the plan's "
+          "order, one run every 20 s), marginal noise 1.25 % per run, no arm changes anything, "
+          f"--runs {runs} ({runs - 1} reported rounds); per arm: share called faster/slower (unadjusted) and "
+          "share of 95 % intervals holding 0; the worst arm's, and every arm's together")
     print()
-    print("| order seed | " + " | ".join(arms[1:]) + " | coverage, every arm |")
-    print("|---|" + "---:|" * len(arms[1:]) + "---:|")
-    config = redacted_config(exp)
-    for label in [{"0": "0 (the config's: fixed)", "drawn": "drawn per sweep"}.get(o, f"{o} (fixed)")
-                  for o in orders]:
-        rng = np.random.default_rng(seed)
-        false = {a: 0 for a in arms[1:]}
-        cover = 0
-        fixed = label.split()[0]
-        plan0 = (make_plan(with_seed(exp, int(fixed)), arms=arms, concurrencies=[1],
-                           spec_modes=[False], runs=4) if fixed.isdigit() else None)
-        for i in range(sims):
-            e = exp if plan0 is not None else with_seed(exp, 1000 + i)
-            plan = plan0 or make_plan(e, arms=arms, concurrencies=[1], spec_modes=[False], runs=4)
-            s = summarize(sweep(rng, e, plan, config, {}, 0.0125, rho), metrics=METRICS[:1])
-            for a in arms[1:]:
-                comp = s.comparison(a, 1, "base", "tpot_ms_mean")
-                false[a] += stats.is_difference(comp.verdict)
-                lo, hi = comp.interval
-                cover += lo <= 0.0 <= hi
-        print(f"| {label} | " + " | ".join(rate(false[a], sims) for a in arms[1:])
-              + f" | {rate(cover, sims * len(arms[1:]))} |")
+    print("| design | order seed | model | per-arm false calls | worst arm | per-arm coverage "
+          "| lowest | coverage, all arms | AR(1) used | mean se of ln ratio |")
+    print("|---|---|---|---|---:|---|---:|---:|---:|---:|")
+    try:
+        for design in designs:
+            path, arms, concs = ARM_SETS[design]
+            exp = load_experiment(path)
+            config = redacted_config(exp)
+            for order in orders:
+                for model in models:
+                    time_model(model)
+                    rng = np.random.default_rng(seed)
+                    false = {a: 0 for a in arms[1:]}
+                    cover = {a: 0 for a in arms[1:]}
+                    used = total = 0
+                    ses: list[float] = []
+                    fixed = (make_plan(exp, arms=arms, concurrencies=concs, spec_modes=[False],
+                                       runs=runs, seed=int(order.split(":")[1]))
+                             if order.startswith("fixed") else None)
+                    draw = np.random.default_rng([seed, 7])
+                    for _ in range(sims):
+                        plan = fixed or make_plan(exp, arms=arms, concurrencies=concs,
+                                                  spec_modes=[False], runs=runs,
+                                                  seed=int(draw.integers(2**31)))
+                        s = summarize(sweep(rng, exp, plan, config, {}, 0.0125, rho),
+                                      metrics=METRICS)
+                        for a in arms[1:]:
+                            for c in concs:
+                                comp = s.comparison(a, c, "base", stats_key(c))
+                                false[a] += stats.is_difference(comp.verdict)
+                                lo, hi = comp.interval
+                                cover[a] += lo <= 0.0 <= hi
+                                used += comp.time_model == "ar1-gls"
+                                ses.append(comp.se)
+                                total += 1
+                    n = sims * len(concs)
+                    worst = max(arms[1:], key=lambda a: false[a])
+                    low = min(arms[1:], key=lambda a: cover[a])
+                    label = ("the folder's (drawn per sweep)" if order == "folder"
+                             else f"{order.split(':')[1]} (fixed)")
+                    print(f"| {design} ({len(arms)} arms, c{'/'.join(map(str, concs))}) | {label} "
+                          f"| {model} | " + ", ".join(f"{a} {rate(false[a], n)}" for a in arms[1:])
+                          + f" | {worst}: {rate(false[worst], n)} | "
+                          + ", ".join(f"{a} {rate(cover[a], n)}" for a in arms[1:])
+                          + f" | {low}: {rate(cover[low], n)} | "
+                          f"{rate(sum(cover.values()), n * len(arms[1:]))} | "
+                          f"{used / total * 100:.0f} % | {np.mean(ses) * 100:.3f} % |", flush=True)
+    finally:
+        time_model("e2e")
     print()
 
 
@@ -302,13 +355,20 @@ def main() -> None:
     ap.add_argument("--only", choices=["family", "cells", "ar1", "looks", "plan"], required=True)
     ap.add_argument("--rho", type=float, default=0.5)
     ap.add_argument("--max-runs", type=int, default=6)
+    ap.add_argument("--runs", type=int, default=4, help="ar1: runs per cell (1 warmup)")
     ap.add_argument("--target", type=float, default=5.0)
     ap.add_argument("--comparisons", type=int, choices=[3, 6, 9, 12], default=12,
                     help="family: 3 delay arms x 1, 2, 3 or 4 concurrencies")
     ap.add_argument("--verdicts", default="equivalent,difference",
                     help="family: which false verdicts (equivalent at the edge, difference at 0)")
     ap.add_argument("--noise", default="1,2,4,8", help="cells: per-run noise in %% at c1/c2/c4/c8")
-    ap.add_argument("--orders", default="0,drawn", help="ar1: order seeds (a number, or drawn)")
+    ap.add_argument("--orders", default="fixed:1,folder",
+                    help="ar1: order seeds, fixed:N (every sweep seed N) or folder (drawn per sweep)")
+    ap.add_argument("--designs", default="calibration5",
+                    help="ar1: " + ", ".join(ARM_SETS) + " (comma-separated)")
+    ap.add_argument("--models", default="ols,e2e",
+                    help="ar1: the cell model's time term: ols, e2e (its rule), reml (the "
+                    "folder's REML whatever its df), fixed:RHO")
     ap.add_argument("--effects", default="0,0.02,0.05", help="looks: true changes of delay-500")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -321,7 +381,8 @@ def main() -> None:
     elif args.only == "cells":
         cells(exp, args.sims, args.seed, [float(x) for x in args.noise.split(",")])
     elif args.only == "ar1":
-        ar1(exp, args.sims, args.seed, args.rho, args.orders.split(","))
+        ar1(args.sims, args.seed, args.rho, args.orders.split(","), args.designs.split(","),
+            args.models.split(","), args.runs)
     elif args.only == "looks":
         looks(exp, args.sims, args.seed, args.max_runs, [float(x) for x in args.effects.split(",")])
     else:

@@ -23,7 +23,7 @@ from e2e import analysis
 from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
-from e2e.plan import make_plan, order_of, record_order
+from e2e.plan import FolderOrder, folder_order, make_plan, record_order
 from e2e.results import LOOKS_FILE, read_looks, write_looks
 from e2e.render import ReportOutput, build_report
 from e2e.session import SessionOptions
@@ -46,14 +46,15 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
           runs: int | None = None, executor: Executor | None = None,
           session: SessionOptions = SessionOptions(), max_attempts: int = 2,
           fail_fast: bool = False, on_unit: OnUnit = lambda folder, record: None,
-          report: bool = True) -> tuple[Outcome, ReportOutput | None]:
+          report: bool = True, order: FolderOrder | None = None) -> tuple[Outcome, ReportOutput | None]:
     """plan -> execute -> aggregate and render: the load matrix (``e2e sweep``). The arm order
-    is the folder's (``plan.order_of``: Williams for a new folder, recorded in order.json)."""
+    is the folder's (``order``, by default ``plan.folder_order``: Williams for a new folder,
+    with its own order seed, drawn, recorded in order.json)."""
     folder = Path(results) / experiment.name
-    order = order_of(folder)
+    order = order or folder_order(folder, experiment)
     units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
-                      spec_modes=spec_modes, runs=runs, order=order)
-    record_order(folder, experiment, order)
+                      spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
+    record_order(folder, order)
     outcome = execute(experiment, units, results, executor=executor, session=session,
                       max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
     return outcome, build_report(folder) if report else None
@@ -112,7 +113,8 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
                         session: SessionOptions = SessionOptions(), max_attempts: int = 2,
                         on_unit: OnUnit = lambda folder, record: None,
                         baseline: str = "main",
-                        spending: analysis.Spending = analysis.DEFAULT_SPENDING) -> tuple[Outcome, analysis.Settlement]:
+                        spending: analysis.Spending = analysis.DEFAULT_SPENDING,
+                        order: FolderOrder | None = None) -> tuple[Outcome, analysis.Settlement]:
     """``e2e sweep --until-settled --max-runs N``: whole rounds until every primary comparison
     (the headline metric of each cell, every arm but the A/A checks) is settled, or N runs per
     cell are made. Each look reads the report's own comparisons (``summarize``: one model per
@@ -149,12 +151,12 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
         runs = max(runs, last.rounds + start)  # the next look is after one more round
         if runs > max_runs:
             return Outcome(), _settlement(last)
-    order = order_of(folder)
+    order = order or folder_order(folder, experiment)
     total = Outcome()
     while True:
         units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
-                          spec_modes=spec_modes, runs=runs, order=order)
-        record_order(folder, experiment, order)
+                          spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
+        record_order(folder, order)
         outcome = execute(experiment, units, results, executor=executor, session=session,
                           max_attempts=max_attempts, on_unit=on_unit)
         total.ran += outcome.ran

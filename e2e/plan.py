@@ -6,8 +6,11 @@ back. The arm order of each round comes from a **Williams design** (``williams``
 cycle of its rows (n rows for an even number of arms n, 2n for an odd one) every arm runs in
 every position equally often and follows every other arm equally often, so a linear drift of the
 machine (thermal, background load) and the carry-over of one run into the next land on every arm
-alike. The rows are taken in an order drawn from a recorded seed (``order_seed``: the load's
-seed), starting at the first reported round, so the reported rounds are a complete Williams
+alike. The rows are taken in an order drawn from the results folder's own **order seed**
+(``folder_order``: drawn when a sweep first plans into a new folder, or given with
+``--order-seed``, and recorded in its ``order.json``, so a resumed sweep plans the same order and
+two sweeps of one config get different ones; the load's prompt seed is not touched, so every arm
+and every sweep still gets the same prompts), starting at the first reported round, so the reported rounds are a complete Williams
 design whenever their number is a multiple of the cycle, and otherwise the first rows of it in
 a seeded order (no arm repeats a position before every arm has had every position). The order of round k depends only
 on k, the arms and the seed: adding rounds (``--until-settled``) never reorders the earlier ones.
@@ -20,6 +23,8 @@ units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is r
 from __future__ import annotations
 
 import json
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +36,8 @@ from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 
 __all__ = ["make_plan", "rounds", "williams", "round_orders", "duet_rounds", "Order",
-           "ORDER_FILE", "order_of", "record_order", "describe_order"]
+           "ORDER_FILE", "FolderOrder", "folder_order", "order_of", "record_order", "describe_order",
+           "order_seed"]
 
 Order = Literal["williams", "rotation"]
 ORDER_FILE = "order.json"
@@ -115,8 +121,10 @@ def make_plan(
     runs: int | None = None,
     order: Order = "williams",
     duet: bool | None = None,
+    seed: int | None = None,
 ) -> list[RunSpec] | list[DuetSpec]:
-    """The sweep's units in plan order. ``duet`` (None: the config's ``[duet] enabled``) plans
+    """The sweep's units in plan order. ``seed``: the arm order's seed (a results folder's,
+    ``folder_order``; None: ``order_seed``, the load's seed, for plans with no folder). ``duet`` (None: the config's ``[duet] enabled``) plans
     duets instead of single runs (``duet_rounds``): round k holds, per concurrency and spec
     mode, the round's duets, each a DuetSpec whose sides are run k of their arms."""
     arms = arms or [name for name, arm in experiment.arms.items() if not arm.opt_in]
@@ -128,10 +136,11 @@ def make_plan(
     concurrencies = concurrencies or list(experiment.load.concurrencies)
     spec_modes = spec_modes if spec_modes is not None else [False, True]
     runs = runs or experiment.repeats
+    seed = order_seed(experiment) if seed is None else int(seed)
     if experiment.duet.enabled if duet is None else duet:
-        return _duet_plan(experiment, arms, concurrencies, spec_modes, runs)
+        return _duet_plan(experiment, arms, concurrencies, spec_modes, runs, seed)
     orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
-                          seed=order_seed(experiment), order=order)
+                          seed=seed, order=order)
     plan: list[RunSpec] = []
     for k in range(1, runs + 1):
         for concurrency in concurrencies:
@@ -143,13 +152,12 @@ def make_plan(
 
 
 def _duet_plan(experiment: Experiment, arms: list[str], concurrencies: list[int],
-               spec_modes: list[bool], runs: int) -> list[DuetSpec]:
+               spec_modes: list[bool], runs: int, seed: int) -> list[DuetSpec]:
     if len(arms) < 2:
         raise ConfigError(f"a duet measures at least two arms together; --arms gives "
                           f"{', '.join(arms) or 'none'}")
     slots = len(experiment.duet.slots)
-    duets = duet_rounds(arms, slots, runs, report_from_run=experiment.report_from_run,
-                        seed=order_seed(experiment))
+    duets = duet_rounds(arms, slots, runs, report_from_run=experiment.report_from_run, seed=seed)
     plan: list[DuetSpec] = []
     for k in range(1, runs + 1):
         for concurrency in concurrencies:
@@ -164,8 +172,35 @@ def _duet_plan(experiment: Experiment, arms: list[str], concurrencies: list[int]
 
 
 def order_seed(experiment: Experiment) -> int:
-    """The seed of the arm order: the load's seed (recorded in every run's spec)."""
+    """The arm order's seed of a plan with no results folder (nightly's bisection, tests,
+    simulations): the load's seed. A sweep's folder has its own (``folder_order``)."""
     return int(experiment.load.seed)
+
+
+MAX_ORDER_SEED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class FolderOrder:
+    """How a results folder's rounds are ordered: the design (``order``), the seed its rows are
+    drawn with, and where the seed came from: "recorded" (the folder's ``order.json``), "given"
+    (``--order-seed``, not yet recorded) or "drawn" (a new folder's, drawn now, not yet
+    recorded: a dry run draws one too but writes nothing, so the sweep draws its own)."""
+
+    order: Order
+    seed: int
+    source: Literal["recorded", "given", "drawn"]
+
+
+def _read_order(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")[:10_000])
+    except (OSError, ValueError):
+        value = None
+    if not isinstance(value, dict) or value.get("order") not in ("williams", "rotation"):
+        raise ConfigError(f"{path}: unreadable or unknown order; remove it only if the folder "
+                          "holds no runs")
+    return value
 
 
 def order_of(folder: Path) -> Order:
@@ -174,38 +209,72 @@ def order_of(folder: Path) -> Order:
     the Williams design: it keeps its order); "williams" for a new folder."""
     path = Path(folder) / ORDER_FILE
     if path.is_file():
-        try:
-            value = json.loads(path.read_text(encoding="utf-8")).get("order")
-        except (OSError, ValueError, AttributeError):
-            value = None
-        if value in ("williams", "rotation"):
-            return value
-        raise ConfigError(f"{path}: unreadable or unknown order; remove it only if the folder "
-                          "holds no runs")
+        return _read_order(path)["order"]
     if any(Path(folder).glob("*/run.json")):
         return "rotation"
     return "williams"
 
 
-def record_order(folder: Path, experiment: Experiment, order: Order) -> None:
-    """Write ``order.json`` (atomically) the first time a sweep plans into ``folder``."""
+def folder_order(folder: Path, experiment: Experiment, seed: int | None = None) -> FolderOrder:
+    """The order and order seed of a results folder. A folder with an ``order.json`` keeps
+    what it records (a seed given that differs is an error: it would reorder the rounds already
+    made); one written before the order had its own seed recorded the load's seed, and one
+    without a seed (made before the Williams design, rotated) takes the load's seed. A new
+    folder takes ``seed`` when given, else a seed drawn now (``secrets``), so two sweeps of one
+    config run their arms in different orders; ``record_order`` writes it when the sweep
+    starts."""
+    if seed is not None and not 0 <= int(seed) <= MAX_ORDER_SEED:
+        raise ConfigError(f"--order-seed {seed}: give a whole number from 0 to {MAX_ORDER_SEED}")
+    path = Path(folder) / ORDER_FILE
+    order = order_of(folder)
+    if path.is_file() or order == "rotation":
+        recorded = _read_order(path).get("seed", order_seed(experiment)) if path.is_file() \
+            else order_seed(experiment)
+        if isinstance(recorded, bool) or not isinstance(recorded, int):
+            raise ConfigError(f"{path}: its seed {recorded!r} is not a whole number; restore it "
+                              "(the folder's runs were planned with it)")
+        if seed is not None and int(seed) != recorded:
+            raise ConfigError(f"--order-seed {seed}: {folder} was planned with order seed "
+                              f"{recorded} and keeps it (another seed would reorder its rounds); "
+                              "leave --order-seed out, give that seed, or use a new --results "
+                              "folder")
+        return FolderOrder(order, int(recorded), "recorded")
+    if seed is not None:
+        return FolderOrder(order, int(seed), "given")
+    return FolderOrder(order, secrets.randbelow(MAX_ORDER_SEED + 1), "drawn")
+
+
+def record_order(folder: Path, plan: FolderOrder) -> None:
+    """Write ``order.json`` (atomically: the order, its seed and where the seed came from) the
+    first time a sweep plans into ``folder``; a folder that has one keeps it."""
     from e2e.paths import atomic_write_text
 
     path = Path(folder) / ORDER_FILE
     if path.is_file():
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"order": order, "seed": order_seed(experiment)},
-                                       indent=2) + "\n")
+    atomic_write_text(path, json.dumps({"order": plan.order, "seed": plan.seed,
+                                        "seed_source": plan.source}, indent=2) + "\n")
 
 
-def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Order,
+def _seed_words(plan: FolderOrder) -> str:
+    if plan.source == "recorded":
+        return f"order seed {plan.seed} (the folder's, from its {ORDER_FILE})"
+    if plan.source == "given":
+        return f"order seed {plan.seed} (--order-seed; recorded when the sweep starts)"
+    return (f"order seed {plan.seed} (drawn for this dry run: the folder is new and the sweep "
+            f"draws its own; to run this order, give --order-seed {plan.seed})")
+
+
+def describe_order(experiment: Experiment, arms: list[str], runs: int, plan: FolderOrder,
                    duet: bool = False) -> list[str]:
-    """Lines for ``--dry-run``: the design and each round's arm order (or duets)."""
+    """Lines for ``--dry-run``: the design, its order seed (and where it comes from) and each
+    round's arm order (or duets)."""
+    order, seed = plan.order, plan.seed
     if duet:
         slots = experiment.duet.slot_names()
         rounds_ = duet_rounds(arms, len(slots), runs, report_from_run=experiment.report_from_run,
-                              seed=order_seed(experiment))
+                              seed=seed)
         k = min(len(slots), len(arms))
         reported = runs - experiment.report_from_run + 1
         balance = ("are whole cycles: every arm in every slot equally often" if reported > 0
@@ -213,12 +282,12 @@ def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Or
                    "one slot more often, and a slot that runs faster favours it (give a "
                    f"multiple of {k} reported rounds)")
         head = (f"duets: {len(rounds_[0])} a round of {k} arms at once, one per slot "
-                f"({', '.join(slots[:k])}), every pair of arms together equally often, seed "
-                f"{order_seed(experiment)}; the {max(reported, 0)} reported rounds {balance}")
+                f"({', '.join(slots[:k])}), every pair of arms together equally often, "
+                f"{_seed_words(plan)}; the {max(reported, 0)} reported rounds {balance}")
         return [head] + [f"  round {r}: " + " | ".join(" + ".join(g) for g in groups)
                          for r, groups in enumerate(rounds_, start=1)]
     orders = round_orders(arms, runs, report_from_run=experiment.report_from_run,
-                          seed=order_seed(experiment), order=order)
+                          seed=seed, order=order)
     if order == "rotation":
         head = "arm order: rotated by one each round (the folder's order before the Williams design)"
     else:
@@ -226,7 +295,7 @@ def describe_order(experiment: Experiment, arms: list[str], runs: int, order: Or
         reported = runs - experiment.report_from_run + 1
         whole = reported > 0 and reported % cycle == 0
         head = (f"arm order: Williams design over {len(arms)} arms (cycle of {cycle} rounds), rows "
-                f"drawn with seed {order_seed(experiment)}; the {max(reported, 0)} reported rounds "
+                f"drawn with {_seed_words(plan)}; the {max(reported, 0)} reported rounds "
                 + ("are complete cycles: every arm in every position and after every other "
                    "equally often" if whole else
                    f"are not a multiple of {cycle}: its first rows (every arm in a different "

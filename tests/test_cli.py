@@ -95,3 +95,27 @@ def test_dry_run_prints_the_order_the_plan_runs(tmp_path):
     described = {int(l.split()[1].rstrip(":")): l.split(":", 1)[1].split()
                  for l in lines if l.startswith("  round ")}
     assert planned and described == planned
+
+
+def test_dry_run_says_whose_order_seed_it_shows(tmp_path):
+    """A new folder: a seed drawn for the dry run (said so, and how to pin it); --order-seed N:
+    that order, the same each time; a folder with an order.json: its recorded seed, and a
+    different --order-seed for it is refused (exit 2), not a silent reordering."""
+    def rounds(*extra):
+        result = runner.invoke(app, ["sweep", "--dry-run", "--results", str(tmp_path),
+                                     "--concurrency", "1", "--no-dspark", "--runs", "4", *extra])
+        assert result.exit_code == 0, result.output
+        return result.output, [l for l in result.output.splitlines() if l.startswith("  round ")]
+
+    text, _ = rounds()
+    assert "drawn for this dry run" in text and "give --order-seed" in text
+    text, pinned = rounds("--order-seed", "5")
+    assert "order seed 5 (--order-seed" in text and rounds("--order-seed", "5")[1] == pinned
+    assert any(rounds("--order-seed", str(s))[1] != pinned for s in (6, 7, 8))
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "order.json").write_text('{"order": "williams", "seed": 5}')
+    text, recorded = rounds()
+    assert "order seed 5 (the folder's" in text and recorded == pinned
+    result = runner.invoke(app, ["sweep", "--dry-run", "--results", str(tmp_path),
+                                 "--order-seed", "6"])
+    assert result.exit_code == 2 and "planned with order seed 5" in result.output

@@ -13,6 +13,7 @@ from e2e.execute._executor import LocalExecutor
 from e2e.execute._progress import format_eta
 from e2e.plan import (
     ORDER_FILE,
+    folder_order,
     make_plan,
     order_of,
     record_order,
@@ -104,13 +105,62 @@ def test_a_folder_keeps_its_order(tmp_path, default_experiment):
     spec = make_plan(default_experiment, runs=1)[0]
     store(tmp_path, default_experiment, spec, valid=True)
     assert order_of(folder) == "rotation"  # runs made before order.json: the old order
-    record_order(folder, default_experiment, "rotation")
+    rotated = folder_order(folder, default_experiment)
+    assert (rotated.order, rotated.seed) == ("rotation", default_experiment.load.seed)
+    record_order(folder, rotated)
     assert json.loads((folder / ORDER_FILE).read_text())["order"] == "rotation"
     (folder / ORDER_FILE).write_text('{"order": "williams", "seed": 0}')
     assert order_of(folder) == "williams"
+    assert folder_order(folder, default_experiment).seed == 0  # as recorded before the own seed
     (folder / ORDER_FILE).write_text("nonsense")
     with pytest.raises(ConfigError, match="unreadable"):
         order_of(folder)
+
+
+CALIBRATION_ARMS = ["main", "main-repeat", "delay-100", "delay-250", "delay-500"]
+
+
+def test_a_new_folder_draws_its_own_order_seed_and_keeps_it(tmp_path, default_experiment,
+                                                            monkeypatch):
+    """Two new folders of one config get different order seeds (drawn) and so different arm
+    orders, with the same load (prompt) seed in every run's spec; a folder keeps its recorded
+    seed on resume, and a different --order-seed for it is an error, not a reordering."""
+    import e2e.plan as plan_mod
+
+    drawn = iter([11, 12])
+    monkeypatch.setattr(plan_mod.secrets, "randbelow", lambda n: next(drawn))
+    a, b = (folder_order(tmp_path / name, default_experiment) for name in ("a", "b"))
+    assert (a.seed, a.source, b.seed, b.source) == (11, "drawn", 12, "drawn")
+    plans = [make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=4,
+                       seed=o.seed) for o in (a, b)]
+    assert [u.run_id for u in plans[0]] != [u.run_id for u in plans[1]]
+    assert {u.seed for p in plans for u in p} == {default_experiment.load.seed}
+    assert round_orders(CALIBRATION_ARMS, 4, report_from_run=2, seed=11) != round_orders(
+        CALIBRATION_ARMS, 4, report_from_run=2, seed=12)
+    record_order(tmp_path / "a", a)
+    assert json.loads((tmp_path / "a" / ORDER_FILE).read_text()) == {
+        "order": "williams", "seed": 11, "seed_source": "drawn"}
+    again = folder_order(tmp_path / "a", default_experiment)
+    assert (again.seed, again.source) == (11, "recorded")
+    assert folder_order(tmp_path / "a", default_experiment, 11).seed == 11
+    with pytest.raises(ConfigError, match="planned with order seed 11"):
+        folder_order(tmp_path / "a", default_experiment, 5)
+    given = folder_order(tmp_path / "c", default_experiment, 5)
+    assert (given.seed, given.source) == (5, "given")
+    with pytest.raises(ConfigError, match="whole number from 0"):
+        folder_order(tmp_path / "c", default_experiment, -1)
+    (tmp_path / "a" / ORDER_FILE).write_text('{"order": "williams", "seed": "x"}')
+    with pytest.raises(ConfigError, match="not a whole number"):
+        folder_order(tmp_path / "a", default_experiment)
+
+
+def test_duets_take_the_folder_seed(default_experiment):
+    """make_plan's seed orders duet rounds too (duet_rounds), the default being the load's."""
+    from e2e.plan import duet_rounds
+
+    arms = ["main", "pr", "a", "b"]
+    assert duet_rounds(arms, 2, 3, seed=3) != duet_rounds(arms, 2, 3, seed=4)
+    assert duet_rounds(arms, 2, 3, seed=3) == duet_rounds(arms, 2, 3, seed=3)
 
 
 def test_plan_narrowing_and_bad_arms(default_experiment):

@@ -33,10 +33,10 @@ def test_reference_settings():
 
 def test_dry_run_prints_every_run_command_and_environment(tmp_path):
     result = CliRunner().invoke(app, ["sweep", "--config", str(CONFIG), "--dry-run",
-                                      "--results", str(tmp_path)])
+                                      "--results", str(tmp_path), "--order-seed", "7"])
     assert result.exit_code == 0, result.output
     blocks = result.output.split("\n[")
-    plan = make_plan(load_experiment(CONFIG))
+    plan = make_plan(load_experiment(CONFIG), seed=7)
     assert len(plan) == 3 * 3 * 2 * 4 == len(blocks)
     for spec, block in zip(plan, blocks):
         assert spec.run_id in block

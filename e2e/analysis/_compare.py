@@ -14,7 +14,7 @@ from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, met
 from e2e.config import comparable_settings
 from e2e.results import RunRecord
 
-__all__ = ["compare", "aa_arms", "slots", "estimate_of", "primary_metric"]
+__all__ = ["compare", "aa_arms", "slots", "times", "estimate_of", "primary_metric"]
 
 _RunKey = tuple[str, int, str, int, "str | None"]  # arm, concurrency, spec mode, repeat, host
 
@@ -68,14 +68,50 @@ def slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
     return out
 
 
+def _started(r: RunRecord):
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(str(r.started_at))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+
+
+def times(records: Sequence[RunRecord]) -> dict[_RunKey, float]:
+    """Each sequential run's start on its host's timeline, in runs: seconds since the host's
+    first run over the median spacing of the host's consecutive starts (so one run apart is
+    about 1, a round of other cells in between more, a resume the next day very far). Runs
+    measured in duets, or on a host with fewer than 3 parsable, distinct start times, have none
+    (then the cell model has no time term: ``stats.cell_model``)."""
+    hosts: dict[str | None, list[tuple[_RunKey, object]]] = {}
+    for r in records:
+        when = _started(r)
+        if r.spec.duet is not None or when is None:
+            continue
+        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), _host(r))
+        hosts.setdefault(key[4], []).append((key, when))
+    out: dict[_RunKey, float] = {}
+    for runs in hosts.values():
+        starts = sorted(w.timestamp() for _, w in runs)
+        gaps = [b - a for a, b in zip(starts, starts[1:]) if b > a]
+        if len(set(starts)) < 3 or not gaps:
+            continue
+        unit = sorted(gaps)[len(gaps) // 2]
+        out.update({k: (w.timestamp() - starts[0]) / unit for k, w in runs})
+    return out
+
+
 def _runs(cell: Cell) -> list[tuple[object, float]]:
     return list(zip(cell.blocks(), cell.values))
 
 
-def _model_runs(cell: Cell, slots: dict[_RunKey, int | None]) -> list[stats.ModelRun]:
+def _model_runs(cell: Cell, slots: dict[_RunKey, int | None],
+                times: dict[_RunKey, float]) -> list[stats.ModelRun]:
     busy = cell.interference or (None,) * len(cell.values)
-    return [stats.ModelRun(cell.arm, block, slots.get((cell.arm, cell.concurrency, cell.spec_mode,
-                                                       *block)), v, b)
+    key = (cell.arm, cell.concurrency, cell.spec_mode)
+    return [stats.ModelRun(cell.arm, block, slots.get((*key, *block)), v, b,
+                           time=times.get((*key, *block)) if len(block) == 2 else None)
             for block, v, b in zip(cell.blocks(), cell.values, busy)]
 
 
@@ -111,12 +147,15 @@ def compare(
     min_effect_pct: float,
     equivalence_pct: float,
     target_effect_pct: float | None,
+    times: dict[_RunKey, float] | None = None,
 ) -> tuple[list[Comparison], tuple[NoiseRow, ...], list[ReportWarning], list[str]]:
     """Every arm against the baseline of its cell:
 
     1. **one model per cell and metric** (``stats.cell_model``: ln y = round × host + slot + arm
        over every arm, the residual variance pooled across them); where it cannot be fitted,
        the paired t per arm (``stats.log_ratio``: blocked where 2 blocks pair up) or Welch;
+       with the runs' ``times``, the model's residuals AR(1) over time where estimable
+       (feasible GLS, ``stats.cell_model``);
     2. **shared noise** only where noise is alike: a fallback comparison's per-run variance is
        moderated toward the other comparisons of the same cell (metric, spec mode and
        concurrency; ``fit_prior``, ``moderate``: limma's moderated t; no prior with fewer than 3
@@ -151,11 +190,22 @@ def compare(
     own_s2: dict[int, float] = {}
     fits: dict[tuple[int, str, str], stats.CellFit] = {}
     units: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # (metric, mode, conc)
+    group_runs: dict[tuple[int, str, str], list[stats.ModelRun]] = {}
     for key, members in groups.items():
-        runs = _model_runs(members[0][1], slots)
+        runs = _model_runs(members[0][1], slots, times or {})
         for c, _ in members:
-            runs += _model_runs(c, slots)
-        fit = stats.cell_model(runs, baseline) if len(runs) > 2 else None
+            runs += _model_runs(c, slots, times or {})
+        group_runs[key] = runs
+        if len(runs) > 2 and (fit := stats.cell_model(runs, baseline)) is not None:
+            fits[key] = fit
+    # the host's level over time: one AR(1) correlation for the folder, from its headline cells
+    rho, rho_source, plausible = stats.folder_rho([f for (conc, mode, m), f in fits.items()
+                                                   if m == primary_metric(conc, mode)])
+    for key, members in groups.items():
+        fit = fits.pop(key, None)
+        if fit is not None and fit.design is not None and plausible:
+            fit = stats.cell_model(group_runs[key], baseline, rho=rho, rho_source=rho_source,
+                                   plausible=plausible)
         if fit is not None:
             fits[key] = fit
             units.setdefault((key[2], key[1], key[0]), []).append((fit.s2, fit.df))
@@ -217,8 +267,10 @@ def compare(
                 f"with {baseline}", *where))
         role = ("check" if c.arm in aa_arms else
                 "primary" if c.metric == primary_metric(c.concurrency, c.spec_mode) else "secondary")
+        fit = fits.get((c.concurrency, c.spec_mode, c.metric))
         rows.append({
             "c": c, "base": base, "est": e, "welch": welch, "verdict": verdict, "role": role,
+            "fit": fit if e is not None and e.method == "model" else None,
             "p": None if e is None else e.p_value(),
             "tost": None if e is None else e.tost_p_value(equivalence_pct),
         })
@@ -256,6 +308,8 @@ def compare(
             role=r["role"], df=None if e is None else e.df, se=None if e is None else e.se,
             design="duet" if c.in_duets and base.in_duets else "sequential",
             prior_df=0.0 if e is None else e.prior_df,
+            time_model=fit.model if (fit := r["fit"]) is not None else None,
+            rho=fit.rho if fit is not None else None,
         ))
     target = equivalence_pct if target_effect_pct is None else target_effect_pct
     return (comparisons, _noise_rows(rows, fits, aa_arms, confidence, target, priors), warnings,
@@ -289,6 +343,10 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
             source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
                       + (", slot term" if fit.slot else "")
                       + (", recorded interference as a covariate" if fit.covariate else "")
+                      + (f", AR(1) over time ρ {fit.rho:.2f} ({fit.rho_source}; GLS)"
+                         if fit.model == "ar1-gls" else "")
+                      + (f", standard errors honest for ρ {fit.honest_for[0]:g}–"
+                         f"{fit.honest_for[1]:g}" if fit.honest_for else "")
                       + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
             arms_n = fit.arms
         else:
@@ -315,5 +373,7 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
                                                         and e.method == "model"),
                                               noise_df=e.df),
             floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
-            slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts))
+            slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts,
+            time_model=fit.model if fit is not None and e.method == "model" else None,
+            rho=fit.rho if fit is not None and e.method == "model" else None))
     return tuple(out)

@@ -27,7 +27,7 @@ from e2e.analysis._median_ratio import (
     INTERVAL_METHOD, RatioEstimate, Verdict, compare_runs, ratio_of_medians, verdict_for,
     welch_log_ratio_interval
 )
-from e2e.analysis._model import MIN_MODEL_DF, CellFit, ModelRun, cell_model
+from e2e.analysis._model import MIN_MODEL_DF, CellFit, ModelRun, cell_model, folder_rho
 from e2e.analysis._moderation import (
     MIN_PRIOR_UNITS, Prior, _trigamma_inverse, fit_prior, floor_noise, moderate
 )
@@ -45,7 +45,7 @@ __all__ = [
     "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_MODEL_DF",
     "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "PLAN_NOISE_LEVEL", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
-    "call", "cell_model", "compare_runs", "design_df", "detectable_effect", "fit_prior",
+    "call", "cell_model", "folder_rho", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "ratio_of_medians",
     "relative_range", "runs_needed", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",

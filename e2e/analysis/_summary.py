@@ -178,6 +178,10 @@ class Comparison:
     prior_df: float = 0.0
     se: float | None = None
     """Standard error of ln(ratio) (after moderation and the floor); None without an interval."""
+    time_model: str | None = None
+    """For method "model": "ols", or "ar1-gls" (the cell's residuals AR(1) over the runs'
+    times, ``rho`` per run apart; ``stats.cell_model``); None for the other methods."""
+    rho: float | None = None
 
     @property
     def method_text(self) -> str:
@@ -213,6 +217,9 @@ class NoiseRow:
     slot: bool = False
     components: Components | None = None
     """Between- and within-server parts of the per-run noise (runs with load windows only)."""
+    time_model: str | None = None
+    """As ``Comparison.time_model``, for the cell's model (None when it has none)."""
+    rho: float | None = None
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,11 @@ def sweep(
         "--duet/--no-duet", help="Measure the arms together in time (the config's \\[duet] "
         "slots): each unit runs one arm per slot at once, so host drift lands on every arm "
         "alike (default: the config's \\[duet] enabled).")] = None,
+    order_seed: Annotated[Optional[int], typer.Option(
+        "--order-seed", help="Seed of the arm order for a new --results folder (default: drawn, "
+        "so two sweeps of one config run their arms in different orders; recorded in the "
+        "folder's order.json and kept on resume). --dry-run on a new folder prints a drawn seed "
+        "that the sweep will not reuse unless given here.", min=0)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     flags: Measurement = Measurement(),
 ) -> None:
@@ -72,11 +77,11 @@ def sweep(
             experiment = experiment.model_copy(
                 update={"duet": experiment.duet.model_copy(update={"enabled": duet})})
         results = flags.results
-        from e2e.plan import describe_order, order_of
+        from e2e.plan import describe_order, folder_order
 
-        order = order_of(results / experiment.name)
+        order = folder_order(results / experiment.name, experiment, order_seed)
         plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
-                         spec_modes=modes, runs=runs, order=order)
+                         spec_modes=modes, runs=runs, order=order.order, seed=order.seed)
         for line in unreachable_concurrency(plan):
             say(line)
         if dry_run:
@@ -104,7 +109,8 @@ def sweep(
             outcome, settlement = sweep_until_settled(
                 experiment, results, max_runs=max_runs, arms=csv_list(arms),
                 concurrencies=concurrency, spec_modes=modes, session=session,
-                max_attempts=max_attempts, on_unit=on_unit, executor=runner)
+                max_attempts=max_attempts, on_unit=on_unit, executor=runner,
+                order=order)
             confidence = settlement.look_confidence
             out.print(f"until settled: {'settled' if settlement.settled else 'not settled'} "
                       f"after {settlement.rounds} reported round(s); the report's intervals are "
@@ -117,7 +123,7 @@ def sweep(
                 experiment, results, arms=csv_list(arms), concurrencies=concurrency,
                 spec_modes=modes, runs=runs, session=session, executor=runner,
                 max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit,
-                report=False)  # rendered below, with any GSM8K results
+                report=False, order=order)  # rendered below, with any GSM8K results
         if outcome.stopped_early:
             out.print("[red]sweep stopped[/] (--fail-fast): rerun the same command to resume",
                       highlight=False)

@@ -105,7 +105,8 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "noise_pct": c.noise_pct, "noise_floored": c.noise_floored,
                          "p_value": c.p_value, "tost_p": c.tost_p, "p_holm": c.p_holm,
                          "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct,
-                         "role": c.role, "df": c.df, "prior_df": c.prior_df}
+                         "role": c.role, "df": c.df, "prior_df": c.prior_df,
+                         "time_model": c.time_model, "rho": c.rho}
                         for c in summary.comparisons],
         "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
                       "spec_mode": w.spec_mode, "metric": w.metric}
