@@ -198,3 +198,37 @@ def test_bad_input_is_exit_2_with_what_to_do(tmp_path):
         res = runner.invoke(app, ["capacity", "--results", str(tmp_path), *args])
         assert res.exit_code == 2, (args, res.output)
         assert words in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_capacity_through_real_sessions_stops_at_its_bounds(tmp_path, monkeypatch):
+    """The real path, through ``pipeline.execute`` and the server session, on the scripted vLLM
+    (tests/fakevllm.py: 1 ms a token at any load): an SLO it always meets ends the search at
+    --max-rate, one it never meets at --min-rate, each saying so in capacity.json."""
+    import fakevllm
+
+    from e2e.session._tinymodel import build_tiny_llama
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
+                                     name="cap")
+    raw = experiment.model_dump(mode="json")
+    raw["arms"]["main"]["plugin"] = {}
+    experiment = type(experiment).model_validate(raw)
+    from e2e.session import SessionOptions
+
+    search = SearchSettings(start=2.0, min_rate=1.0, max_rate=8.0, repeats=2)
+    for slo, phase, rates in (("tpot=50ms", "above", [2.0, 4.0, 8.0]),
+                              ("tpot=0.5ms", "below", [2.0, 1.0])):
+        results = tmp_path / phase
+        got = capacity(experiment, results, arms=["main"], objective=objective_of(slo, 90),
+                       search=search, prompts=4, input_len=16, output_len=8,
+                       session=SessionOptions(progress=False, plugin_check=False))
+        arm = got.arms["main"]
+        assert arm.status == phase and arm.estimate is None
+        assert [r["rate"] for r in arm.runs] == rates
+        doc = json.loads((results / "cap" / "capacity.json").read_text())
+        assert doc["results"]["main"]["status"] == phase and "rate" in doc["results"]["main"]["why"]
+        record = json.loads((results / "cap" / "main-c1-rate2-base-r1" / "run.json").read_text())
+        assert record["spec"]["request_rate"] == 2.0
+        assert record["metrics"]["goodput_slo"] == slo

@@ -9,6 +9,7 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 __all__ = ["render_capacity_plot"]
 
@@ -41,6 +42,10 @@ def render_capacity_plot(result: Any) -> bytes | None:
     ax.axhline(result.objective.goodput_pct, color="black", linestyle=":", linewidth=1,
                label=f"goodput objective {result.objective.goodput_pct:g} %")
     ax.set_xscale("log")
+    plain = FuncFormatter(lambda x, _: f"{x:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("offered rate (requests/s)")
     ax.set_ylabel("goodput (% of requests meeting every objective)")
     ax.set_title(f"capacity at {result.objective}\n dashed: capacity, band: "
