@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,12 @@ def read_capacity(rows: list[dict]) -> dict:
     return {"rates": rates, "mean_margin": means, "lo": lo, "hi": hi, "capacity": c}
 
 
+def _stop(*_):
+    raise KeyboardInterrupt  # SIGTERM too stops the server (the serve context's own finally)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-c", "--config", type=Path)
     p.add_argument("--arm", default="main")
@@ -102,12 +108,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slo", required=True)
     p.add_argument("--goodput", type=float, default=90.0)
+    p.add_argument("--p99", default=None)
     p.add_argument("--passes", type=int, default=2, help="times the whole grid is run")
     p.add_argument("--rates-per-server", type=int, default=3,
                    help="rates measured on one fresh server (a short hold of the host's lock)")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
-    objective = objective_of(a.slo, a.goodput)
+    objective = objective_of(a.slo, a.goodput, a.p99)
     experiment = load_experiment(a.config)
     a.client_cpus = experiment.load.cpus
     rates = [float(x) for x in a.rates.split(",")]

@@ -59,6 +59,22 @@ def test_only_first_repeats_steer_and_a_pass_above_a_failure_is_not_lo():
     assert round_rate(3.14159) == 3.14
 
 
+def test_the_margin_is_the_tightest_term():
+    from e2e.capacity import margin, margin_terms
+
+    metrics = RunMetrics(requests=80, ok_requests=80, duration_s=10.0, input_tokens=1,
+                         output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
+                         goodput_slo="tpot=20ms", goodput_share=0.95)
+    only_goodput = objective_of("tpot=20ms", 90)
+    assert margin_terms(metrics, only_goodput) == {"goodput": pytest.approx(math.log(0.95 / 0.9))}
+    with_p99 = objective_of("tpot=20ms", 90, p99="tpot=20ms,ttft=500ms")
+    terms = margin_terms(metrics, with_p99)
+    assert terms["tpot"] == pytest.approx(math.log(20 / 25)) and terms["ttft"] > 0
+    assert margin(metrics, with_p99) == terms["tpot"] < 0 < margin(metrics, only_goodput)
+    nothing = metrics.model_copy(update={"goodput_share": 0.0})  # floored: finite
+    assert math.isfinite(margin(nothing, only_goodput))
+
+
 def test_the_estimate_reads_the_crossing_and_its_interval_covers_it():
     rng = np.random.default_rng(1)
     lo, hi, truth = 4.0, 4.6, 4.3
@@ -139,7 +155,7 @@ def _experiment():
 @pytest.mark.slow
 def test_capacity_finds_each_arm_and_the_ratio_and_resumes(tmp_path):
     fake = FakeServers()
-    objective = objective_of("tpot=20ms,ttft=500ms", 90)
+    objective = objective_of("tpot=20ms,ttft=500ms", 90, p99="tpot=20ms,ttft=500ms")
     search = SearchSettings(start=4.0, resolution=0.1, repeats=3)
     go = lambda: capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,  # noqa: E731
                           search=search, prompts=40, input_len=16, output_len=8, executor=fake)
@@ -158,12 +174,12 @@ def test_capacity_finds_each_arm_and_the_ratio_and_resumes(tmp_path):
     with pytest.raises(ConfigError, match="other objective"):
         capacity(_experiment(), tmp_path, arms=["main", "slow"], search=search, prompts=40,
                  input_len=16, output_len=8, executor=fake,
-                 objective=objective_of("tpot=30ms,ttft=500ms", 90))
+                 objective=objective_of("tpot=20ms,ttft=500ms", 95, p99="tpot=20ms,ttft=500ms"))
 
 
 def test_an_interrupted_search_resumes_where_it_stopped(tmp_path):
     fake = FakeServers()
-    objective = objective_of("tpot=20ms,ttft=500ms", 90)
+    objective = objective_of("tpot=20ms,ttft=500ms", 90, p99="tpot=20ms,ttft=500ms")
     search = SearchSettings(start=4.0, resolution=0.1, repeats=3)
 
     class Stop(Exception):

@@ -66,7 +66,8 @@ def _unit(base: RunSpec, rate: float, repeat: int) -> RunSpec:
 
 
 def _settings_doc(objective: Objective, search: SearchSettings, base: dict, confidence: float) -> dict:
-    return {"objective": {"slo": str(objective.slo), "goodput_pct": objective.goodput_pct},
+    return {"objective": {"slo": str(objective.slo), "goodput_pct": objective.goodput_pct,
+                          "p99": str(objective.p99) if objective.p99 else None},
             "search": search.model_dump(mode="json"), "workload": base, "confidence": confidence}
 
 

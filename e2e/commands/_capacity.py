@@ -20,10 +20,13 @@ def capacity_command(
         "--arms", help="Comma-separated arms; the first is the baseline unless --baseline "
         "(default: all of the config's).")] = None,
     slo: Annotated[Optional[str], typer.Option(
-        "--slo", help="Objectives whose p99 must be within them, e.g. tpot=20ms,ttft=500ms "
-        "(names ttft, tpot, e2e); also the per-request objectives of goodput.")] = None,
+        "--slo", help="Per-request objectives of goodput, e.g. tpot=20ms,ttft=500ms (names "
+        "ttft, tpot, e2e).")] = None,
     goodput: Annotated[float, typer.Option(
-        "--goodput", help="Percent of requests that must meet every objective.")] = 90.0,
+        "--goodput", help="Percent of requests that must meet every --slo objective.")] = 90.0,
+    p99: Annotated[Optional[str], typer.Option(
+        "--p99", help="Also objectives on the run's p99, e.g. tpot=20ms,ttft=500ms (default: "
+        "none).")] = None,
     baseline: Annotated[Optional[str], typer.Option(
         "--baseline", help="The arm the others' capacity is divided by (default: the first).")] = None,
     start_rate: Annotated[float, typer.Option(
@@ -58,8 +61,8 @@ def capacity_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Find each arm's capacity: the highest open-loop request rate whose runs (each on a
-    fresh server) meet the SLO (p99 of each objective within it, and --goodput % of requests
-    meeting every one), by bracketing and bisection with --repeats runs at the two boundary
+    fresh server) meet the SLO (--goodput % of requests meeting every --slo objective, and
+    the p99 of each --p99 objective within it), by bracketing and bisection with --repeats runs at the two boundary
     rates; print each capacity with its interval and each arm's ratio to the baseline's;
     write capacity.json and capacity.png beside the runs. Rerun the same command to resume."""
 
@@ -72,7 +75,7 @@ def capacity_command(
         from e2e.execute import executor_from
         from e2e.session import SessionOptions
 
-        objective = objective_of(slo, goodput)
+        objective = objective_of(slo, goodput, p99)
         try:
             search = SearchSettings(start=start_rate, factor=factor, resolution=resolution,
                                     repeats=repeats, min_rate=min_rate, max_rate=max_rate)
