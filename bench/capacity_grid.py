@@ -113,9 +113,11 @@ def main() -> None:
     p.add_argument("--rates-per-server", type=int, default=3,
                    help="rates measured on one fresh server (a short hold of the host's lock)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--lock-wait", type=float, default=None,
+                   help="seconds to wait for the host's server lock (default: the config's)")
     a = p.parse_args()
     objective = objective_of(a.slo, a.goodput, a.p99)
-    experiment = load_experiment(a.config)
+    experiment = load_experiment(a.config).override("server", lock_wait_s=a.lock_wait)
     a.client_cpus = experiment.load.cpus
     rates = [float(x) for x in a.rates.split(",")]
     a.out.mkdir(parents=True, exist_ok=True)
