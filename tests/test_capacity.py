@@ -171,6 +171,11 @@ def test_capacity_finds_each_arm_and_the_ratio_and_resumes(tmp_path):
     made = len(fake.ran)
     again = go()  # the same search over the same folder: every unit is there
     assert len(fake.ran) == made and again.arms["slow"].estimate == result.arms["slow"].estimate
+    more = capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,
+                    search=search.model_copy(update={"repeats": 4}), prompts=40, input_len=16,
+                    output_len=8, executor=fake)  # more repeats: 2 more runs per arm, no new path
+    assert len(fake.ran) == made + 4
+    assert sorted(r["repeat"] for r in more.arms["main"].runs if r["rate"] == more.arms["main"].step.lo) == [1, 2, 3, 4]
     with pytest.raises(ConfigError, match="other objective"):
         capacity(_experiment(), tmp_path, arms=["main", "slow"], search=search, prompts=40,
                  input_len=16, output_len=8, executor=fake,

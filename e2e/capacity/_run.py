@@ -8,7 +8,8 @@
 A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). The
 search's settings, the objective and the workload are written to ``capacity.json`` before the
 first unit; a rerun over the folder with other ones is refused (its runs answer another
-question), the same ones resume.
+question), the same ones resume. ``--repeats`` may change on a rerun: it does not steer the
+search, it only says how many runs the boundary rates get (more narrow the interval).
 """
 
 from __future__ import annotations
@@ -82,7 +83,12 @@ def _check_settings(folder: Path, settings: dict) -> None:
         old = None
     if old is None:
         raise ConfigError(f"{path}: unreadable; restore it or use a new --results folder")
-    differ = [k for k in settings if old[k] != settings[k]]
+    def steering(doc: dict, key: str):  # --repeats only says how many boundary runs: free
+        value = doc.get(key)
+        return {k: v for k, v in value.items() if k != "repeats"} if key == "search" and \
+            isinstance(value, dict) else value
+
+    differ = [k for k in settings if steering(old, k) != steering(settings, k)]
     if differ:
         raise ConfigError(f"{path}: this folder's capacity search was made with other "
                           f"{' and '.join(differ)} ({json.dumps({k: old[k] for k in differ})}); "
