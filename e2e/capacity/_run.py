@@ -145,7 +145,7 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     baseline = baseline or arms[0]
     if baseline not in arms:
         raise ConfigError(f"the baseline arm {baseline!r} is not among --arms {','.join(arms)}")
-    experiment = experiment.override("load", slo=str(objective.slo), request_rate=None)
+    experiment = experiment.override("load", slo=str(objective.slo))  # each unit sets its rate
     folder = Path(results) / experiment.name
     bases = {a: RunSpec.resolve(experiment, arm=a, concurrency=1, dspark=dspark, prompts=prompts,
                                 input_len=input_len, output_len=output_len) for a in arms}
