@@ -111,7 +111,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
                 "e2e.interop")),
     ("execute", ("e2e.execute",)),
-    ("pipeline", ("e2e.pipeline", "e2e.gsm8k.run", "e2e.nightly", "e2e.nightly.assess",
+    ("pipeline", ("e2e.pipeline", "e2e.capacity", "e2e.gsm8k.run", "e2e.nightly", "e2e.nightly.assess",
                   "e2e.nightly.run", "e2e.nightly.bisect")),
     ("commands", ("e2e.commands", "e2e.cli")),
 ]

@@ -4,6 +4,7 @@ signals are ``e2e.console``'s). Only this package imports typer; ``e2e.cli`` is 
 point.
 
     e2e run | sweep | gsm8k | nightly      plan -> execute -> server session -> results
+    e2e capacity                           per arm: search a rate within an SLO -> execute
     e2e history | dashboard                the nightly store: nights, a cell's history, a site
     e2e report | plan                      results -> aggregate -> render
     e2e import | export                    vllm bench files in and out
@@ -22,6 +23,7 @@ import typer
 
 from e2e.commands._arms import arms, build
 from e2e.commands._bisect import bisect_command
+from e2e.commands._capacity import capacity_command
 from e2e.commands._dashboard import dashboard_command
 from e2e.commands._gsm8k import gsm8k_command
 from e2e.commands._history import history_command
@@ -84,6 +86,7 @@ for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
                    ("nightly", nightly_command), ("history", history_command),
                    ("dashboard", dashboard_command), ("bisect", bisect_command),
                    ("export", export_command), ("arms", arms), ("build", build),
-                   ("micro", micro_command), ("unit", unit_command)):
+                   ("micro", micro_command), ("unit", unit_command),
+                   ("capacity", capacity_command)):
     _add(_name, _fn)
 app.add_typer(import_app, name="import")

@@ -1,0 +1,79 @@
+"""What "meets the SLO" means for one measured run, and by how much.
+
+A run meets the objective when at least ``goodput_pct`` % of its measured requests met every
+per-request objective of ``slo`` (its goodput share, ``e2e.metrics.goodput``) and, where
+``p99`` names figures (TTFT, TPOT, E2E), the 99th percentile over its requests of each
+(``RunMetrics.*_p99``) is at most its objective there: "p99 TPOT <= 20 ms, p99 TTFT <= 500 ms,
+goodput >= 90 %" is ``p99=tpot=20ms,ttft=500ms``, ``slo`` the same, ``goodput_pct=90``. Its *margin* is the smallest of the terms' log ratios
+``ln(objective / p99)`` and ``ln(share / goodput)``: positive when it meets the objective
+with room, 0 at the edge, negative when it misses. The margin is what the capacity estimate
+interpolates (``e2e.capacity._estimate``); a pass is margin >= 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from e2e.errors import ConfigError
+from e2e.results import RunMetrics
+from e2e.slo import SLO, parse_slo
+
+__all__ = ["Objective", "objective_of", "margin_terms", "margin"]
+
+_P99 = {"ttft": "ttft_ms_p99", "tpot": "tpot_ms_p99", "e2e": "e2el_ms_p99"}
+MISSING = -10.0  # the margin of a figure a run could not measure (no successful request)
+
+
+class Objective(BaseModel):
+    """The capacity objective: at least ``goodput_pct`` % of requests meeting every objective
+    of ``slo``, and the p99 of every figure ``p99`` names within it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slo: SLO
+    goodput_pct: float = Field(gt=0, le=100)
+    p99: SLO | None = None
+
+    def __str__(self) -> str:
+        names = "".join(f"p99 {k} <= {v:g} ms, " for k, v in self.targets().items())
+        return f"{names}goodput >= {self.goodput_pct:g} % at {self.slo}"
+
+    def targets(self) -> dict[str, float]:
+        if self.p99 is None:
+            return {}
+        return {k: getattr(self.p99, f"{k}_ms") for k in _P99
+                if getattr(self.p99, f"{k}_ms") is not None}
+
+
+def objective_of(slo: str | None, goodput_pct: float, p99: str | None = None) -> Objective:
+    """Parse ``--slo``, ``--goodput`` and ``--p99`` into an Objective; a bad one is a
+    ConfigError."""
+    if not slo:
+        raise ConfigError("capacity needs an SLO: give --slo, e.g. --slo tpot=20ms,ttft=500ms")
+    if not (isinstance(goodput_pct, (int, float)) and 0 < goodput_pct <= 100):
+        raise ConfigError(f"--goodput {goodput_pct}: a share in percent, above 0 and at most 100")
+    return Objective(slo=parse_slo(slo), goodput_pct=float(goodput_pct),
+                     p99=parse_slo(p99) if p99 else None)
+
+
+def margin_terms(metrics: RunMetrics, objective: Objective) -> dict[str, float]:
+    """Each term's log ratio (positive: within the objective). The goodput share is floored
+    at half a request so that a run meeting nothing has a finite margin."""
+    terms: dict[str, float] = {}
+    for name, target in objective.targets().items():
+        p99 = getattr(metrics, _P99[name])
+        terms[name] = MISSING if p99 is None or p99 <= 0 else math.log(target / p99)
+    share = metrics.goodput_share
+    if share is None:
+        terms["goodput"] = MISSING
+    else:
+        floor = 0.5 / max(metrics.requests, 1)
+        terms["goodput"] = math.log(max(share, floor) / (objective.goodput_pct / 100.0))
+    return terms
+
+
+def margin(metrics: RunMetrics, objective: Objective) -> float:
+    """The run's margin: its smallest term (>= 0: the run meets the objective)."""
+    return min(margin_terms(metrics, objective).values())

@@ -1,0 +1,231 @@
+"""``e2e capacity``: every arm's capacity at an SLO, each run on a fresh server.
+
+    for each round: per arm, the next step of its search (``_search.next_rates``, replayed
+    from the records in the folder) -> the units of all arms -> ``e2e.pipeline.execute``
+    (the executor: local or Ray; resume and retries as for sweeps) -> margins
+    -> per arm the estimate at the boundary (``_estimate``) -> capacity.json, capacity.png
+
+A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). The
+search's settings, the objective and the workload are written to ``capacity.json`` before the
+first unit; a rerun over the folder with other ones is refused (its runs answer another
+question), the same ones resume. ``--repeats`` may change on a rerun: it does not steer the
+search, it only says how many runs the boundary rates get (more narrow the interval).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from e2e.capacity._criterion import Objective, margin, margin_terms
+from e2e.capacity._estimate import Capacity, estimate, ratio
+from e2e.capacity._plot import render_capacity_plot
+from e2e.capacity._search import SearchSettings, Step, next_rates
+from e2e.config import Experiment, RunSpec
+from e2e.errors import ConfigError
+from e2e.execute import Executor, OnUnit
+from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
+from e2e.results import read_run, unit_dir, unit_state
+from e2e.session import SessionOptions
+
+__all__ = ["CapacityResult", "ArmSearch", "capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
+
+CAPACITY_FILE = "capacity.json"
+CAPACITY_PLOT = "capacity.png"
+MAX_ROUNDS = 60  # steps per arm: a search that has not converged by then has a bug
+
+
+@dataclass
+class ArmSearch:
+    """One arm's search: its runs (every measured unit), where it stands, its estimate."""
+
+    arm: str
+    runs: list[dict] = field(default_factory=list)
+    step: Step | None = None
+    given_up: str | None = None
+    estimate: Capacity | None = None
+
+    @property
+    def status(self) -> str:
+        return "given up" if self.given_up else self.step.phase if self.step else "not started"
+
+
+@dataclass
+class CapacityResult:
+    arms: dict[str, ArmSearch]
+    baseline: str
+    objective: Objective
+    ratios: dict[str, tuple[float, float, float]]
+    folder: Path
+    ran: int = 0
+
+
+def _unit(base: RunSpec, rate: float, repeat: int) -> RunSpec:
+    return RunSpec.model_validate({**base.model_dump(), "request_rate": rate, "repeat": repeat})
+
+
+def _settings_doc(objective: Objective, search: SearchSettings, base: dict, confidence: float) -> dict:
+    return {"objective": {"slo": str(objective.slo), "goodput_pct": objective.goodput_pct,
+                          "p99": str(objective.p99) if objective.p99 else None},
+            "search": search.model_dump(mode="json"), "workload": base, "confidence": confidence}
+
+
+def _check_settings(folder: Path, settings: dict) -> None:
+    path = folder / CAPACITY_FILE
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(read_bounded(path, 16 << 20, expect="a capacity.json e2e wrote"))
+        old = {k: old.get(k) for k in settings} if isinstance(old, dict) else None
+    except ValueError:
+        old = None
+    if old is None:
+        raise ConfigError(f"{path}: unreadable; restore it or use a new --results folder")
+    def steering(doc: dict, key: str):  # --repeats only says how many boundary runs: free
+        value = doc.get(key)
+        return {k: v for k, v in value.items() if k != "repeats"} if key == "search" and \
+            isinstance(value, dict) else value
+
+    differ = [k for k in settings if steering(old, k) != steering(settings, k)]
+    if differ:
+        raise ConfigError(f"{path}: this folder's capacity search was made with other "
+                          f"{' and '.join(differ)} ({json.dumps({k: old[k] for k in differ})}); "
+                          "rerun with the same flags to resume it, or use a new --results folder")
+
+
+def _replay(experiment: Experiment, results: Path, base: RunSpec, search: SearchSettings,
+            objective: Objective, arm: ArmSearch) -> list[RunSpec]:
+    """Walk the arm's search through the runs already made; the units its next step needs."""
+    observed: dict[float, dict[int, float]] = {}
+    arm.runs = []
+    for _ in range(MAX_ROUNDS):
+        step = next_rates(observed, search)
+        arm.step = step
+        todo = []
+        for rate, repeat in step.runs:
+            unit = _unit(base, rate, repeat)
+            if not unit_state(results, experiment.name, unit).done:
+                todo.append(unit)
+                continue
+            folder = unit_dir(results, experiment.name, unit)
+            record = read_run(folder)
+            if record.metrics is None or record.metrics.goodput_slo != str(objective.slo):
+                raise ConfigError(f"{folder}: measured against goodput SLO "
+                                  f"{record.metrics.goodput_slo if record.metrics else None!r}, "
+                                  f"not {str(objective.slo)!r}; use a new --results folder")
+            value = margin(record.metrics, objective)
+            observed.setdefault(rate, {})[repeat] = value
+            arm.runs.append({"rate": rate, "repeat": repeat, "run_id": unit.run_id,
+                             "margin": value, "meets": value >= 0,
+                             "terms": margin_terms(record.metrics, objective),
+                             "goodput_share": record.metrics.goodput_share,
+                             "ttft_ms_p99": record.metrics.ttft_ms_p99,
+                             "tpot_ms_p99": record.metrics.tpot_ms_p99,
+                             "achieved_rate": record.achieved_rate})
+        if todo or not step.runs:
+            return todo
+    raise ConfigError(f"arm {arm.arm}: the search did not settle in {MAX_ROUNDS} steps")
+
+
+def capacity(experiment: Experiment, results: Path, *, arms: list[str], objective: Objective,
+             search: SearchSettings, baseline: str | None = None, dspark: bool = False,
+             prompts: int | None = None, input_len: int | None = None,
+             output_len: int | None = None, confidence: float = 0.95,
+             executor: Executor | None = None, session: SessionOptions = SessionOptions(),
+             max_attempts: int = 2, on_unit: OnUnit = lambda folder, record: None,
+             execute: Callable | None = None) -> CapacityResult:
+    """Search every arm's capacity (see the module's docstring); resumes from the folder."""
+    from e2e.pipeline import execute as run_units
+
+    execute = execute or run_units
+    if not arms:
+        raise ConfigError("capacity needs at least one arm (--arms)")
+    baseline = baseline or arms[0]
+    if baseline not in arms:
+        raise ConfigError(f"the baseline arm {baseline!r} is not among --arms {','.join(arms)}")
+    experiment = experiment.override("load", slo=str(objective.slo))  # each unit sets its rate
+    folder = Path(results) / experiment.name
+    bases = {a: RunSpec.resolve(experiment, arm=a, concurrency=1, dspark=dspark, prompts=prompts,
+                                input_len=input_len, output_len=output_len) for a in arms}
+    workload = bases[baseline].model_dump(mode="json", exclude={"arm", "repeat", "request_rate"})
+    settings = _settings_doc(objective, search, workload, confidence)
+    _check_settings(folder, settings)
+    atomic_write_json(folder / CAPACITY_FILE, {**settings, "arms": arms, "baseline": baseline,
+                                                "state": "searching"})
+    state = {a: ArmSearch(a) for a in arms}
+    ran = 0
+    for round_ in range(MAX_ROUNDS):
+        units: list[RunSpec] = []
+        for a in arms:
+            if state[a].given_up is None:
+                units += _replay(experiment, results, bases[a], search, objective, state[a])
+        if not units:
+            break
+        k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
+        order = arms[k:] + arms[:k]
+        units.sort(key=lambda u: order.index(u.arm))
+        for a in sorted({u.arm for u in units}):
+            step = state[a].step
+            session.say(f"capacity {a}: {step.phase} "
+                        + (f"[{step.lo:g}, {step.hi:g}] " if step.lo and step.hi else "")
+                        + ", ".join(f"{u.request_rate:g} req/s r{u.repeat}"
+                                    for u in units if u.arm == a))
+        outcome = execute(experiment, units, results, executor=executor, session=session,
+                          max_attempts=max_attempts, on_unit=on_unit)
+        ran += len(outcome.ran)
+        for run_id in outcome.given_up:
+            unit = next(u for u in units if u.run_id == run_id)
+            state[unit.arm].given_up = (f"{run_id} was given up after {max_attempts} attempt(s) "
+                                        "(see its run.json; rerun with a higher --max-attempts)")
+        if outcome.stopped_early:
+            break
+    result = _finish(state, baseline, objective, folder, confidence)
+    result.ran = ran
+    doc = {**settings, "arms": arms, "baseline": baseline, "state": "done",
+           "results": _as_json(result)}
+    atomic_write_json(folder / CAPACITY_FILE, doc)
+    png = render_capacity_plot(result)
+    if png is not None:
+        atomic_write_bytes(folder / CAPACITY_PLOT, png)
+    return result
+
+
+def _finish(state: dict[str, ArmSearch], baseline: str, objective: Objective, folder: Path,
+            confidence: float) -> CapacityResult:
+    for arm in state.values():
+        step = arm.step
+        if arm.given_up or step is None or step.phase != "done":
+            continue
+        at = lambda r: [x["margin"] for x in arm.runs if x["rate"] == r]  # noqa: E731
+        arm.estimate = estimate(step.lo, step.hi, at(step.lo), at(step.hi), confidence=confidence)
+    ratios = {}
+    base = state[baseline].estimate
+    for name, arm in state.items():
+        if name != baseline and arm.estimate is not None and base is not None:
+            ratios[name] = ratio(arm.estimate, base)
+    return CapacityResult(arms=state, baseline=baseline, objective=objective, ratios=ratios,
+                          folder=folder)
+
+
+def _as_json(result: CapacityResult) -> dict:
+    out = {}
+    for name, arm in result.arms.items():
+        est = arm.estimate
+        out[name] = {
+            "status": arm.status, "why": arm.given_up or (arm.step.why if arm.step else ""),
+            "lo": arm.step.lo if arm.step else None, "hi": arm.step.hi if arm.step else None,
+            "capacity_req_s": _finite(est.rate) if est else None,
+            "low": _finite(est.low) if est else None, "high": _finite(est.high) if est else None,
+            "runs": arm.runs}
+        if name in result.ratios:
+            r, lo, hi = result.ratios[name]
+            out[name]["ratio_to_baseline"] = {"ratio": _finite(r), "low": _finite(lo),
+                                              "high": _finite(hi)}
+    return out
+
+
+def _finite(x: float) -> float | None:
+    """A bound as JSON: None for an open one (0 or infinity: no crossing to read)."""
+    return x if 0 < x < float("inf") else None

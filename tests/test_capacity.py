@@ -1,0 +1,255 @@
+"""``e2e capacity``: the search (bracket, bisect, repeats), the estimate and its interval, the
+orchestration through the pipeline's executor (resume, refusing other settings), and bad
+input. A fake executor stands in for the servers: each unit's record gets the figures of a
+server whose p99 TPOT grows with the offered rate, so the true capacity is known."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from e2e.capacity import (SearchSettings, boundary, capacity, estimate, next_rates,
+                          objective_of, ratio, round_rate)
+from e2e.config import load_experiment
+from e2e.errors import ConfigError
+from e2e.execute import Outcome
+from e2e.results import RunMetrics, RunRecord, ServerInfo, finalize, new_partial_dir, write_run
+
+
+def _search(truth, settings, noise=0.0, seed=0):
+    """Run next_rates against margin(rate) = ln(truth / rate) + noise until done."""
+    rng = np.random.default_rng(seed)
+    observed: dict = {}
+    for _ in range(100):
+        step = next_rates(observed, settings)
+        if not step.runs:
+            return step, observed
+        for rate, k in step.runs:
+            observed.setdefault(rate, {})[k] = math.log(truth / rate) + rng.normal(0, noise)
+    raise AssertionError("did not finish")
+
+
+@pytest.mark.parametrize("truth", [0.7, 3.3, 9.0, 41.0])
+def test_the_search_brackets_the_true_capacity_then_repeats_at_the_boundary(truth):
+    settings = SearchSettings(start=4.0, resolution=0.15, repeats=3)
+    step, observed = _search(truth, settings)
+    assert step.phase == "done"
+    assert step.lo <= truth < step.hi
+    assert step.hi / step.lo <= 1.15 + 0.02  # 3-digit rounding
+    assert sorted(observed[step.lo]) == sorted(observed[step.hi]) == [1, 2, 3]
+    assert sum(len(v) for v in observed.values()) <= 14  # bracketing + bisection + 4 repeats
+
+
+def test_the_search_stops_at_its_bounds_saying_why():
+    settings = SearchSettings(start=4.0, min_rate=0.5, max_rate=20.0, repeats=2)
+    step, _ = _search(1000.0, settings)
+    assert (step.phase, step.lo) == ("above", 20.0) and "--max-rate" in step.why
+    step, _ = _search(0.01, settings)
+    assert (step.phase, step.hi) == ("below", 0.5) and "--min-rate" in step.why
+
+
+def test_only_first_repeats_steer_and_a_pass_above_a_failure_is_not_lo():
+    assert boundary({2.0: {1: 0.1}, 4.0: {1: -0.1}, 8.0: {1: 0.2}}) == (2.0, 4.0)
+    # a failing second repeat at lo does not move the bracket
+    assert boundary({2.0: {1: 0.1, 2: -0.5}, 4.0: {1: -0.1}}) == (2.0, 4.0)
+    assert round_rate(3.14159) == 3.14
+
+
+def test_the_margin_is_the_tightest_term():
+    from e2e.capacity import margin, margin_terms
+
+    metrics = RunMetrics(requests=80, ok_requests=80, duration_s=10.0, input_tokens=1,
+                         output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
+                         goodput_slo="tpot=20ms", goodput_share=0.95)
+    only_goodput = objective_of("tpot=20ms", 90)
+    assert margin_terms(metrics, only_goodput) == {"goodput": pytest.approx(math.log(0.95 / 0.9))}
+    with_p99 = objective_of("tpot=20ms", 90, p99="tpot=20ms,ttft=500ms")
+    terms = margin_terms(metrics, with_p99)
+    assert terms["tpot"] == pytest.approx(math.log(20 / 25)) and terms["ttft"] > 0
+    assert margin(metrics, with_p99) == terms["tpot"] < 0 < margin(metrics, only_goodput)
+    nothing = metrics.model_copy(update={"goodput_share": 0.0})  # floored: finite
+    assert math.isfinite(margin(nothing, only_goodput))
+
+
+def test_the_estimate_reads_the_crossing_and_its_interval_covers_it():
+    rng = np.random.default_rng(1)
+    lo, hi, truth = 4.0, 4.6, 4.3
+    covered = 0
+    for i in range(200):
+        at_lo = list(math.log(truth / lo) + rng.normal(0, 0.03, 6))
+        at_hi = list(math.log(truth / hi) + rng.normal(0, 0.03, 6))
+        est = estimate(lo, hi, at_lo, at_hi, seed=i)
+        assert est.low <= est.rate <= est.high
+        covered += est.low <= truth <= est.high
+    assert 170 <= covered <= 200  # about 95 % (a bootstrap of 6 runs a little under)
+    exact = estimate(lo, hi, [math.log(truth / lo)] * 3, [math.log(truth / hi)] * 3)
+    assert exact.rate == pytest.approx(truth) and exact.low == pytest.approx(exact.high)
+
+
+def test_a_boundary_the_repeats_cannot_place_gives_an_open_interval():
+    est = estimate(4.0, 4.6, [0.05, -0.3, 0.4], [0.3, -0.2, 0.02])  # no fall: noise only
+    assert est.high == math.inf or est.low == 0.0
+
+
+def test_the_ratio_of_two_arms():
+    a = estimate(4.0, 4.6, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
+    b = estimate(2.0, 2.3, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
+    r, low, high = ratio(b, a)
+    assert r == pytest.approx(0.5) and low < 0.5 < high < 0.6
+
+
+# --- the orchestration, over a fake executor ------------------------------------------------
+
+TRUTH = {"main": 6.0, "slow": 4.0}  # req/s at which p99 TPOT reaches the objective
+
+
+def _share(p99_ms: float, sd: float = 0.3) -> float:
+    """The share of requests within 20 ms when TPOT is log-normal with that p99."""
+    from scipy.stats import norm
+
+    return float(norm.cdf((math.log(20.0) - math.log(p99_ms)) / sd + norm.ppf(0.99)))
+
+
+class FakeServers:
+    """An Executor whose units are records of a server with p99 TPOT = 20 ms x rate / truth
+    (times a little noise per server), p99 TTFT far within its objective."""
+
+    def __init__(self, noise=0.02):
+        self.ran: list[str] = []
+        self.rng = np.random.default_rng(7)
+        self.noise = noise
+
+    def run(self, experiment, units, results, run_unit, **kwargs):
+        outcome = Outcome()
+        for unit in units:
+            self.ran.append(unit.run_id)
+            tpot = 20.0 * unit.request_rate / TRUTH[unit.arm] * math.exp(self.rng.normal(0, self.noise))
+            record = RunRecord(
+                experiment=experiment, run_id=unit.run_id, spec=unit, arm_settings={}, config={},
+                server=ServerInfo(argv=["x"], env={}, base_url="http://127.0.0.1:1", model="m"),
+                provenance={}, started_at="t", finished_at="t", valid=True,
+                metrics=RunMetrics(requests=40, ok_requests=40, duration_s=10.0, input_tokens=1,
+                                   output_tokens=1, tpot_ms_p99=tpot, ttft_ms_p99=50.0,
+                                   goodput_slo="ttft=500ms,tpot=20ms",
+                                   goodput_share=_share(tpot)))
+            partial = new_partial_dir(results, experiment, unit.run_id)
+            write_run(partial, record)
+            finalize(partial, results, experiment, unit.run_id)
+            outcome.ran.append(record)
+        return outcome
+
+
+def _experiment():
+    raw = load_experiment().model_dump(mode="json")
+    raw["arms"] = {"main": {}, "slow": {"plugin": {"step_delay_us": 500}}}
+    raw["name"] = "cap"
+    from e2e.config import Experiment
+
+    return Experiment.model_validate(raw)
+
+
+@pytest.mark.slow
+def test_capacity_finds_each_arm_and_the_ratio_and_resumes(tmp_path):
+    fake = FakeServers()
+    objective = objective_of("tpot=20ms,ttft=500ms", 90, p99="tpot=20ms,ttft=500ms")
+    search = SearchSettings(start=4.0, resolution=0.1, repeats=3)
+    go = lambda: capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,  # noqa: E731
+                          search=search, prompts=40, input_len=16, output_len=8, executor=fake)
+    result = go()
+    for arm, truth in TRUTH.items():
+        est = result.arms[arm].estimate
+        assert est.low <= truth <= est.high and est.rate == pytest.approx(truth, rel=0.05)
+    r, low, high = result.ratios["slow"]
+    assert low <= 4.0 / 6.0 <= high < 1.0
+    doc = json.loads((tmp_path / "cap" / "capacity.json").read_text())
+    assert doc["state"] == "done" and doc["results"]["slow"]["ratio_to_baseline"]["high"] < 1
+    assert (tmp_path / "cap" / "capacity.png").read_bytes()[:4] == b"\x89PNG"
+    made = len(fake.ran)
+    again = go()  # the same search over the same folder: every unit is there
+    assert len(fake.ran) == made and again.arms["slow"].estimate == result.arms["slow"].estimate
+    more = capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,
+                    search=search.model_copy(update={"repeats": 4}), prompts=40, input_len=16,
+                    output_len=8, executor=fake)  # more repeats: 2 more runs per arm, no new path
+    assert len(fake.ran) == made + 4
+    assert sorted(r["repeat"] for r in more.arms["main"].runs if r["rate"] == more.arms["main"].step.lo) == [1, 2, 3, 4]
+    with pytest.raises(ConfigError, match="other objective"):
+        capacity(_experiment(), tmp_path, arms=["main", "slow"], search=search, prompts=40,
+                 input_len=16, output_len=8, executor=fake,
+                 objective=objective_of("tpot=20ms,ttft=500ms", 95, p99="tpot=20ms,ttft=500ms"))
+
+
+def test_an_interrupted_search_resumes_where_it_stopped(tmp_path):
+    fake = FakeServers()
+    objective = objective_of("tpot=20ms,ttft=500ms", 90, p99="tpot=20ms,ttft=500ms")
+    search = SearchSettings(start=4.0, resolution=0.1, repeats=3)
+
+    class Stop(Exception):
+        pass
+
+    class Interrupted(FakeServers):
+        def run(self, experiment, units, results, run_unit, **kwargs):
+            if len(self.ran) >= 5:
+                raise Stop
+            return super().run(experiment, units, results, run_unit, **kwargs)
+
+    first = Interrupted()
+    with pytest.raises(Stop):
+        capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,
+                 search=search, prompts=40, input_len=16, output_len=8, executor=first)
+    rest = FakeServers()
+    rest.rng = first.rng
+    capacity(_experiment(), tmp_path, arms=["main", "slow"], objective=objective,
+             search=search, prompts=40, input_len=16, output_len=8, executor=rest)
+    assert not set(first.ran) & set(rest.ran)  # nothing measured twice
+
+
+def test_bad_input_is_exit_2_with_what_to_do(tmp_path):
+    from e2e.commands import app
+
+    runner = CliRunner()
+    for args, words in ((["--goodput", "0", "--slo", "tpot=1ms"], "--goodput"),
+                        ([], "--slo"),
+                        (["--slo", "tpot=5"], "no unit"),
+                        (["--slo", "tpot=5ms", "--arms", "nosuch"], "nosuch"),
+                        (["--slo", "tpot=5ms", "--min-rate", "5", "--max-rate", "1"], "--min-rate")):
+        res = runner.invoke(app, ["capacity", "--results", str(tmp_path), *args])
+        assert res.exit_code == 2, (args, res.output)
+        assert words in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_capacity_through_real_sessions_stops_at_its_bounds(tmp_path, monkeypatch):
+    """The real path, through ``pipeline.execute`` and the server session, on the scripted vLLM
+    (tests/fakevllm.py: 1 ms a token at any load): an SLO it always meets ends the search at
+    --max-rate, one it never meets at --min-rate, each saying so in capacity.json."""
+    import fakevllm
+
+    from e2e.session._tinymodel import build_tiny_llama
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
+                                     name="cap")
+    raw = experiment.model_dump(mode="json")
+    raw["arms"]["main"]["plugin"] = {}
+    experiment = type(experiment).model_validate(raw)
+    from e2e.session import SessionOptions
+
+    search = SearchSettings(start=2.0, min_rate=1.0, max_rate=8.0, repeats=2)
+    for slo, phase, rates in (("tpot=50ms", "above", [2.0, 4.0, 8.0]),
+                              ("tpot=0.5ms", "below", [2.0, 1.0])):
+        results = tmp_path / phase
+        got = capacity(experiment, results, arms=["main"], objective=objective_of(slo, 90),
+                       search=search, prompts=4, input_len=16, output_len=8,
+                       session=SessionOptions(progress=False, plugin_check=False))
+        arm = got.arms["main"]
+        assert arm.status == phase and arm.estimate is None
+        assert [r["rate"] for r in arm.runs] == rates
+        doc = json.loads((results / "cap" / "capacity.json").read_text())
+        assert doc["results"]["main"]["status"] == phase and "rate" in doc["results"]["main"]["why"]
+        record = json.loads((results / "cap" / "main-c1-rate2-base-r1" / "run.json").read_text())
+        assert record["spec"]["request_rate"] == 2.0
+        assert record["metrics"]["goodput_slo"] == slo
