@@ -28,6 +28,7 @@ __all__ = [
     "LoadConfig",
     "SharedPrefix",
     "TraceReplay",
+    "MultiTurn",
     "WorkloadConfig",
     "ArmConfig",
     "ExecutorConfig",
@@ -289,7 +290,31 @@ class TraceReplay(_Strict):
         return f"trace {self.path}{speed} ({self.block_size}-token blocks)"
 
 
-WorkloadConfig = Annotated[SharedPrefix | TraceReplay, Field(discriminator="kind")]
+class MultiTurn(_Strict):
+    """``[load.workload] kind = "multi-turn"``: ``sessions`` conversations of ``turns`` turns.
+    Turn 1's prompt is ``input_len`` tokens; turn k's is turn k-1's prompt, its reply
+    (``output_len`` tokens fixed in advance, so every arm sends the same prompts) and a new
+    user message of ``user_len`` tokens. A session's turns are sent one after another (the next
+    ``think_s`` after the last one ended); ``concurrency`` sessions run at once."""
+
+    kind: Literal["multi-turn"]
+    sessions: Annotated[int, Field(gt=0, le=1_000_000)]
+    turns: Annotated[int, Field(gt=1, le=1000)]
+    user_len: PositiveInt
+    think_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+
+    @property
+    def tag(self) -> str:
+        think = f"t{self.think_s:g}" if self.think_s else ""
+        return f"mt{self.sessions}x{self.turns}u{self.user_len}{think}"
+
+    def describe(self) -> str:
+        think = f", {self.think_s:g} s think time" if self.think_s else ""
+        return (f"multi-turn: {self.sessions} sessions x {self.turns} turns, "
+                f"{self.user_len}-token user messages{think}")
+
+
+WorkloadConfig = Annotated[SharedPrefix | TraceReplay | MultiTurn, Field(discriminator="kind")]
 """A workload other than the reference load (``e2e.load._traffic``); None is the reference."""
 
 
@@ -627,6 +652,8 @@ class RunSpec(_Strict):
         workload = load.workload
         if isinstance(workload, SharedPrefix):
             prompts = workload.groups * workload.per_group
+        elif isinstance(workload, MultiTurn):
+            prompts = workload.sessions * workload.turns
         elif isinstance(workload, TraceReplay) and prompts is None:
             from e2e.traces import read_trace  # reads and checks the trace (bounded)
 

@@ -335,3 +335,52 @@ def test_an_external_run_resets_the_cache_or_warns(default_experiment, tmp_path,
     assert [s.name for s in record.workload.segments] == ["first", "later"]
     assert [s.requests for s in record.workload.segments] == [3, 9]
     assert record.metrics.prefix_cache_hit_rate == 0.5
+
+
+MULTI = {"kind": "multi-turn", "sessions": 3, "turns": 3, "user_len": 10, "think_s": 0.05}
+
+
+def test_a_turn_is_the_last_turn_its_reply_and_a_new_message(default_experiment):
+    spec = spec_of(default_experiment, MULTI, input_len=20, output_len=4)
+    assert (spec.prompts, spec.cell) == (9, "main-c1-mt3x3u10t0.05-base")
+    t = traffic(spec, vocab_size=500)
+    assert t.sessions == [[0, 1, 2], [3, 4, 5], [6, 7, 8]] and t.think_s == 0.05
+    assert t.input_lens == [20, 34, 48] * 3
+    for turns in t.sessions:
+        for a, b in zip(turns, turns[1:]):
+            assert t.prompts[b][:len(t.prompts[a])] == t.prompts[a]  # the history, exactly
+    assert common_prefix(t.prompts[0], t.prompts[3]) < 20  # sessions are their own
+    assert t.segments[:3] == ["turn 1", "turn 2", "turn 3"]
+
+
+def test_a_session_sends_its_turns_in_order_after_the_think_time(default_experiment, tmp_path,
+                                                                 tiny):
+    experiment = default_experiment.override("load", warmup_requests=0, input_len=20,
+                                             output_len=4, workload=MULTI)
+    unit = RunSpec.resolve(experiment, arm="main", concurrency=2, dspark=False)
+    with ScriptedServer(echo) as http:
+        options = SessionOptions(progress=False, plugin_check=False,
+                                 servers=scripted_servers(tiny, http, lambda: ""))
+        folder, record = run_unit(experiment, unit, tmp_path, options)
+    assert record.valid, record.invalid_reasons
+    from e2e.results._store import read_requests
+
+    done = {r.index: r for r in read_requests(folder / "requests.parquet")}
+    assert [done[i].prompt_tokens for i in range(9)] == [20, 34, 48] * 3
+    for s in range(3):
+        for k in (1, 2):
+            before, after = done[3 * s + k - 1], done[3 * s + k]
+            assert after.send_s >= before.end_s + 0.05  # in order, after the think time
+    w = record.workload
+    assert [(g.name, g.requests) for g in w.segments] == [("turn 1", 3), ("turn 2", 3),
+                                                          ("turn 3", 3)]
+    assert w.kind == "multi-turn"
+
+
+def test_a_multi_turn_load_refuses_what_it_cannot_keep():
+    with pytest.raises(ConfigError, match="one client process"):
+        LoadSpec(base_url="http://x", model="m", prompts=[[1], [1]], output_len=2,
+                 concurrency=1, sessions=[[0, 1]], workers=2)
+    with pytest.raises(ConfigError, match="every prompt index exactly once"):
+        LoadSpec(base_url="http://x", model="m", prompts=[[1], [1]], output_len=2,
+                 concurrency=1, sessions=[[0, 0]])

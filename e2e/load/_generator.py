@@ -58,6 +58,10 @@ class LoadSpec:
     at_s: Sequence[float] | None = None
     """Open loop on a given schedule (a trace's arrival times, seconds from the load's start,
     ascending, one per prompt) instead of ``request_rate``'s gamma process."""
+    sessions: Sequence[Sequence[int]] | None = None
+    """Closed loop of conversations: each a list of prompt indices sent one after another
+    (the next ``think_s`` after the last ended), ``concurrency`` sessions at once."""
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         bad = []
@@ -79,6 +83,16 @@ class LoadSpec:
             if (len(times) != len(self.prompts) or not np.all(np.isfinite(times))
                     or (times.size and (times[0] < 0 or np.any(np.diff(times) < 0)))):
                 bad.append("at_s must give every prompt a finite send time >= 0, ascending")
+        if self.sessions is not None:
+            flat = sorted(i for s in self.sessions for i in s)
+            if flat != list(range(len(self.prompts))):
+                bad.append("sessions must name every prompt index exactly once")
+            if self.open_loop:
+                bad.append("sessions are a closed loop: give no request_rate or at_s with them")
+            if self.workers > 1:
+                bad.append("a multi-turn load runs in one client process (workers = 1)")
+        if not (self.think_s >= 0):
+            bad.append(f"think_s must be >= 0 (got {self.think_s})")
         if bad:
             raise ConfigError("load: " + "; ".join(bad))
 
@@ -160,7 +174,9 @@ def _shards(spec: LoadSpec) -> list[Shard]:
     lens = spec.output_lens
     return [Shard(indices=tuple(ix), prompts=tuple(spec.prompts[i] for i in ix),
                   at_s=None if times is None else tuple(times), cap=cap,
-                  max_tokens=None if lens is None else tuple(int(lens[i]) for i in ix))
+                  max_tokens=None if lens is None else tuple(int(lens[i]) for i in ix),
+                  sessions=None if spec.sessions is None else tuple(tuple(s) for s in spec.sessions),
+                  think_s=spec.think_s)
             for ix, times, cap in parts]
 
 

@@ -41,6 +41,8 @@ class Shard:
     at_s: tuple[float, ...] | None
     cap: int | None
     max_tokens: tuple[int, ...] | None = None  # per request (a workload's); None: spec.output_len
+    sessions: tuple[tuple[int, ...], ...] | None = None  # closed loop: turns sent in order
+    think_s: float = 0.0  # between a session's turns
 
 
 def _body(spec, prompt: Sequence[int], max_tokens: int | None = None) -> bytes:
@@ -235,7 +237,20 @@ async def run_shard(spec, shard: Shard, t0: float,
                 on_done(record)
 
         items = list(zip(shard.indices, shard.prompts))
-        if shard.at_s is None:  # closed loop: cap streams, each sends its next prompt at once
+        if shard.sessions is not None:  # each stream runs whole sessions, turn after turn
+            prompt_of = dict(items)
+            sessions = iter(shard.sessions)
+
+            async def session_slot() -> None:
+                for session in sessions:
+                    for k, index in enumerate(session):
+                        if k and shard.think_s:
+                            await asyncio.sleep(shard.think_s)
+                        await one(index, prompt_of[index])
+
+            await asyncio.gather(*(session_slot()
+                                   for _ in range(min(shard.cap or 1, len(shard.sessions)))))
+        elif shard.at_s is None:  # closed loop: cap streams, each sends its next prompt at once
             queue = iter(items)
 
             async def stream_slot() -> None:

@@ -19,6 +19,11 @@ run.json. Kinds (``spec.workload``; docs/load.md, "Workloads"):
   block of ``block_size`` random tokens drawn once per id, so requests that share hash ids
   share exact token prefixes; a prompt is its blocks cut to ``input_length``; send times are
   the trace's (from its first arrival, divided by ``speedup``). Segments: equal-time parts.
+- **multi-turn** (``MultiTurn``): ``sessions`` conversations of ``turns`` turns; turn k's
+  prompt is turn k-1's, its reply (``output_len`` random tokens fixed in advance: the server's
+  own reply would differ between arms) and a new user message of ``user_len`` tokens. Each of
+  ``concurrency`` streams runs whole sessions, a turn sent ``think_s`` after the last ended.
+  Segments: ``turn 1``, ``turn 2``, ... (TTFT of the first turn against later ones).
 
 Warmup requests never share a prefix with measured ones: they are the reference's prompts of
 their own seeded stream (``make_prompts(..., stream=1)``), so a warmup cannot warm the prefix
@@ -33,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from e2e.config import RunSpec, SharedPrefix, TraceReplay
+from e2e.config import MultiTurn, RunSpec, SharedPrefix, TraceReplay
 from e2e.errors import ConfigError
 from e2e.load._generator import make_prompts
 from e2e.traces import read_trace
@@ -46,6 +51,7 @@ WARMUP_NOTE = ("warmup requests are random prompts of their own seeded stream: t
 _SHARED = 0x5B  # stream tags: one generator per purpose, never the reference's own streams
 _BLOCK = 0xB1
 _TAIL = 0x7A
+_TURNS = 0x3C
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class Traffic:
     at_s: list[float] | None
     segments: list[str]
     source_sha256: str | None = None  # a trace file's bytes
+    sessions: list[list[int]] | None = None  # multi-turn: each conversation's requests in order
+    think_s: float = 0.0
 
     @property
     def input_lens(self) -> list[int]:
@@ -71,6 +79,8 @@ class Traffic:
             h.update(np.asarray(prompt, dtype=np.int64).tobytes())
             at = "" if self.at_s is None else f"{round(self.at_s[i] * 1e6)}"
             h.update(f"|{self.output_lens[i]}|{at}|{self.segments[i]}\n".encode())
+        if self.sessions is not None:
+            h.update(f"sessions {self.sessions} think {self.think_s!r}".encode())
         return h.hexdigest()
 
 
@@ -147,6 +157,24 @@ def _trace(spec: RunSpec, shape: TraceReplay, allowed: np.ndarray, stream: int) 
                    source_sha256=trace.sha256)
 
 
+def _multi_turn(spec: RunSpec, shape: MultiTurn, allowed: np.ndarray, stream: int) -> Traffic:
+    rng = _rng(spec.seed, _TURNS, stream)
+    prompts, sessions, segments = [], [], []
+    for s in range(shape.sessions):
+        history = rng.choice(allowed, size=spec.input_len)
+        turns = []
+        for k in range(shape.turns):
+            if k:  # the last turn, its reply (fixed in advance) and a new user message
+                history = np.concatenate([history, rng.choice(allowed, size=spec.output_len),
+                                          rng.choice(allowed, size=shape.user_len)])
+            turns.append(len(prompts))
+            prompts.append(history.tolist())
+            segments.append(f"turn {k + 1}")
+        sessions.append(turns)
+    return Traffic("multi-turn", prompts, [spec.output_len] * len(prompts), None, segments,
+                   sessions=sessions, think_s=shape.think_s)
+
+
 def traffic(spec: RunSpec, *, vocab_size: int, exclude: Sequence[int] = (),
             stream: int = 0) -> Traffic:
     """The requests ``spec``'s workload sends (``stream`` separates a run's load windows)."""
@@ -158,4 +186,6 @@ def traffic(spec: RunSpec, *, vocab_size: int, exclude: Sequence[int] = (),
         return _shared_prefix(spec, shape, allowed, stream)
     if isinstance(shape, TraceReplay):
         return _trace(spec, shape, allowed, stream)
+    if isinstance(shape, MultiTurn):
+        return _multi_turn(spec, shape, allowed, stream)
     raise TypeError(f"no traffic for workload {shape!r}")  # pragma: no cover - a new kind

@@ -59,6 +59,8 @@ class LoadWorkload:
                         prompts=shaped.prompts if shaped else batch,
                         output_lens=shaped.output_lens if shaped and shaped.kind != "reference" else None,
                         at_s=shaped.at_s if shaped else None,
+                        sessions=shaped.sessions if shaped else None,
+                        think_s=shaped.think_s if shaped else 0.0,
                         output_len=spec.output_len, concurrency=concurrency,
                         request_timeout_s=self.load.request_timeout_s,
                         stall_timeout_s=self.load.stall_timeout_s, headers=server.headers(),
