@@ -593,6 +593,18 @@ class RunSpec(_Strict):
     def _arm(cls, value: str) -> str:
         return safe_name(value, "arm name")
 
+    @model_validator(mode="after")
+    def _workload_fits(self) -> RunSpec:
+        shape = self.workload
+        if isinstance(shape, SharedPrefix) and shape.prefix_len >= self.input_len:
+            raise ValueError(f"shared-prefix workload: prefix_len {shape.prefix_len} must be "
+                             f"shorter than input_len {self.input_len} (each request needs a "
+                             "suffix of its own)")
+        if isinstance(shape, MultiTurn) and self.request_rate is not None:
+            raise ValueError("a multi-turn workload is a closed loop of conversations: leave "
+                             "request_rate out")
+        return self
+
     @property
     def spec_mode(self) -> str:
         return "dspark" if self.dspark else "base"

@@ -67,10 +67,13 @@ def test_shared_prefix_groups_share_exactly_their_prefix(default_experiment):
     assert "share no prefix" in WARMUP_NOTE
 
 
-def test_a_prefix_as_long_as_the_prompt_is_refused(default_experiment):
-    spec = spec_of(default_experiment, {**SHARED, "prefix_len": 64}, input_len=64)
+def test_a_workload_that_cannot_be_sent_is_refused_before_anything_runs(default_experiment):
     with pytest.raises(ConfigError, match="prefix_len 64 must be shorter than input_len 64"):
-        traffic(spec, vocab_size=500)
+        spec_of(default_experiment, {**SHARED, "prefix_len": 64}, input_len=64)
+    with pytest.raises(ConfigError, match="multi-turn workload is a closed loop"):
+        spec_of(default_experiment, MULTI, request_rate=2.0)
+    with pytest.raises(ConfigError, match="no-such.jsonl"):
+        spec_of(default_experiment, {"kind": "trace", "path": "no-such.jsonl"})
 
 
 def test_trace_prompts_share_exact_prefixes_by_hash_id(default_experiment):

@@ -244,8 +244,8 @@ async def run_shard(spec, shard: Shard, t0: float,
             async def session_slot() -> None:
                 for session in sessions:
                     for k, index in enumerate(session):
-                        if k and shard.think_s:
-                            await asyncio.sleep(shard.think_s)
+                        if k and shard.think_s:  # on perf_counter: never short of it
+                            await _sleep_until(time.perf_counter() + shard.think_s)
                         await one(index, prompt_of[index])
 
             await asyncio.gather(*(session_slot()

@@ -205,11 +205,15 @@ class LoadWorkload:
                 if t.at_s is not None for r in o.records]
         late_ms = np.asarray(late, dtype=float) * 1000.0
         slo = parse_slo(self.load.slo) if self.load.slo else None
+        def segment(r: RequestRecord) -> str:  # each window has its own traffic
+            return windows[min(r.index // spec.prompts, len(windows) - 1)].segments[
+                r.index % spec.prompts]
+
         names = windows[0].segments
         segments = []
         if len(set(names)) > 1:
             for name in dict.fromkeys(names):  # in order of first appearance
-                part = [r for r in finished if names[r.index % spec.prompts] == name]
+                part = [r for r in finished if segment(r) == name]
                 if not part:
                     continue
                 s = m.summarize_run(part)
