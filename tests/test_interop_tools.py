@@ -120,3 +120,42 @@ def test_the_command_imports_and_refuses_without_an_arm(tmp_path):
     result = runner.invoke(app, ["import", "aiperf", str(bad), "--arm", "main",
                                  "--experiment", "tools", "--results", str(tmp_path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+GUIDELLM = DATA / "guidellm" / "benchmarks.json"
+
+
+def test_a_guidellm_report_imports_with_guidellms_own_figures(tmp_path):
+    from e2e.interop.guidellm import import_report
+
+    [(folder, record)] = import_report(GUIDELLM, ImportOptions(experiment="tools", arm="main"),
+                                       tmp_path)
+    assert record.valid, record.invalid_reasons
+    assert record.warnings[1] == "GuideLLM keeps no time per chunk: no inter-chunk latency"
+    bench = json.loads(GUIDELLM.read_text())["benchmarks"][0]
+    m, theirs = record.metrics, bench["metrics"]
+    assert (m.requests, m.ok_requests, record.spec.concurrency) == (8, 8, 1)
+    assert m.output_tokens == 8 * 16 and m.itl_ms_mean is None
+    good = lambda name: theirs[name]["successful"]  # noqa: E731
+    # the means are the same; medians are not (GuideLLM's percentiles are not interpolated)
+    assert m.ttft_ms_mean == pytest.approx(good("time_to_first_token_ms")["mean"], rel=1e-9)
+    assert m.e2el_ms_mean == pytest.approx(good("request_latency")["mean"] * 1000, rel=1e-9)
+    assert m.input_tokens == sum(r["prompt_tokens"] for r in bench["requests"]["successful"])
+    assert len(read_requests(folder / "requests.parquet")) == 8
+
+
+def test_a_report_that_is_not_guidellms_is_bad_input(tmp_path):
+    from e2e.interop.guidellm import read_report
+
+    doc = json.loads(GUIDELLM.read_text())
+    path = tmp_path / "b.json"
+    for broken, message in [({"benchmarks": []}, "holds no benchmark"), ([1], "no list of benchmarks"),
+                            ({"benchmarks": [{"requests": {"successful": [{"info": {}}]}}]},
+                             "benchmark 1: requests.successful.0.info.timings: Field required")]:
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ConfigError, match=message):
+            read_report(path)
+    doc["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]["request_start"] = -5
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="request_start"):
+        read_report(path)
