@@ -26,6 +26,10 @@ __all__ = [
     "BuildSpec",
     "ServerConfig",
     "LoadConfig",
+    "SharedPrefix",
+    "TraceReplay",
+    "MultiTurn",
+    "WorkloadConfig",
     "ArmConfig",
     "ExecutorConfig",
     "DuetSlot",
@@ -241,6 +245,79 @@ class ServerConfig(_Strict):
         return value
 
 
+class SharedPrefix(_Strict):
+    """``[load.workload] kind = "shared-prefix"``: ``groups`` x ``per_group`` requests; the
+    requests of a group share their first ``prefix_len`` tokens, the rest of each prompt (to
+    ``input_len``) is its own. Sent in a seeded shuffled order; the prefix cache's hit rate
+    comes from the server's counters before and after the measured load."""
+
+    kind: Literal["shared-prefix"]
+    groups: Annotated[int, Field(gt=0, le=100_000)]
+    per_group: Annotated[int, Field(gt=1, le=100_000)]
+    prefix_len: PositiveInt
+
+    @property
+    def tag(self) -> str:
+        return f"sp{self.groups}x{self.per_group}p{self.prefix_len}"
+
+    def describe(self) -> str:
+        return (f"shared prefix: {self.groups} groups x {self.per_group} requests, "
+                f"{self.prefix_len}-token prefix")
+
+
+class TraceReplay(_Strict):
+    """``[load.workload] kind = "trace"``: a Mooncake-format JSONL trace (``timestamp`` ms,
+    ``input_length``, ``output_length``, ``hash_ids``) replayed at its arrival times divided
+    by ``speedup``; each hash id stands for ``block_size`` tokens drawn once per id, so
+    requests that share hash ids share exact token prefixes."""
+
+    kind: Literal["trace"]
+    path: str = Field(min_length=1, max_length=4096)
+    block_size: Annotated[int, Field(gt=0, le=1 << 20)] = 512
+    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    max_requests: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] | None = None
+    segments: Annotated[int, Field(gt=0, le=1000)] = Field(
+        4, description="Equal-time segments of the trace with their own metrics.")
+
+    @property
+    def tag(self) -> str:
+        stem = re.sub(r"[^A-Za-z0-9_-]", "_", Path(self.path).stem)[:24] or "trace"
+        speed = "" if self.speedup == 1 else f"x{self.speedup:g}"
+        return f"trace-{stem}{speed}"
+
+    def describe(self) -> str:
+        speed = "" if self.speedup == 1 else f" at {self.speedup:g}x speed"
+        return f"trace {self.path}{speed} ({self.block_size}-token blocks)"
+
+
+class MultiTurn(_Strict):
+    """``[load.workload] kind = "multi-turn"``: ``sessions`` conversations of ``turns`` turns.
+    Turn 1's prompt is ``input_len`` tokens; turn k's is turn k-1's prompt, its reply
+    (``output_len`` tokens fixed in advance, so every arm sends the same prompts) and a new
+    user message of ``user_len`` tokens. A session's turns are sent one after another (the next
+    ``think_s`` after the last one ended); ``concurrency`` sessions run at once."""
+
+    kind: Literal["multi-turn"]
+    sessions: Annotated[int, Field(gt=0, le=1_000_000)]
+    turns: Annotated[int, Field(gt=1, le=1000)]
+    user_len: PositiveInt
+    think_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+
+    @property
+    def tag(self) -> str:
+        think = f"t{self.think_s:g}" if self.think_s else ""
+        return f"mt{self.sessions}x{self.turns}u{self.user_len}{think}"
+
+    def describe(self) -> str:
+        think = f", {self.think_s:g} s think time" if self.think_s else ""
+        return (f"multi-turn: {self.sessions} sessions x {self.turns} turns, "
+                f"{self.user_len}-token user messages{think}")
+
+
+WorkloadConfig = Annotated[SharedPrefix | TraceReplay | MultiTurn, Field(discriminator="kind")]
+"""A workload other than the reference load (``e2e.load._traffic``); None is the reference."""
+
+
 class LoadConfig(_Strict):
     input_len: PositiveInt = 1031
     output_len: Annotated[int, Field(gt=1)] = 509
@@ -273,6 +350,9 @@ class LoadConfig(_Strict):
     slo: str | None = Field(
         None, description="Service-level objectives for goodput, e.g. 'ttft=200ms,tpot=50ms,"
         "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
+    workload: WorkloadConfig | None = Field(
+        None, description="What the measured requests look like: None, the reference load; "
+        "a shared-prefix or a trace workload (docs/load.md, 'Workloads').")
 
     @field_validator("cpus")
     @classmethod
@@ -506,11 +586,24 @@ class RunSpec(_Strict):
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
     duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round
     slot: Annotated[int, Field(ge=0, le=64)] | None = None  # its slot in that duet
+    workload: WorkloadConfig | None = None  # None: the reference load
 
     @field_validator("arm")
     @classmethod
     def _arm(cls, value: str) -> str:
         return safe_name(value, "arm name")
+
+    @model_validator(mode="after")
+    def _workload_fits(self) -> RunSpec:
+        shape = self.workload
+        if isinstance(shape, SharedPrefix) and shape.prefix_len >= self.input_len:
+            raise ValueError(f"shared-prefix workload: prefix_len {shape.prefix_len} must be "
+                             f"shorter than input_len {self.input_len} (each request needs a "
+                             "suffix of its own)")
+        if isinstance(shape, MultiTurn) and self.request_rate is not None:
+            raise ValueError("a multi-turn workload is a closed loop of conversations: leave "
+                             "request_rate out")
+        return self
 
     @property
     def spec_mode(self) -> str:
@@ -519,7 +612,8 @@ class RunSpec(_Strict):
     @property
     def cell(self) -> str:
         loop = "" if self.request_rate is None else f"-rate{self.request_rate:g}"
-        return f"{self.arm}-c{self.concurrency}{loop}-{self.spec_mode}"
+        shape = "" if self.workload is None else f"-{self.workload.tag}"
+        return f"{self.arm}-c{self.concurrency}{loop}{shape}-{self.spec_mode}"
 
     @property
     def run_id(self) -> str:
@@ -539,8 +633,14 @@ class RunSpec(_Strict):
                 f"open loop {self.request_rate:g} req/s (burstiness {self.burstiness:g}"
                 + (f", at most {self.max_concurrency} in flight)" if self.max_concurrency else ")"))
         windows = f" x {self.windows} windows" if self.windows > 1 else ""
-        return (f"{self.prompts} prompts{windows} x {self.input_len} in / {self.output_len} out, "
-                f"{loop}, seed {self.seed}, {self.warmup_requests} warmup")
+        if isinstance(self.workload, TraceReplay):
+            cap = (f", at most {self.max_concurrency} in flight" if self.max_concurrency
+                   else "")
+            return (f"{self.prompts} requests{windows} of {self.workload.describe()}{cap}, "
+                    f"seed {self.seed}, {self.warmup_requests} warmup")
+        shape = "" if self.workload is None else f" ({self.workload.describe()})"
+        return (f"{self.prompts} prompts{windows} x {self.input_len} in / {self.output_len} out"
+                f"{shape}, {loop}, seed {self.seed}, {self.warmup_requests} warmup")
 
     @classmethod
     def resolve(
@@ -561,6 +661,16 @@ class RunSpec(_Strict):
         if dspark:
             experiment.speculator("dspark")
         load = experiment.load
+        workload = load.workload
+        if isinstance(workload, SharedPrefix):
+            prompts = workload.groups * workload.per_group
+        elif isinstance(workload, MultiTurn):
+            prompts = workload.sessions * workload.turns
+        elif isinstance(workload, TraceReplay) and prompts is None:
+            from e2e.traces import read_trace  # reads and checks the trace (bounded)
+
+            prompts = len(read_trace(workload.path, block_size=workload.block_size,
+                                     max_requests=workload.max_requests).requests)
         try:
             return cls(
                 arm=arm,
@@ -576,6 +686,7 @@ class RunSpec(_Strict):
                 request_rate=load.request_rate,
                 burstiness=load.burstiness,
                 max_concurrency=load.max_concurrency,
+                workload=workload,
             )
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None

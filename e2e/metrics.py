@@ -31,6 +31,7 @@ __all__ = [
     "parse_samples", "spec_counters", "histogram_mean_delta",
     "request_tpot_s", "acceptance", "summarize_run", "run_duration_s", "validity_reasons",
     "ms_per_verify_step", "metric_value", "SERVER_VERIFY_STEP", "Goodput", "goodput", "meets",
+    "PREFIX_CACHE_QUERIES", "PREFIX_CACHE_HITS", "prefix_cache_delta",
 ]
 
 ACCEPTED = VLLM.accepted_metric
@@ -293,3 +294,21 @@ def goodput(records: Sequence[RequestRecord], slo: SLO, *,
         req_s=met / duration if duration > 0 else None,
         missed={k: v for k, v in missed.items() if v},
     )
+
+
+# vLLM's prefix-cache counters (tokens; vLLM 0.32 v1/metrics/loggers.py), as exposed: a
+# prometheus counter's sample carries the ``_total`` suffix.
+PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+
+
+def prefix_cache_delta(before: dict[str, float],
+                       after: dict[str, float]) -> tuple[float, float, float | None] | None:
+    """(queried tokens, hit tokens, hits / queries) the prefix cache gained between two
+    scrapes (``parse_samples``); None when the server exports no such counters. The rate is
+    None when nothing was queried."""
+    if PREFIX_CACHE_QUERIES not in after or PREFIX_CACHE_HITS not in after:
+        return None
+    queries = after[PREFIX_CACHE_QUERIES] - before.get(PREFIX_CACHE_QUERIES, 0.0)
+    hits = after[PREFIX_CACHE_HITS] - before.get(PREFIX_CACHE_HITS, 0.0)
+    return queries, hits, (hits / queries if queries > 0 else None)

@@ -99,7 +99,7 @@ def test_nothing_imports_the_command_line():
 # across stages, so their modules are placed one by one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.shield", "e2e.kinds",
-                    "e2e.slo", "e2e.redact", "e2e.markup", "e2e.config", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
+                    "e2e.slo", "e2e.redact", "e2e.markup", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
     ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.task",
                  "e2e.gsm8k.agreement")),
     ("analysis", ("e2e.analysis", "e2e.gsm8k.summary", "e2e.gsm8k.store", "e2e.nightly.cells",
@@ -164,7 +164,7 @@ FACES = {
         "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState",
         "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
         "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-        "ServerInfo", "ServerMemory", "SpecCounters", "finalize", "finalize_unit",
+        "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
         "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
         "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
         "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"],
@@ -183,7 +183,7 @@ FACES = {
         "pinned_process", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
         "spread_cores", "with_descendants"],
     "e2e.load": [
-        "LoadWorkload", "WARN_SHARE", "arrival_times"],
+        "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"],
     "e2e.session": [
         "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",

@@ -51,6 +51,7 @@ def test_run_json_keys_and_values() -> None:
                            "input_len": 1031, "output_len": 509, "seed": 0,
                            "warmup_requests": 2, "repeat": 3, "windows": 1, "request_rate": None,
                            "burstiness": 1.0, "max_concurrency": None, "duet": None, "slot": None,
+                           "workload": None,
                            "spec_mode": "base",
                            "cell": "pr-c4-base"}
     assert set(doc["metrics"]) == set(RunMetrics.model_fields)

@@ -1,5 +1,5 @@
-"""``e2e import vllm-bench`` and ``e2e export``: thin typer commands over
-``e2e.interop.vllm_bench``. Registered in e2e.cli with::
+"""``e2e import vllm-bench|aiperf|guidellm`` and ``e2e export``: thin typer commands over
+``e2e.interop.vllm_bench``, ``e2e.interop.aiperf`` and ``e2e.interop.guidellm``. Registered in e2e.cli with::
 
     app.add_typer(import_app, name="import")
     app.command("export")(export_command)
@@ -16,7 +16,8 @@ from e2e.console import guard, print_run, say
 from e2e.console import out as output
 from e2e.errors import ConfigError
 
-__all__ = ["import_app", "import_vllm_bench", "export_command", "EXPORT_FORMATS"]
+__all__ = ["import_app", "import_vllm_bench", "import_aiperf", "import_guidellm",
+           "export_command", "EXPORT_FORMATS"]
 
 EXPORT_FORMATS = ("vllm-bench",)
 
@@ -93,6 +94,99 @@ def import_vllm_bench(
                 print_run(folder, record, brief=True)  # its first warning names the file
 
     guard(body)
+
+
+def _import_tool(tool: str, files: list[Path], *, experiment, config, results, **flags) -> None:
+    """``e2e import aiperf|guidellm``: each file's runs into results/<experiment>/."""
+
+    def body() -> None:
+        from e2e.interop.vllm_bench import ImportOptions
+
+        if tool == "aiperf":
+            from e2e.interop.aiperf import import_export
+        else:
+            from e2e.interop.guidellm import import_report as import_export
+        name = experiment
+        if name is None:
+            from e2e.config import load_experiment
+
+            name = load_experiment(config).name
+        if flags.get("repeat") is not None and len(files) > 1:
+            raise ConfigError("--repeat numbers one run; with several files leave it out "
+                              "(each takes the next free repeat)")
+        options = ImportOptions(experiment=name, **flags)
+        for path in files:
+            for folder, record in import_export(path, options, results, on_skip=say):
+                print_run(folder, record, brief=True)
+
+    guard(body)
+
+
+_Arm = Annotated[str, typer.Option(help="Arm the runs belong to (the tool records none).")]
+_InputLen = Annotated[Optional[int], typer.Option(
+    help="Prompt tokens asked for (default: the most common prompt length).", min=1)]
+_OutputLen = Annotated[Optional[int], typer.Option(
+    help="Completion tokens asked for (default: the most common completion length).", min=2)]
+_Seed = Annotated[Optional[int], typer.Option(help="Prompt seed (default: the tool's, else 0).")]
+_Warmups = Annotated[Optional[int], typer.Option(
+    help="Warmup requests before the measured ones (default 0).", min=0)]
+_Repeat = Annotated[Optional[int], typer.Option(
+    help="Repeat number of the first run (default: the next free one from the folder's "
+    "report_from_run).", min=1)]
+_Strict = Annotated[bool, typer.Option(
+    "--strict-lengths", help="A prompt or completion of other than the asked length makes "
+    "the run invalid (default: a warning: the tool counts tokens with its own tokenizer).")]
+_Experiment = Annotated[Optional[str], typer.Option(
+    help="Experiment folder the runs join (default: the config's name).")]
+_Config = Annotated[Optional[Path], typer.Option(
+    "--config", "-c", help="Experiment config whose name is the default --experiment.",
+    dir_okay=False)]
+_Results = Annotated[Path, typer.Option(help="Folder that receives results/<experiment>/<run id>/.")]
+_Force = Annotated[bool, typer.Option(
+    "--force", help="Import a result the folder already holds again, replacing it.")]
+
+
+@import_app.command("aiperf")
+def import_aiperf(
+    files: Annotated[list[Path], typer.Argument(
+        help="AIPerf profile_export.jsonl files, or the artifact folders that hold them.")],
+    arm: _Arm,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="Requests in flight (default: profile_export_aiperf.json's concurrency).",
+        min=1)] = None,
+    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
+    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
+    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
+    force: _Force = False,
+) -> None:
+    """Turn AIPerf's per-request export (`aiperf profile`'s profile_export.jsonl) into a run
+    in results/<experiment>/ (run.json and requests.parquet), so `e2e report` gives it e2e's
+    statistics beside e2e's own runs."""
+    _import_tool("aiperf", files, experiment=experiment, config=config, results=results,
+                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
+                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
+                 strict_lengths=strict_lengths, force=force)
+
+
+@import_app.command("guidellm")
+def import_guidellm(
+    files: Annotated[list[Path], typer.Argument(
+        help="GuideLLM benchmark reports (`guidellm benchmark`'s benchmarks.json).")],
+    arm: _Arm,
+    concurrency: Annotated[Optional[int], typer.Option(
+        help="Requests in flight (default: a concurrent benchmark's streams).", min=1)] = None,
+    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
+    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
+    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
+    force: _Force = False,
+) -> None:
+    """Turn a GuideLLM benchmark report into runs in results/<experiment>/ (one per
+    benchmark of the report: run.json and requests.parquet), so `e2e report` gives them
+    e2e's statistics beside e2e's own runs."""
+    _import_tool("guidellm", files, experiment=experiment, config=config, results=results,
+                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
+                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
+                 strict_lengths=strict_lengths, force=force)
 
 
 def export_command(

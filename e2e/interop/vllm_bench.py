@@ -549,16 +549,22 @@ def _imported_before(results: Path, experiment: str) -> dict[Any, str]:
 
 
 def import_file(path: Path, options: ImportOptions, results: Path, *,
-                on_skip: Callable[[str], None] | None = None
+                on_skip: Callable[[str], None] | None = None,
+                read: Callable[[Path], list[dict[str, Any]]] | None = None,
+                convert: Callable[..., ImportedRun] | None = None
                 ) -> list[tuple[Path, RunRecord]]:
     """Import every result in ``path`` into ``results/<experiment>/``; one run folder each
     (run.json, and requests.parquet when the file has per-request arrays).
 
     Idempotent: a result (the file's sha256 and its index in the file) the folder already
     holds is skipped, ``on_skip`` told why, so importing a file twice cannot count its runs
-    twice; ``options.force`` replaces the earlier import in place (its run id kept)."""
+    twice; ``options.force`` replaces the earlier import in place (its run id kept).
+    ``read`` and ``convert`` import another tool's files the same way (``e2e.interop.aiperf``,
+    ``e2e.interop.guidellm``): its documents, and one document -> ``ImportedRun`` as
+    ``to_run``."""
     path, results = Path(path), Path(results)
-    docs = read_results(path)
+    convert = convert or to_run
+    docs = (read or read_results)(path)
     if options.repeat is not None and len(docs) > 1:
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
                           "leave it out (each takes the next free repeat)")
@@ -570,7 +576,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
     native_by_cell: dict[str, list[str]] = {}
     for i, doc in enumerate(docs):
         source = str(path) if len(docs) == 1 else f"{path} (result {i + 1})"
-        cell = to_run(doc, options, source=source).record.spec.cell
+        cell = convert(doc, options, source=source).record.spec.cell
         repeat = options.repeat  # asked for: an existing run of that number moves to .attempts
         content = content_sha256(doc)
         earlier = before.get(content) or before.get((digest, i))
@@ -591,7 +597,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
             repeat = wanted if not taken else first
             while taken and (results / options.experiment / f"{cell}-r{repeat}").exists():
                 repeat += 1
-        run = to_run(doc, options, source=source, repeat=repeat,
+        run = convert(doc, options, source=source, repeat=repeat,
                      provenance={"path": str(path.resolve()), "sha256": digest, "index": i,
                                  "content_sha256": content})
         if cell not in native_by_cell:

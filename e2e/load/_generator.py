@@ -53,6 +53,15 @@ class LoadSpec:
     """Open loop: at most this many requests in flight (later sends wait); None = no cap."""
     seed: int = 0
     """Seed of the arrival schedule (the same for every arm)."""
+    output_lens: Sequence[int] | None = None
+    """Per prompt ``max_tokens`` (a workload's, e.g. a trace's); None: ``output_len`` for all."""
+    at_s: Sequence[float] | None = None
+    """Open loop on a given schedule (a trace's arrival times, seconds from the load's start,
+    ascending, one per prompt) instead of ``request_rate``'s gamma process."""
+    sessions: Sequence[Sequence[int]] | None = None
+    """Closed loop of conversations: each a list of prompt indices sent one after another
+    (the next ``think_s`` after the last ended), ``concurrency`` sessions at once."""
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         bad = []
@@ -66,8 +75,30 @@ class LoadSpec:
             bad.append(f"burstiness must be > 0 (got {self.burstiness}); 1 is Poisson")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             bad.append(f"max_concurrency must be >= 1 (got {self.max_concurrency})")
+        if self.output_lens is not None and (len(self.output_lens) != len(self.prompts)
+                                             or any(n < 1 for n in self.output_lens)):
+            bad.append("output_lens must give every prompt a length >= 1")
+        if self.at_s is not None:
+            times = np.asarray(self.at_s, dtype=float)
+            if (len(times) != len(self.prompts) or not np.all(np.isfinite(times))
+                    or (times.size and (times[0] < 0 or np.any(np.diff(times) < 0)))):
+                bad.append("at_s must give every prompt a finite send time >= 0, ascending")
+        if self.sessions is not None:
+            flat = sorted(i for s in self.sessions for i in s)
+            if flat != list(range(len(self.prompts))):
+                bad.append("sessions must name every prompt index exactly once")
+            if self.open_loop:
+                bad.append("sessions are a closed loop: give no request_rate or at_s with them")
+            if self.workers > 1:
+                bad.append("a multi-turn load runs in one client process (workers = 1)")
+        if not (self.think_s >= 0):
+            bad.append(f"think_s must be >= 0 (got {self.think_s})")
         if bad:
             raise ConfigError("load: " + "; ".join(bad))
+
+    @property
+    def open_loop(self) -> bool:
+        return self.request_rate is not None or self.at_s is not None
 
 
 def _tokenizer_file(model: str) -> Path | None:
@@ -130,17 +161,22 @@ class LoadOutcome:
 
 def _shards(spec: LoadSpec) -> list[Shard]:
     n = len(spec.prompts)
-    if spec.request_rate is None:
+    if not spec.open_loop:
         workers = min(spec.workers, spec.concurrency)
         at = None
     else:
         workers = min(spec.workers, spec.max_concurrency or spec.workers)
-        at = arrival_times(n, spec.request_rate, burstiness=spec.burstiness, seed=spec.seed)
+        at = (np.asarray(spec.at_s, dtype=float) if spec.at_s is not None else
+              arrival_times(n, spec.request_rate, burstiness=spec.burstiness, seed=spec.seed))
     workers = max(1, min(workers, n))
     parts = split(n, workers, streams=spec.concurrency if at is None else None,
                   at_s=None if at is None else at.tolist(), cap=spec.max_concurrency)
+    lens = spec.output_lens
     return [Shard(indices=tuple(ix), prompts=tuple(spec.prompts[i] for i in ix),
-                  at_s=None if times is None else tuple(times), cap=cap)
+                  at_s=None if times is None else tuple(times), cap=cap,
+                  max_tokens=None if lens is None else tuple(int(lens[i]) for i in ix),
+                  sessions=None if spec.sessions is None else tuple(tuple(s) for s in spec.sessions),
+                  think_s=spec.think_s)
             for ix, times, cap in parts]
 
 
@@ -172,7 +208,7 @@ def _achieved_rate(spec: LoadSpec, records: Sequence[RequestRecord],
                    wall_s: float) -> float | None:
     if not records:
         return None
-    if spec.request_rate is not None:
+    if spec.open_loop:
         last = max(r.send_s for r in records)
         return len(records) / last if last > 0 else None
     ok = sum(1 for r in records if r.ok)
@@ -195,9 +231,14 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
             records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter(), done))
             usages = [usage]
         else:
-            records, usages = run_workers(replace(spec, prompts=()), shards, done)
+            # the shards carry the prompts, their lengths and times
+            records, usages = run_workers(replace(spec, prompts=(), output_lens=None, at_s=None),
+                                          shards, done)
     client = client_stats(usages)
-    return LoadOutcome(records=records, client=client, offered_rate=spec.request_rate,
+    offered = spec.request_rate
+    if spec.at_s is not None and len(spec.at_s) and spec.at_s[-1] > 0:
+        offered = len(spec.at_s) / spec.at_s[-1]  # the schedule's own rate, as a gamma one's
+    return LoadOutcome(records=records, client=client, offered_rate=offered,
                        achieved_rate=_achieved_rate(spec, records, client.wall_s))
 
 

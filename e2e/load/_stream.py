@@ -40,13 +40,16 @@ class Shard:
     prompts: tuple[Sequence[int], ...]
     at_s: tuple[float, ...] | None
     cap: int | None
+    max_tokens: tuple[int, ...] | None = None  # per request (a workload's); None: spec.output_len
+    sessions: tuple[tuple[int, ...], ...] | None = None  # closed loop: turns sent in order
+    think_s: float = 0.0  # between a session's turns
 
 
-def _body(spec, prompt: Sequence[int]) -> bytes:
+def _body(spec, prompt: Sequence[int], max_tokens: int | None = None) -> bytes:
     return orjson.dumps({
         "model": spec.model,
         "prompt": list(prompt),
-        "max_tokens": spec.output_len,
+        "max_tokens": spec.output_len if max_tokens is None else max_tokens,
         "ignore_eos": True,
         "temperature": 0.0,
         "stream": True,
@@ -76,7 +79,8 @@ class _Watchdog:
 
 
 async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: float,
-                   watchdog: _Watchdog, sent: float | None = None) -> RequestRecord:
+                   watchdog: _Watchdog, sent: float | None = None,
+                   max_tokens: int | None = None) -> RequestRecord:
     """One request; ``sent``: when an open loop dispatched it (None: now).
 
     A request that fails on a reused keep-alive connection before any byte of its response
@@ -88,7 +92,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
     only when a connection is lost."""
     clock = time.perf_counter
     send = clock() - t0 if sent is None else sent
-    request = pool.endpoint.request(_body(spec, prompt))
+    request = pool.endpoint.request(_body(spec, prompt, max_tokens))
     stream = SSEStream(clock() - t0)
     status: int | None = None
     error: str | None = None
@@ -223,14 +227,30 @@ async def run_shard(spec, shard: Shard, t0: float,
         watching = asyncio.get_running_loop().create_task(watchdog.run())
         cpu0, wall0, wait0 = time.process_time(), time.perf_counter(), runqueue_wait_s()
 
+        lengths = dict(zip(shard.indices, shard.max_tokens)) if shard.max_tokens else {}
+
         async def one(index: int, prompt: Sequence[int], sent: float | None = None) -> None:
-            record = await _request(pool, spec, index, prompt, t0, watchdog, sent)
+            record = await _request(pool, spec, index, prompt, t0, watchdog, sent,
+                                    lengths.get(index))
             records[index] = record
             if on_done is not None:
                 on_done(record)
 
         items = list(zip(shard.indices, shard.prompts))
-        if shard.at_s is None:  # closed loop: cap streams, each sends its next prompt at once
+        if shard.sessions is not None:  # each stream runs whole sessions, turn after turn
+            prompt_of = dict(items)
+            sessions = iter(shard.sessions)
+
+            async def session_slot() -> None:
+                for session in sessions:
+                    for k, index in enumerate(session):
+                        if k and shard.think_s:  # on perf_counter: never short of it
+                            await _sleep_until(time.perf_counter() + shard.think_s)
+                        await one(index, prompt_of[index])
+
+            await asyncio.gather(*(session_slot()
+                                   for _ in range(min(shard.cap or 1, len(shard.sessions)))))
+        elif shard.at_s is None:  # closed loop: cap streams, each sends its next prompt at once
             queue = iter(items)
 
             async def stream_slot() -> None:

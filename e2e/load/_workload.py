@@ -4,19 +4,24 @@ then the run's metrics and validity (``run.json``, ``requests.parquet``).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import replace
+
+import numpy as np
 from pathlib import Path
 
 from e2e import metrics as m
 from e2e.console import Say
 from e2e.arms import ServerLaunch
 from e2e.config import LoadConfig, RunSpec
+from e2e.load._cache import FRESH, CacheState, reset_prefix_cache
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
+from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pinned_process
 from e2e.results import Placement
 from e2e.load._bursts import burst_summary
-from e2e.results import PlacementInfo, RequestRecord, RunRecord
+from e2e.results import PlacementInfo, RequestRecord, RunRecord, SegmentMetrics, WorkloadInfo
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results import write_requests
@@ -35,9 +40,10 @@ class LoadWorkload:
         self.progress, self.say = progress, say
         vocab, specials = vocabulary(launch.tokenizer or launch.model)
         # window 0 draws stream 0 (as a run without windows), window w > 0 stream w + 1
-        self.windows = [make_prompts(spec.prompts, spec.input_len, vocab_size=vocab,
-                                     exclude=specials, seed=spec.seed, stream=0 if w == 0 else w + 1)
-                        for w in range(spec.windows)]
+        self.windows: list[Traffic] = [
+            traffic(spec, vocab_size=vocab, exclude=specials, stream=0 if w == 0 else w + 1)
+            for w in range(spec.windows)]
+        self.cache: CacheState = FRESH
         self.warmups = make_prompts(spec.warmup_requests, spec.input_len, vocab_size=vocab,
                                     exclude=specials, seed=spec.seed, stream=1)
         self.finished: list[RequestRecord] = []
@@ -46,9 +52,15 @@ class LoadWorkload:
         self.outcomes: list[LoadOutcome] = []
         self.filler: list[list[int]] | None = None
 
-    def _load(self, server, batch: list[list[int]], concurrency: int) -> LoadSpec:
+    def _load(self, server, batch: list[list[int]] | Traffic, concurrency: int) -> LoadSpec:
         spec = self.spec
-        return LoadSpec(base_url=server.base_url, model=self.launch.model, prompts=batch,
+        shaped = batch if isinstance(batch, Traffic) else None
+        return LoadSpec(base_url=server.base_url, model=self.launch.model,
+                        prompts=shaped.prompts if shaped else batch,
+                        output_lens=shaped.output_lens if shaped and shaped.kind != "reference" else None,
+                        at_s=shaped.at_s if shaped else None,
+                        sessions=shaped.sessions if shaped else None,
+                        think_s=shaped.think_s if shaped else 0.0,
                         output_len=spec.output_len, concurrency=concurrency,
                         request_timeout_s=self.load.request_timeout_s,
                         stall_timeout_s=self.load.stall_timeout_s, headers=server.headers(),
@@ -78,8 +90,14 @@ class LoadWorkload:
     def measure(self, server, folder: Path) -> None:
         spec = self.spec
         windows = f" in {spec.windows} windows" if spec.windows > 1 else ""
-        self.say(f"measuring {spec.prompts} requests at concurrency {spec.concurrency}{windows}")
+        how = (f"at the trace's times" if self.windows[0].at_s is not None
+               else f"at concurrency {spec.concurrency}")
+        self.say(f"measuring {spec.prompts} requests {how}{windows}")
         # pinned only while it drives the load: a server started later must not inherit it
+        if self.launch.external:  # a reused server may hold the measured prompts already
+            self.cache = reset_prefix_cache(server.base_url, server.headers())
+            if not self.cache.reset:
+                self.say(f"prefix cache {self.cache.detail}")
         with pinned_process(self.load.cpus) as self.client:
             start = time.perf_counter()
             for w, prompts in enumerate(self.windows):
@@ -108,9 +126,12 @@ class LoadWorkload:
                                   server_tpot_s=server_tpot) if finished else None
         reasons = info.reasons
         if not reasons or finished:  # a server that never served has its reason already
-            reasons += m.validity_reasons(finished, input_len=spec.input_len,
-                                          output_len=spec.output_len,
-                                          expected=spec.prompts * spec.windows)
+            if spec.workload is None:
+                reasons += m.validity_reasons(finished, input_len=spec.input_len,
+                                              output_len=spec.output_len,
+                                              expected=spec.prompts * spec.windows)
+            else:
+                reasons += _length_reasons(finished, self.windows, spec.prompts)
         if spec.dspark and summary is not None and summary.acceptance_length is None and not reasons:
             reasons.append("the speculator made no drafts: the spec-decode counters did not move")
         if summary is not None and scraped:
@@ -124,6 +145,14 @@ class LoadWorkload:
             info.warnings += bursts.warnings
             if summary is not None:
                 summary = summary.model_copy(update={"burst_share": bursts.tpot_affected_share})
+        prefix = m.prefix_cache_delta(*scraped) if scraped else None
+        if prefix is not None and prefix[2] is None and prefix[0] == 0 and any(r.ok for r in finished):
+            # prompts were served and none was looked up (prefix caching off): none hit
+            prefix = (prefix[0], prefix[1], 0.0)
+        if summary is not None and prefix is not None and prefix[2] is not None:
+            summary = summary.model_copy(update={"prefix_cache_hit_rate": prefix[2]})
+        if self.cache.reset is False:
+            info.warnings.append(f"the prefix cache was {self.cache.detail}")
         if summary is not None and self.load.slo:
             met = goodput(finished, parse_slo(self.load.slo), duration_s=summary.duration_s)
             summary = summary.model_copy(update={"goodput_slo": self.load.slo,
@@ -159,11 +188,89 @@ class LoadWorkload:
             placement=(info.placement or PlacementInfo()).model_copy(update={"client": self.client}),
             host_noise=info.host_noise, bursts=bursts,
             client=outcome.client if outcome is not None else None, duet=info.duet,
+            workload=self._workload_info(finished, prefix),
             offered_rate=outcome.offered_rate if outcome is not None else None,
             achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, windows=_window_metrics(finished, spec) if summary else [],
             valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+
+
+    def _workload_info(self, finished: list[RequestRecord], prefix) -> WorkloadInfo:
+        """What was sent (its hash over every window), the cache it met, the prefix cache's
+        counters, how late a scheduled load's sends were, and each segment's figures."""
+        spec, windows = self.spec, self.windows
+        digest = windows[0].sha256() if len(windows) == 1 else _windows_sha256(w.sha256() for w in windows)
+        late = [r.send_s - t.at_s[r.index] for o, t in zip(self.outcomes, windows)
+                if t.at_s is not None for r in o.records]
+        late_ms = np.asarray(late, dtype=float) * 1000.0
+        slo = parse_slo(self.load.slo) if self.load.slo else None
+        def segment(r: RequestRecord) -> str:  # each window has its own traffic
+            return windows[min(r.index // spec.prompts, len(windows) - 1)].segments[
+                r.index % spec.prompts]
+
+        names = windows[0].segments
+        segments = []
+        if len(set(names)) > 1:
+            for name in dict.fromkeys(names):  # in order of first appearance
+                part = [r for r in finished if segment(r) == name]
+                if not part:
+                    continue
+                s = m.summarize_run(part)
+                segments.append(SegmentMetrics(
+                    name=name, requests=s.requests, ok_requests=s.ok_requests,
+                    ttft_ms_mean=s.ttft_ms_mean, ttft_ms_median=s.ttft_ms_median,
+                    ttft_ms_p99=s.ttft_ms_p99, tpot_ms_mean=s.tpot_ms_mean,
+                    e2el_ms_mean=s.e2el_ms_mean,
+                    goodput_share=goodput(part, slo).share if slo else None))
+        return WorkloadInfo(
+            kind=windows[0].kind, sha256=digest, requests=sum(len(w.prompts) for w in windows),
+            input_tokens=sum(sum(w.input_lens) for w in windows),
+            output_tokens=sum(sum(w.output_lens) for w in windows),
+            source_sha256=windows[0].source_sha256, warmup=WARMUP_NOTE, cache=self.cache.detail,
+            cache_reset=self.cache.reset,
+            prefix_cache_queries=prefix[0] if prefix else None,
+            prefix_cache_hits=prefix[1] if prefix else None,
+            prefix_cache_hit_rate=prefix[2] if prefix else None,
+            schedule_lateness_ms_p50=float(np.median(late_ms)) if late else None,
+            schedule_lateness_ms_p99=float(np.percentile(late_ms, 99)) if late else None,
+            schedule_lateness_ms_max=float(late_ms.max()) if late else None,
+            segments=segments)
+
+
+def _windows_sha256(parts) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _length_reasons(finished: list[RequestRecord], windows: list[Traffic], per_window: int) -> list[str]:
+    """A workload's validity: every request measured, each prompt and completion exactly the
+    length its traffic gave it (per request: a trace's lengths differ)."""
+    reasons: list[str] = []
+    expected = sum(len(w.prompts) for w in windows)
+    if len(finished) != expected:
+        reasons.append(f"{len(finished)} of {expected} requests were measured")
+    failed = [r for r in finished if not r.ok]
+    if failed:
+        reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
+                       f"{failed[0].error}")
+    ok = [r for r in finished if r.ok]
+
+    def want(r: RequestRecord) -> Traffic:
+        return windows[min(r.index // per_window, len(windows) - 1)]
+
+    bad_in = [r for r in ok if r.prompt_tokens != want(r).input_lens[r.index % per_window]]
+    if bad_in:
+        r = bad_in[0]
+        reasons.append(f"{len(bad_in)} request(s) had a prompt of other than their own length "
+                       f"(e.g. request {r.index}: {r.prompt_tokens} tokens, sent "
+                       f"{want(r).input_lens[r.index % per_window]})")
+    bad_out = [r for r in ok if r.completion_tokens != want(r).output_lens[r.index % per_window]]
+    if bad_out:
+        r = bad_out[0]
+        reasons.append(f"{len(bad_out)} request(s) completed other than their max_tokens "
+                       f"(e.g. request {r.index}: {r.completion_tokens} tokens of "
+                       f"{want(r).output_lens[r.index % per_window]})")
+    return reasons
 
 
 INTERFERENCE_SHARE = 0.25  # other processes' cores' worth during the load that warns

@@ -23,12 +23,15 @@ from e2e.config import RunSpec
 from e2e.redact import scrub
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
-           "PluginInfo", "PlacementInfo", "RunRecord",
+           "PluginInfo", "WorkloadInfo", "SegmentMetrics", "PlacementInfo", "RunRecord",
            "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
-refuse those keys: it now names the newer schema instead). Records of 1-3 read unchanged."""
+refuse those keys: it now names the newer schema instead). 5: the spec's ``workload``, a
+run.json's ``workload`` block (what was sent, its hash, the cache state, the prefix cache's
+counters, per-segment metrics) and ``metrics.prefix_cache_hit_rate``. Records of 1-4 read
+unchanged."""
 
 
 class _Record(BaseModel):
@@ -256,6 +259,11 @@ class RunMetrics(_Record):
     goodput_slo: str | None = Field(None, description="The SLO goodput was measured against.")
     goodput_share: float | None = Field(None, description="Share of requests meeting every SLO.")
     goodput_req_s: float | None = Field(None, description="Requests per second meeting every SLO.")
+    prefix_cache_hit_rate: float | None = Field(
+        None, description="Prefix-cache hits / queries (tokens) over the measured load, from "
+        "the server's vllm:prefix_cache_hits and vllm:prefix_cache_queries counters; 0 when "
+        "the server served prompts and queried nothing (prefix caching off); None without "
+        "the counters.")
 
 
 class ServerInfo(_Record):
@@ -338,6 +346,46 @@ class DuetInfo(_Record):
         "measured load, for partners still measuring.")
 
 
+class SegmentMetrics(_Record):
+    """One segment of a run's requests (a trace's time segment, a shared-prefix group's first
+    request vs the later ones): its client-side figures, ms."""
+
+    name: str
+    requests: int
+    ok_requests: int
+    ttft_ms_mean: float | None = None
+    ttft_ms_median: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_mean: float | None = None
+    e2el_ms_mean: float | None = None
+    goodput_share: float | None = Field(None, description="Share meeting the run's SLO.")
+
+
+class WorkloadInfo(_Record):
+    """What a run sent (``e2e.load._traffic``) and the cache state it met."""
+
+    kind: str = Field(description="reference, shared-prefix or trace.")
+    sha256: str = Field(description="SHA-256 of every prompt (token ids), max_tokens, send time "
+                        "and segment: equal across arms exactly when they sent the same load.")
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    source_sha256: str | None = Field(None, description="A trace file's SHA-256.")
+    warmup: str = Field(description="Why the warmup did not warm the measured prompts.")
+    cache: str = Field(description="The prefix cache's state when the measured load began.")
+    cache_reset: bool | None = Field(
+        None, description="An external server's /reset_prefix_cache before the measured load: "
+        "True (reset), False (refused or absent), None (a fresh server: cold already).")
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    schedule_lateness_ms_p50: float | None = Field(
+        None, description="A scheduled load's sends after their time (trace, open loop), ms.")
+    schedule_lateness_ms_p99: float | None = None
+    schedule_lateness_ms_max: float | None = None
+    segments: list[SegmentMetrics] = Field(default_factory=list)
+
+
 class RunRecord(_Record):
     """Everything ``run.json`` holds about one run."""
 
@@ -355,6 +403,7 @@ class RunRecord(_Record):
     bursts: BurstSummary | None = None
     client: ClientStats | None = None
     duet: DuetInfo | None = None
+    workload: WorkloadInfo | None = None
     offered_rate: float | None = Field(None, description="Open loop: requests/s offered.")
     achieved_rate: float | None = Field(
         None, description="Requests/s sent (open loop) or completed (closed loop).")

@@ -1,0 +1,313 @@
+"""AIPerf's profile export -> e2e runs (``e2e import aiperf``).
+
+    read_export(path)               -> [one document]: the records of profile_export.jsonl
+                                       (and its profile_export_aiperf.json summary, if beside)
+    to_run(doc, options, source=..) -> ImportedRun: pure
+    import_export(path, options, results) -> the run written into results/<experiment>/
+
+The format is AIPerf's (checked on aiperf 0.13.0, ``aiperf.common.models.record_models``):
+``profile_export.jsonl`` holds one ``MetricRecordInfo`` per request (export level
+``records``), ``{"metadata": {...
+"request_start_ns", "request_end_ns", "benchmark_phase", "turn_index", ...}, "metrics":
+{"time_to_first_token": {"value", "unit"}, "request_latency", "inter_chunk_latency" (a list),
+"input_sequence_length", "output_sequence_length", ...}, "error": null | {"code", "type",
+"message"}}``; ``profile_export_aiperf.json`` beside it has the summary and ``input_config``
+(``input_config.phases``: the profiling phase's concurrency; ``run_info``: the seed and the
+command line). Each request becomes a ``RequestRecord``: send = its start minus the first
+start, first token = send + TTFT, chunks = the first token then each inter-chunk latency
+added in turn, end = send + request latency; e2e's statistics are then computed from those
+records as for its own runs. What differs from e2e's definitions is in docs/interop.md.
+Only ``profiling`` records are measured (AIPerf's warmup records are left out).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from e2e.config import MAX_CONCURRENCY
+from e2e.errors import ConfigError
+from e2e.interop.vllm_bench import ImportedRun, ImportOptions, import_file, import_note
+from e2e.metrics import summarize_run
+from e2e.paths import read_bounded
+from e2e.results import RequestRecord, RunRecord, ServerInfo
+
+__all__ = ["FORMAT", "read_export", "to_run", "import_export"]
+
+FORMAT = "aiperf profile_export.jsonl"
+SUMMARY_NAME = "profile_export_aiperf.json"
+_MAX_NS = 2**63
+_MAX_MS = 1e10  # about 115 days
+_MAX_RECORDS = 10_000_000
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    value: Any = None
+    unit: Annotated[str, Field(max_length=64)] | None = None
+
+
+class _Meta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    request_start_ns: Annotated[int, Field(ge=0, lt=_MAX_NS)]
+    request_end_ns: Annotated[int, Field(ge=0, lt=_MAX_NS)] | None = None
+    benchmark_phase: Annotated[str, Field(max_length=64)] = "profiling"
+    turn_index: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    x_correlation_id: Annotated[str, Field(max_length=256)] | None = None
+
+
+class _Error(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    code: int | None = None
+    type: Annotated[str, Field(max_length=256)] | None = None
+    message: Annotated[str, Field(max_length=100_000)] | None = None
+
+
+class _Record(BaseModel):
+    """One line of profile_export.jsonl as e2e reads it (AIPerf's MetricRecordInfo)."""
+
+    model_config = ConfigDict(extra="allow")
+    metadata: _Meta
+    metrics: dict[Annotated[str, Field(max_length=128)], _Value] | None = None
+    error: _Error | None = None
+
+
+def _ms(record: _Record, name: str) -> float | None:
+    """A metric in ms (AIPerf writes its times in ms; a unit other than ms is refused)."""
+    item = (record.metrics or {}).get(name)
+    if item is None or item.value is None:
+        return None
+    if item.unit not in (None, "ms"):
+        raise ConfigError(f"metric {name} is in {item.unit!r}, e2e reads AIPerf's ms")
+    value = item.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_MS:
+        raise ConfigError(f"metric {name} = {value!r} is not a time in ms")
+    return float(value)
+
+
+def _tokens(record: _Record, name: str) -> int | None:
+    item = (record.metrics or {}).get(name)
+    if item is None or item.value is None:
+        return None
+    value = item.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e9 \
+            or float(value) != int(value):
+        raise ConfigError(f"metric {name} = {value!r} is not a token count")
+    return int(value)
+
+
+def _gaps(record: _Record) -> list[float]:
+    item = (record.metrics or {}).get("inter_chunk_latency")
+    if item is None or item.value is None:
+        return []
+    if item.unit not in (None, "ms") or not isinstance(item.value, list) or len(item.value) > 10_000_000:
+        raise ConfigError("metric inter_chunk_latency is not a list of ms")
+    out = []
+    for gap in item.value:
+        if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= _MAX_MS:
+            raise ConfigError(f"metric inter_chunk_latency holds {gap!r}, not a time in ms")
+        out.append(float(gap))
+    return out
+
+
+def read_export(path: Path) -> list[dict[str, Any]]:
+    """``path`` (profile_export.jsonl, or the folder that holds it) as one document: its
+    lines (each checked) and the summary beside it, if any. Bad input is a ConfigError."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "profile_export.jsonl"
+    data = read_bounded(path, expect="AIPerf's profile_export.jsonl")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): not AIPerf's "
+                          "profile_export.jsonl") from None
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(records) >= _MAX_RECORDS:
+            raise ConfigError(f"{path} has more than {_MAX_RECORDS:,} records")
+        try:
+            doc = json.loads(line)
+            record = _Record.model_validate(doc)
+        except (ValueError, RecursionError) as exc:
+            reason = (exc.errors()[0]["msg"] + " at " + ".".join(map(str, exc.errors()[0]["loc"]))
+                      if isinstance(exc, ValidationError) else "not JSON")
+            raise ConfigError(f"{path} line {number}: {reason}: not an AIPerf profile record "
+                              "(make it with `aiperf profile`; e2e reads profile_export.jsonl)") from None
+        try:  # every number read now, so a bad one names its line
+            _ms(record, "time_to_first_token"), _ms(record, "request_latency"), _gaps(record)
+            _tokens(record, "input_sequence_length"), _tokens(record, "output_sequence_length")
+        except ConfigError as exc:
+            raise ConfigError(f"{path} line {number}: {exc}") from None
+        records.append(doc)
+    if not records:
+        raise ConfigError(f"{path} holds no records: not AIPerf's profile_export.jsonl")
+    summary = None
+    beside = path.parent / SUMMARY_NAME
+    if beside.is_file():
+        try:
+            summary = json.loads(read_bounded(beside, 64 << 20, expect=f"AIPerf's {SUMMARY_NAME}"))
+        except (ValueError, RecursionError):
+            raise ConfigError(f"{beside} is not JSON: not AIPerf's summary") from None
+        if not isinstance(summary, dict):
+            raise ConfigError(f"{beside}: expected a JSON object, AIPerf's summary")
+    return [{"records": records, "summary": summary}]
+
+
+def _requests(records: list[_Record]) -> tuple[RequestRecord, ...]:
+    t0 = min(r.metadata.request_start_ns for r in records)
+    out = []
+    for i, r in enumerate(records):
+        send = (r.metadata.request_start_ns - t0) / 1e9
+        if r.error is not None:
+            what = ": ".join(str(x) for x in (r.error.type, r.error.message) if x) or "error"
+            out.append(RequestRecord(index=i, send_s=send, status=r.error.code,
+                                     error=f"AIPerf recorded an error: {what}"[:2000]))
+            continue
+        ttft, latency = _ms(r, "time_to_first_token"), _ms(r, "request_latency")
+        outputs = _tokens(r, "output_sequence_length")
+        if ttft is None or latency is None or not outputs:
+            out.append(RequestRecord(index=i, send_s=send,
+                                     error="AIPerf recorded no TTFT, latency or output tokens"))
+            continue
+        first = send + ttft / 1000.0
+        chunks = [first]
+        for gap in _gaps(r):
+            chunks.append(chunks[-1] + gap / 1000.0)
+        out.append(RequestRecord(index=i, send_s=send, first_token_s=first,
+                                 end_s=send + latency / 1000.0, chunk_times_s=tuple(chunks),
+                                 prompt_tokens=_tokens(r, "input_sequence_length"),
+                                 completion_tokens=outputs, status=200))
+    return tuple(out)
+
+
+def _summary_value(summary: dict | None, *keys: str) -> Any:
+    node: Any = summary
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def _profiling_concurrency(summary: dict | None) -> Any:
+    """The profiling phase's concurrency (aiperf 0.13: ``input_config.phases``)."""
+    phases = _summary_value(summary, "input_config", "phases")
+    for phase in phases if isinstance(phases, list) else ():
+        if isinstance(phase, dict) and phase.get("kind") == "profiling":
+            return phase.get("concurrency")
+    return None
+
+
+def _mode(values: list[int]) -> int | None:
+    from collections import Counter
+
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
+           repeat: int | None = None, provenance: dict[str, Any] | None = None) -> ImportedRun:
+    """AIPerf's export as one e2e run (pure). The arm is ``--arm`` (AIPerf records none);
+    the concurrency ``--concurrency``, else the summary's profiling phase's;
+    the lengths the flags', else the most common among the requests."""
+    from e2e.config import RunSpec, describe_validation_error
+
+    all_records = [_Record.model_validate(r) for r in doc["records"]]
+    measured = [r for r in all_records if r.metadata.benchmark_phase == "profiling"]
+    if not measured:
+        raise ConfigError(f"{source}: no record of the profiling phase (only warmup?)")
+    requests = _requests(measured)
+    ok = [r for r in requests if r.ok]
+    summary = doc.get("summary")
+    if not options.arm:
+        raise ConfigError("AIPerf records no arm: give --arm")
+    concurrency = options.concurrency or _profiling_concurrency(summary)
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or \
+            not 0 < concurrency <= MAX_CONCURRENCY:
+        raise ConfigError("cannot tell the concurrency (no profile_export_aiperf.json beside "
+                          "the records, or it names none): give --concurrency")
+    input_len = options.input_len or _mode([r.prompt_tokens for r in ok if r.prompt_tokens])
+    output_len = options.output_len or _mode([r.completion_tokens for r in ok
+                                              if r.completion_tokens])
+    if input_len is None or output_len is None:
+        raise ConfigError("no successful request to take the lengths from: give "
+                          "--input-len and --output-len")
+    seed = options.seed
+    if seed is None:
+        seed = _summary_value(summary, "run_info", "random_seed")
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+    try:
+        spec = RunSpec(arm=options.arm, concurrency=concurrency, dspark=bool(options.dspark),
+                       prompts=len(measured), input_len=input_len, output_len=output_len,
+                       seed=seed, warmup_requests=options.warmup_requests or 0,
+                       repeat=repeat or options.repeat or 2)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, "the export and the flags",
+                                                    RunSpec)) from None
+    reasons, notes = [], [import_note(source).replace("vllm bench serve", "AIPerf")]
+    failed = [r for r in requests if not r.ok]
+    if failed:
+        reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
+                       f"{failed[0].error}")
+    for what, attr, want in (("prompt", "prompt_tokens", input_len),
+                             ("completion", "completion_tokens", output_len)):
+        off = sorted({getattr(r, attr) for r in ok if getattr(r, attr) != want})
+        if off:
+            text = (f"{sum(getattr(r, attr) != want for r in ok)} of {len(ok)} {what}s had "
+                    f"other than {want} tokens ({', '.join(map(str, off[:5]))})")
+            (reasons if options.strict_lengths else notes).append(
+                text + ("" if options.strict_lengths else
+                        "; AIPerf counts tokens with its own tokenizer (--strict-lengths makes "
+                        "this invalid)"))
+    items = _summary_value(summary, "input_config", "models", "items")
+    model = [m.get("name") for m in items if isinstance(m, dict)] if isinstance(items, list) else None
+    record = RunRecord(
+        experiment=options.experiment, run_id=spec.run_id, spec=spec, arm_settings={},
+        config={},
+        server=ServerInfo(argv=[], env={}, base_url="",
+                          model=str(model[0]) if isinstance(model, list) and model else ""),
+        provenance={"imported": {
+            "format": FORMAT, "source": source, **(provenance or {}), "per_request": True,
+            "records": len(all_records), "warmup_records": len(all_records) - len(measured),
+            "cli_command": _summary_value(summary, "run_info", "cli_command"),
+            "aiperf_version": _summary_value(summary, "aiperf_version"),
+            "summary": _figures(summary)}},
+        started_at=str(_summary_value(summary, "start_time") or ""),
+        finished_at=str(_summary_value(summary, "end_time") or ""),
+        metrics=summarize_run(requests), valid=not reasons, invalid_reasons=reasons,
+        warnings=notes)
+    return ImportedRun(record=record, requests=requests)
+
+
+_FIGURES = ("time_to_first_token", "request_latency", "inter_token_latency",
+            "inter_chunk_latency", "output_token_throughput", "request_throughput",
+            "benchmark_duration", "request_count")
+
+
+def _figures(summary: dict | None) -> dict[str, Any]:
+    """AIPerf's own summary figures (avg, p50, p99 and unit), kept beside e2e's."""
+    out = {}
+    for name in _FIGURES:
+        item = _summary_value(summary, name)
+        if isinstance(item, dict):
+            out[name] = {k: item[k] for k in ("unit", "avg", "p50", "p99")
+                         if k in item and isinstance(item[k], (int, float, str))}
+    return out
+
+
+def import_export(path: Path, options: ImportOptions, results: Path, *,
+                  on_skip: Callable[[str], None] | None = None) -> list[tuple[Path, RunRecord]]:
+    """``path``'s run into ``results/<experiment>/`` (run.json, requests.parquet), as
+    ``e2e import vllm-bench`` does: idempotent by content, ``--force`` replaces."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "profile_export.jsonl"
+    return import_file(path, options, results, on_skip=on_skip, read=read_export,
+                       convert=to_run)
+

@@ -1,0 +1,249 @@
+"""GuideLLM's benchmark report -> e2e runs (``e2e import guidellm``).
+
+    read_report(path)               -> one document per benchmark of the report
+    to_run(doc, options, source=..) -> ImportedRun: pure
+    import_report(path, options, results) -> the runs written into results/<experiment>/
+
+The format is GuideLLM's (checked on guidellm 0.8.1: ``GenerativeBenchmarksReport``, written
+by ``guidellm run`` with a ``json`` output): ``{"metadata", "config", "benchmarks": [{"config":
+{"strategy": {"type_", "streams"...}}, "requests": {"successful": [...], "errored": [...],
+"incomplete": [...]}, "metrics": {...}}]}``. Each request (``GenerativeRequestStats``) carries
+its timings (``info.timings.request_start``, ``first_token_iteration``, ``request_end``...,
+epoch seconds) and token counts; GuideLLM keeps no time per chunk, so an imported run has
+TTFT, TPOT and E2E latency but no inter-chunk latency. Each benchmark of the report (one per
+rate or stream count of a sweep) becomes one run; the requests the report holds are all it
+measured only when it did not sample them (``metrics`` ``sample_size``: a sampled report's run
+is invalid, saying so).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from e2e.config import MAX_CONCURRENCY
+from e2e.errors import ConfigError
+from e2e.interop.vllm_bench import ImportedRun, ImportOptions, import_file, import_note
+from e2e.metrics import summarize_run
+from e2e.paths import read_bounded
+from e2e.results import RequestRecord, RunRecord, ServerInfo
+
+__all__ = ["FORMAT", "read_report", "to_run", "import_report"]
+
+FORMAT = "guidellm benchmark report (json)"
+_MAX_S = 1e11  # epoch seconds, far past any date
+_Seconds = Annotated[float, Field(ge=0, le=_MAX_S, allow_inf_nan=False)]
+_Tokens = Annotated[int, Field(ge=0, le=1_000_000_000)]
+
+
+class _Timings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    request_start: _Seconds | None = None
+    first_token_iteration: _Seconds | None = None
+    last_token_iteration: _Seconds | None = None
+    request_end: _Seconds | None = None
+
+
+class _Info(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    timings: _Timings
+    error: Annotated[str, Field(max_length=100_000)] | None = None
+
+
+class _Request(BaseModel):
+    """One ``GenerativeRequestStats`` as e2e reads it."""
+
+    model_config = ConfigDict(extra="allow")
+    info: _Info
+    prompt_tokens: _Tokens | None = None
+    output_tokens: _Tokens | None = None
+    request_end_time: _Seconds | None = None
+
+
+class _Requests(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    successful: Annotated[list[_Request], Field(max_length=10_000_000)] = Field(default_factory=list)
+    errored: Annotated[list[_Request], Field(max_length=10_000_000)] = Field(default_factory=list)
+    incomplete: Annotated[list[_Request], Field(max_length=10_000_000)] = Field(default_factory=list)
+
+
+class _Benchmark(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    config: dict[str, Any] = Field(default_factory=dict)
+    requests: _Requests
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+def read_report(path: Path) -> list[dict[str, Any]]:
+    """The benchmarks of the report at ``path``, each checked (``_Benchmark``) and carrying the
+    report's metadata. Bad input is a ConfigError (exit 2)."""
+    path = Path(path)
+    data = read_bounded(path, expect="a GuideLLM benchmark report (benchmarks.json)")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise ConfigError(f"{path} is not JSON: not a GuideLLM benchmark report (make it with "
+                          "`guidellm run` and a json output)") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise ConfigError(f"{path} has no list of benchmarks: not a GuideLLM benchmark report")
+    if not doc["benchmarks"]:
+        raise ConfigError(f"{path} holds no benchmark")
+    out = []
+    for i, bench in enumerate(doc["benchmarks"]):
+        try:
+            _Benchmark.model_validate(bench)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{path} benchmark {i + 1}: {where}: {first['msg']}: not a "
+                              "GuideLLM benchmark") from None
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        backend = ((doc.get("config") or {}).get("spec") or {}).get("backend") \
+            if isinstance(doc.get("config"), dict) else None
+        model = backend.get("model") if isinstance(backend, dict) else None
+        out.append({"benchmark": bench, "index": i, "count": len(doc["benchmarks"]),
+                    "guidellm_version": str(meta.get("guidellm_version") or "")[:64],
+                    "model": str(model)[:1024] if isinstance(model, str) else ""})
+    return out
+
+
+def _record(i: int, r: _Request, t0: float, error: str | None) -> RequestRecord:
+    t = r.info.timings
+    send = (t.request_start - t0) if t.request_start is not None else 0.0
+    end = r.request_end_time if r.request_end_time is not None else t.request_end
+    if error is not None or t.first_token_iteration is None or end is None or not r.output_tokens:
+        return RequestRecord(index=i, send_s=send,
+                             error=error or "GuideLLM recorded no first token, end or output")
+    return RequestRecord(index=i, send_s=send, first_token_s=t.first_token_iteration - t0,
+                         end_s=end - t0, chunk_times_s=(t.first_token_iteration - t0,),
+                         prompt_tokens=r.prompt_tokens, completion_tokens=r.output_tokens,
+                         status=200)
+
+
+def _requests(bench: _Benchmark) -> tuple[RequestRecord, ...]:
+    groups = [(r, None) for r in bench.requests.successful]
+    groups += [(r, f"GuideLLM: errored: {r.info.error or 'no error text'}"[:2000])
+               for r in bench.requests.errored]
+    groups += [(r, "GuideLLM: incomplete (cancelled at the benchmark's end)")
+               for r in bench.requests.incomplete]
+    starts = [r.info.timings.request_start for r, _ in groups
+              if r.info.timings.request_start is not None]
+    if not starts:
+        raise ConfigError("no request of the benchmark has a start time")
+    t0 = min(starts)
+    groups.sort(key=lambda g: g[0].info.timings.request_start or t0)
+    return tuple(_record(i, r, t0, err) for i, (r, err) in enumerate(groups))
+
+
+def _concurrency(config: dict[str, Any]) -> int | None:
+    strategy = config.get("strategy") if isinstance(config, dict) else None
+    if not isinstance(strategy, dict):
+        return None
+    kind = strategy.get("type_")
+    if kind == "synchronous":
+        return 1
+    streams = strategy.get("streams")
+    if kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool):
+        return streams
+    return None
+
+
+def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
+           repeat: int | None = None, provenance: dict[str, Any] | None = None) -> ImportedRun:
+    """One benchmark of a GuideLLM report as an e2e run (pure). The arm is ``--arm``; the
+    concurrency ``--concurrency``, else a concurrent (or synchronous) strategy's streams; the
+    lengths the flags', else the most common among the successful requests."""
+    from e2e.config import RunSpec, describe_validation_error
+
+    bench = _Benchmark.model_validate(doc["benchmark"])
+    if doc.get("count", 1) > 1:
+        source = f"{source} (benchmark {doc['index'] + 1})"
+    requests = _requests(bench)
+    ok = [r for r in requests if r.ok]
+    if not options.arm:
+        raise ConfigError("GuideLLM records no arm: give --arm")
+    concurrency = options.concurrency or _concurrency(bench.config)
+    if concurrency is None or not 0 < concurrency <= MAX_CONCURRENCY:
+        raise ConfigError(f"{source}: its strategy is not a concurrent one (a rate sweep?): "
+                          "give --concurrency, the requests it kept in flight")
+
+    def mode(values):
+        return Counter(values).most_common(1)[0][0] if values else None
+
+    input_len = options.input_len or mode([r.prompt_tokens for r in ok if r.prompt_tokens])
+    output_len = options.output_len or mode([r.completion_tokens for r in ok
+                                             if r.completion_tokens])
+    if input_len is None or output_len is None:
+        raise ConfigError(f"{source}: no successful request to take the lengths from: give "
+                          "--input-len and --output-len")
+    try:
+        spec = RunSpec(arm=options.arm, concurrency=concurrency, dspark=bool(options.dspark),
+                       prompts=len(requests), input_len=input_len, output_len=output_len,
+                       seed=options.seed or 0, warmup_requests=options.warmup_requests or 0,
+                       repeat=repeat or options.repeat or 2)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, "the report and the flags",
+                                                    RunSpec)) from None
+    reasons, notes = [], [import_note(source).replace("vllm bench serve", "GuideLLM"),
+                          "GuideLLM keeps no time per chunk: no inter-chunk latency"]
+    failed = [r for r in requests if not r.ok]
+    if failed:
+        reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
+                       f"{failed[0].error}")
+    sampled = bench.config.get("sample_size") if isinstance(bench.config, dict) else None
+    if isinstance(sampled, int) and not isinstance(sampled, bool) and sampled < len(requests):
+        reasons.append(f"the report holds a sample of {sampled} requests, not every one")
+    for what, attr, want in (("prompt", "prompt_tokens", input_len),
+                             ("completion", "completion_tokens", output_len)):
+        off = sorted({getattr(r, attr) for r in ok if getattr(r, attr) != want})
+        if off:
+            text = (f"{sum(getattr(r, attr) != want for r in ok)} of {len(ok)} {what}s had "
+                    f"other than {want} tokens ({', '.join(map(str, off[:5]))})")
+            (reasons if options.strict_lengths else notes).append(
+                text + ("" if options.strict_lengths else
+                        "; GuideLLM's synthetic prompts are text its tokenizer sized "
+                        "(--strict-lengths makes this invalid)"))
+    record = RunRecord(
+        experiment=options.experiment, run_id=spec.run_id, spec=spec, arm_settings={},
+        config={},
+        server=ServerInfo(argv=[], env={}, base_url="", model=str(doc.get("model") or "")),
+        provenance={"imported": {
+            "format": FORMAT, "source": source, **(provenance or {}), "per_request": True,
+            "benchmark": doc.get("index", 0), "strategy": bench.config.get("strategy"),
+            "guidellm_version": doc.get("guidellm_version"),
+            "guidellm": _figures(bench.metrics)}},
+        started_at="", finished_at="", metrics=summarize_run(requests), valid=not reasons,
+        invalid_reasons=reasons, warnings=notes)
+    return ImportedRun(record=record, requests=requests)
+
+
+_FIGURES = ("time_to_first_token_ms", "time_per_output_token_ms", "request_latency",
+            "requests_per_second", "output_tokens_per_second", "inter_token_latency_ms")
+
+
+def _figures(metrics: dict[str, Any]) -> dict[str, Any]:
+    """GuideLLM's own summary of successful requests (mean, median, p99), kept beside e2e's."""
+    out = {}
+    for name in _FIGURES:
+        item = metrics.get(name) if isinstance(metrics, dict) else None
+        good = item.get("successful") if isinstance(item, dict) else None
+        if isinstance(good, dict):
+            pct = good.get("percentiles") if isinstance(good.get("percentiles"), dict) else {}
+            out[name] = {k: v for k, v in (("mean", good.get("mean")),
+                                           ("median", good.get("median")),
+                                           ("p99", pct.get("p99")))
+                         if isinstance(v, (int, float))}
+    return out
+
+
+def import_report(path: Path, options: ImportOptions, results: Path, *,
+                  on_skip: Callable[[str], None] | None = None) -> list[tuple[Path, RunRecord]]:
+    """Each benchmark of ``path`` into ``results/<experiment>/`` as ``e2e import vllm-bench``
+    does: idempotent by content, ``--force`` replaces."""
+    return import_file(path, options, results, on_skip=on_skip, read=read_report,
+                       convert=to_run)

@@ -1,0 +1,161 @@
+"""AIPerf's and GuideLLM's files imported as e2e runs (e2e.interop.aiperf, e2e.interop.guidellm):
+the real exports in tests/data (made by each tool against e2e's CPU server; docs/interop.md has
+the commands) import valid, with e2e's figures equal to the tool's own, idempotently; a file
+that is not the tool's is bad input (exit 2) naming the line or key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from e2e.cli import app
+from e2e.errors import ConfigError
+from e2e.interop.aiperf import import_export, read_export
+from e2e.interop.vllm_bench import ImportOptions
+from e2e.results._store import read_requests, read_run
+
+DATA = Path(__file__).parent / "data"
+AIPERF = DATA / "aiperf"
+
+
+def test_an_aiperf_export_imports_with_aiperfs_own_figures(tmp_path):
+    written = import_export(AIPERF, ImportOptions(experiment="tools", arm="main"), tmp_path)
+    [(folder, record)] = written
+    assert folder == tmp_path / "tools" / "main-c1-base-r2"
+    assert record.valid, record.invalid_reasons
+    assert record.warnings == [f"imported from AIPerf: {AIPERF / 'profile_export.jsonl'}"]
+    summary = json.loads((AIPERF / "profile_export_aiperf.json").read_text())
+    m = record.metrics
+    # 8 profiling requests of 256 prompt and 16 completion tokens (the warmup left out)
+    assert (m.requests, m.ok_requests, m.input_tokens, m.output_tokens) == (8, 8, 2048, 128)
+    assert record.spec.concurrency == 1 and record.spec.input_len == 256
+    assert record.provenance["imported"]["warmup_records"] == 1
+    for ours, theirs, stat in [("ttft_ms_mean", "time_to_first_token", "avg"),
+                               ("ttft_ms_median", "time_to_first_token", "p50"),
+                               ("ttft_ms_p99", "time_to_first_token", "p99"),
+                               ("e2el_ms_mean", "request_latency", "avg"),
+                               ("e2el_ms_p99", "request_latency", "p99"),
+                               ("tpot_ms_mean", "inter_token_latency", "avg"),
+                               ("itl_ms_mean", "inter_chunk_latency", "avg")]:
+        assert getattr(m, ours) == pytest.approx(summary[theirs][stat], rel=1e-9), ours
+    assert m.duration_s == pytest.approx(summary["benchmark_duration"]["avg"], rel=1e-6)
+    requests = read_requests(folder / "requests.parquet")
+    assert [r.completion_tokens for r in requests] == [16] * 8
+    # one time per response AIPerf received (its inter-chunk latencies, plus the first)
+    gaps = [len(d["metrics"]["inter_chunk_latency"]["value"]) for d in lines()[1:]]
+    assert [len(r.chunk_times_s) for r in requests] == [g + 1 for g in gaps]
+    assert read_run(folder).provenance["imported"]["content_sha256"]
+
+
+def test_an_aiperf_export_imported_twice_is_counted_once(tmp_path):
+    options = ImportOptions(experiment="tools", arm="main")
+    assert len(import_export(AIPERF / "profile_export.jsonl", options, tmp_path)) == 1
+    skipped = []
+    assert import_export(AIPERF, options, tmp_path, on_skip=skipped.append) == []
+    assert "already imported as main-c1-base-r2" in skipped[0]
+    again = import_export(AIPERF, ImportOptions(experiment="tools", arm="main", force=True),
+                          tmp_path)
+    assert [f.name for f, _ in again] == ["main-c1-base-r2"]
+
+
+def test_the_concurrency_comes_from_the_summary_or_the_flag(tmp_path):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(AIPERF / "profile_export.jsonl", alone)
+    with pytest.raises(ConfigError, match="give --concurrency"):
+        import_export(alone, ImportOptions(experiment="t", arm="main"), tmp_path / "r")
+    [(_, record)] = import_export(alone, ImportOptions(experiment="t", arm="main",
+                                                       concurrency=1), tmp_path / "r")
+    assert record.valid and record.spec.seed == 0
+
+
+def lines() -> list[dict]:
+    return [json.loads(x) for x in (AIPERF / "profile_export.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["metadata"].pop("request_start_ns"), "line 2: Field required at metadata"),
+    (lambda d: d["metrics"]["time_to_first_token"].update(unit="s"), "line 2: metric "
+     "time_to_first_token is in 's'"),
+    (lambda d: d["metrics"]["request_latency"].update(value=-1), "line 2: metric "
+     "request_latency = -1 is not a time"),
+    (lambda d: d["metrics"]["inter_chunk_latency"].update(value=[1, "x"]), "line 2: metric "
+     "inter_chunk_latency holds 'x'"),
+    (lambda d: d["metrics"]["output_sequence_length"].update(value=1.5), "line 2: metric "
+     "output_sequence_length = 1.5 is not a token count"),
+])
+def test_an_export_that_is_not_aiperfs_is_bad_input_naming_the_line(tmp_path, change, message):
+    docs = lines()
+    change(docs[1])
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    with pytest.raises(ConfigError, match=message):
+        read_export(path)
+
+
+def test_not_json_not_text_or_empty_is_refused(tmp_path):
+    path = tmp_path / "profile_export.jsonl"
+    for data, message in [(b"{not json\n", "line 1: not JSON"), (b"\xff\xfe", "not UTF-8"),
+                          (b"\n\n", "holds no records")]:
+        path.write_bytes(data)
+        with pytest.raises(ConfigError, match=message):
+            read_export(path)
+
+
+def test_the_command_imports_and_refuses_without_an_arm(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", "aiperf", str(AIPERF), "--arm", "main",
+                                 "--experiment", "tools", "--results", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "tools" / "main-c1-base-r2" / "run.json").exists()
+    result = runner.invoke(app, ["import", "aiperf", str(AIPERF), "--experiment", "tools",
+                                 "--results", str(tmp_path)])
+    assert result.exit_code == 2 and "--arm" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[1]\n")
+    result = runner.invoke(app, ["import", "aiperf", str(bad), "--arm", "main",
+                                 "--experiment", "tools", "--results", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+GUIDELLM = DATA / "guidellm" / "benchmarks.json"
+
+
+def test_a_guidellm_report_imports_with_guidellms_own_figures(tmp_path):
+    from e2e.interop.guidellm import import_report
+
+    [(folder, record)] = import_report(GUIDELLM, ImportOptions(experiment="tools", arm="main"),
+                                       tmp_path)
+    assert record.valid, record.invalid_reasons
+    assert record.warnings[1] == "GuideLLM keeps no time per chunk: no inter-chunk latency"
+    bench = json.loads(GUIDELLM.read_text())["benchmarks"][0]
+    m, theirs = record.metrics, bench["metrics"]
+    assert (m.requests, m.ok_requests, record.spec.concurrency) == (8, 8, 1)
+    assert m.output_tokens == 8 * 16 and m.itl_ms_mean is None
+    good = lambda name: theirs[name]["successful"]  # noqa: E731
+    # the means are the same; medians are not (GuideLLM's percentiles are not interpolated)
+    assert m.ttft_ms_mean == pytest.approx(good("time_to_first_token_ms")["mean"], rel=1e-9)
+    assert m.e2el_ms_mean == pytest.approx(good("request_latency")["mean"] * 1000, rel=1e-9)
+    assert m.input_tokens == sum(r["prompt_tokens"] for r in bench["requests"]["successful"])
+    assert len(read_requests(folder / "requests.parquet")) == 8
+
+
+def test_a_report_that_is_not_guidellms_is_bad_input(tmp_path):
+    from e2e.interop.guidellm import read_report
+
+    doc = json.loads(GUIDELLM.read_text())
+    path = tmp_path / "b.json"
+    for broken, message in [({"benchmarks": []}, "holds no benchmark"), ([1], "no list of benchmarks"),
+                            ({"benchmarks": [{"requests": {"successful": [{"info": {}}]}}]},
+                             "benchmark 1: requests.successful.0.info.timings: Field required")]:
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ConfigError, match=message):
+            read_report(path)
+    doc["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]["request_start"] = -5
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="request_start"):
+        read_report(path)
