@@ -7,6 +7,7 @@ from e2e.analysis._aggregate import (
     Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
     Summary, metric, select, summarize
 )
+from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
 from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
 from e2e.analysis._headline import (
@@ -26,5 +27,6 @@ __all__ = [
     "Summary", "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
     "format_advice", "headline_for", "headline_metric", "look_at", "median_range", "metric",
     "parse_effect", "primary_metric", "run_costs", "runs_advice", "runs_needed", "select",
-    "server_twin", "spent_alpha", "summarize", "verdict_for"
+    "server_twin", "spent_alpha", "summarize", "verdict_for", "REPORTED_POSITIONS",
+    "position_key", "position_of"
 ]

@@ -29,7 +29,7 @@ from e2e.analysis._frame import (
 from e2e.analysis._summary import (
     DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS,
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts, Summary,
-    metric
+    metric, position_of
 )
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
@@ -178,6 +178,12 @@ def summarize(
                         f"acceptance length moved {_pct(spread)} between runs "
                         f"({cell.low:.2f}–{cell.high:.2f}; more than {_limit(MAX_ACCEPTANCE_MOVE)}); "
                         "raw TPOT follows it, compare ms per verify step",
+                        arm, conc, mode, m.key))
+            elif position_of(m.key) is not None:
+                if spread > MAX_ACCEPTANCE_MOVE:
+                    warnings.append(ReportWarning(
+                        f"{m.label} moved {_pct(spread)} between runs "
+                        f"({cell.low:.3f}–{cell.high:.3f}; more than {_limit(MAX_ACCEPTANCE_MOVE)})",
                         arm, conc, mode, m.key))
             elif spread > MAX_SPREAD:
                 warnings.append(ReportWarning(

@@ -13,6 +13,7 @@ from e2e import analysis
 from e2e.analysis import headline_metric
 from e2e.markup import md_text
 from e2e.render._forest import comparison_plot_names
+from e2e.render._plots import per_position_plot_name, positions_in
 from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
@@ -269,7 +270,12 @@ def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]
         return []
     forest = [n for n in plot_names if n.startswith("forest-")]
     strip = [n for n in plot_names if n.startswith("strip-")]
+    positions = [n for n in plot_names if n.startswith("acceptance-per-position-")]
     out = ["## Pictures", ""]
+    if positions:
+        out.append("Acceptance rate per draft position, each arm's and its change against "
+                   + summary.baseline + " with its interval: "
+                   + ", ".join(f"[{n[:-4]}](plots/{n})" for n in positions) + ".")
     if forest:
         out.append("Every arm against " + summary.baseline + " (point, interval, equivalence band, "
                    "MDE shaded): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in forest) + ".")
@@ -284,7 +290,9 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     names linked from the report (in ``plots/``); None links the forest and strip plots that
     ``render_plots`` makes (``comparison_plot_names``)."""
     if plot_names is None:
-        plot_names = comparison_plot_names(summary)
+        plot_names = comparison_plot_names(summary) + tuple(
+            per_position_plot_name(conc, mode) for mode in summary.spec_modes
+            for conc in summary.concurrencies if positions_in(summary, conc, mode))
     markers = _Markers(summary.warnings)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
     lines.append(_runs_sentence(summary))
@@ -375,6 +383,17 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
                  "concurrency, ms per verify step with the speculator (raw TPOT follows the "
                  "acceptance length, which moves from run to run on random prompts).")
     for m in summary.metrics:
+        position = analysis.position_of(m.key)
+        if position is not None and position > 1:
+            continue  # one line says it for every position
+        if position == 1:
+            lines.append("- **acceptance rate, draft position i** (share, higher is better): "
+                         "Δ accepted at draft position i / Δ drafts of the server's "
+                         "vllm:spec_decode_num_accepted_tokens_per_pos around the measured load "
+                         "(vLLM's per-position rate, as vllm bench serve reports it): the share "
+                         "of verify steps whose first i draft tokens were all accepted; the "
+                         "rates sum to acceptance length − 1.")
+            continue
         lines.append(f"- **{m.label}** ({m.unit}, {'higher' if m.higher_is_better else 'lower'} is "
                      f"better): {m.definition}.")
     lines.append(f"- **Warnings**: fewer than {MIN_RUNS} reported runs; spread (max − min) / median "

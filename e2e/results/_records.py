@@ -26,8 +26,10 @@ __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "Ser
            "PluginInfo", "PlacementInfo", "RunRecord",
            "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
 
-SCHEMA_VERSION = 4
-"""4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
+SCHEMA_VERSION = 5
+"""5: the spec-decode counters per draft position (``SpecCounters.accepted_per_pos``) and the
+run's per-position acceptance rates (``RunMetrics.acceptance_rates_per_pos``); a pinned
+speculator's acceptance (``RunSpec.pinned``). 4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
 refuse those keys: it now names the newer schema instead). Records of 1-3 read unchanged."""
 
 
@@ -216,6 +218,9 @@ class SpecCounters(_Record):
     accepted: float = 0.0
     drafts: float = 0.0
     draft_tokens: float = 0.0
+    accepted_per_pos: list[float] = Field(
+        default_factory=list, description="vllm:spec_decode_num_accepted_tokens_per_pos by "
+        "draft position (0 first), summed over engines; [] when the server exports none.")
 
 
 class RunMetrics(_Record):
@@ -249,6 +254,10 @@ class RunMetrics(_Record):
         None, description="Server's own mean E2E latency, from vllm:e2e_request_latency_seconds.")
     acceptance_length: float | None = None
     acceptance_rate: float | None = None
+    acceptance_rates_per_pos: list[float] | None = Field(
+        None, description="Per draft position (first = 1): Δ accepted at that position / "
+        "Δ drafts (vLLM's per-position rate: the share of verify steps whose first i draft "
+        "tokens were all accepted; they sum to acceptance length − 1). None without counters.")
     ms_per_verify_step: float | None = None
     burst_share: float | None = Field(
         None, description="Share of the run's streams whose decode time reached the client in "
