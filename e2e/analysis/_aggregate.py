@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from e2e.analysis import _compare
+from e2e.analysis._attribution import attribute
 from e2e.analysis import _stats as stats
 from e2e.analysis._compare import estimate_of, primary_metric
 from e2e.analysis._frame import (
@@ -245,4 +246,5 @@ def summarize(
         aa_arms=aa_arms,
         n_comparisons=sum(1 for c in comparisons if c.p_holm is not None),
         pooled=tuple(pooled),
+        attributions=attribute(comparisons),
     )

@@ -279,6 +279,13 @@ class Summary:
     multiplicity: str = "Holm"
     pooled: tuple[str, ...] = ()
     """What the noise of the comparisons borrowed, one sentence per (metric, spec mode)."""
+    attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
+    """Per speculator cell and arm: its TPOT change split into verify step and acceptance
+    length (``e2e.analysis._attribution``)."""
+
+    def attributions_for(self, concurrency: int, spec_mode: str) -> tuple:
+        return tuple(a for a in self.attributions
+                     if (a.concurrency, a.spec_mode) == (concurrency, spec_mode))
 
     def noise_row(self, concurrency: int, spec_mode: str, metric_key: str) -> NoiseRow | None:
         for r in self.noise:

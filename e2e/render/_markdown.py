@@ -27,7 +27,7 @@ from e2e.analysis import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison"]
+           "format_headline_comparison", "format_attribution", "attribution_lines"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -110,6 +110,48 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
         return f"{text} · {method}"
     return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
+
+
+def _change(comp: Comparison) -> str:
+    """``−7.9 % [−9.0, −6.8]``: the change and its interval, no verdict."""
+    if comp.interval is None:
+        return f"{format_pct(comp.pct)} % (no interval)"
+    lo, hi = comp.interval
+    return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}]"
+
+
+def format_attribution(a: analysis.Attribution) -> str:
+    """``mean TPOT +9.1 % [..] = verify step +9.0 % [..], acceptance length −0.1 % [..]: the
+    change is the verify step's (the kernel's)``."""
+    tpot = "mean TPOT" if a.source == "client" else "server mean TPOT"
+    text = (f"{tpot} {_change(a.tpot)}: verify step {_change(a.verify)}, acceptance length "
+            f"{_change(a.acceptance)}: {a.sentence}")
+    if not a.consistent:
+        text += (f" (the three figures are not of the same runs: Δ ln TPOT − (Δ ln verify − "
+                 f"Δ ln acceptance) = {a.residual:+.2g})")
+    return text
+
+
+def attribution_lines(summary: Summary, *, bold: bool = True) -> list[str]:
+    """One bullet per attribution of the summary (none without a speculator cell)."""
+    out = []
+    for a in summary.attributions:
+        arm = f"**{a.arm}**" if bold else a.arm
+        out.append(f"- {arm} vs {a.baseline}, concurrency {a.concurrency}, {a.spec_mode} "
+                   f"({a.source} TPOT): {format_attribution(a)}.")
+    return out
+
+
+def _attribution_section(summary: Summary) -> list[str]:
+    if not summary.attributions:
+        return []
+    return (["## Attribution: verify step or acceptance", "",
+             "With the speculator, ms per verify step = mean TPOT × acceptance length, so "
+             "Δ ln TPOT = Δ ln(ms per verify step) − Δ ln(acceptance length); each term is the "
+             "arm's contrast in the same cell model over the same runs, with its own "
+             f"{summary.confidence * 100:g} % interval. A term whose interval excludes 0 moved; "
+             "the verify step is the target model's (the kernel's), acceptance the draft's.", ""]
+            + attribution_lines(summary) + [""])
 
 
 def _metric_name(m: Metric, spec_mode: str | None = None) -> str:
@@ -321,6 +363,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     if body == 0:
         lines.append(_row(["", "no data"] + [""] * (len(summary.arms) + len(summary.compared_arms))))
     lines.append("")
+    lines += _attribution_section(summary)
     lines += _multiplicity(summary)
     lines += _noise_section(summary)
     lines += _pictures(summary, plot_names)
