@@ -32,6 +32,7 @@ from e2e.analysis._summary import (
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts, Summary,
     metric, position_of
 )
+from e2e.config import pinned_of
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -247,4 +248,6 @@ def summarize(
         n_comparisons=sum(1 for c in comparisons if c.p_holm is not None),
         pooled=tuple(pooled),
         attributions=attribute(comparisons),
+        pinned=tuple(sorted({p for r in records if r.spec.dspark
+                             for p in [pinned_of(r.config)] if p is not None})),
     )

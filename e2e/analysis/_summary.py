@@ -279,6 +279,9 @@ class Summary:
     multiplicity: str = "Holm"
     pooled: tuple[str, ...] = ()
     """What the noise of the comparisons borrowed, one sentence per (metric, spec mode)."""
+    pinned: tuple[float, ...] = ()
+    """The acceptance lengths the speculator was pinned at (synthetic rejection sampling), one
+    per distinct pin among the runs with the speculator; () when acceptance was the draft's."""
     attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
     """Per speculator cell and arm: its TPOT change split into verify step and acceptance
     length (``e2e.analysis._attribution``)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from e2e import metrics as m
 from e2e.console import Say
 from e2e.arms import ServerLaunch
-from e2e.config import LoadConfig, RunSpec
+from e2e.config import LoadConfig, RunSpec, pinned_of
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.host import pinned_process
 from e2e.results import Placement
@@ -131,6 +131,14 @@ class LoadWorkload:
                                                  "goodput_req_s": met.req_s})
         if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
             info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
+        pin = pinned_of(info.config) if spec.dspark else None
+        if (pin is not None and summary is not None and summary.acceptance_length is not None
+                and abs(summary.acceptance_length - pin) > PIN_TOLERANCE * pin):
+            info.warnings.append(
+                f"acceptance length {summary.acceptance_length:.3f} with acceptance pinned at "
+                f"{pin:g} (more than {PIN_TOLERANCE:.0%} away): the speculator drafted fewer "
+                "tokens than the schedule accepts (an n-gram without a match drafts none), or "
+                "the pin did not take (see the server log's e2e-plugin lines)")
         outcome = self.outcome
         others = interference(info.host_noise)
         if others:
@@ -164,6 +172,9 @@ class LoadWorkload:
             finished_at=info.finished_at, counters_before=before, counters_after=after,
             metrics=summary, windows=_window_metrics(finished, spec) if summary else [],
             valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
+
+
+PIN_TOLERANCE = 0.02  # measured vs pinned acceptance length that warns
 
 
 INTERFERENCE_SHARE = 0.25  # other processes' cores' worth during the load that warns

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric
 from e2e.markup import md_text
-from e2e.render._markdown import format_attribution, format_cell, format_comparison
+from e2e.render._markdown import format_attribution, format_cell, format_comparison, pinned_sentence
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
            "verdict_icon", "fit_comment"]
@@ -144,6 +144,8 @@ def render_github(summary: Summary, *, link: str | None = None,
                 f"mean with its {summary.confidence * 100:g} % interval. "
                 "🟢 better · 🔴 worse · ✅ equivalent · ⚪ inconclusive · ⚠️ too few runs")
     head.append("")
+    if summary.pinned:
+        head += [pinned_sentence(summary), ""]
     tally: dict[str, int] = {}
     for comp in summary.comparisons:
         icon = verdict_icon(comp)

@@ -107,6 +107,7 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "survives_holm": c.survives, "equivalence_pct": c.equivalence_pct,
                          "role": c.role, "df": c.df, "prior_df": c.prior_df}
                         for c in summary.comparisons],
+        "pinned_acceptance": list(summary.pinned),
         "attributions": [{"arm": a.arm, "baseline": a.baseline, "concurrency": a.concurrency,
                           "spec_mode": a.spec_mode, "tpot_from": a.source,
                           "reading": a.reading, "sentence": a.sentence,

@@ -27,7 +27,7 @@ from e2e.analysis import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison", "format_attribution", "attribution_lines"]
+           "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -140,6 +140,16 @@ def attribution_lines(summary: Summary, *, bold: bool = True) -> list[str]:
         out.append(f"- {arm} vs {a.baseline}, concurrency {a.concurrency}, {a.spec_mode} "
                    f"({a.source} TPOT): {format_attribution(a)}.")
     return out
+
+
+def pinned_sentence(summary: Summary) -> str:
+    """What a pinned report must say first: acceptance was not the draft's."""
+    at = " and ".join(f"{p:g}" for p in summary.pinned)
+    return (f"**Acceptance was pinned** at acceptance length {at} for every arm with the "
+            "speculator (vLLM's synthetic rejection sampling: draft tokens accepted by a fixed "
+            "schedule whatever the target model says), so the arms differ only in verify-step "
+            "time; acceptance figures here are the schedule's, not the draft's, and the "
+            "outputs are not the model's.")
 
 
 def _attribution_section(summary: Summary) -> list[str]:
@@ -344,6 +354,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         f"“X vs {summary.baseline}” is the change of the geometric mean with its "
         f"{summary.confidence * 100:g} % interval and verdict (see “How to read this”).")
     lines.append("")
+    if summary.pinned:
+        lines += [pinned_sentence(summary), ""]
 
     lines += ["## Headline", ""]
     lines += _header(summary, ["concurrency", "metric"])
