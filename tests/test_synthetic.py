@@ -261,3 +261,28 @@ def test_a_pinned_report_says_so_first(tmp_path):
     assert report_json(summary)["pinned_acceptance"] == [3.47]
     assert summarize(_sweep(1.1, 1.0)).pinned == ()
     assert "pinned" not in render_markdown(summarize(_sweep(1.1, 1.0))).split("## Headline")[0]
+
+
+@pytest.mark.server
+def test_a_pinned_run_on_the_cpu_default_holds_acceptance_at_the_pin(default_experiment,
+                                                                    server_python, tmp_path):
+    """The real CPU server: vLLM refuses synthetic sampling there by itself; with e2e's plugin a
+    pin of 3.0 (vLLM's schedule [1, 1, 0]) accepts the first two draft tokens of every draft and
+    never the third."""
+    import e2e.session._session as session
+    from conftest import small
+    from e2e.config import RunSpec
+
+    experiment = small(default_experiment).pinned_to(3.0)
+    spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=True, prompts=2,
+                           output_len=64)
+    folder, record = session.run_unit(experiment, spec, tmp_path,
+                                      session.SessionOptions(progress=False))
+    assert record.valid, record.invalid_reasons
+    log = (folder / "server.log").read_text()
+    assert "synthetic acceptance installed in" in log
+    assert '"rejection_sample_method": "synthetic"' in " ".join(record.server.argv)
+    rates = record.metrics.acceptance_rates_per_pos
+    # a draft of fewer than 2 tokens (n-gram) accepts fewer; never the third position
+    assert rates[2] == 0.0 and rates[0] == 1.0 and rates[1] > 0.9
+    assert 2.9 < record.metrics.acceptance_length <= 3.0

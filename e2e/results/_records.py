@@ -28,8 +28,7 @@ __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "Ser
 
 SCHEMA_VERSION = 5
 """5: the spec-decode counters per draft position (``SpecCounters.accepted_per_pos``) and the
-run's per-position acceptance rates (``RunMetrics.acceptance_rates_per_pos``); a pinned
-speculator's acceptance (``RunSpec.pinned``). 4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
+run's per-position acceptance rates (``RunMetrics.acceptance_rates_per_pos``). 4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
 refuse those keys: it now names the newer schema instead). Records of 1-3 read unchanged."""
 
 
