@@ -6,6 +6,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import tomllib
@@ -420,7 +421,7 @@ def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
                           f"{PIN_KEY} (e2e sets vLLM's synthetic sampling from it) or vLLM's keys")
     if value == PIN_BASELINE:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where} = {value!r}: give an acceptance length (a number such as "
                           f"3.2) or \"{PIN_BASELINE}\" (the baseline arm's measured one)")
     k = profile.get("num_speculative_tokens")

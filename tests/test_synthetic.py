@@ -38,6 +38,7 @@ def test_a_pinned_profile_runs_vllms_synthetic_sampling_at_that_length():
 
 @pytest.mark.parametrize("bad, says", [
     (0.5, r"\[1, 4\]"), (4.5, r"\[1, 4\]"), ("fast", "baseline"), (True, "a number"),
+    (float("inf"), "a number"), (float("nan"), "a number"),
 ])
 def test_a_bad_pin_is_refused_naming_the_key(bad, says):
     with pytest.raises(ConfigError, match=f"speculators.dspark.pinned.*{says}"):
