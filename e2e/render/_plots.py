@@ -74,6 +74,7 @@ def _per_position_plot(summary: Summary, mode: str, conc: int) -> bytes | None:
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     arms = list(summary.arms)
     width = 0.8 / max(len(arms), 1)
+    intervals = 0
     for i, arm in enumerate(arms):
         cells = [(p, summary.cell(arm, conc, mode, position_key(p))) for p in positions]
         cells = [(p, c) for p, c in cells if c is not None]
@@ -85,6 +86,7 @@ def _per_position_plot(summary: Summary, mode: str, conc: int) -> bytes | None:
         comps = [(p, summary.comparison(arm, conc, mode, position_key(p))) for p in positions]
         comps = [(p, c) for p, c in comps if c is not None and c.interval is not None]
         if comps:
+            intervals += 1
             xs = [p + (i - (len(arms) - 1) / 2) * width for p, _ in comps]
             pct = [c.pct for _, c in comps]
             err = [[c.pct - c.interval[0] for _, c in comps],
@@ -103,8 +105,11 @@ def _per_position_plot(summary: Summary, mode: str, conc: int) -> bytes | None:
     right.axhline(0.0, color="grey", linewidth=1)
     right.set_ylabel(f"change against {summary.baseline}, %")
     right.set_title(f"{summary.confidence * 100:g} % interval", fontsize=10)
-    if right.has_data():
+    if intervals:
         right.legend()
+    else:
+        right.text(0.5, 0.5, "no interval: too few runs", ha="center", va="center",
+                   transform=right.transAxes, color="grey")
     fig.suptitle(f"{summary.experiment}: acceptance per draft position, concurrency {conc}, "
                  f"{mode}", fontsize=11)
     fig.tight_layout()
