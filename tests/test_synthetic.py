@@ -227,6 +227,9 @@ def test_pin_baseline_is_the_median_of_mains_measured_acceptance(tmp_path):
     raw = load_experiment().model_dump(mode="json")
     raw["speculators"]["dspark"]["pinned"] = "baseline"
     assert pin_acceptance(parse_experiment(raw), None, tmp_path).pinned() == 3.5
+    # resuming: a pinned folder begun before keeps its pin, whatever main's runs say now
+    _write_runs(tmp_path / "default-pinned", {"main": [3.3]}, pinned=3.3)
+    assert pin_acceptance(experiment, "baseline", tmp_path).pinned() == 3.3
 
 
 def test_pin_baseline_without_unpinned_runs_of_main_says_what_to_do(tmp_path):

@@ -139,13 +139,22 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
         return experiment.pinned_to(length)
     import statistics
 
+    from e2e.config import pinned_of
     from e2e.results import load_records
 
+    def records_in(folder: Path):
+        try:
+            return load_records(folder)[0]
+        except NoSuchResults:
+            return ()
+
+    # a pinned folder begun before keeps its pin: resuming must not move it as main's runs grow
+    made = {pinned_of(r.config) for r in records_in(Path(results) / f"{experiment.name}-pinned")}
+    made.discard(None)
+    if len(made) == 1:
+        return experiment.pinned_to(made.pop())
     folder = Path(results) / experiment.name
-    try:
-        records, _ = load_records(folder)
-    except NoSuchResults:  # said below
-        records = ()
+    records = records_in(folder)
     lengths = [r.metrics.acceptance_length for r in records
                if r.valid and r.spec.dspark and r.spec.arm == baseline and r.metrics is not None
                and r.metrics.acceptance_length is not None
