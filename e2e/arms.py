@@ -10,10 +10,11 @@ from pathlib import Path
 
 from e2e.kinds import VLLM, ServerKind
 
-__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "environment_for"]
+__all__ = ["ServerLaunch", "PLUGIN_ENV", "ARM_ENV", "PIN_ENV", "environment_for"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"
+PIN_ENV = "E2E_PINNED_ACCEPTANCE"  # the pinned acceptance length (e2e.plugin.synthetic)
 
 
 @dataclass(frozen=True)

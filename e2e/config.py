@@ -6,6 +6,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import tomllib
@@ -483,6 +484,41 @@ class DuetConfig(_Strict):
         return [s.name or f"slot{i}" for i, s in enumerate(self.slots)]
 
 
+PIN_KEY = "pinned"
+"""e2e's key in a speculator profile: hold acceptance at this length (module docstring of
+``e2e.config``; docs/statistics.md, "Acceptance held fixed")."""
+PIN_BASELINE = "baseline"
+
+
+def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
+    """A pinned acceptance length is a number in [1, num_speculative_tokens + 1] (vLLM's own
+    range for ``synthetic_acceptance_length``) or "baseline"; and the profile must not set
+    vLLM's synthetic keys itself. Raises ConfigError."""
+    clash = [k for k in ("rejection_sample_method", "synthetic_acceptance_length",
+                         "synthetic_acceptance_rates") if k in profile]
+    if clash:
+        raise ConfigError(f"{where}: the profile also sets {', '.join(clash)}; give either "
+                          f"{PIN_KEY} (e2e sets vLLM's synthetic sampling from it) or vLLM's keys")
+    if value == PIN_BASELINE:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where} = {value!r}: give an acceptance length (a number such as "
+                          f"3.2) or \"{PIN_BASELINE}\" (the baseline arm's measured one)")
+    k = profile.get("num_speculative_tokens")
+    top = float(k) + 1.0 if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
+    if value < 1.0 or (top is not None and value > top):
+        span = f"[1, {top:g}] (num_speculative_tokens + 1)" if top else "at least 1"
+        raise ConfigError(f"{where} = {value!r}: an acceptance length is {span}")
+
+
+def pinned_of(config: dict | None, name: str = "dspark") -> float | None:
+    """The pinned acceptance length of a record's config snapshot (``[speculators.<name>]
+    pinned``), or None."""
+    profile = ((config or {}).get("speculators") or {}).get(name) if isinstance(config, dict) else None
+    pin = profile.get(PIN_KEY) if isinstance(profile, dict) else None
+    return float(pin) if isinstance(pin, (int, float)) and not isinstance(pin, bool) else None
+
+
 class Experiment(_Strict):
     name: str
     server: ServerConfig
@@ -555,7 +591,16 @@ class Experiment(_Strict):
                 f"unknown arm {name!r}; this config's arms are: {', '.join(self.arms)}"
             ) from None
 
+    @field_validator("speculators")
+    @classmethod
+    def _pins(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, profile in value.items():
+            if PIN_KEY in profile:
+                check_pin(profile[PIN_KEY], profile, f"speculators.{name}.{PIN_KEY}")
+        return value
+
     def speculator(self, name: str = "dspark") -> dict[str, Any]:
+        """The profile as the config gives it (e2e's ``pinned`` key included)."""
         try:
             return self.speculators[name]
         except KeyError:
@@ -563,6 +608,49 @@ class Experiment(_Strict):
                 f"this config has no [speculators.{name}] profile; add one (a vLLM "
                 f"speculative_config) or run without --{name}"
             ) from None
+
+    def pinned(self, name: str = "dspark") -> float | str | None:
+        """The acceptance length the profile pins (``pinned``): a number, "baseline" (not
+        yet resolved: ``pinned_to``), or None when acceptance is the draft's own."""
+        return self.speculators.get(name, {}).get(PIN_KEY)
+
+    def refuse_pinned(self, what: str, name: str = "dspark") -> None:
+        """A ConfigError when the profile pins acceptance: ``what`` (GSM8K) measures answers,
+        and with synthetic rejection sampling draft tokens are accepted whatever the target
+        model says, so the answers would be synthetic."""
+        pin = self.pinned(name)
+        if pin is not None:
+            raise ConfigError(
+                f"[speculators.{name}] pins acceptance ({PIN_KEY} = {pin!r}): with synthetic "
+                "rejection sampling the draft tokens are accepted whatever the model says, so "
+                f"{what}'s answers would be synthetic; run {what} with a profile without "
+                f"`{PIN_KEY}`, or without --{name}")
+
+    def speculative_config(self, name: str = "dspark") -> dict[str, Any]:
+        """The vLLM ``speculative_config`` of the profile: as given, but a pinned profile runs
+        vLLM's synthetic rejection sampling at that acceptance length
+        (``rejection_sample_method = "synthetic"``, ``synthetic_acceptance_length``)."""
+        profile = dict(self.speculator(name))
+        pin = profile.pop(PIN_KEY, None)
+        if pin is None:
+            return profile
+        if not isinstance(pin, (int, float)) or isinstance(pin, bool):
+            raise ConfigError(f"speculators.{name}.{PIN_KEY} = {pin!r} is not resolved to a "
+                              "length yet (e2e sweep and e2e run resolve \"baseline\")")
+        profile.update(rejection_sample_method="synthetic",
+                       synthetic_acceptance_length=float(pin))
+        return profile
+
+    def pinned_to(self, length: float, name: str = "dspark", *, rename: bool = True) -> Experiment:
+        """A copy whose profile ``name`` pins acceptance at ``length`` (checked as in the
+        file); ``rename`` appends ``-pinned`` to the experiment's name, so its runs get their
+        own results folder (a run of the same spec without the pin is another measurement)."""
+        profile = {**self.speculator(name), PIN_KEY: length}
+        check_pin(length, profile, f"speculators.{name}.{PIN_KEY}")
+        name_ = f"{self.name}-pinned" if rename and not self.name.endswith("-pinned") else self.name
+        return self.model_copy(update={
+            "name": safe_name(name_, "experiment name"),
+            "speculators": {**self.speculators, name: profile}})
 
 
 class RunSpec(_Strict):

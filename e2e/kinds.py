@@ -19,6 +19,7 @@ class ServerKind:
     drafts_metric: str              # counter: verify steps that carried drafts
     draft_tokens_metric: str        # counter: proposed draft tokens
     server_tpot_metric: str         # histogram: the server's per-request TPOT (seconds)
+    accepted_per_pos_metric: str = ""  # counter with a ``position`` label: accepted per draft position
     server_ttft_metric: str = ""    # histogram: the server's TTFT (seconds)
     server_e2el_metric: str = ""    # histogram: the server's end-to-end latency (seconds)
 
@@ -34,6 +35,7 @@ VLLM = ServerKind(
     drafts_metric="vllm:spec_decode_num_drafts_total",
     draft_tokens_metric="vllm:spec_decode_num_draft_tokens_total",
     server_tpot_metric="vllm:request_time_per_output_token_seconds",
+    accepted_per_pos_metric="vllm:spec_decode_num_accepted_tokens_per_pos_total",
     server_ttft_metric="vllm:time_to_first_token_seconds",
     server_e2el_metric="vllm:e2e_request_latency_seconds",
 )

@@ -8,6 +8,11 @@ Definitions (the README's "Definitions"):
 - acceptance length = 1 + delta(accepted tokens) / delta(drafts), from the Prometheus counters
   ``vllm:spec_decode_num_accepted_tokens_total`` and ``vllm:spec_decode_num_drafts_total``.
 - acceptance rate = delta(accepted tokens) / delta(draft tokens).
+- acceptance rate at draft position i = delta(accepted at position i) / delta(drafts), from
+  ``vllm:spec_decode_num_accepted_tokens_per_pos`` (label ``position``): vLLM's own per-position
+  rate (``vllm bench serve``'s ``spec_decode_per_position_acceptance_rates``); a draft token is
+  accepted only after every one before it, so the rates fall with i and sum to
+  acceptance length - 1.
 - ms per verify step = mean TPOT x acceptance length.
 Percentiles are numpy's linear interpolation (type 7).
 """
@@ -28,7 +33,8 @@ from e2e.slo import SLO, SLO_NAMES
 
 __all__ = [
     "ACCEPTED", "DRAFTS", "DRAFT_TOKENS", "SERVER_TPOT",
-    "parse_samples", "spec_counters", "histogram_mean_delta",
+    "parse_samples", "per_position", "spec_counters", "per_position_rates", "MAX_POSITIONS",
+    "position_key", "position_of", "histogram_mean_delta",
     "request_tpot_s", "acceptance", "summarize_run", "run_duration_s", "validity_reasons",
     "ms_per_verify_step", "metric_value", "SERVER_VERIFY_STEP", "Goodput", "goodput", "meets",
     "PREFIX_CACHE_QUERIES", "PREFIX_CACHE_HITS", "prefix_cache_delta",
@@ -82,13 +88,70 @@ def parse_samples(text: str) -> dict[str, float]:
     return totals
 
 
+MAX_POSITIONS = 64
+"""Draft positions read from /metrics (a speculator drafts a handful of tokens per step; a
+position label beyond this is not a real one)."""
+
+
+def per_position(text: str, name: str) -> list[float]:
+    """The samples of counter ``name`` by their ``position`` label (0, 1, ...), summed over every
+    other label (engines); [] when there is none. Checked like ``parse_samples``: a sample whose
+    position is not an integer in [0, MAX_POSITIONS) or whose value is not a finite count is
+    left out; a position missing between two present ones reads 0."""
+    if not isinstance(text, str) or not name:
+        return []
+    totals: dict[int, float] = {}
+    for family in _families(text):
+        for sample in family.samples:
+            if sample.name != name:
+                continue
+            raw = sample.labels.get("position")
+            if raw is None or not str(raw).isdigit() or int(raw) >= MAX_POSITIONS:
+                continue
+            try:
+                value = float(sample.value)
+            except (TypeError, ValueError):
+                continue
+            if not math.isfinite(value) or not 0 <= value <= _MAX_SAMPLE:
+                continue
+            totals[int(raw)] = totals.get(int(raw), 0.0) + value
+    if not totals:
+        return []
+    return [totals.get(i, 0.0) for i in range(max(totals) + 1)]
+
+
 def spec_counters(text: str, kind: ServerKind = VLLM) -> SpecCounters:
     samples = parse_samples(text)
     return SpecCounters(
         accepted=samples.get(kind.accepted_metric, 0.0),
         drafts=samples.get(kind.drafts_metric, 0.0),
         draft_tokens=samples.get(kind.draft_tokens_metric, 0.0),
+        accepted_per_pos=per_position(text, kind.accepted_per_pos_metric),
     )
+
+
+def per_position_rates(before: SpecCounters, after: SpecCounters) -> list[float] | None:
+    """Acceptance rate per draft position (first = index 0): Δ accepted there / Δ drafts, as
+    vLLM's ``SpecDecodingMetrics`` computes it; None without drafts or per-position counters."""
+    drafts = after.drafts - before.drafts
+    if drafts <= 0 or not after.accepted_per_pos:
+        return None
+    earlier = list(before.accepted_per_pos) + [0.0] * len(after.accepted_per_pos)
+    return [max(a - b, 0.0) / drafts for a, b in zip(after.accepted_per_pos, earlier)]
+
+
+_POSITION_PREFIX = "acceptance_rate_pos"
+
+
+def position_key(position: int) -> str:
+    """The metric key of the acceptance rate at draft position ``position`` (first = 1)."""
+    return f"{_POSITION_PREFIX}{position}"
+
+
+def position_of(key: str) -> int | None:
+    """The draft position (first = 1) a metric key names, or None for another key."""
+    tail = key[len(_POSITION_PREFIX):] if key.startswith(_POSITION_PREFIX) else ""
+    return int(tail) if tail.isdigit() and int(tail) >= 1 else None
 
 
 def histogram_mean_delta(before: str | dict[str, float], after: str | dict[str, float],
@@ -138,9 +201,14 @@ def metric_value(metrics: RunMetrics | None, key: str) -> float | None:
     defined once here: ``ms_per_verify_step`` (client mean TPOT x acceptance length,
     recomputed when a record predates it) and ``server_ms_per_verify_step`` (the server's mean
     TPOT x acceptance length: the headline where the client's TPOT cannot see the effect,
-    e.g. a stream delivered in bursts). None where absent."""
+    e.g. a stream delivered in bursts), and ``acceptance_rate_pos<i>`` (the acceptance rate at
+    draft position i, first = 1). None where absent."""
     if metrics is None:
         return None
+    position = position_of(key)
+    if position is not None:
+        rates = metrics.acceptance_rates_per_pos or []
+        return float(rates[position - 1]) if position <= len(rates) else None
     if key == SERVER_VERIFY_STEP:
         return ms_per_verify_step(metrics.server_tpot_ms_mean, metrics.acceptance_length)
     value = getattr(metrics, key, None)
@@ -171,9 +239,10 @@ def summarize_run(
     itl = [b - a for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])]
     duration = run_duration_s(records)
     output_tokens = sum(r.completion_tokens or 0 for r in ok)
-    length = rate = None
+    length = rate = positions = None
     if counters_before is not None and counters_after is not None:
         length, rate = acceptance(counters_before, counters_after)
+        positions = per_position_rates(counters_before, counters_after)
     ttft_s, tpot_s, itl_s, e2el_s = (_stats_ms(v) for v in (ttft, tpot, itl, e2el))
     return RunMetrics(
         requests=len(records),
@@ -190,6 +259,7 @@ def summarize_run(
         server_tpot_ms_mean=server_tpot_s * 1000.0 if server_tpot_s is not None else None,
         acceptance_length=length,
         acceptance_rate=rate,
+        acceptance_rates_per_pos=positions,
         ms_per_verify_step=ms_per_verify_step(tpot_s[0], length),
     )
 

@@ -74,7 +74,7 @@ def test_report_json_keys_and_values() -> None:
                          "concurrencies", "spec_modes", "report_from_run", "confidence",
                          "min_effect_pct", "equivalence_pct", "n_comparisons",
                          "interval_method", "counts", "metrics", "cells",
-                         "comparisons", "warnings"]
+                         "comparisons", "pinned_acceptance", "attributions", "warnings"]
     assert (doc["kind"], doc["experiment"], doc["baseline"], doc["arms"]) == \
         ("e2e.render._report", "exp", "main", ["main", "pr"])
     assert doc["counts"] == {"total": 8, "reported": 6, "warmup": 2, "invalid": 0}

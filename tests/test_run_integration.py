@@ -62,6 +62,12 @@ def test_spec_counters_move_and_verify_step_is_reported(dspark_run):
     assert mx.acceptance_length > 1.0
     assert mx.ms_per_verify_step == pytest.approx(mx.tpot_ms_mean * mx.acceptance_length)
     assert mx.server_tpot_ms_mean is not None and mx.server_tpot_ms_mean > 0
+    # vllm:spec_decode_num_accepted_tokens_per_pos: one rate per draft token of the profile,
+    # falling with position, summing to acceptance length - 1
+    rates = mx.acceptance_rates_per_pos
+    assert len(rates) == 3 and len(record.counters_after.accepted_per_pos) == 3
+    assert all(1.0 >= a >= b >= 0.0 for a, b in zip(rates, rates[1:] + [0.0]))
+    assert sum(rates) == pytest.approx(mx.acceptance_length - 1.0)
 
 
 def test_api_key_is_sent_and_secrets_are_redacted(dspark_run):

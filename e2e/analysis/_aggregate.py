@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from e2e.analysis import _compare
+from e2e.analysis._attribution import attribute
 from e2e.analysis import _stats as stats
 from e2e.analysis._compare import estimate_of, primary_metric
 from e2e.analysis._frame import (
@@ -29,8 +30,9 @@ from e2e.analysis._frame import (
 from e2e.analysis._summary import (
     DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS,
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts, Summary,
-    metric
+    metric, position_of
 )
+from e2e.config import pinned_of
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -179,6 +181,12 @@ def summarize(
                         f"({cell.low:.2f}–{cell.high:.2f}; more than {_limit(MAX_ACCEPTANCE_MOVE)}); "
                         "raw TPOT follows it, compare ms per verify step",
                         arm, conc, mode, m.key))
+            elif position_of(m.key) is not None:
+                if spread > MAX_ACCEPTANCE_MOVE:
+                    warnings.append(ReportWarning(
+                        f"{m.label} moved {_pct(spread)} between runs "
+                        f"({cell.low:.3f}–{cell.high:.3f}; more than {_limit(MAX_ACCEPTANCE_MOVE)})",
+                        arm, conc, mode, m.key))
             elif spread > MAX_SPREAD:
                 warnings.append(ReportWarning(
                     f"spread {_pct(spread)} of the median (more than {_limit(MAX_SPREAD)})",
@@ -239,4 +247,7 @@ def summarize(
         aa_arms=aa_arms,
         n_comparisons=sum(1 for c in comparisons if c.p_holm is not None),
         pooled=tuple(pooled),
+        attributions=attribute(comparisons),
+        pinned=tuple(sorted({p for r in records if r.spec.dspark
+                             for p in [pinned_of(r.config)] if p is not None})),
     )

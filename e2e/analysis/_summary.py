@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 from e2e.analysis import _stats as stats
 from e2e.analysis._components import Components
+from e2e.metrics import position_key, position_of
 
 __all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",
            "RunCounts", "Summary", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
            "DEFAULT_CONFIDENCE", "DEFAULT_MIN_EFFECT_PCT", "DEFAULT_REPORT_FROM_RUN",
-           "SPEC_MODES"]
+           "SPEC_MODES", "REPORTED_POSITIONS", "position_key", "position_of"]
 
+REPORTED_POSITIONS = 8
+"""Draft positions the report has a metric for (run.json keeps every position)."""
 MIN_RUNS = 3
 MAX_SPREAD = 0.05
 MAX_ACCEPTANCE_MOVE = 0.10
@@ -65,7 +68,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("goodput_req_s", "goodput", "req/s", True,
            "requests per second that met every SLO of load.slo (--slo), over the measured "
            "load's duration (vLLM's definition); only where an SLO was given"),
-)
+) + tuple(
+    Metric(position_key(i), f"acceptance rate, draft position {i}", "share", True,
+           f"Δ accepted at draft position {i} / Δ drafts of the server's "
+           "vllm:spec_decode_num_accepted_tokens_per_pos around the measured load: the share "
+           f"of verify steps whose first {i} draft token{'s were' if i > 1 else ' was'} accepted")
+    for i in range(1, REPORTED_POSITIONS + 1))
 _BY_KEY = {m.key: m for m in METRICS}
 
 
@@ -278,6 +286,16 @@ class Summary:
     multiplicity: str = "Holm"
     pooled: tuple[str, ...] = ()
     """What the noise of the comparisons borrowed, one sentence per (metric, spec mode)."""
+    pinned: tuple[float, ...] = ()
+    """The acceptance lengths the speculator was pinned at (synthetic rejection sampling), one
+    per distinct pin among the runs with the speculator; () when acceptance was the draft's."""
+    attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
+    """Per speculator cell and arm: its TPOT change split into verify step and acceptance
+    length (``e2e.analysis._attribution``)."""
+
+    def attributions_for(self, concurrency: int, spec_mode: str) -> tuple:
+        return tuple(a for a in self.attributions
+                     if (a.concurrency, a.spec_mode) == (concurrency, spec_mode))
 
     def noise_row(self, concurrency: int, spec_mode: str, metric_key: str) -> NoiseRow | None:
         for r in self.noise:

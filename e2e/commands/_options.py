@@ -74,6 +74,11 @@ ExecutorOpt = Annotated[Optional[str], typer.Option(
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
+PinOpt = Annotated[Optional[str], typer.Option(
+    "--pin-acceptance", help="Hold the speculator's acceptance length fixed for every arm "
+    "(vLLM's synthetic rejection sampling; on the CPU build e2e's plugin supplies it): a length "
+    "such as 3.2, or 'baseline' for the baseline arm's (main's) median measured one in this "
+    "experiment's results. Runs go to <experiment>-pinned. Default: the profile's `pinned`.")]
 
 
 @dataclass(frozen=True)
@@ -94,19 +99,74 @@ class Measurement:
     max_concurrency: MaxConcOpt = None
     windows: WindowsOpt = None
     no_plugin_check: NoPluginCheckOpt = False
+    pin_acceptance: PinOpt = None
 
     def experiment(self, **load):
         """The config with the flags that were given merged into its server and load tables
         (``load``: more load keys, e.g. sweep's lengths), validated like the file."""
         from e2e.config import load_experiment
 
-        return load_experiment(self.config).override(
+        experiment = load_experiment(self.config).override(
             "server", lock_wait_s=self.lock_wait, external=self.base_url, cpus=self.server_cpus,
             require_quiet=self.require_quiet,
         ).override(
             "load", slo=self.slo, cpus=self.client_cpus, workers=self.client_workers,
             request_rate=self.request_rate, burstiness=self.burstiness,
             max_concurrency=self.max_concurrency, windows=self.windows, **load)
+        return pin_acceptance(experiment, self.pin_acceptance, self.results)
+
+
+def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: str = "main"):
+    """The experiment with its speculator's acceptance pinned as ``value`` (the flag) or its
+    profile's ``pinned`` say: a length, or "baseline": the median acceptance length of the
+    baseline arm's valid reported runs with the speculator in ``results/<experiment>`` (an
+    unpinned sweep made before). A pin from the flag or from "baseline" renames the experiment
+    ``<name>-pinned`` (its own results folder); a length in the profile keeps the name."""
+    from e2e.config import PIN_BASELINE
+    from e2e.errors import ConfigError, NoSuchResults
+
+    if value is None:
+        if experiment.pinned() != PIN_BASELINE:
+            return experiment
+        value = PIN_BASELINE
+    if value.strip().lower() != PIN_BASELINE:
+        try:
+            length = float(value)
+        except ValueError:
+            raise ConfigError(f"--pin-acceptance {value!r}: give an acceptance length (e.g. "
+                              f"3.2) or '{PIN_BASELINE}'") from None
+        experiment.speculator("dspark")
+        return experiment.pinned_to(length)
+    import statistics
+
+    from e2e.config import pinned_of
+    from e2e.results import load_records
+
+    def records_in(folder: Path):
+        try:
+            return load_records(folder)[0]
+        except NoSuchResults:
+            return ()
+
+    # a pinned folder begun before keeps its pin: resuming must not move it as main's runs grow
+    made = {pinned_of(r.config) for r in records_in(Path(results) / f"{experiment.name}-pinned")}
+    made.discard(None)
+    if len(made) == 1:
+        return experiment.pinned_to(made.pop())
+    folder = Path(results) / experiment.name
+    records = records_in(folder)
+    lengths = [r.metrics.acceptance_length for r in records
+               if r.valid and r.spec.dspark and r.spec.arm == baseline and r.metrics is not None
+               and r.metrics.acceptance_length is not None
+               and r.spec.repeat >= int(r.config.get("report_from_run") or 1)
+               and not (r.config.get("speculators") or {}).get("dspark", {}).get("pinned")]
+    if not lengths:
+        raise ConfigError(
+            f"acceptance pinned to the baseline's: {folder} holds no valid reported run of "
+            f"{baseline!r} with the speculator to take it from; run `e2e sweep --dspark --arms "
+            f"{baseline}` first (same --config and --results), or give the length "
+            "(--pin-acceptance 3.2)")
+    return experiment.pinned_to(round(statistics.median(lengths), 3))
 
 
 def measurement_flags(command):

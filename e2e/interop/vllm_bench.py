@@ -42,7 +42,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation_error
 from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.load import arrival_times
-from e2e.metrics import request_tpot_s
+from e2e.metrics import MAX_POSITIONS, per_position_rates, request_tpot_s
 from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
 from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
 from e2e.results import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
@@ -175,6 +175,9 @@ class _BenchFields(BaseModel):
     output_throughput: _Stat = None
     spec_decode_acceptance_rate: _Stat = None
     spec_decode_acceptance_length: _Stat = None
+    spec_decode_per_position_acceptance_rates: Annotated[
+        list[Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]],
+        Field(max_length=MAX_POSITIONS)] | None = None
     input_lens: list[_Count] | None = None
     output_lens: list[_Count | None] | None = None
     ttfts: list[_Seconds] | None = None
@@ -393,6 +396,9 @@ def _metrics(result: dict[str, Any]) -> RunMetrics:
     values["requests"] = values["ok_requests"] + int(result.get("failed") or 0)
     rate = _float(result.get(RATE_KEY))
     values["acceptance_rate"] = rate / 100.0 if rate is not None else None
+    values["acceptance_rates_per_pos"] = (
+        list(result["spec_decode_per_position_acceptance_rates"])
+        if result.get("spec_decode_per_position_acceptance_rates") else None)
     tpot, length = values["tpot_ms_mean"], values["acceptance_length"]
     values["ms_per_verify_step"] = tpot * length if tpot is not None and length else None
     return RunMetrics(**values)
@@ -713,7 +719,8 @@ def _computed(record: RunRecord, requests: Sequence[RequestRecord] | None) -> di
         out["spec_decode_num_drafts"] = int(drafts)
         out["spec_decode_draft_tokens"] = int(after.draft_tokens - before.draft_tokens)
         out["spec_decode_accepted_tokens"] = int(after.accepted - before.accepted)
-        out["spec_decode_per_position_acceptance_rates"] = []  # e2e does not scrape positions
+        out["spec_decode_per_position_acceptance_rates"] = (
+            per_position_rates(before, after) or [])
     return out
 
 
@@ -756,6 +763,8 @@ def to_result(record: RunRecord, requests: Sequence[RequestRecord] | None) -> di
         doc[key] = value
     if mx.acceptance_rate is not None:
         doc[RATE_KEY] = mx.acceptance_rate * 100.0
+    if mx.acceptance_rates_per_pos:
+        doc["spec_decode_per_position_acceptance_rates"] = list(mx.acceptance_rates_per_pos)
     if requests is not None:
         doc.update(_arrays(record, requests))
     ordered = {k: doc[k] for k in _ORDER if k in doc}

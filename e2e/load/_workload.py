@@ -14,7 +14,7 @@ from pathlib import Path
 from e2e import metrics as m
 from e2e.console import Say
 from e2e.arms import ServerLaunch
-from e2e.config import LoadConfig, RunSpec
+from e2e.config import LoadConfig, RunSpec, pinned_of
 from e2e.load._cache import FRESH, CacheState, reset_prefix_cache
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
@@ -160,6 +160,14 @@ class LoadWorkload:
                                                  "goodput_req_s": met.req_s})
         if summary and summary.acceptance_length is not None and summary.acceptance_length <= 1.0:
             info.warnings.append(f"acceptance length {summary.acceptance_length:.3f}: nothing accepted")
+        pin = pinned_of(info.config) if spec.dspark else None
+        if (pin is not None and summary is not None and summary.acceptance_length is not None
+                and abs(summary.acceptance_length - pin) > PIN_TOLERANCE * pin):
+            info.warnings.append(
+                f"acceptance length {summary.acceptance_length:.3f} with acceptance pinned at "
+                f"{pin:g} (more than {PIN_TOLERANCE:.0%} away): the speculator drafted fewer "
+                "tokens than the schedule accepts (an n-gram without a match drafts none), or "
+                "the pin did not take (see the server log's e2e-plugin lines)")
         outcome = self.outcome
         others = interference(info.host_noise)
         if others:
@@ -271,6 +279,9 @@ def _length_reasons(finished: list[RequestRecord], windows: list[Traffic], per_w
                        f"(e.g. request {r.index}: {r.completion_tokens} tokens of "
                        f"{want(r).output_lens[r.index % per_window]})")
     return reasons
+
+
+PIN_TOLERANCE = 0.02  # measured vs pinned acceptance length that warns
 
 
 INTERFERENCE_SHARE = 0.25  # other processes' cores' worth during the load that warns

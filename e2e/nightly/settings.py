@@ -310,6 +310,8 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
         experiment.arm(arm)
     if "dspark" in settings.spec_modes or settings.gsm8k.dspark:
         experiment.speculator("dspark")
+    if settings.gsm8k.enabled and settings.gsm8k.dspark:
+        experiment.refuse_pinned("the nightly's GSM8K")
     ref = settings.reference
     if ref is not None and (ref not in arms or len(arms) < 2):
         raise ConfigError(f"{source}: the reference arm {ref!r} (nightly.reference) must be one "

@@ -17,6 +17,8 @@ the end of the line); the driver compares the hash with its own. Fields added la
   them; the line comes from the first builder constructed in a worker.
 - other builds (the CPU default): ``e2e.plugin.inject`` wraps the model runner; the line
   comes from the model runner's constructor, which runs only in a worker.
+- with ``E2E_PINNED_ACCEPTANCE`` set (a pinned speculator, whatever the arm's settings):
+  ``e2e.plugin.synthetic`` gives vLLM's CPU rejection kernels the synthetic branch they lack.
 
 Every line starts with ``e2e-plugin:``; ``e2e.session._plugin_check`` reads them from the server log.
 """
@@ -31,11 +33,12 @@ from e2e.plugin._hooks import when_imported
 from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.plugin.settings import PluginSettings, SettingsError, canonical
 
-__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
+__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "PIN_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
            "provenance_fields"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"
+PIN_ENV = "E2E_PINNED_ACCEPTANCE"  # set when the speculator's acceptance is pinned
 APPLIED = "e2e-plugin: applied in worker"
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 
@@ -68,6 +71,10 @@ def rocm_build() -> bool:
 def register() -> None:
     pid = os.getpid()
     role = _role()
+    if os.environ.get(PIN_ENV):  # acceptance pinned: vLLM's CPU kernels need the synthetic branch
+        from e2e.plugin.synthetic import install
+
+        install(_say, f"{role} (pid {pid})")
     raw = os.environ.get(PLUGIN_ENV)
     if not raw:
         _say(f"nothing to apply in {role} (pid {pid}): {PLUGIN_ENV} is not set")

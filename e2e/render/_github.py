@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric
 from e2e.markup import md_text
-from e2e.render._markdown import format_cell, format_comparison
+from e2e.render._markdown import format_attribution, format_cell, format_comparison, pinned_sentence
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
            "verdict_icon", "fit_comment"]
@@ -144,6 +144,8 @@ def render_github(summary: Summary, *, link: str | None = None,
                 f"mean with its {summary.confidence * 100:g} % interval. "
                 "🟢 better · 🔴 worse · ✅ equivalent · ⚪ inconclusive · ⚠️ too few runs")
     head.append("")
+    if summary.pinned:
+        head += [pinned_sentence(summary), ""]
     tally: dict[str, int] = {}
     for comp in summary.comparisons:
         icon = verdict_icon(comp)
@@ -177,6 +179,11 @@ def render_github(summary: Summary, *, link: str | None = None,
     headline += [(mode, conc, "acceptance_length") for mode in summary.spec_modes
                  if mode == "dspark" for conc in summary.concurrencies]
     sections: list[list[str]] = [["#### Headline", "", _row(header), align, *rows(headline), ""]]
+    split = [a for a in summary.attributions if a.source == "client"]
+    if split:
+        sections.append(["#### Verify step or acceptance", ""]
+                        + [f"- **{md_text(a.arm)}** c{a.concurrency} {a.spec_mode}: "
+                           f"{format_attribution(a)}" for a in split] + [""])
     if summary.warnings:
         sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w)}: {md_text(w.message)}"
                                                  for w in summary.warnings] + [""])

@@ -108,6 +108,18 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "role": c.role, "df": c.df, "prior_df": c.prior_df,
                          "time_model": c.time_model, "rho": c.rho}
                         for c in summary.comparisons],
+        "pinned_acceptance": list(summary.pinned),
+        "attributions": [{"arm": a.arm, "baseline": a.baseline, "concurrency": a.concurrency,
+                          "spec_mode": a.spec_mode, "tpot_from": a.source,
+                          "reading": a.reading, "sentence": a.sentence,
+                          "residual": a.residual,
+                          **{name: {"metric": c.metric, "pct": c.pct,
+                                    "interval_pct": ({"low": c.interval[0], "high": c.interval[1]}
+                                                     if c.interval is not None else None),
+                                    "verdict": c.verdict, "method": c.method}
+                             for name, c in (("tpot", a.tpot), ("verify_step", a.verify),
+                                             ("acceptance_length", a.acceptance))}}
+                         for a in summary.attributions],
         "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
                       "spec_mode": w.spec_mode, "metric": w.metric}
                      for w in summary.warnings],

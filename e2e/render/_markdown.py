@@ -13,6 +13,7 @@ from e2e import analysis
 from e2e.analysis import headline_metric
 from e2e.markup import md_text
 from e2e.render._forest import comparison_plot_names
+from e2e.render._plots import per_position_plot_name, positions_in
 from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
@@ -26,7 +27,7 @@ from e2e.analysis import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison"]
+           "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -109,6 +110,58 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     if (comp.verdict == "inconclusive" and "MDE" in text) or comp.mde_pct is None:
         return f"{text} · {method}"
     return f"{text} · {method}, MDE {comp.mde_pct:.1f} %"
+
+
+def _change(comp: Comparison) -> str:
+    """``−7.9 % [−9.0, −6.8]``: the change and its interval, no verdict."""
+    if comp.interval is None:
+        return f"{format_pct(comp.pct)} % (no interval)"
+    lo, hi = comp.interval
+    return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}]"
+
+
+def format_attribution(a: analysis.Attribution) -> str:
+    """``mean TPOT +9.1 % [..] = verify step +9.0 % [..], acceptance length −0.1 % [..]: the
+    change is the verify step's (the kernel's)``."""
+    tpot = "mean TPOT" if a.source == "client" else "server mean TPOT"
+    text = (f"{tpot} {_change(a.tpot)}: verify step {_change(a.verify)}, acceptance length "
+            f"{_change(a.acceptance)}: {a.sentence}")
+    if not a.consistent:
+        text += (f" (the three figures are not of the same runs: Δ ln TPOT − (Δ ln verify − "
+                 f"Δ ln acceptance) = {a.residual:+.2g})")
+    return text
+
+
+def attribution_lines(summary: Summary, *, bold: bool = True) -> list[str]:
+    """One bullet per attribution of the summary (none without a speculator cell)."""
+    out = []
+    for a in summary.attributions:
+        arm = f"**{a.arm}**" if bold else a.arm
+        out.append(f"- {arm} vs {a.baseline}, concurrency {a.concurrency}, {a.spec_mode} "
+                   f"({a.source} TPOT): {format_attribution(a)}.")
+    return out
+
+
+def pinned_sentence(summary: Summary) -> str:
+    """What a pinned report must say first: acceptance was not the draft's."""
+    at = " and ".join(f"{p:g}" for p in summary.pinned)
+    return (f"**Acceptance was pinned** at acceptance length {at} for every arm with the "
+            "speculator (vLLM's synthetic rejection sampling: draft tokens accepted by a fixed "
+            "schedule whatever the target model says), so the arms differ only in verify-step "
+            "time; acceptance figures here are the schedule's, not the draft's, and the "
+            "outputs are not the model's.")
+
+
+def _attribution_section(summary: Summary) -> list[str]:
+    if not summary.attributions:
+        return []
+    return (["## Attribution: verify step or acceptance", "",
+             "With the speculator, ms per verify step = mean TPOT × acceptance length, so "
+             "Δ ln TPOT = Δ ln(ms per verify step) − Δ ln(acceptance length); each term is the "
+             "arm's contrast in the same cell model over the same runs, with its own "
+             f"{summary.confidence * 100:g} % interval. A term whose interval excludes 0 moved; "
+             "the verify step is the target model's (the kernel's), acceptance the draft's.", ""]
+            + attribution_lines(summary) + [""])
 
 
 def _metric_name(m: Metric, spec_mode: str | None = None) -> str:
@@ -269,7 +322,12 @@ def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]
         return []
     forest = [n for n in plot_names if n.startswith("forest-")]
     strip = [n for n in plot_names if n.startswith("strip-")]
+    positions = [n for n in plot_names if n.startswith("acceptance-per-position-")]
     out = ["## Pictures", ""]
+    if positions:
+        out.append("Acceptance rate per draft position, each arm's and its change against "
+                   + summary.baseline + " with its interval: "
+                   + ", ".join(f"[{n[:-4]}](plots/{n})" for n in positions) + ".")
     if forest:
         out.append("Every arm against " + summary.baseline + " (point, interval, equivalence band, "
                    "MDE shaded): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in forest) + ".")
@@ -284,7 +342,9 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     names linked from the report (in ``plots/``); None links the forest and strip plots that
     ``render_plots`` makes (``comparison_plot_names``)."""
     if plot_names is None:
-        plot_names = comparison_plot_names(summary)
+        plot_names = comparison_plot_names(summary) + tuple(
+            per_position_plot_name(conc, mode) for mode in summary.spec_modes
+            for conc in summary.concurrencies if positions_in(summary, conc, mode))
     markers = _Markers(summary.warnings)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
     lines.append(_runs_sentence(summary))
@@ -294,6 +354,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         f"“X vs {summary.baseline}” is the change of the geometric mean with its "
         f"{summary.confidence * 100:g} % interval and verdict (see “How to read this”).")
     lines.append("")
+    if summary.pinned:
+        lines += [pinned_sentence(summary), ""]
 
     lines += ["## Headline", ""]
     lines += _header(summary, ["concurrency", "metric"])
@@ -313,6 +375,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     if body == 0:
         lines.append(_row(["", "no data"] + [""] * (len(summary.arms) + len(summary.compared_arms))))
     lines.append("")
+    lines += _attribution_section(summary)
     lines += _multiplicity(summary)
     lines += _noise_section(summary)
     lines += _pictures(summary, plot_names)
@@ -375,6 +438,17 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
                  "concurrency, ms per verify step with the speculator (raw TPOT follows the "
                  "acceptance length, which moves from run to run on random prompts).")
     for m in summary.metrics:
+        position = analysis.position_of(m.key)
+        if position is not None and position > 1:
+            continue  # one line says it for every position
+        if position == 1:
+            lines.append("- **acceptance rate, draft position i** (share, higher is better): "
+                         "Δ accepted at draft position i / Δ drafts of the server's "
+                         "vllm:spec_decode_num_accepted_tokens_per_pos around the measured load "
+                         "(vLLM's per-position rate, as vllm bench serve reports it): the share "
+                         "of verify steps whose first i draft tokens were all accepted; the "
+                         "rates sum to acceptance length − 1.")
+            continue
         lines.append(f"- **{m.label}** ({m.unit}, {'higher' if m.higher_is_better else 'lower'} is "
                      f"better): {m.definition}.")
     lines.append(f"- **Warnings**: fewer than {MIN_RUNS} reported runs; spread (max − min) / median "

@@ -30,8 +30,9 @@ SCHEMA_VERSION = 5
 """4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
 refuse those keys: it now names the newer schema instead). 5: the spec's ``workload``, a
 run.json's ``workload`` block (what was sent, its hash, the cache state, the prefix cache's
-counters, per-segment metrics) and ``metrics.prefix_cache_hit_rate``. Records of 1-4 read
-unchanged."""
+counters, per-segment metrics) and ``metrics.prefix_cache_hit_rate``; the spec-decode counters
+per draft position (``SpecCounters.accepted_per_pos``) and the run's per-position acceptance
+rates (``RunMetrics.acceptance_rates_per_pos``). Records of 1-4 read unchanged."""
 
 
 class _Record(BaseModel):
@@ -219,6 +220,9 @@ class SpecCounters(_Record):
     accepted: float = 0.0
     drafts: float = 0.0
     draft_tokens: float = 0.0
+    accepted_per_pos: list[float] = Field(
+        default_factory=list, description="vllm:spec_decode_num_accepted_tokens_per_pos by "
+        "draft position (0 first), summed over engines; [] when the server exports none.")
 
 
 class RunMetrics(_Record):
@@ -252,6 +256,10 @@ class RunMetrics(_Record):
         None, description="Server's own mean E2E latency, from vllm:e2e_request_latency_seconds.")
     acceptance_length: float | None = None
     acceptance_rate: float | None = None
+    acceptance_rates_per_pos: list[float] | None = Field(
+        None, description="Per draft position (first = 1): Δ accepted at that position / "
+        "Δ drafts (vLLM's per-position rate: the share of verify steps whose first i draft "
+        "tokens were all accepted; they sum to acceptance length − 1). None without counters.")
     ms_per_verify_step: float | None = None
     burst_share: float | None = Field(
         None, description="Share of the run's streams whose decode time reached the client in "

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from e2e.arms import ARM_ENV, PLUGIN_ENV, ServerLaunch
+from e2e.arms import ARM_ENV, PIN_ENV, PLUGIN_ENV, ServerLaunch
 from e2e.config import Experiment
 from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
@@ -38,8 +38,9 @@ def server_launch(
     model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
     args = ["--model", model, *server.args, *settings.args]
     kind = KINDS[server.kind]
+    pinned = experiment.pinned("dspark") if dspark else None
     if dspark:
-        args += kind.speculative_args(experiment.speculator("dspark"))
+        args += kind.speculative_args(experiment.speculative_config("dspark"))
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
@@ -53,6 +54,8 @@ def server_launch(
     env.update(SERVER_ENV)  # and no bytecode written into that folder
     if settings.plugin:
         env[PLUGIN_ENV] = json.dumps(settings.plugin, sort_keys=True)
+    if pinned is not None:  # vLLM's CPU kernels lack the synthetic branch: the plugin adds it
+        env[PIN_ENV] = f"{float(pinned):g}"
     return ServerLaunch(arm=arm, python=Path(python), args=tuple(args), env=env,
                         host=server.host, model=model, model_hash=model_hash,
                         api_key=server.api_key, build=build_info, kind=kind,
