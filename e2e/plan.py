@@ -36,8 +36,8 @@ from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 
 __all__ = ["make_plan", "rounds", "williams", "round_orders", "duet_rounds", "Order",
-           "ORDER_FILE", "FolderOrder", "folder_order", "order_of", "record_order", "describe_order",
-           "order_seed"]
+           "ORDER_FILE", "FolderOrder", "claim_order", "folder_order", "order_of", "record_order",
+           "describe_order", "order_seed"]
 
 Order = Literal["williams", "rotation"]
 ORDER_FILE = "order.json"
@@ -255,6 +255,14 @@ def record_order(folder: Path, plan: FolderOrder) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"order": plan.order, "seed": plan.seed,
                                         "seed_source": plan.source}, indent=2) + "\n")
+
+
+def claim_order(folder: Path, experiment: Experiment) -> None:
+    """Record the order of a folder that a single run (``e2e run``) is about to make, so a
+    sweep into it later plans the Williams design with the folder's own seed instead of taking
+    the folder, which then holds runs but no ``order.json``, for one made before that design."""
+    if not (Path(folder) / ORDER_FILE).is_file() and order_of(folder) == "williams":
+        record_order(folder, folder_order(folder, experiment))
 
 
 def _seed_words(plan: FolderOrder) -> str:

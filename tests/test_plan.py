@@ -117,6 +117,25 @@ def test_a_folder_keeps_its_order(tmp_path, default_experiment):
         order_of(folder)
 
 
+def test_a_folder_a_single_run_makes_keeps_the_williams_design(tmp_path, default_experiment):
+    """The README's first command (`e2e run`) makes results/default; a sweep into it later
+    must plan the Williams design with the folder's seed, not take it for a pre-Williams folder."""
+    from e2e.plan import claim_order
+
+    folder = tmp_path / "default"
+    claim_order(folder, default_experiment)  # before the run writes into the new folder
+    store(tmp_path, default_experiment, make_plan(default_experiment, runs=1)[0], valid=True)
+    recorded = json.loads((folder / ORDER_FILE).read_text())
+    assert recorded["order"] == "williams" and recorded["seed_source"] == "drawn"
+    assert folder_order(folder, default_experiment).seed == recorded["seed"]
+    claim_order(folder, default_experiment)  # a second run keeps it
+    assert json.loads((folder / ORDER_FILE).read_text()) == recorded
+    old = tmp_path / "old" / "default"  # runs and no order.json: an old folder stays rotated
+    store(tmp_path / "old", default_experiment, make_plan(default_experiment, runs=1)[0], valid=True)
+    claim_order(old, default_experiment)
+    assert not (old / ORDER_FILE).exists() and order_of(old) == "rotation"
+
+
 CALIBRATION_ARMS = ["main", "main-repeat", "delay-100", "delay-250", "delay-500"]
 
 

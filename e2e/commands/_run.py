@@ -36,6 +36,7 @@ def run(
     /metrics before and after)."""
 
     def body() -> None:
+        from e2e.plan import claim_order
         from e2e.session import SessionOptions, run_unit
         from e2e.results import next_repeat
 
@@ -48,6 +49,7 @@ def run(
         for line in unreachable_concurrency([spec]):
             say(line)
         session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
+        claim_order(results / experiment.name, experiment)
         folder, record = run_unit(experiment, spec, results, session)
         if json_:
             from e2e.render import dumps, run_json
