@@ -22,8 +22,10 @@ units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -257,12 +259,20 @@ def record_order(folder: Path, plan: FolderOrder) -> None:
                                         "seed_source": plan.source}, indent=2) + "\n")
 
 
-def claim_order(folder: Path, experiment: Experiment) -> None:
-    """Record the order of a folder that a single run (``e2e run``) is about to make, so a
-    sweep into it later plans the Williams design with the folder's own seed instead of taking
-    the folder, which then holds runs but no ``order.json``, for one made before that design."""
-    if not (Path(folder) / ORDER_FILE).is_file() and order_of(folder) == "williams":
-        record_order(folder, folder_order(folder, experiment))
+@contextlib.contextmanager
+def claim_order(folder: Path, experiment: Experiment) -> Iterator[None]:
+    """Around a single run (``e2e run``) into ``folder``: if the run makes the folder, record
+    its order (Williams, a drawn seed) once the folder exists, so a sweep into it later plans
+    the Williams design with the folder's own seed instead of taking the folder, which then
+    holds runs but no ``order.json``, for one made before that design. A run refused before it
+    wrote anything leaves no folder behind."""
+    new = not (Path(folder) / ORDER_FILE).is_file() and order_of(folder) == "williams"
+    plan = folder_order(folder, experiment) if new else None
+    try:
+        yield
+    finally:
+        if plan is not None and Path(folder).is_dir():
+            record_order(folder, plan)
 
 
 def _seed_words(plan: FolderOrder) -> str:

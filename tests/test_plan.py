@@ -123,16 +123,22 @@ def test_a_folder_a_single_run_makes_keeps_the_williams_design(tmp_path, default
     from e2e.plan import claim_order
 
     folder = tmp_path / "default"
-    claim_order(folder, default_experiment)  # before the run writes into the new folder
-    store(tmp_path, default_experiment, make_plan(default_experiment, runs=1)[0], valid=True)
+    spec = make_plan(default_experiment, runs=1)[0]
+    with pytest.raises(ConfigError), claim_order(folder, default_experiment):
+        raise ConfigError("refused before anything was written")
+    assert not folder.exists()  # a refused run leaves no folder behind
+    with claim_order(folder, default_experiment):
+        store(tmp_path, default_experiment, spec, valid=True)
     recorded = json.loads((folder / ORDER_FILE).read_text())
     assert recorded["order"] == "williams" and recorded["seed_source"] == "drawn"
     assert folder_order(folder, default_experiment).seed == recorded["seed"]
-    claim_order(folder, default_experiment)  # a second run keeps it
+    with claim_order(folder, default_experiment):  # a second run keeps it
+        pass
     assert json.loads((folder / ORDER_FILE).read_text()) == recorded
     old = tmp_path / "old" / "default"  # runs and no order.json: an old folder stays rotated
-    store(tmp_path / "old", default_experiment, make_plan(default_experiment, runs=1)[0], valid=True)
-    claim_order(old, default_experiment)
+    store(tmp_path / "old", default_experiment, spec, valid=True)
+    with claim_order(old, default_experiment):
+        pass
     assert not (old / ORDER_FILE).exists() and order_of(old) == "rotation"
 
 

@@ -49,8 +49,8 @@ def run(
         for line in unreachable_concurrency([spec]):
             say(line)
         session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
-        claim_order(results / experiment.name, experiment)
-        folder, record = run_unit(experiment, spec, results, session)
+        with claim_order(results / experiment.name, experiment):
+            folder, record = run_unit(experiment, spec, results, session)
         if json_:
             from e2e.render import dumps, run_json
 
