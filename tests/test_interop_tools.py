@@ -159,3 +159,22 @@ def test_a_report_that_is_not_guidellms_is_bad_input(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match="request_start"):
         read_report(path)
+
+
+def test_off_length_requests_are_notes_or_with_strict_lengths_reasons():
+    from types import SimpleNamespace
+
+    from e2e.interop.vllm_bench import length_findings
+
+    ok = [SimpleNamespace(prompt_tokens=p, completion_tokens=c)
+          for p, c in ((128, 64), (130, 64), (128, 60))]
+    reasons, notes = length_findings(ok, 128, 64, strict=False, why="the tool counts its own way")
+    assert reasons == []
+    assert notes == ["1 of 3 prompts had other than 128 tokens (130); the tool counts its own "
+                     "way (--strict-lengths makes this invalid)",
+                     "1 of 3 completions had other than 64 tokens (60); the tool counts its own "
+                     "way (--strict-lengths makes this invalid)"]
+    reasons, notes = length_findings(ok, 128, 64, strict=True, why="unused")
+    assert reasons == ["1 of 3 prompts had other than 128 tokens (130)",
+                       "1 of 3 completions had other than 64 tokens (60)"] and notes == []
+    assert length_findings(ok[:1], 128, 64, strict=True, why="x") == ([], [])

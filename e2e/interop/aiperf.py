@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
-from e2e.interop.vllm_bench import ImportedRun, ImportOptions, import_file, import_note
+from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
+                                    length_findings)
 from e2e.metrics import summarize_run
 from e2e.paths import read_bounded
 from e2e.results import RequestRecord, RunRecord, ServerInfo
@@ -255,16 +256,10 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     if failed:
         reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
                        f"{failed[0].error}")
-    for what, attr, want in (("prompt", "prompt_tokens", input_len),
-                             ("completion", "completion_tokens", output_len)):
-        off = sorted({getattr(r, attr) for r in ok if getattr(r, attr) != want})
-        if off:
-            text = (f"{sum(getattr(r, attr) != want for r in ok)} of {len(ok)} {what}s had "
-                    f"other than {want} tokens ({', '.join(map(str, off[:5]))})")
-            (reasons if options.strict_lengths else notes).append(
-                text + ("" if options.strict_lengths else
-                        "; AIPerf counts tokens with its own tokenizer (--strict-lengths makes "
-                        "this invalid)"))
+    found, said = length_findings(ok, input_len, output_len, strict=options.strict_lengths,
+                                  why='AIPerf counts tokens with its own tokenizer')
+    reasons += found
+    notes += said
     items = _summary_value(summary, "input_config", "models", "items")
     model = [m.get("name") for m in items if isinstance(m, dict)] if isinstance(items, list) else None
     record = RunRecord(

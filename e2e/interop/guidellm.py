@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
-from e2e.interop.vllm_bench import ImportedRun, ImportOptions, import_file, import_note
+from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
+                                    length_findings)
 from e2e.metrics import summarize_run
 from e2e.paths import read_bounded
 from e2e.results import RequestRecord, RunRecord, ServerInfo
@@ -198,16 +199,10 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     sampled = bench.config.get("sample_size") if isinstance(bench.config, dict) else None
     if isinstance(sampled, int) and not isinstance(sampled, bool) and sampled < len(requests):
         reasons.append(f"the report holds a sample of {sampled} requests, not every one")
-    for what, attr, want in (("prompt", "prompt_tokens", input_len),
-                             ("completion", "completion_tokens", output_len)):
-        off = sorted({getattr(r, attr) for r in ok if getattr(r, attr) != want})
-        if off:
-            text = (f"{sum(getattr(r, attr) != want for r in ok)} of {len(ok)} {what}s had "
-                    f"other than {want} tokens ({', '.join(map(str, off[:5]))})")
-            (reasons if options.strict_lengths else notes).append(
-                text + ("" if options.strict_lengths else
-                        "; GuideLLM's synthetic prompts are text its tokenizer sized "
-                        "(--strict-lengths makes this invalid)"))
+    found, said = length_findings(ok, input_len, output_len, strict=options.strict_lengths,
+                                  why="GuideLLM's synthetic prompts are text its tokenizer sized")
+    reasons += found
+    notes += said
     record = RunRecord(
         experiment=options.experiment, run_id=spec.run_id, spec=spec, arm_settings={},
         config={},

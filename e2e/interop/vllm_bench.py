@@ -813,3 +813,23 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
         atomic_write_json(target, to_result(record, requests))
         written.append(target)
     return written, skipped
+
+
+def length_findings(ok, input_len: int, output_len: int, *, strict: bool,
+                    why: str) -> tuple[list[str], list[str]]:
+    """(reasons, notes) about an imported run's requests whose prompt or completion was not
+    the spec's length: reasons (the run is invalid) with ``strict``, else notes ending in
+    ``why`` (how the other tool counts tokens) and how to make them reasons."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    for what, attr, want in (("prompt", "prompt_tokens", input_len),
+                             ("completion", "completion_tokens", output_len)):
+        off = sorted({getattr(r, attr) for r in ok if getattr(r, attr) != want})
+        if off:
+            text = (f"{sum(getattr(r, attr) != want for r in ok)} of {len(ok)} {what}s had "
+                    f"other than {want} tokens ({', '.join(map(str, off[:5]))})")
+            if strict:
+                reasons.append(text)
+            else:
+                notes.append(f"{text}; {why} (--strict-lengths makes this invalid)")
+    return reasons, notes
