@@ -262,16 +262,16 @@ def record_order(folder: Path, plan: FolderOrder) -> None:
 @contextlib.contextmanager
 def claim_order(folder: Path, experiment: Experiment) -> Iterator[None]:
     """Around a single run (``e2e run``) into ``folder``: if the run makes the folder, record
-    its order (Williams, a drawn seed) once the folder exists, so a sweep into it later plans
+    its order (Williams, a drawn seed) once it holds the run, so a sweep into it later plans
     the Williams design with the folder's own seed instead of taking the folder, which then
     holds runs but no ``order.json``, for one made before that design. A run refused before it
-    wrote anything leaves no folder behind."""
+    recorded anything adds nothing to the folder."""
     new = not (Path(folder) / ORDER_FILE).is_file() and order_of(folder) == "williams"
     plan = folder_order(folder, experiment) if new else None
     try:
         yield
     finally:
-        if plan is not None and Path(folder).is_dir():
+        if plan is not None and any(Path(folder).glob("*/run.json")):
             record_order(folder, plan)
 
 

@@ -98,7 +98,7 @@ def test_sigterm_during_e2e_run(server_python, tmp_path):
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, output
-    runs = [p for p in (results / "default").iterdir() if not p.name.startswith(".")]
+    runs = [p for p in (results / "default").iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(runs) == 1
     record = json.loads((runs[0] / "run.json").read_text())
     assert record["valid"] is False
