@@ -38,32 +38,42 @@ def _spans(cu_num_draft_tokens) -> list[tuple[int, int]]:
     return list(zip([0, *ends[:-1]], ends))
 
 
-def greedy_synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax,
-                     bonus_token_ids, is_greedy, max_spec_len, uniform_probs,
-                     synthetic_conditional_rates) -> None:
-    """``rejection_greedy_sample_kernel`` with ``SYNTHETIC_MODE`` (vLLM 0.32), one request at
-    a time: non-greedy requests are left to the random kernel."""
+def _synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, fallback_token_ids,
+               bonus_token_ids, uniform_probs, synthetic_conditional_rates, skip) -> None:
+    """The synthetic branch both kernels share, one request at a time (``skip``: the
+    requests the other kernel samples): a draft token is accepted when its uniform draw is
+    under its position's rate (padding, -1, never is); at the first rejection the request
+    takes the fallback token (the target's argmax, or the recovered token) and stops; with
+    nothing rejected it takes the bonus token."""
     import torch
 
     out = output_token_ids.tolist()
-    drafts, argmax = draft_token_ids.tolist(), target_argmax.tolist()
+    drafts, fallback = draft_token_ids.tolist(), fallback_token_ids.tolist()
     uniform, rates = uniform_probs.tolist(), synthetic_conditional_rates.tolist()
     bonus = bonus_token_ids.reshape(-1).tolist()
-    greedy = None if is_greedy is None else is_greedy.tolist()
     for req, (start, end) in enumerate(_spans(cu_num_draft_tokens)):
-        if greedy is not None and not greedy[req]:
+        if skip(req):
             continue
-        rejected = False
         for pos in range(end - start):
             draft = int(drafts[start + pos])
-            accepted = uniform[start + pos] < rates[pos] and draft >= 0
-            out[req][pos] = draft if accepted else int(argmax[start + pos])
-            if not accepted:
-                rejected = True
+            if draft < 0 or not uniform[start + pos] < rates[pos]:
+                out[req][pos] = int(fallback[start + pos])
                 break
-        if not rejected:
+            out[req][pos] = draft
+        else:
             out[req][end - start] = int(bonus[req])
     output_token_ids.copy_(torch.tensor(out, dtype=output_token_ids.dtype))
+
+
+def greedy_synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax,
+                     bonus_token_ids, is_greedy, max_spec_len, uniform_probs,
+                     synthetic_conditional_rates) -> None:
+    """``rejection_greedy_sample_kernel`` with ``SYNTHETIC_MODE`` (vLLM 0.32): non-greedy
+    requests are left to the random kernel; a rejected position takes the target's argmax."""
+    greedy = None if is_greedy is None else is_greedy.tolist()
+    _synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, target_argmax,
+               bonus_token_ids, uniform_probs, synthetic_conditional_rates,
+               skip=lambda req: greedy is not None and not greedy[req])
 
 
 def random_synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, bonus_token_ids,
@@ -71,27 +81,10 @@ def random_synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, bon
                      synthetic_conditional_rates) -> None:
     """``rejection_random_sample_kernel`` with ``SYNTHETIC_MODE`` (vLLM 0.32): greedy requests
     are left to the greedy kernel; a rejected position takes the recovered token."""
-    import torch
-
-    out = output_token_ids.tolist()
-    drafts, recovered = draft_token_ids.tolist(), recovered_token_ids.tolist()
-    uniform, rates = uniform_probs.tolist(), synthetic_conditional_rates.tolist()
-    bonus = bonus_token_ids.reshape(-1).tolist()
     greedy = is_greedy.tolist()
-    for req, (start, end) in enumerate(_spans(cu_num_draft_tokens)):
-        if greedy[req]:
-            continue
-        rejected = False
-        for pos in range(end - start):
-            draft = int(drafts[start + pos])
-            accepted = draft >= 0 and uniform[start + pos] < rates[pos]
-            out[req][pos] = draft if accepted else int(recovered[start + pos])
-            if not accepted:
-                rejected = True
-                break
-        if not rejected:
-            out[req][end - start] = int(bonus[req])
-    output_token_ids.copy_(torch.tensor(out, dtype=output_token_ids.dtype))
+    _synthetic(output_token_ids, cu_num_draft_tokens, draft_token_ids, recovered_token_ids,
+               bonus_token_ids, uniform_probs, synthetic_conditional_rates,
+               skip=lambda req: greedy[req])
 
 
 def wrap(original: Callable, synthetic: Callable, keys: tuple[str, ...]) -> Callable:
