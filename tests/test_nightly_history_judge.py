@@ -127,3 +127,20 @@ def test_a_relative_cell_with_enough_nights_is_judged_against_them():
     # two nights are not enough: the baseline night, as before
     j2 = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history[2:]})
     assert j2.verdicts[0].history == () and "history" not in j2.verdicts[0].reason
+
+
+def test_history_dates_from_the_store_are_text_in_the_summary():
+    # a store edited by hand may hold any string as a date; the summary must not carry markup
+    evil = '2026-01-0<img src=x onerror=alert(1)>|"\n'
+    history = [(d, _night([1.0, 1.01, 0.99, 1.0], "2026-01-01")) for d in
+               ("2026-01-01", "2026-01-02", evil)]
+    tonight = _night([1.0, 1.02, 0.98, 1.0], "2026-01-05")
+    j = judge_night("2026-01-05", [tonight], None, RULES, histories={REL: history})
+    text = render_summary(j, SummaryContext(experiment="x", config_hash="h" * 12,
+                                            night_dir="nightly/2026-01-05", builds={},
+                                            arm_overrides={}))
+    import re
+
+    # e2e.markup's escapes: a backslash before every <, > and |, the newline gone
+    assert "\\<img src=x onerror=alert(1)\\>\\|" in text
+    assert not re.search(r"(?<!\\)<img", text) and evil not in text

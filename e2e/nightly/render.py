@@ -104,7 +104,8 @@ def _run_links(ctx: SummaryContext, which: str, dirs: tuple[str, ...]) -> str:
 
 def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
     parts = [_run_links(ctx, "tonight", v.tonight.run_dirs if v.tonight else ()),
-             f"history: {len(v.history)} nights {v.history[0]} … {v.history[-1]}" if v.history
+             f"history: {len(v.history)} nights {md_text(v.history[0])} … {md_text(v.history[-1])}"
+             if v.history
              else _run_links(ctx, "baseline", v.baseline.run_dirs if v.baseline else ())]
     return " · ".join(p for p in parts if p) or "—"
 
@@ -186,7 +187,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     histories = sorted({v.history for v in j.verdicts if v.history})
     for h in histories:
         lines.append(f"- **History**: the cells relative to the reference are judged against "
-                     f"their ratio's {len(h)} passing nights {h[0]} … {h[-1]} (a prediction "
+                     f"their ratio's {len(h)} passing nights {md_text(h[0])} … {md_text(h[-1])} (a prediction "
                      "interval over nights), not against one night")
     heads = _headlines(j)
     if heads:
