@@ -5,6 +5,7 @@ and the noise table; which arms are A/A checks; each run's slot in its block."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
 from e2e.analysis import _stats as stats
@@ -358,6 +359,9 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
         n = e.n_blocks if e.method != "welch" else min(e.n_arm, e.n_baseline)
         method = e.method if e.method in ("model", "blocked") else "welch"
         cells = {id(c): c for r in here for c in (r["c"], r["base"])}.values()
+        slots = _duet_sides(cells) if method == "model" else 0
+        if slots:
+            source += f", in duets of {slots}"
         run_s2, run_df = ((fit.s2, fit.df) if e.method == "model" and fit is not None
                           else (e.raw_noise_sd ** 2 / 2.0, e.df))
         parts = (components([w for c in cells for w in c.windows], run_s2, run_df)
@@ -371,9 +375,18 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
                                               arms=arms_n, prior_df=e.prior_df,
                                               slot=bool(fit is not None and fit.slot
                                                         and e.method == "model"),
-                                              noise_df=e.df),
+                                              noise_df=e.df, slots=slots),
             floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
             slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts,
             time_model=fit.model if fit is not None and e.method == "model" else None,
-            rho=fit.rho if fit is not None and e.method == "model" else None))
+            rho=fit.rho if fit is not None and e.method == "model" else None, slots=slots))
     return tuple(out)
+
+
+def _duet_sides(cells) -> int:
+    """The sides of the duets the cells' runs were measured in (the most common block size;
+    0 when some run was measured alone)."""
+    if not cells or not all(c.in_duets for c in cells):
+        return 0
+    sizes = Counter(b for c in cells for b in c.blocks())
+    return Counter(sizes.values()).most_common(1)[0][0] if sizes else 0

@@ -9,6 +9,7 @@ confidence) is the target, and the ``e2e sweep --runs`` value that gives them (p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from e2e.analysis import _stats as stats
@@ -41,6 +42,8 @@ class RunsAdvice:
     """The noise the plan uses: the measured noise's upper confidence bound at
     ``stats.PLAN_NOISE_LEVEL`` on its df (``stats.upper_noise``)."""
     components: Components | None = None
+    slots: int = 0
+    """Measured (and planned) in duets of this many sides; 0: one server at a time."""
     designs: tuple[Design, ...] = ()
     """With load windows: for each windows-per-server choice, the servers it needs and their
     time (``WINDOW_CHOICES``)."""
@@ -54,8 +57,9 @@ class RunsAdvice:
 
 @dataclass(frozen=True)
 class Design:
-    """``sweep_runs`` fresh servers per arm (warmups included) × ``windows`` load windows each
-    for the target MDE; ``seconds`` their wall time per arm (None: no measured cost)."""
+    """``sweep_runs`` fresh servers per arm (warmups included; in duets, rounds of duets) ×
+    ``windows`` load windows each for the target MDE; ``seconds`` their wall time per arm (the
+    sweep's over its arms; None: no measured cost)."""
 
     windows: int
     sweep_runs: int | None
@@ -92,8 +96,19 @@ def _designs(row, plan_noise: float, target_pct: float, design: dict, confidence
         n = stats.runs_needed(noise, target_pct, confidence=confidence, power=power, **design)
         runs = None if n is None else n + warmups
         out.append(Design(windows=k, sweep_runs=runs,
-                          seconds=None if runs is None or cost is None else runs * cost.seconds(k)))
+                          seconds=None if runs is None or cost is None
+                          else runs * cost.seconds(k) * _steps_per_arm(design)))
     return tuple(out)
+
+
+def _steps_per_arm(design: dict) -> float:
+    """A round's wall time per arm in units of one run: 1 one server at a time; in duets the
+    round's C(arms, k) duets, each one run long, shared by the arms."""
+    slots, arms = design.get("slots", 0), design["arms"]
+    if design["method"] != "model" or slots < 2 or arms < 2:
+        return 1.0
+    k = min(slots, arms)
+    return math.comb(arms, k) / arms
 
 
 def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
@@ -111,7 +126,8 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
         if metrics is not None and row.metric not in metrics:
             continue
         design = dict(method=row.method if row.method in ("model", "blocked", "welch") else "blocked",
-                      arms=row.arms_in_model, prior_df=row.prior_df, slot=row.slot)
+                      arms=row.arms_in_model, prior_df=row.prior_df, slot=row.slot,
+                      slots=row.slots)
         noise = stats.upper_noise(row.noise_pct / 100.0, row.df or 0.0)
         n = stats.runs_needed(noise, target_pct, confidence=summary.confidence,
                               power=power, **design)
@@ -124,7 +140,7 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
                                                          confidence=summary.confidence,
                                                          power=power, **design))
                              for k in DESIGN_ROUNDS),
-            components=row.components, plan_noise_pct=noise * 100.0,
+            components=row.components, plan_noise_pct=noise * 100.0, slots=row.slots,
             designs=_designs(row, noise, target_pct, design, summary.confidence, power,
                              summary.report_from_run - 1,
                              (costs or {}).get((row.concurrency, row.spec_mode)))))
@@ -162,6 +178,11 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                 "run 1 of each cell is a warmup" if summary.report_from_run == 2 else "no warmups")
         lines.append(f"The largest: `e2e sweep --runs {max(reachable)}` ({warm}). Per-server variance "
                      "does not shrink with blocking; only more runs (or a quieter host) shrink it.")
+    if any(a.slots for a in advice):
+        lines.append("Rows measured in duets plan duets: `--runs` counts rounds, each round "
+                     "every group of arms measured together once (C(arms, sides) duets; each "
+                     "arm sits in C(arms − 1, sides − 1) of them), and the noise is the duets' "
+                     "own, with the time the sides share taken out.")
     lines += _windows_table(advice)
     lines.append("")
     lines.append(f"“Detected at k rounds”: the true change each design finds with 80 % power "

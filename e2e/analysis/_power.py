@@ -9,7 +9,8 @@ from scipy import stats as _sp
 
 from e2e.analysis._estimates import DEFAULT_POWER, Method, mde_log, median_unbiased
 
-__all__ = ["runs_needed", "design_df", "detectable_effect", "PLAN_NOISE_LEVEL", "upper_noise"]
+__all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "PLAN_NOISE_LEVEL",
+           "upper_noise"]
 
 PLAN_NOISE_LEVEL = 0.8
 """``e2e plan`` plans from the noise's upper confidence bound at this level, so its stated power
@@ -27,6 +28,29 @@ def upper_noise(noise_sd: float, df: float, *, level: float = PLAN_NOISE_LEVEL) 
     return noise_sd * math.sqrt(df / float(_sp.chi2.ppf(1.0 - level, df)))
 
 
+def _duet_shape(arms: int, slots: int) -> tuple[int, int, int]:
+    """(k, b, λ) of one round of ``plan.duet_rounds``: duets of k = min(slots, arms) sides, b =
+    C(arms, k) duets (every k-subset of the arms once), each pair of arms together in λ =
+    C(arms − 2, k − 2) of them."""
+    k = min(slots, arms)
+    return k, math.comb(arms, k), math.comb(arms - 2, k - 2)
+
+
+def duet_se_factor(arms: int, slots: int) -> float:
+    """The standard error of an arm's contrast in one round of duets, in units of the noise
+    (the sd of one arm run's log ratio to one baseline run of the same block, √2 σ): the
+    balanced incomplete block design's intra-block variance 2kσ²/(λ·arms) per round (Yates),
+    so √(k / (λ·arms)). 1 where one duet holds every arm (the sequential round's), 1/√2 for
+    4 arms in duets of 2 (each arm meets the baseline once and the other two arms, which met
+    the baseline too, once each)."""
+    k, _, lam = _duet_shape(arms, slots)
+    return math.sqrt(k / (lam * arms))
+
+
+def _se_factor(method: Method, arms: int, slots: int) -> float:
+    return duet_se_factor(arms, slots) if method == "model" and slots >= 2 and arms >= 2 else 1.0
+
+
 def runs_needed(
     noise_sd: float,
     target_effect_pct: float,
@@ -39,6 +63,7 @@ def runs_needed(
     prior_df: float = 0.0,
     slot: bool = False,
     noise_df: float | None = None,
+    slots: int = 0,
 ) -> int | None:
     """Fewest reported runs per arm whose MDE (``mde_log``) is at most ``target_effect_pct``.
 
@@ -47,7 +72,9 @@ def runs_needed(
     design. Degrees of freedom as the test uses them: blocked (paired t) n − 1; model (``cell_model``
     over ``arms`` arms in n complete rounds) (arms − 1)(n − 1), one less with the slot term;
     Welch (equal noise on both sides) 2n − 2; plus ``prior_df`` borrowed by moderation.
-    ``noise_df``: the df the noise was measured on; the noise is then made median-unbiased as
+    ``slots`` ≥ 2: the model's runs are in duets of that many slots (``[duet]``), n is rounds of
+    ``plan.duet_rounds`` (every ``min(slots, arms)``-subset of the arms once a round), se =
+    ``duet_se_factor`` · s/sqrt(n) and the df those duets leave (``design_df``). ``noise_df``: the df the noise was measured on; the noise is then made median-unbiased as
     in ``LogRatio.mde_pct`` (so the noise table's MDE and its runs needed agree). None when even
     ``max_runs`` is not enough."""
     if noise_sd <= 0:
@@ -57,18 +84,25 @@ def runs_needed(
     target = math.log(1.0 + target_effect_pct / 100.0)
     if noise_df is not None:
         noise_sd *= median_unbiased(noise_df)
+    factor = _se_factor(method, arms, slots)
     for n in range(2, max_runs + 1):
-        df = design_df(n, method=method, arms=arms, slot=slot) + prior_df
+        df = design_df(n, method=method, arms=arms, slot=slot, slots=slots) + prior_df
         if df <= 0:
             continue
-        if mde_log(noise_sd / math.sqrt(n), df, confidence=confidence, power=power) <= target:
+        if mde_log(factor * noise_sd / math.sqrt(n), df, confidence=confidence,
+                   power=power) <= target:
             return n
     return None
 
 
-def design_df(rounds: int, *, method: Method = "blocked", arms: int = 2, slot: bool = False) -> float:
+def design_df(rounds: int, *, method: Method = "blocked", arms: int = 2, slot: bool = False,
+              slots: int = 0) -> float:
     """Residual degrees of freedom of a comparison at ``rounds`` complete rounds (see
-    ``runs_needed``)."""
+    ``runs_needed``); in duets (``slots`` ≥ 2, the model) the rounds' b duets of k runs leave
+    rounds·b·(k − 1) − (arms − 1), one less with the slot term."""
+    if method == "model" and slots >= 2 and arms >= 2:
+        k, b, _ = _duet_shape(arms, slots)
+        return float(rounds * b * (k - 1) - (arms - 1) - (1 if slot else 0))
     if method == "model":
         return float((arms - 1) * (rounds - 1) - (1 if slot else 0))
     if method == "blocked":
@@ -79,14 +113,15 @@ def design_df(rounds: int, *, method: Method = "blocked", arms: int = 2, slot: b
 def detectable_effect(noise_sd: float, rounds: int, *, method: Method = "blocked",
                       confidence: float = 0.95, power: float = DEFAULT_POWER, arms: int = 2,
                       prior_df: float = 0.0, slot: bool = False,
-                      noise_df: float | None = None) -> float | None:
+                      noise_df: float | None = None, slots: int = 0) -> float | None:
     """The effect (in %) a design detects with ``power``: the MDE at ``rounds`` complete rounds
-    with the df of ``design_df`` (+ ``prior_df``); ``noise_df`` as in ``runs_needed``. None
-    without degrees of freedom."""
+    with the df of ``design_df`` (+ ``prior_df``); ``noise_df`` and ``slots`` as in
+    ``runs_needed``. None without degrees of freedom."""
     if noise_df is not None:
         noise_sd *= median_unbiased(noise_df)
-    df = design_df(rounds, method=method, arms=arms, slot=slot) + prior_df
+    df = design_df(rounds, method=method, arms=arms, slot=slot, slots=slots) + prior_df
     if df <= 0:
         return None
-    return (math.exp(mde_log(noise_sd / math.sqrt(rounds), df, confidence=confidence,
+    factor = _se_factor(method, arms, slots)
+    return (math.exp(mde_log(factor * noise_sd / math.sqrt(rounds), df, confidence=confidence,
                              power=power)) - 1.0) * 100.0

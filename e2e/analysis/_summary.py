@@ -228,6 +228,9 @@ class NoiseRow:
     time_model: str | None = None
     """As ``Comparison.time_model``, for the cell's model (None when it has none)."""
     rho: float | None = None
+    slots: int = 0
+    """The runs were measured in duets of this many sides (the model's blocks); 0: one server
+    at a time. ``runs_for_target`` then counts rounds of duets."""
 
 
 @dataclass(frozen=True)
