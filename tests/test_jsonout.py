@@ -76,7 +76,7 @@ def test_report_json_keys_and_values() -> None:
                          "interval_method", "counts", "metrics", "cells",
                          "comparisons", "pinned_acceptance", "attributions", "warnings"]
     assert (doc["kind"], doc["experiment"], doc["baseline"], doc["arms"]) == \
-        ("e2e.render._report", "exp", "main", ["main", "pr"])
+        ("e2e.report", "exp", "main", ["main", "pr"])
     assert doc["counts"] == {"total": 8, "reported": 6, "warmup": 2, "invalid": 0}
     assert {m["key"] for m in doc["metrics"]} >= {"tpot_ms_mean", "ms_per_verify_step"}
     cell = next(c for c in doc["cells"] if c["arm"] == "pr" and c["metric"] == "tpot_ms_mean")
