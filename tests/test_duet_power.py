@@ -103,3 +103,54 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     assert want < stats.runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot)
     text = format_advice(s, runs_advice(s, 2.0))
     assert "`--runs` counts rounds" in text
+
+
+def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
+    """The default config's 3 arms at c = 1 and 4 (two cells interleaved, 3 residual df a
+    cell): e2e's interval is statsmodels' OLS of ln y on round + arm + slot with its t
+    quantile, so its coverage under independent normal noise is exact (docs/statistics.md,
+    the default design's 4000 simulated sweeps)."""
+    import datetime as dt
+
+    import pandas as pd
+    import statsmodels.formula.api as smf
+    from scipy import stats as sp
+
+    from e2e.analysis import summarize
+    from e2e.plan import make_plan
+    from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+
+    arms, concs = ["main", "flag-off", "pr"], [1, 4]
+    rng = np.random.default_rng(11)
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    for seed in (1, 2, 3):
+        plan = make_plan(default_experiment, arms=arms, concurrencies=concs, spec_modes=[False],
+                         runs=4, seed=seed)
+        records, rows, place = [], [], {}
+        for i, u in enumerate(plan):
+            y = 1.0 + rng.normal(0.0, 0.0125)
+            key = "tpot_ms_mean" if u.concurrency == 1 else "tpot_ms_median"
+            when = (t0 + dt.timedelta(seconds=20 * i)).isoformat()
+            records.append(RunRecord(
+                experiment="exp", run_id=u.run_id, spec=u, arm_settings={}, config={},
+                server=ServerInfo(argv=["x"], env={}, base_url="http://h", model="m"),
+                provenance={}, started_at=when, finished_at=when, valid=True,
+                metrics=RunMetrics(requests=1, ok_requests=1, duration_s=1.0, input_tokens=0,
+                                   output_tokens=0, **{key: math.exp(y)})))
+            if u.repeat >= 2:
+                slot = place[(u.repeat, u.concurrency)] = place.get((u.repeat, u.concurrency), -1) + 1
+                rows.append(dict(arm=u.arm, c=u.concurrency, block=u.repeat, slot=slot, y=y))
+        s = summarize(records, report_from_run=2)
+        frame = pd.DataFrame(rows)
+        for c in concs:
+            fit = smf.ols('y ~ C(block) + C(arm, Treatment("main")) + slot',
+                          frame[frame.c == c]).fit()
+            q = sp.t.ppf(0.975, fit.df_resid)
+            for a in arms[1:]:
+                name = f'C(arm, Treatment("main"))[T.{a}]'
+                b, se = fit.params[name], fit.bse[name]
+                comp = s.comparison(a, c, "base", "tpot_ms_mean" if c == 1 else "tpot_ms_median")
+                lo, hi = comp.interval
+                assert comp.method == "model" and fit.df_resid == 3
+                assert math.log1p(lo / 100) == pytest.approx(b - q * se, abs=1e-9)
+                assert math.log1p(hi / 100) == pytest.approx(b + q * se, abs=1e-9)
