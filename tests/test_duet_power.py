@@ -95,6 +95,7 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     row = s.noise_row(1, "base", "tpot_ms_mean")
     assert row.slots == 2 and row.method == "model" and row.arms_in_model == 4
     assert "in duets of 2" in row.source
+    assert row.n_blocks == 4  # reported rounds (2-5), not the duets an arm met the baseline in
     a = next(x for x in runs_advice(s, 2.0) if x.metric == "tpot_ms_mean")
     assert a.slots == 2
     noise = a.plan_noise_pct / 100

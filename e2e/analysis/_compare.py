@@ -362,6 +362,7 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
         slots = _duet_sides(cells) if method == "model" else 0
         if slots:
             source += f", in duets of {slots}"
+            n = len({b[0] for c in cells for b in c.blocks()})  # rounds, not duets met in
         run_s2, run_df = ((fit.s2, fit.df) if e.method == "model" and fit is not None
                           else (e.raw_noise_sd ** 2 / 2.0, e.df))
         parts = (components([w for c in cells for w in c.windows], run_s2, run_df)

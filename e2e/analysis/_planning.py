@@ -9,7 +9,6 @@ confidence) is the target, and the ``e2e sweep --runs`` value that gives them (p
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from e2e.analysis import _stats as stats
@@ -103,12 +102,9 @@ def _designs(row, plan_noise: float, target_pct: float, design: dict, confidence
 
 def _steps_per_arm(design: dict) -> float:
     """A round's wall time per arm in units of one run: 1 one server at a time; in duets the
-    round's C(arms, k) duets, each one run long, shared by the arms."""
-    slots, arms = design.get("slots", 0), design["arms"]
-    if design["method"] != "model" or slots < 2 or arms < 2:
-        return 1.0
-    k = min(slots, arms)
-    return math.comb(arms, k) / arms
+    round's b duets (``stats.duet_shape``), each one run long, shared by the arms."""
+    shape = stats.duet_shape(design["method"], design["arms"], design.get("slots", 0))
+    return 1.0 if shape is None else shape[1] / design["arms"]
 
 
 def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,

@@ -9,8 +9,8 @@ from scipy import stats as _sp
 
 from e2e.analysis._estimates import DEFAULT_POWER, Method, mde_log, median_unbiased
 
-__all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "PLAN_NOISE_LEVEL",
-           "upper_noise"]
+__all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "duet_shape",
+           "PLAN_NOISE_LEVEL", "upper_noise"]
 
 PLAN_NOISE_LEVEL = 0.8
 """``e2e plan`` plans from the noise's upper confidence bound at this level, so its stated power
@@ -28,10 +28,13 @@ def upper_noise(noise_sd: float, df: float, *, level: float = PLAN_NOISE_LEVEL) 
     return noise_sd * math.sqrt(df / float(_sp.chi2.ppf(1.0 - level, df)))
 
 
-def _duet_shape(arms: int, slots: int) -> tuple[int, int, int]:
-    """(k, b, λ) of one round of ``plan.duet_rounds``: duets of k = min(slots, arms) sides, b =
-    C(arms, k) duets (every k-subset of the arms once), each pair of arms together in λ =
-    C(arms − 2, k − 2) of them."""
+def duet_shape(method: Method, arms: int, slots: int) -> tuple[int, int, int] | None:
+    """(k, b, λ) of one round of ``plan.duet_rounds`` where the comparison is the duet model
+    (``method`` "model", ``slots`` ≥ 2): duets of k = min(slots, arms) sides, b = C(arms, k)
+    duets (every k-subset of the arms once), each pair of arms together in λ =
+    C(arms − 2, k − 2) of them. None for one server at a time."""
+    if method != "model" or slots < 2 or arms < 2:
+        return None
     k = min(slots, arms)
     return k, math.comb(arms, k), math.comb(arms - 2, k - 2)
 
@@ -43,12 +46,12 @@ def duet_se_factor(arms: int, slots: int) -> float:
     so √(k / (λ·arms)). 1 where one duet holds every arm (the sequential round's), 1/√2 for
     4 arms in duets of 2 (each arm meets the baseline once and the other two arms, which met
     the baseline too, once each)."""
-    k, _, lam = _duet_shape(arms, slots)
+    k, _, lam = duet_shape("model", arms, max(slots, 2))
     return math.sqrt(k / (lam * arms))
 
 
 def _se_factor(method: Method, arms: int, slots: int) -> float:
-    return duet_se_factor(arms, slots) if method == "model" and slots >= 2 and arms >= 2 else 1.0
+    return 1.0 if duet_shape(method, arms, slots) is None else duet_se_factor(arms, slots)
 
 
 def runs_needed(
@@ -74,8 +77,9 @@ def runs_needed(
     Welch (equal noise on both sides) 2n − 2; plus ``prior_df`` borrowed by moderation.
     ``slots`` ≥ 2: the model's runs are in duets of that many slots (``[duet]``), n is rounds of
     ``plan.duet_rounds`` (every ``min(slots, arms)``-subset of the arms once a round), se =
-    ``duet_se_factor`` · s/sqrt(n) and the df those duets leave (``design_df``). ``noise_df``: the df the noise was measured on; the noise is then made median-unbiased as
-    in ``LogRatio.mde_pct`` (so the noise table's MDE and its runs needed agree). None when even
+    ``duet_se_factor`` · s/sqrt(n) and the df those duets leave (``design_df``). ``noise_df``:
+    the df the noise was measured on; the noise is then made median-unbiased as in
+    ``LogRatio.mde_pct`` (so the noise table's MDE and its runs needed agree). None when even
     ``max_runs`` is not enough."""
     if noise_sd <= 0:
         raise ValueError("noise_sd must be > 0 (floor it; see floor_noise)")
@@ -100,8 +104,9 @@ def design_df(rounds: int, *, method: Method = "blocked", arms: int = 2, slot: b
     """Residual degrees of freedom of a comparison at ``rounds`` complete rounds (see
     ``runs_needed``); in duets (``slots`` ≥ 2, the model) the rounds' b duets of k runs leave
     rounds·b·(k − 1) − (arms − 1), one less with the slot term."""
-    if method == "model" and slots >= 2 and arms >= 2:
-        k, b, _ = _duet_shape(arms, slots)
+    shape = duet_shape(method, arms, slots)
+    if shape is not None:
+        k, b, _ = shape
         return float(rounds * b * (k - 1) - (arms - 1) - (1 if slot else 0))
     if method == "model":
         return float((arms - 1) * (rounds - 1) - (1 if slot else 0))

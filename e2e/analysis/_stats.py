@@ -33,7 +33,7 @@ from e2e.analysis._moderation import (
 )
 from e2e.analysis._multiplicity import holm, paired_holm
 from e2e.analysis._power import (
-    PLAN_NOISE_LEVEL, design_df, detectable_effect, runs_needed, upper_noise
+    PLAN_NOISE_LEVEL, design_df, detectable_effect, duet_shape, runs_needed, upper_noise
 )
 from e2e.analysis._sequential import (
     DEFAULT_SPENDING, Decision, Look, Settlement, Spending, look_at, spent_alpha
@@ -48,7 +48,7 @@ __all__ = [
     "call", "cell_model", "folder_rho", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "ratio_of_medians",
-    "relative_range", "runs_needed", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
+    "relative_range", "duet_shape", "runs_needed", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
 ]
 _PRIVATE_FOR_TESTS = (_check_confidence, _band, _logs, _trigamma_inverse)
