@@ -52,10 +52,16 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
 
     proc = subprocess.Popen([sys.executable, "-m", "e2e.cli", *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a new folder draws its own order seed: either arm may go first
+    names = {"main": "main-c1-base-r1", "main-repeat": "main-repeat-c1-base-r1"}
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not (exp / "main-c1-base-r1" / "run.json").exists():
+    done_first = []
+    while time.monotonic() < deadline and not done_first:
+        done_first = [a for a, n in names.items() if (exp / n / "run.json").exists()]
         time.sleep(1)
-    assert (exp / "main-c1-base-r1" / "run.json").exists(), proc.communicate(timeout=5)[0]
+    assert done_first, proc.communicate(timeout=5)[0]
+    first_name = names[done_first[0]]
+    second_name = names["main-repeat" if done_first[0] == "main" else "main"]
     state = e2e_home() / "server.json"  # written by the lock holder while its server runs
     pgid = None
     while time.monotonic() < deadline and pgid is None:
@@ -73,10 +79,10 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     assert proc.returncode == 130, output
     assert "interrupted" in output
     assert not group_alive(pgid), "the second run's server survived the interrupt"
-    first = json.loads((exp / "main-c1-base-r1" / "run.json").read_text())
+    first = json.loads((exp / first_name / "run.json").read_text())
     assert first["valid"] is True
     # the interrupted run is written, as invalid, with its reason; nothing is left half-made
-    second = json.loads((exp / "main-repeat-c1-base-r1" / "run.json").read_text())
+    second = json.loads((exp / second_name / "run.json").read_text())
     assert second["valid"] is False and "interrupted" in second["invalid_reasons"][0]
     assert not list((exp / ".partial").glob("*"))
 
@@ -85,7 +91,7 @@ def test_interrupted_sweep_resumes_and_reports(tmp_path, server_python):
     outputs += [done.stdout, done.stderr]
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 run(s) made, 1 already done" in done.stdout
-    assert json.loads((exp / "main-repeat-c1-base-r1" / "run.json").read_text())["valid"]
+    assert json.loads((exp / second_name / "run.json").read_text())["valid"]
     # the report came with the sweep: one run per cell is flagged, not hidden
     report = (exp / "report" / "report.md").read_text()
     assert "main-repeat" in report and "fewer than 3" in report.lower()
