@@ -469,9 +469,18 @@ class DuetConfig(_Strict):
         "this share of it is invalid.")
     barrier_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
         900.0, description="How long a side that is ready waits for its partners' servers.")
+    swap: bool = Field(
+        False, description="The sides trade places between load windows: in window w the side "
+        "of slot i runs (its server's threads and its load generator) on slot (i + w) mod k's "
+        "CPUs, the windows starting together, so each run meets every slot's cores within its "
+        "duet and a difference between cores that lasts minutes cancels inside the duet. "
+        "Needs load windows a multiple of the sides and slots without env (a GPU does not move).")
 
     @model_validator(mode="after")
     def _distinct(self) -> DuetConfig:
+        if self.swap and any(s.env for s in self.slots):
+            raise ValueError("[duet] swap moves CPUs only: a slot with env (e.g. its GPU) cannot "
+                             "trade places; drop swap or the slots' env")
         names = self.slot_names()
         if len(set(names)) != len(names):
             raise ValueError(f"duet slot names must differ, got {names}")

@@ -160,6 +160,12 @@ def _duet_plan(experiment: Experiment, arms: list[str], concurrencies: list[int]
                           f"{', '.join(arms) or 'none'}")
     slots = len(experiment.duet.slots)
     duets = duet_rounds(arms, slots, runs, report_from_run=experiment.report_from_run, seed=seed)
+    windows = experiment.load.windows
+    sides = {len(group) for rnd in duets for group in rnd}
+    if experiment.duet.swap and any(windows % k for k in sides):
+        raise ConfigError(f"[duet] swap: {windows} load window(s) per run cannot meet each of "
+                          f"{max(sides)} slots equally often; give --windows (or load.windows) "
+                          f"a multiple of {max(sides)}, or drop swap")
     plan: list[DuetSpec] = []
     for k in range(1, runs + 1):
         for concurrency in concurrencies:

@@ -127,6 +127,44 @@ def test_a_duet_sweep_measures_the_sides_together(home):
     assert again.ran == [] and len(again.skipped) == 3
 
 
+def test_a_swap_needs_windows_for_every_slot_and_cpus_it_can_move(tmp_path):
+    exp = fakevllm.experiment(tmp_path, "model")
+    plain = [DuetSlot(server_cpus="0", client_cpus="1"), DuetSlot(server_cpus="1", client_cpus="0")]
+    swap = exp.model_copy(update={"duet": DuetConfig(enabled=True, swap=True, slots=plain)})
+    odd = swap.model_copy(update={"load": swap.load.model_copy(update={"windows": 3})})
+    with pytest.raises(Exception, match="multiple of 2"):
+        make_plan(odd, arms=["main", "pr"], concurrencies=[1], spec_modes=[False], runs=2)
+    even = swap.model_copy(update={"load": swap.load.model_copy(update={"windows": 4})})
+    assert len(make_plan(even, arms=["main", "pr"], concurrencies=[1], spec_modes=[False],
+                         runs=2)) == 2
+    with pytest.raises(ValueError, match="moves CPUs only"):
+        DuetConfig(swap=True, slots=[DuetSlot(server_cpus="0", env={"CUDA_VISIBLE_DEVICES": "0"}),
+                                     DuetSlot(server_cpus="1")])
+
+
+@pytest.mark.slow  # real server processes
+def test_a_swapping_duet_moves_every_side_between_windows(home):
+    # two windows: each side's server and load generator run the first on its own slot's
+    # CPUs and the second on the other's, read back from the server's threads after the move
+    slots = [DuetSlot(server_cpus="0", client_cpus="1"), DuetSlot(server_cpus="1", client_cpus="0")]
+    exp = _duet_experiment(home, slots=slots, pr_env={"FAKE_TPOT_S": "0.006"})
+    exp = exp.model_copy(update={"duet": exp.duet.model_copy(update={"swap": True}),
+                                 "load": exp.load.model_copy(update={"windows": 2})})
+    outcome, _ = sweep(exp, home / "results", arms=["main", "pr"], concurrencies=[1],
+                       spec_modes=[False], runs=2, report=False)
+    assert not outcome.given_up and len(outcome.ran) == 4  # 2 duets, 2 sides each
+    records, problems = load_records(home / "results" / "duet")
+    assert not problems and len(records) == 4
+    for r in records:
+        assert r.valid, r.invalid_reasons
+        s = r.spec.slot
+        assert r.duet.window_slots == [s, 1 - s]
+        assert r.duet.window_server_cores == [[s], [1 - s]]
+        assert r.duet.overlap_share >= 0.9
+        assert len(r.windows) == 2 and all(w.ok_requests == 4 for w in r.windows)
+    assert list(Path(home / "pids").iterdir()) == []
+
+
 @pytest.mark.slow  # real server processes
 def test_a_side_that_fails_ends_its_partners_wait(home):
     # pr's server never becomes healthy: main's side must not wait for the barrier's timeout

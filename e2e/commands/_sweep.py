@@ -48,6 +48,10 @@ def sweep(
         "--duet/--no-duet", help="Measure the arms together in time (the config's \\[duet] "
         "slots): each unit runs one arm per slot at once, so host drift lands on every arm "
         "alike (default: the config's \\[duet] enabled).")] = None,
+    swap: Annotated[Optional[bool], typer.Option(
+        "--swap/--no-swap", help="In duets, the sides trade CPUs between load windows, so each "
+        "run meets every slot's cores (needs --windows a multiple of the slots; default: the "
+        "config's \\[duet] swap).")] = None,
     order_seed: Annotated[Optional[int], typer.Option(
         "--order-seed", help="Seed of the arm order for a new --results folder (default: drawn, "
         "so two sweeps of one config run their arms in different orders; recorded in the "
@@ -61,6 +65,7 @@ def sweep(
     design), resumable."""
 
     def body() -> None:
+        from e2e.config import DuetConfig
         from e2e.errors import ConfigError
         from e2e.pipeline import sweep as run_matrix
         from e2e.plan import make_plan
@@ -73,9 +78,10 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
                                       input_len=input_len, output_len=output_len)
-        if duet is not None:
-            experiment = experiment.model_copy(
-                update={"duet": experiment.duet.model_copy(update={"enabled": duet})})
+        if duet is not None or swap is not None:
+            changes = {k: v for k, v in (("enabled", duet), ("swap", swap)) if v is not None}
+            experiment = experiment.model_copy(update={"duet": DuetConfig.model_validate(
+                {**experiment.duet.model_dump(), **changes})})
         results = flags.results
         from e2e.plan import describe_order, folder_order
 

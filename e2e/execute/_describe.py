@@ -53,6 +53,8 @@ def _server_lines(experiment: Experiment, unit: Unit, redactor, slot=None) -> li
     server, client = ((slot.server_cpus, slot.client_cpus) if slot is not None
                       else (experiment.server.cpus, experiment.load.cpus))
     if server or client:
+        swap = ("; the sides trade CPUs between load windows ([duet] swap)"
+                if slot is not None and experiment.duet.swap else "")
         lines.append(f"  cpus:    server {server or 'unpinned'}, load generator "
-                     f"{client or 'unpinned'}")
+                     f"{client or 'unpinned'}{swap}")
     return lines

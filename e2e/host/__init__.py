@@ -3,11 +3,13 @@ the host during a run.
 """
 
 from e2e.host._procfs import cpu_model, group_members, memory_of, runqueue_wait_s
-from e2e.host._affinity import describe_affinity, pinned_process, spawn_pinned, spread_cores
+from e2e.host._affinity import (describe_affinity, pin_process, pinned_process, repin_group,
+                                spawn_pinned, spread_cores)
 from e2e.host._noise import noise, require_quiet, snapshot, with_descendants
 
 __all__ = [
-    "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pinned_process",
+    "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
+    "pinned_process", "repin_group",
     "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores",
     "with_descendants"
 ]

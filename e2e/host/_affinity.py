@@ -8,6 +8,8 @@
     spawn_pinned(cpus)             -> context manager: children started inside it (the
                                       server's ``Popen``) inherit the set from their first
                                       instruction; yields the Placement
+    repin_group(pgid, cpus)        -> list[int]   every thread of every process in the group
+                                                  moved onto ``cpus`` now (a duet's swap)
     describe_affinity(pid)         -> list[int]   cores any thread of pid's process group may use
     group_placement(pid)           -> list[ProcessPlacement]  the same, per process
 
@@ -34,7 +36,7 @@ from e2e.host import _procfs as procfs
 from e2e.host._procfs import physical_core
 from e2e.results import Placement, ProcessPlacement
 
-__all__ = ["parse_cpus", "format_cpus", "pin_process",
+__all__ = ["parse_cpus", "format_cpus", "pin_process", "repin_group",
            "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity",
            "physical_core", "spread_cores"]
 
@@ -147,6 +149,23 @@ def spawn_pinned(cpus: str | None, *, target: str = "server") -> Iterator[Placem
                         allowed=thread_affinity())
     finally:
         os.sched_setaffinity(0, previous)
+
+
+def repin_group(pgid: int, cpus: str | None) -> list[int]:
+    """Move every thread of every live process in process group ``pgid`` onto ``cpus`` (a
+    duet side's server between load windows, when the sides trade places); returns the cores
+    the group's threads may use afterwards. ``None`` moves nothing. A thread that ends
+    meanwhile is skipped; a refused set raises OSError (the caller's run is invalid: its
+    windows did not run where the record says)."""
+    if cpus is not None:
+        cores = parse_cpus(cpus)
+        for pid in procfs.group_members(pgid):
+            for tid in procfs.threads(pid):
+                try:
+                    os.sched_setaffinity(tid, cores)
+                except ProcessLookupError:
+                    continue
+    return describe_affinity(pgid)
 
 
 def _group_of(pid: int) -> int:

@@ -5,6 +5,7 @@ then the run's metrics and validity (``run.json``, ``requests.parquet``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 import time
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from e2e.config import LoadConfig, RunSpec, pinned_of
 from e2e.load._cache import FRESH, CacheState, reset_prefix_cache
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
-from e2e.host import pinned_process
+from e2e.host import pin_process, pinned_process
 from e2e.results import Placement
 from e2e.load._bursts import burst_summary
 from e2e.results import PlacementInfo, RequestRecord, RunRecord, SegmentMetrics, WorkloadInfo
@@ -51,6 +52,10 @@ class LoadWorkload:
         self.outcome: LoadOutcome | None = None
         self.outcomes: list[LoadOutcome] = []
         self.filler: list[list[int]] | None = None
+        self.client_cpus = load.cpus  # where the load generator runs now (a duet swap moves it)
+        # a swapping duet side's turn before window w > 0 (e2e.session._duet.Together.turn):
+        # returns the load generator's CPUs for window w
+        self.between_windows: Callable[[int], str | None] | None = None
 
     def _load(self, server, batch: list[list[int]] | Traffic, concurrency: int) -> LoadSpec:
         spec = self.spec
@@ -83,7 +88,7 @@ class LoadWorkload:
             vocab, specials = vocabulary(self.launch.tokenizer or self.launch.model)
             self.filler = make_prompts(spec.concurrency, spec.input_len, vocab_size=vocab,
                                        exclude=specials, seed=spec.seed, stream=_FILLER_STREAM)
-        with pinned_process(self.load.cpus):
+        with pinned_process(self.client_cpus):
             run_load(self._load(server, self.filler, spec.concurrency), progress=False,
                      label="holding")
 
@@ -101,6 +106,9 @@ class LoadWorkload:
         with pinned_process(self.load.cpus) as self.client:
             start = time.perf_counter()
             for w, prompts in enumerate(self.windows):
+                if w and self.between_windows is not None:
+                    self.client_cpus = self.between_windows(w)
+                    pin_process(self.client_cpus)  # undone with the block's pin on exit
                 offset, first = time.perf_counter() - start, w * spec.prompts
 
                 def done(record: RequestRecord, offset=offset, first=first) -> None:

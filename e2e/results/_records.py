@@ -352,6 +352,12 @@ class DuetInfo(_Record):
     held_s: float | None = Field(
         None, description="How long this side kept its server loaded (unmeasured) after its "
         "measured load, for partners still measuring.")
+    window_slots: list[int] | None = Field(
+        None, description="With [duet] swap: the slot whose CPUs each load window ran on, in "
+        "window order (None: every window on this side's own slot).")
+    window_server_cores: list[list[int]] | None = Field(
+        None, description="With [duet] swap: the cores the server's threads could use in each "
+        "load window, read back after each move.")
 
 
 class SegmentMetrics(_Record):

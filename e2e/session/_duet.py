@@ -6,6 +6,9 @@
           -> fresh server -> /health -> plugin check -> warmup
           -> the barrier: every side ready (a side that failed ends the wait for all)
           -> /metrics -> the measured load -> /metrics     (every side starts together)
+             [swap: between windows every side holds its load until all are done with the
+              window, then moves its server's threads and its load generator onto the next
+              slot's CPUs, and the next window starts together]
           -> hold: the same load, unmeasured, until every side is done measuring
           -> stop -> its own folder and run.json, with the duet's facts
         -> the sides' (folder, record), in slot order
@@ -55,6 +58,8 @@ class Together:
     barrier_timeout_s: float
     min_overlap: float
     place: DuetSlot         # the slot's server and client CPUs, env and port
+    placements: tuple[DuetSlot, ...] = ()  # every side's slot, in slot order (for a swap)
+    swap: bool = False      # [duet] swap: trade CPUs between load windows
 
     def _mark(self, kind: str, **facts) -> None:
         path = self.folder / f"{kind}.{self.slot}"
@@ -110,23 +115,52 @@ class Together:
         return all((self.folder / f"done.{j}").exists() or (self.folder / f"failed.{j}").exists()
                    for j in range(len(self.sides)))
 
-    def hold(self, keep_busy, say=lambda message: None) -> float:
+    def hold(self, keep_busy, say=lambda message: None, until=None) -> float:
         """Keep this side's server under load (``keep_busy`` runs one unmeasured batch) until
-        every side is done measuring; returns the seconds held."""
+        every side is done measuring (or ``until()`` is true); returns the seconds held."""
+        until = until or self.settled
         start = time.monotonic()
-        while not self.settled():
+        while not until():
             try:
                 keep_busy()
             except Exception as exc:  # noqa: BLE001 - our own figures are measured already
                 say(f"duet hold stopped: {exc if isinstance(exc, E2EError) else repr(exc)}")
                 break
-        while not self.settled():  # a side that stopped holding still waits for the others
+        while not until():  # a side that stopped holding still waits for the others
             time.sleep(0.05)
         return time.monotonic() - start
 
-    def info(self, held_s: float | None = None) -> tuple[DuetInfo, list[str]]:
-        """This side's duet facts (``held_s``: how long it held its load for its partners)
-        and, when the overlap is short, the reason it is invalid."""
+    def placement(self, window: int) -> DuetSlot:
+        """Where this side runs load window ``window`` (0-based): its own slot, or with
+        ``swap`` slot (slot + window) mod sides."""
+        if not self.swap:
+            return self.place
+        return self.placements[(self.slot + window) % len(self.sides)]
+
+    def turn(self, window: int, keep_busy, pgid: int | None,
+             say=lambda message: None) -> tuple[str | None, list[int]]:
+        """Between load windows ``window - 1`` and ``window`` of a swapping duet: mark this
+        side done with the window, hold its load until every side is (or failed), move the
+        server's process group onto the next placement's server CPUs, and wait until every
+        side has moved; returns the next placement's load-generator CPUs and the cores the
+        server's threads may use now, read back."""
+        from e2e.host import repin_group
+
+        self._mark(f"window{window}", at=time.monotonic())
+        sides = range(len(self.sides))
+        self.hold(keep_busy, say=say, until=lambda: all(
+            (self.folder / f"window{window}.{j}").exists()
+            or (self.folder / f"failed.{j}").exists() for j in sides))
+        place = self.placement(window)
+        cores = repin_group(pgid, place.server_cpus) if pgid is not None else []
+        self.arrive(f"moved{window}")
+        return place.client_cpus, cores
+
+    def info(self, held_s: float | None = None,
+             windows: int | None = None) -> tuple[DuetInfo, list[str]]:
+        """This side's duet facts (``held_s``: how long it held its load for its partners;
+        ``windows``: its load windows, whose slots a swap records) and, when the overlap is
+        short, the reason it is invalid."""
         mine = self._read("done", self.slot) or {}
         start, end = mine.get("start"), mine.get("end")
         partners = [s for j, s in enumerate(self.sides) if j != self.slot]
@@ -152,8 +186,10 @@ class Together:
             return max(0.0, hi - lo) / (end - start)
 
         overlap = share(loaded)
+        window_slots = ([(self.slot + w) % len(self.sides) for w in range(windows)]
+                        if self.swap and windows else None)
         info = DuetInfo(id=self.duet_id, slot=self.slot, slot_name=self.slot_name,
-                        partners=partners, overlap_share=overlap,
+                        partners=partners, overlap_share=overlap, window_slots=window_slots,
                         measured_overlap_share=share(measuring),
                         start_spread_s=max(starts) - min(starts) if len(starts) > 1 else None,
                         measured_s=end - start, held_s=held_s)
@@ -230,7 +266,8 @@ def _run_sides(experiment: Experiment, duet: DuetSpec, results: Path, options,
     for i, unit in enumerate(duet.sides):
         together = Together(rendezvous, duet.unit_id, i, names[i], sides, os.getpid(),
                             experiment.duet.barrier_timeout_s, experiment.duet.min_overlap,
-                            slots[i])
+                            slots[i], placements=tuple(slots[:len(sides)]),
+                            swap=experiment.duet.swap)
         receive, send = ctx.Pipe(duplex=False)
         process = ctx.Process(target=_side, name=f"e2e-duet-{names[i]}",
                               args=(experiment, unit, results, options, together, send))

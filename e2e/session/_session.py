@@ -231,6 +231,17 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             info.placement = _placement(server)
             host_before = snapshot()
             if together is not None:
+                if together.swap and hasattr(workload, "between_windows"):
+                    moved: list[list[int]] = [info.placement.server_cores or []
+                                              if info.placement else []]
+
+                    def between(w: int) -> str | None:
+                        client, cores = together.turn(w, lambda: workload.keep_busy(server),
+                                                      getattr(server, "pgid", None), say=say)
+                        moved.append(cores)
+                        return client
+
+                    workload.between_windows = between
                 together.arrive("go")
             began = time.monotonic()
             try:
@@ -249,7 +260,9 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
             if together is not None:
                 together.measured(began, ended)
                 held = together.hold(lambda: workload.keep_busy(server), say=say)
-                info.duet, more = together.info(held_s=held)
+                info.duet, more = together.info(held_s=held, windows=getattr(unit, "windows", None))
+                if info.duet.window_slots is not None and hasattr(workload, "between_windows"):
+                    info.duet = info.duet.model_copy(update={"window_server_cores": moved})
                 info.reasons += more
     except ServerBusyError:
         shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no folder
