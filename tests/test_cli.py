@@ -119,3 +119,16 @@ def test_dry_run_says_whose_order_seed_it_shows(tmp_path):
     result = runner.invoke(app, ["sweep", "--dry-run", "--results", str(tmp_path),
                                  "--order-seed", "6"])
     assert result.exit_code == 2 and "planned with order seed 5" in result.output
+
+
+def test_swap_is_asked_with_the_windows_it_needs(tmp_path):
+    """--duet --swap on the calibration config's 3 windows is refused with what to give
+    (exit 2); with --windows 4 the dry run says the sides trade CPUs."""
+    config = str(project_root() / "configs" / "calibration.toml")
+    base = ["sweep", "--dry-run", "-c", config, "--results", str(tmp_path), "--duet", "--swap",
+            "--arms", "main,main-repeat", "--no-dspark", "--runs", "2"]
+    refused = runner.invoke(app, base)
+    assert refused.exit_code == 2 and "a multiple of 2" in refused.output
+    shown = runner.invoke(app, [*base, "--windows", "4"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.count("trade CPUs between load windows") == 4  # 2 duets x 2 sides
