@@ -326,3 +326,15 @@ def test_two_slots_cannot_share_a_name_or_a_port():
         DuetConfig(slots=[DuetSlot(name="a"), DuetSlot(name="a")])
     with pytest.raises(ValueError, match="same port"):
         DuetConfig(slots=[DuetSlot(port=8001), DuetSlot(port=8001)])
+
+
+def test_a_hold_keeps_an_open_loop_side_as_loaded_as_it_was_measured(default_experiment):
+    from e2e.config import RunSpec
+    from e2e.load._workload import HOLD_S, hold_batch
+
+    closed = RunSpec.resolve(default_experiment, arm="main", concurrency=4, dspark=False, repeat=1)
+    assert hold_batch(closed) == 4  # the measured load's streams
+    at = lambda rate, prompts=120: closed.model_copy(update={"request_rate": rate,
+                                                             "prompts": prompts})
+    assert hold_batch(at(20.0)) == 20 * HOLD_S  # two seconds of arrivals, not one request
+    assert hold_batch(at(0.5)) == 4 and hold_batch(at(500.0, prompts=60)) == 60

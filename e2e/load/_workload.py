@@ -5,6 +5,7 @@ then the run's metrics and validity (``run.json``, ``requests.parquet``).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 import time
 from dataclasses import replace
@@ -30,6 +31,20 @@ from e2e.results import write_requests
 __all__ = ["LoadWorkload"]
 
 _FILLER_STREAM = 1000  # a duet side's unmeasured load (windows use 0 and 2..65, warmup 1)
+
+
+HOLD_S = 2.0  # an open-loop hold batch: the arrivals of this many seconds at the run's rate
+
+
+def hold_batch(spec: RunSpec) -> int:
+    """Requests in one batch of a duet side's hold: ``concurrency`` for a closed loop (the
+    measured load's streams); for an open loop (``request_rate``) the arrivals of ``HOLD_S``
+    at its rate, so a side that finished keeps its server as loaded as it was measured (one
+    request at a time would leave its partner's tail beside a lighter neighbour), at most the
+    run's prompts."""
+    if spec.request_rate is None or spec.request_rate <= 0:
+        return spec.concurrency
+    return max(spec.concurrency, min(spec.prompts, math.ceil(spec.request_rate * HOLD_S)))
 
 
 class LoadWorkload:
@@ -81,12 +96,12 @@ class LoadWorkload:
                          progress=self.progress, label="warmup")
 
     def keep_busy(self, server) -> None:
-        """One batch of ``concurrency`` requests shaped like the measured ones (own prompts,
-        never recorded): a duet side's load while its partners still measure."""
+        """One batch of requests shaped like the measured ones (own prompts, never recorded,
+        ``hold_batch`` of them): a duet side's load while its partners still measure."""
         spec = self.spec
         if self.filler is None:
             vocab, specials = vocabulary(self.launch.tokenizer or self.launch.model)
-            self.filler = make_prompts(spec.concurrency, spec.input_len, vocab_size=vocab,
+            self.filler = make_prompts(hold_batch(spec), spec.input_len, vocab_size=vocab,
                                        exclude=specials, seed=spec.seed, stream=_FILLER_STREAM)
         with pinned_process(self.client_cpus):
             run_load(self._load(server, self.filler, spec.concurrency), progress=False,
