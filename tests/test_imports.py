@@ -180,9 +180,9 @@ FACES = {
         "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
         "verdict_for"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise",
-        "pinned_process", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
-        "spread_cores", "with_descendants"],
+        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
+        "pinned_process", "repin_group", "require_quiet", "runqueue_wait_s", "snapshot",
+        "spawn_pinned", "spread_cores", "with_descendants"],
     "e2e.load": [
         "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"],
     "e2e.session": [
