@@ -10,34 +10,44 @@ for every folder given, each window's ln TPOT less its run's mean.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics as st
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
-
-def _runs(root: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(root.glob("*/run.json"))]
+from e2e.results import RunRecord, load_records
 
 
-def _windows(run: dict) -> list[float]:
-    return [math.log(w["tpot_ms_mean"]) for w in run.get("windows") or []]
+def _windows(run: RunRecord) -> list[float]:
+    """The run's ln mean TPOT per load window ([] for a run without windows)."""
+    return [math.log(w.tpot_ms_mean) for w in run.windows if w.tpot_ms_mean]
+
+
+def _valid(root: Path) -> list[RunRecord]:
+    records, problems = load_records(root)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return [r for r in records if r.valid and len(_windows(r)) > 1]
 
 
 def duets(root: Path) -> None:
-    sides: dict[str, dict[int, dict]] = defaultdict(dict)
-    for run in _runs(root):
-        if run.get("duet") and run.get("valid") and _windows(run):
-            sides[run["duet"]["id"]][run["duet"]["slot"]] = run
+    sides: dict[str, dict[int, RunRecord]] = defaultdict(dict)
+    for run in _valid(root):
+        if run.duet is not None:
+            sides[run.duet.id][run.duet.slot] = run
     rows = []
     for pair in sides.values():
         if len(pair) == 2:
             a, b = pair[0], pair[1]
             diffs = [x - y for x, y in zip(_windows(a), _windows(b))]
-            sign = 1 if a["spec"]["arm"] < b["spec"]["arm"] else -1
-            rows.append((tuple(sorted((a["spec"]["arm"], b["spec"]["arm"]))), sign, diffs))
+            sign = 1 if a.spec.arm < b.spec.arm else -1
+            rows.append((tuple(sorted((a.spec.arm, b.spec.arm))), sign, diffs))
+    placed = Counter((tuple(run.duet.window_slots or ()),
+                      tuple(tuple(c) for c in run.duet.window_server_cores or ()))
+                     for pair in sides.values() for run in pair.values())
+    for (slots, cores), n in sorted(placed.items()):
+        print(f"{n} sides: window slots {list(slots)}, server cores read back {[list(c) for c in cores]}")
     core = [(st.mean(d[0::2]) - st.mean(d[1::2])) / 2 for _, _, d in rows]
     print(f"{len(rows)} duets; slot 0's core minus slot 1's: mean {100 * st.mean(core):+.1f} %, "
           f"sd {100 * st.stdev(core):.1f} % over duets")
@@ -52,7 +62,7 @@ def duets(root: Path) -> None:
 
 
 def trend(root: Path) -> None:
-    rows = [[x - st.mean(w) for x in w] for w in map(_windows, _runs(root)) if len(w) > 1]
+    rows = [[x - st.mean(w) for x in w] for w in map(_windows, _valid(root))]
     cols = [f"{100 * st.mean(c):+.1f} ± {100 * st.stdev(c) / math.sqrt(len(c)):.1f}" for c in zip(*rows)]
     print(f"{root}: {len(rows)} runs; window k less its run's mean (ln, %): {', '.join(cols)}")
 
