@@ -8,8 +8,9 @@
 A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). The
 search's settings, the objective and the workload are written to ``capacity.json`` before the
 first unit; a rerun over the folder with other ones is refused (its runs answer another
-question), the same ones resume. ``--repeats`` may change on a rerun: it does not steer the
-search, it only says how many runs the boundary rates get (more narrow the interval).
+question), the same ones resume. ``--repeats`` may change on a rerun: it says how many runs the
+boundary rates get (more narrow the interval) and the widening steps on their means, so a
+rerun with more may widen a bracket; every run already made stays a measurement at its rate.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _check_settings(folder: Path, settings: dict) -> None:
         old = None
     if old is None:
         raise ConfigError(f"{path}: unreadable; restore it or use a new --results folder")
-    def steering(doc: dict, key: str):  # --repeats only says how many boundary runs: free
+    def steering(doc: dict, key: str):  # --repeats: how many boundary runs; free
         value = doc.get(key)
         return {k: v for k, v in value.items() if k != "repeats"} if key == "search" and \
             isinstance(value, dict) else value

@@ -8,11 +8,18 @@
    not (``hi``);
 2. **bisect**: the geometric mean of ``lo`` and ``hi`` until ``hi / lo <= 1 + resolution``;
 3. **repeats at the boundary**: ``repeats`` runs in all of ``lo`` and ``hi`` (each a fresh
-   server), the runs the estimate uses.
+   server), the runs the estimate uses;
+4. **widen** while their means do not bracket the edge: when the mean margin at ``lo`` misses
+   the objective, the boundary moves one ``factor`` down (``hi`` becomes ``lo``, the new ``lo``
+   gets ``repeats`` runs); when the mean at ``hi`` meets it, one ``factor`` up. Fresh servers
+   on a shared host differ most at the SLO's edge, so the first repeats' bracket is often too
+   narrow for the means to fall across it; without this step the estimate's interval stays
+   open there (measured in docs/load.md).
 
-Only the first repeat of each rate steers (its outcome decides the next rate), so the path is
-a function of those outcomes alone: a rerun over a folder replays the same steps from the
-records already there and runs only what is missing (that is the resume). Rates are rounded
+Until the widening, only the first repeat of each rate steers (its outcome decides the next
+rate); the widening steps on the means of the repeats. The path is a function of the records
+and ``repeats``: a rerun over a folder replays the same steps from the records already there
+and runs only what is missing (that is the resume). Rates are rounded
 to 3 significant digits (a rate is a folder name: ``<arm>-c1-rate<r>-<mode>-r<k>``).
 ``lo`` is the highest rate that met the objective below the lowest that did not, so a noisy
 first repeat above the boundary cannot move the bracket up past a failure.
@@ -51,7 +58,7 @@ class Step:
     """What to do next: ``runs`` to make (rate, repeat), or done with the bracket, or
     stopped (``why``: the objective is met at ``max_rate`` or missed at ``min_rate``)."""
 
-    phase: str                      # bracket | bisect | repeats | done | above | below
+    phase: str                      # bracket | bisect | repeats | widen | done | above | below
     runs: tuple[tuple[float, int], ...] = ()
     lo: float | None = None
     hi: float | None = None
@@ -94,6 +101,31 @@ def next_rates(observed: dict[float, dict[int, float]], settings: SearchSettings
     mid = round_rate(math.sqrt(lo * hi))
     if hi / lo > 1 + s.resolution and lo < mid < hi:
         return Step("bisect", ((mid, 1),), lo=lo, hi=hi)
-    missing = tuple((r, k) for r in (lo, hi) for k in range(1, s.repeats + 1)
-                    if k not in observed.get(r, {}))
-    return Step("repeats" if missing else "done", missing, lo=lo, hi=hi)
+    phase = "repeats"
+    while True:  # ends: every pass moves one way (a new lo's mean met, a new hi's missed)
+        missing = tuple((r, k) for r in (lo, hi) for k in range(1, s.repeats + 1)
+                        if k not in observed.get(r, {}))
+        if missing:
+            return Step(phase, missing, lo=lo, hi=hi)
+        phase = "widen"
+        if _mean(observed[lo]) < 0:  # the means' edge lies below lo
+            nxt = round_rate(lo / s.factor)
+            if nxt < s.min_rate or nxt >= lo:
+                return Step("below", hi=lo, why=f"the mean of its runs misses the "
+                            f"objective at the lowest rate searched, {lo:g} req/s (lower "
+                            "--min-rate, or loosen the SLO)")
+            lo, hi = nxt, lo
+        elif _mean(observed[hi]) >= 0:  # ... above hi
+            nxt = round_rate(hi * s.factor)
+            if nxt > s.max_rate or nxt <= hi:
+                return Step("above", lo=hi, why=f"the mean of its runs meets the "
+                            f"objective at the highest rate searched, {hi:g} req/s (raise "
+                            "--max-rate)")
+            lo, hi = hi, nxt
+        else:
+            return Step("done", lo=lo, hi=hi)
+
+
+def _mean(reps: dict[int, float]) -> float:
+    """The mean margin of a rate's runs (all of them: the ones the estimate reads)."""
+    return sum(reps.values()) / len(reps)
