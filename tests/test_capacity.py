@@ -145,6 +145,17 @@ def test_the_ratio_of_two_arms():
     assert r == pytest.approx(0.5) and low < 0.5 < high < 0.6
 
 
+def test_the_ratio_of_an_open_capacity_is_open_not_an_error():
+    placed = estimate(4.0, 4.6, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
+    unplaced = estimate(4.0, 4.6, [-0.5, -0.4, -0.6], [-0.2, -0.3, -0.1])  # miss, no fall
+    assert unplaced.rate == 0.0
+    r, low, high = ratio(placed, unplaced)
+    assert r == math.inf and high == math.inf
+    r, low, high = ratio(unplaced, placed)
+    assert r == 0.0 and low == 0.0
+    assert math.isnan(ratio(unplaced, unplaced)[0])
+
+
 # --- the orchestration, over a fake executor ------------------------------------------------
 
 TRUTH = {"main": 6.0, "slow": 4.0}  # req/s at which p99 TPOT reaches the objective

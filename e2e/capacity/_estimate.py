@@ -101,4 +101,11 @@ def ratio(arm: Capacity, base: Capacity, *, seed: int = 0) -> tuple[float, float
         d = x - y
     d = np.where(np.isnan(d), 0.0, d)  # inf - inf: both open the same way; no information
     low, high = _tails(d, arm.confidence)
-    return arm.rate / base.rate, math.exp(low), math.exp(high)
+    return _divide(arm.rate, base.rate), math.exp(low), math.exp(high)
+
+
+def _divide(a: float, b: float) -> float:
+    """a / b for capacities that may be open (0 or inf: no crossing); nan where both are."""
+    if (a == 0 and b == 0) or (math.isinf(a) and math.isinf(b)):
+        return math.nan
+    return a / b if b > 0 else math.inf
