@@ -25,15 +25,19 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from e2e.capacity import SearchSettings, Step, estimate, next_rates, ratio
+from e2e.capacity import SearchSettings, Step, estimate, goodput_margin, next_rates, ratio
+from e2e.capacity._run import interleave
 
 
 def share_p(rate: float, cap: float, goodput: float, width: float) -> float:
     return float(norm.cdf(norm.ppf(goodput) + math.log(cap / rate) / width))
 
 
-def margin_of(share: float, goodput: float, prompts: int) -> float:
-    return math.log(max(share, 0.5 / prompts) / goodput)
+def margin_of(share: float, goodput: float, prompts: int, log: bool = False) -> float:
+    """e2e's goodput margin (``--log-margin``: the log ratio it used before)."""
+    if log:
+        return math.log(max(share, 0.5 / prompts) / goodput)
+    return goodput_margin(share, goodput, prompts)
 
 
 def true_capacity(cap: float, a: argparse.Namespace) -> float:
@@ -46,7 +50,7 @@ def true_capacity(cap: float, a: argparse.Namespace) -> float:
         k = np.arange(a.prompts + 1)
         # E[margin] = sum over k of P(k) * margin(k / prompts), per server, averaged
         from scipy.stats import binom
-        m = np.log(np.maximum(k / a.prompts, 0.5 / a.prompts) / a.goodput)
+        m = np.array([margin_of(x / a.prompts, a.goodput, a.prompts, a.log_margin) for x in k])
         return float(np.mean(binom.pmf(k[None, :], a.prompts, p[:, None]) @ m))
 
     return math.exp(brentq(expected, math.log(cap) - 3, math.log(cap) + 3))
@@ -60,7 +64,7 @@ def one(truths: dict[str, float], a: argparse.Namespace, rng, widen: bool):
     steps, last = {}, {}
     time_part = 0.0
     for round_ in range(200):
-        todo = []
+        todo = {}
         for arm in arms:
             step = next_rates(observed[arm], settings)
             if step.phase == "repeats":
@@ -68,26 +72,31 @@ def one(truths: dict[str, float], a: argparse.Namespace, rng, widen: bool):
             elif step.phase == "widen" and not widen:  # the rule before: stop at the repeats
                 step = Step("done", lo=last[arm].lo, hi=last[arm].hi)
             steps[arm] = step
-            todo += [(arm, r, k) for r, k in step.runs]
-        if not todo:
-            break
+            todo[arm] = [(arm, r, k) for r, k in step.runs]
         k = round_ % len(arms)
-        order = arms[k:] + arms[:k]
-        todo.sort(key=lambda u: order.index(u[0]))
-        for arm, rate, rep in todo:
+        if a.blocked:  # the order before: each arm's units together, a rate's repeats in a row
+            units = [u for arm in arms[k:] + arms[:k] for u in sorted(todo[arm], key=lambda u: u[1])]
+        else:
+            units = interleave([todo[arm] for arm in arms[k:] + arms[:k]])
+        if not units:
+            break
+        for arm, rate, rep in units:
             time_part = a.rho * time_part + math.sqrt(1 - a.rho ** 2) * rng.normal(0, a.time_sd)
             cap = truths[arm] * math.exp(rng.normal(0, a.server_sd) + time_part)
             p = share_p(rate, cap, a.goodput, a.width)
             share = rng.binomial(a.prompts, p) / a.prompts
-            observed[arm].setdefault(rate, {})[rep] = margin_of(share, a.goodput, a.prompts)
+            observed[arm].setdefault(rate, {})[rep] = margin_of(share, a.goodput, a.prompts,
+                                                                a.log_margin)
     ests = {}
     for arm in arms:
         s = steps[arm]
         if s.phase != "done":
             ests[arm] = None
             continue
-        ests[arm] = estimate(s.lo, s.hi, list(observed[arm][s.lo].values()),
-                             list(observed[arm][s.hi].values()), seed=int(rng.integers(1 << 30)))
+        by_rate = {r: list(v.values()) for r, v in observed[arm].items()}
+        ests[arm] = estimate(s.lo, s.hi, by_rate[s.lo], by_rate[s.hi],
+                             others=by_rate if a.others else None,
+                             seed=int(rng.integers(1 << 30)))
     units = sum(len(v) for o in observed.values() for v in o.values())
     return ests, units
 
@@ -107,11 +116,20 @@ def main() -> None:
     p.add_argument("--resolution", type=float, default=0.2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-others", dest="others", action="store_false",
+                   help="the estimate from the two boundary rates alone (before the walk)")
+    p.add_argument("--blocked", action="store_true",
+                   help="run each arm's units together and a rate's repeats in a row (the "
+                   "order before the interleaving)")
+    p.add_argument("--log-margin", action="store_true",
+                   help="the goodput term as ln(share / goodput), e2e's before the probit")
     a = p.parse_args()
     caps = {k: float(v) for k, v in (x.split("=") for x in a.caps.split(","))}
     truths = {k: true_capacity(v, a) for k, v in caps.items()}
     base = next(iter(caps))
-    print(f"{a.sims} searches per rule; servers sd {a.server_sd}, time AR(1) sd {a.time_sd} "
+    print(f"{a.sims} searches per rule; goodput margin {'log' if a.log_margin else 'probit'}, "
+          f"{'all rates' if a.others else 'boundary rates only'}, "
+          f"{'blocked' if a.blocked else 'interleaved'} order; servers sd {a.server_sd}, time AR(1) sd {a.time_sd} "
           f"rho {a.rho}, edge width {a.width}, {a.prompts} prompts, goodput {a.goodput:g}, "
           f"start {a.start:g} factor {a.factor:g} resolution {a.resolution:g} repeats {a.repeats}")
     print("true capacity (expected margin 0): " + ", ".join(f"{k} {v:.3g}" for k, v in truths.items()))

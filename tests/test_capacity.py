@@ -44,6 +44,16 @@ def test_the_search_brackets_the_true_capacity_then_repeats_at_the_boundary(trut
     assert sum(len(v) for v in observed.values()) <= 14  # bracketing + bisection + 4 repeats
 
 
+def test_a_rounds_units_take_turns_so_neighbours_in_time_differ():
+    from e2e.capacity._run import interleave
+
+    assert interleave([[1, 2, 3], ["a"], ["x", "y"]]) == [1, "a", "x", 2, "y", 3]
+    assert interleave([]) == [] and interleave([[], [1]]) == [1]
+    step = next_rates({4.0: {1: 0.1}, 4.4: {1: -0.1}}, SearchSettings(start=4.0, repeats=3))
+    assert step.phase == "repeats"  # lo and hi in turn, not each rate's repeats in a row
+    assert step.runs == ((4.0, 2), (4.4, 2), (4.0, 3), (4.4, 3))
+
+
 def test_the_search_stops_at_its_bounds_saying_why():
     settings = SearchSettings(start=4.0, min_rate=0.5, max_rate=20.0, repeats=2)
     step, _ = _search(1000.0, settings)
@@ -109,13 +119,31 @@ def test_the_margin_is_the_tightest_term():
                          output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
                          goodput_slo="tpot=20ms", goodput_share=0.95)
     only_goodput = objective_of("tpot=20ms", 90)
-    assert margin_terms(metrics, only_goodput) == {"goodput": pytest.approx(math.log(0.95 / 0.9))}
+    from scipy.stats import norm
+    assert margin_terms(metrics, only_goodput) == {
+        "goodput": pytest.approx(norm.ppf(0.95) - norm.ppf(0.9))}
     with_p99 = objective_of("tpot=20ms", 90, p99="tpot=20ms,ttft=500ms")
     terms = margin_terms(metrics, with_p99)
     assert terms["tpot"] == pytest.approx(math.log(20 / 25)) and terms["ttft"] > 0
     assert margin(metrics, with_p99) == terms["tpot"] < 0 < margin(metrics, only_goodput)
     nothing = metrics.model_copy(update={"goodput_share": 0.0})  # floored: finite
     assert math.isfinite(margin(nothing, only_goodput))
+
+
+def test_the_goodput_margin_is_symmetric_about_the_edge_and_says_pass_exactly():
+    from scipy.stats import norm
+
+    from e2e.capacity import goodput_margin
+
+    # a level one probit unit either side of the edge: the same distance, not 0.1 against -2
+    up = goodput_margin(float(norm.cdf(norm.ppf(0.9) + 1)), 0.9, 10_000)
+    down = goodput_margin(float(norm.cdf(norm.ppf(0.9) - 1)), 0.9, 10_000)
+    assert up == pytest.approx(1.0, abs=0.01) and down == pytest.approx(-1.0, abs=0.01)
+    for n in (1, 7, 120):  # meets exactly when the share does, at every run size
+        for k in range(n + 1):
+            for g in (0.5, 0.9, 0.95, 1.0):
+                assert (goodput_margin(k / n, g, n) >= 0) == (k / n >= g), (k, n, g)
+    assert math.isfinite(goodput_margin(0.0, 0.9, 120)) and goodput_margin(1.0, 0.9, 120) < 3
 
 
 def test_the_estimate_reads_the_crossing_and_its_interval_covers_it():
@@ -136,6 +164,18 @@ def test_the_estimate_reads_the_crossing_and_its_interval_covers_it():
 def test_a_boundary_the_repeats_cannot_place_gives_an_open_interval():
     est = estimate(4.0, 4.6, [0.05, -0.3, 0.4], [0.3, -0.2, 0.02])  # no fall: noise only
     assert est.high == math.inf or est.low == 0.0
+
+
+def test_the_other_rates_runs_close_an_interval_the_boundary_leaves_open():
+    lo, hi = [0.1, 0.1, 0.1], [0.05, -0.35, -0.1]  # hi's mean misses, its spread is wide
+    alone = estimate(4.0, 4.6, lo, hi)
+    assert alone.high == math.inf  # a replicate whose hi mean meets: above every rate
+    walked = estimate(4.0, 4.6, lo, hi, others={8.0: [-2.0], 2.0: [0.1], 4.0: lo})
+    assert walked.rate == pytest.approx(alone.rate)  # the point is the boundary's crossing
+    assert walked.low == pytest.approx(alone.low, rel=0.05) and 4.6 < walked.high < 8.0
+    # a boundary whose means both miss walks down to the rate below that meets
+    down = estimate(4.0, 4.6, [-0.2, -0.1, -0.15], [-0.3, -0.2, -0.25], others={2.0: [0.1]})
+    assert 2.0 < down.rate < 4.0 and down.low < down.rate < down.high < 4.6
 
 
 def test_the_ratio_of_two_arms():

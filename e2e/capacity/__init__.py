@@ -4,7 +4,7 @@ interval; the ratio of each arm's capacity to the baseline's, with an interval; 
 goodput against rate. docs/load.md ("Capacity at an SLO") has the method and a measurement.
 """
 
-from e2e.capacity._criterion import Objective, margin, margin_terms, objective_of
+from e2e.capacity._criterion import Objective, goodput_margin, margin, margin_terms, objective_of
 from e2e.capacity._estimate import Capacity, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
 from e2e.capacity._run import CAPACITY_FILE, CAPACITY_PLOT, ArmSearch, CapacityResult, capacity
@@ -12,5 +12,5 @@ from e2e.capacity._search import SearchSettings, Step, boundary, next_rates, rou
 
 __all__ = [
     "ArmSearch", "CAPACITY_FILE", "CAPACITY_PLOT", "Capacity", "CapacityResult", "Objective",
-    "SearchSettings", "Step", "boundary", "capacity", "estimate", "margin", "margin_terms",
-    "next_rates", "objective_of", "ratio", "render_capacity_plot", "round_rate"]
+    "SearchSettings", "Step", "boundary", "capacity", "estimate", "goodput_margin", "margin",
+    "margin_terms", "next_rates", "objective_of", "ratio", "render_capacity_plot", "round_rate"]

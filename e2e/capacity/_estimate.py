@@ -19,6 +19,14 @@ every rate if both means meet the objective and below every rate otherwise, so a
 repeats cannot place shows as an open interval (an infinite bound), never a narrow one. The
 ratio of an arm to the baseline pairs the two arms' replicates (independent: they ran on
 separate servers) and takes the tails of C_arm / C_base.
+
+The runs at the search's other rates (``others``: the bracketing's and bisection's first runs,
+a widened boundary's repeats) take part in the replicates: each rate's mean is drawn with the
+pooled variance over its own number of runs, and a replicate whose means at ``lo`` and ``hi``
+do not fall across 0 walks the rates as the search's widening does (down from ``lo`` while
+the means miss, up from ``hi`` while they meet) and reads its crossing between the two
+neighbouring rates where they do. Only a replicate that misses at every rate measured (or
+meets at every one) is open. Without ``others`` it is the two-rate estimate above.
 """
 
 from __future__ import annotations
@@ -46,12 +54,6 @@ class Capacity:
     replicates: tuple[float, ...]  # ln C per replicate (+-inf: no crossing)
 
 
-def _crossing(lo: float, hi: float, m_lo: float, m_hi: float) -> float:
-    if m_lo - m_hi <= 0:  # no fall from lo to hi: no crossing to read
-        return math.inf if min(m_lo, m_hi) >= 0 else -math.inf
-    return math.log(lo) + (math.log(hi) - math.log(lo)) * m_lo / (m_lo - m_hi)
-
-
 def _crossings(lo: float, hi: float, m_lo: np.ndarray, m_hi: np.ndarray) -> np.ndarray:
     """``_crossing`` of many replicates at once."""
     fall = m_lo - m_hi
@@ -71,24 +73,51 @@ def _tails(values: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 def estimate(lo: float, hi: float, at_lo: list[float], at_hi: list[float], *,
-             confidence: float = 0.95, seed: int = 0) -> Capacity:
-    """The capacity between boundary rates ``lo`` < ``hi`` from the margins measured there."""
+             others: dict[float, list[float]] | None = None, confidence: float = 0.95,
+             seed: int = 0) -> Capacity:
+    """The capacity between boundary rates ``lo`` < ``hi`` from the margins measured there
+    (and at the search's ``others`` rates: see the module's docstring)."""
     if not (0 < lo < hi) or not at_lo or not at_hi:
         raise ValueError("estimate needs 0 < lo < hi and margins at both")
-    point = _crossing(lo, hi, float(np.mean(at_lo)), float(np.mean(at_hi)))
-    rng = np.random.default_rng([seed, 0xCA9A])
-    a, b = np.asarray(at_lo, float), np.asarray(at_hi, float)
-    df = len(a) + len(b) - 2
-    if df < 1:
+    runs = {float(r): np.asarray(v, float) for r, v in (others or {}).items()
+            if v and r not in (lo, hi)}
+    runs[lo], runs[hi] = np.asarray(at_lo, float), np.asarray(at_hi, float)
+    rates = sorted(runs)
+    df = sum(len(v) - 1 for v in runs.values())
+    if len(at_lo) + len(at_hi) < 3 or df < 1:
         raise ValueError("estimate needs at least 3 runs at the boundary")
-    pooled = (((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df
+    pooled = sum(((v - v.mean()) ** 2).sum() for v in runs.values()) / df
+    observed = np.array([[runs[r].mean()] for r in rates])
+    point = _walk(rates, observed, rates.index(lo), rates.index(hi))[0]
+    rng = np.random.default_rng([seed, 0xCA9A])
     var = pooled * df / rng.chisquare(df, BOOTSTRAP)
-    ma = a.mean() + rng.standard_normal(BOOTSTRAP) * np.sqrt(var / len(a))
-    mb = b.mean() + rng.standard_normal(BOOTSTRAP) * np.sqrt(var / len(b))
-    reps = _crossings(lo, hi, ma, mb)
+    means = np.array([runs[r].mean() + rng.standard_normal(BOOTSTRAP) * np.sqrt(var / len(runs[r]))
+                      for r in rates])
+    reps = _walk(rates, means, rates.index(lo), rates.index(hi))
     low, high = _tails(reps, confidence)
     return Capacity(rate=math.exp(point), low=math.exp(low), high=math.exp(high),
                     confidence=confidence, lo=lo, hi=hi, replicates=tuple(reps.tolist()))
+
+
+def _walk(rates: list[float], means: np.ndarray, i_lo: int, i_hi: int) -> np.ndarray:
+    """ln C per column of ``means`` (one row per rate, ascending): the crossing between lo and
+    hi where their means fall across 0; else down from lo while the means miss, or up from hi
+    while they meet, to the first neighbours that do; +-inf where none does."""
+    m_lo, m_hi = means[i_lo], means[i_hi]
+    out = _crossings(rates[i_lo], rates[i_hi], m_lo, m_hi)
+    todo = m_lo < 0  # the means' edge lies below lo
+    out = np.where(todo, -math.inf, out)
+    for j in range(i_lo - 1, -1, -1):
+        hit = todo & (means[j] >= 0)
+        out = np.where(hit, _crossings(rates[j], rates[j + 1], means[j], means[j + 1]), out)
+        todo &= ~hit
+    todo = (m_lo >= 0) & (m_hi >= 0)  # ... above hi
+    out = np.where(todo, math.inf, out)
+    for j in range(i_hi + 1, len(rates)):
+        hit = todo & (means[j] < 0)
+        out = np.where(hit, _crossings(rates[j - 1], rates[j], means[j - 1], means[j]), out)
+        todo &= ~hit
+    return out
 
 
 def ratio(arm: Capacity, base: Capacity, *, seed: int = 0) -> tuple[float, float, float]:

@@ -158,15 +158,12 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     state = {a: ArmSearch(a) for a in arms}
     ran = 0
     for round_ in range(MAX_ROUNDS):
-        units: list[RunSpec] = []
-        for a in arms:
-            if state[a].given_up is None:
-                units += _replay(experiment, results, bases[a], search, objective, state[a])
+        todo = {a: _replay(experiment, results, bases[a], search, objective, state[a])
+                for a in arms if state[a].given_up is None}
+        k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
+        units = interleave([todo[a] for a in arms[k:] + arms[:k] if a in todo])
         if not units:
             break
-        k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
-        order = arms[k:] + arms[:k]
-        units.sort(key=lambda u: order.index(u.arm))
         for a in sorted({u.arm for u in units}):
             step = state[a].step
             session.say(f"capacity {a}: {step.phase} "
@@ -193,14 +190,30 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     return result
 
 
+def interleave(lists: list[list]) -> list:
+    """One from each list in turn (the first of every list, then the second, ...). A round's
+    units run in this order, and each arm's repeats alternate between its two boundary rates
+    (``_search``), so runs at one rate of one arm are never neighbours in time: the host's
+    speed drifts over minutes (docs/statistics.md), and neighbours' shared drift would
+    make the repeats agree more than fresh servers do and the interval too narrow
+    (bench/capacity_search_simulation.py measures both orders)."""
+    out = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out += [x[i] for x in lists if i < len(x)]
+    return out
+
+
 def _finish(state: dict[str, ArmSearch], baseline: str, objective: Objective, folder: Path,
             confidence: float) -> CapacityResult:
     for arm in state.values():
         step = arm.step
         if arm.given_up or step is None or step.phase != "done":
             continue
-        at = lambda r: [x["margin"] for x in arm.runs if x["rate"] == r]  # noqa: E731
-        arm.estimate = estimate(step.lo, step.hi, at(step.lo), at(step.hi), confidence=confidence)
+        by_rate: dict[float, list[float]] = {}
+        for x in arm.runs:
+            by_rate.setdefault(x["rate"], []).append(x["margin"])
+        arm.estimate = estimate(step.lo, step.hi, by_rate[step.lo], by_rate[step.hi],
+                                others=by_rate, confidence=confidence)
     ratios = {}
     base = state[baseline].estimate
     for name, arm in state.items():

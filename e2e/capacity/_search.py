@@ -103,8 +103,8 @@ def next_rates(observed: dict[float, dict[int, float]], settings: SearchSettings
         return Step("bisect", ((mid, 1),), lo=lo, hi=hi)
     phase = "repeats"
     while True:  # ends: every pass moves one way (a new lo's mean met, a new hi's missed)
-        missing = tuple((r, k) for r in (lo, hi) for k in range(1, s.repeats + 1)
-                        if k not in observed.get(r, {}))
+        missing = tuple((r, k) for k in range(1, s.repeats + 1) for r in (lo, hi)
+                        if k not in observed.get(r, {}))  # lo and hi in turn: see _run
         if missing:
             return Step(phase, missing, lo=lo, hi=hi)
         phase = "widen"
