@@ -9,9 +9,11 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 __all__ = ["render_capacity_plot"]
+
+MAX_TICKS = 16
 
 
 def render_capacity_plot(result: Any) -> bytes | None:
@@ -43,9 +45,15 @@ def render_capacity_plot(result: Any) -> bytes | None:
                label=f"goodput objective {result.objective.goodput_pct:g} %")
     ax.set_xscale("log")
     plain = FuncFormatter(lambda x, _: f"{x:g}")
+    measured = sorted({r["rate"] for arm in result.arms.values() for r in arm.runs})
+    if len(measured) <= MAX_TICKS:  # a tick at every rate measured: a log axis over less than
+        ax.set_xticks(measured)     # a decade would label none of 11.8, 13.1, 16
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.tick_params(axis="x", labelsize=7, labelrotation=45)
+    else:
+        ax.xaxis.set_minor_formatter(plain)
+        ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain)
-    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("offered rate (requests/s)")
     ax.set_ylabel("goodput (% of requests meeting every objective)")
     ax.set_title(f"capacity at {result.objective}\n dashed: capacity, band: "
