@@ -56,10 +56,11 @@ def true_capacity(cap: float, a: argparse.Namespace) -> float:
     return math.exp(brentq(expected, math.log(cap) - 3, math.log(cap) + 3))
 
 
-def one(truths: dict[str, float], a: argparse.Namespace, rng, widen: bool):
+def one(caps: dict[str, float], a: argparse.Namespace, rng, widen: bool):
+    """One search of every arm (``caps``: each arm's median server's capacity)."""
     settings = SearchSettings(start=a.start, factor=a.factor, resolution=a.resolution,
                               repeats=a.repeats)
-    arms = list(truths)
+    arms = list(caps)
     observed = {arm: {} for arm in arms}
     steps, last = {}, {}
     time_part = 0.0
@@ -82,7 +83,7 @@ def one(truths: dict[str, float], a: argparse.Namespace, rng, widen: bool):
             break
         for arm, rate, rep in units:
             time_part = a.rho * time_part + math.sqrt(1 - a.rho ** 2) * rng.normal(0, a.time_sd)
-            cap = truths[arm] * math.exp(rng.normal(0, a.server_sd) + time_part)
+            cap = caps[arm] * math.exp(rng.normal(0, a.server_sd) + time_part)
             p = share_p(rate, cap, a.goodput, a.width)
             share = rng.binomial(a.prompts, p) / a.prompts
             observed[arm].setdefault(rate, {})[rep] = margin_of(share, a.goodput, a.prompts,
