@@ -193,10 +193,12 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
 def interleave(lists: list[list]) -> list:
     """One from each list in turn (the first of every list, then the second, ...). A round's
     units run in this order, and each arm's repeats alternate between its two boundary rates
-    (``_search``), so runs at one rate of one arm are never neighbours in time: the host's
+    (``_search``), so runs at one rate of one arm are not neighbours in time: the host's
     speed drifts over minutes (docs/statistics.md), and neighbours' shared drift would
     make the repeats agree more than fresh servers do and the interval too narrow
-    (bench/capacity_search_simulation.py measures both orders)."""
+    (bench/capacity_search_simulation.py measures both orders). The exception: a widening
+    step's runs are all at its one new rate, so an arm that widens while no other arm has
+    units runs them in a row (seen in docs/load.md's measurement of 2026-12-03)."""
     out = []
     for i in range(max((len(x) for x in lists), default=0)):
         out += [x[i] for x in lists if i < len(x)]
