@@ -184,7 +184,8 @@ FACES = {
         "pinned_process", "repin_group", "require_quiet", "runqueue_wait_s", "snapshot",
         "spawn_pinned", "spread_cores", "with_descendants"],
     "e2e.load": [
-        "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"],
+        "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
+        "arrival_times", "traffic"],
     "e2e.session": [
         "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",

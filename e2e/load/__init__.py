@@ -5,8 +5,8 @@ session workload that drives it, and burst detection on the streams it measured.
 from e2e.load._arrivals import arrival_times
 from e2e.load._bursts import WARN_SHARE
 from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
-from e2e.load._workload import LoadWorkload
+from e2e.load._workload import INTERFERENCE_SHARE, LoadWorkload
 
 __all__ = [
-    "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"
+    "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"
 ]

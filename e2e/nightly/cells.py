@@ -36,6 +36,10 @@ class NightCell:
     values: tuple[float, ...]
     repeats: tuple[int, ...] = ()
     run_dirs: tuple[str, ...] = ()
+    interference: tuple[float | None, ...] = ()
+    """Each value's recorded interference (other processes' cores' worth during its load; for
+    a relative value the larger of its two runs'), aligned with ``values``; () when unknown.
+    Tonight's only: the history does not keep it."""
 
     @property
     def median(self) -> float:

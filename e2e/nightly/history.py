@@ -229,9 +229,12 @@ def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: 
                  ) -> list[tuple[str, NightCell]]:
     """``key``'s earlier nights to judge tonight (``date``) against, oldest first: the last
     ``limit`` passing nights of this experiment and config hash before ``date`` (on or after
-    ``since``), back to and including the latest one whose verdict for ``key`` was
-    "improved" (a new level starts there; a regressed night does not pass, so it is never
-    in the history)."""
+    ``since``), back to and including the latest night called "improved" for ``key`` whose
+    next passing night was called improved too: a new level starts only where a second night
+    confirms it. One improved night alone stays one night of the history (on a busy host one
+    night of one build was called −22.6 %, and the next, judged against it alone, a false
+    +25.0 % regression: docs/statistics.md). A regressed night does not pass, so it is never
+    in the history."""
     rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
                    & (history["night_status"] == "pass") & (history["date"] < date)
                    & (history["kind"] == key.kind) & (history["arm"] == key.arm)
@@ -240,12 +243,15 @@ def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: 
     if since is not None:
         rows = rows[rows["date"] >= since]
     out: list[tuple[str, NightCell]] = []
+    newer_improved = False  # the night after this one (already in ``out``) was improved
     for r in rows.sort_values("date", ascending=False).itertuples(index=False):
         if len(out) >= limit:
             break
         out.append((str(r.date), NightCell(key, tuple(float(x) for x in r.values),
                                            tuple(int(x) for x in r.repeats),
                                            tuple(str(x) for x in r.run_dirs))))
-        if str(r.verdict) == "improved":
+        improved = str(r.verdict) == "improved"
+        if improved and newer_improved:
             break
+        newer_improved = improved
     return out[::-1]

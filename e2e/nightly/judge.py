@@ -32,8 +32,14 @@ compared with the baseline night's cell of the same key; the rules are:
   ``history_interval`` (tonight's mean log ratio against the mean of the history nights' means,
   the nights a random effect: a prediction interval that spends the ratio's night-to-night
   spread once, not the noise of two nights), read with the same verdict rule. The history is
-  the last ``history_nights`` passing nights, back to and including the latest night the cell
-  was called improved (a new level starts there). Fewer nights: the baseline night, as above.
+  the last ``history_nights`` passing nights, back to and including the first of the latest
+  two nights in a row called improved (a new level starts only once a second night confirms
+  it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above.
+* a load cell called **regressed** or **improved** whose runs were measured, in the median,
+  while other processes took at least ``[nightly] interference_max`` cores (default 0.25,
+  where a run warns; ``interference``,
+  from each run's ``host_noise``) is **undecided** instead, the interference named: on a busy
+  host one night of one build was called −22.6 % so (docs/statistics.md).
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
@@ -56,7 +62,7 @@ import numpy as np
 from scipy.stats import norm, t as student_t
 
 from e2e import analysis
-from e2e.load import WARN_SHARE
+from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.errors import ResultsError
 from e2e.analysis import BURST_SHARE, burst_affected, headline_metric, server_twin
 from e2e.gsm8k.records import SampleVerdict
@@ -100,6 +106,7 @@ class Rules:
     burst_share_max: float = WARN_SHARE
     gsm8k_alpha: float = 0.05
     gsm8k_min_drop_pp: float = 2.0
+    interference_max: float = INTERFERENCE_SHARE
     reference: str | None = None
     """With a reference arm (``[nightly] reference``) only the relative cells (arm ÷
     reference, measured the same night) are judged; the absolute ones are recorded."""
@@ -117,6 +124,7 @@ class Rules:
         return cls(thresholds={k: dict(v) for k, v in settings.thresholds.items()},
                    confidence=settings.confidence, verify_step_from=settings.verify_step_from,
                    burst_share_max=settings.burst_share_max,
+                   interference_max=settings.interference_max,
                    gsm8k_alpha=settings.gsm8k.alpha, gsm8k_min_drop_pp=settings.gsm8k.min_drop_pp,
                    reference=settings.reference)
 
@@ -354,7 +362,7 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
         return CellVerdict(key, "missing", None, baseline, threshold,
                            reason="no valid reported run tonight")
     if key.kind == "load" and len(history) >= MIN_HISTORY_NIGHTS:
-        return _judge_history(key, tonight, history, threshold, rules)
+        return _disturbed(_judge_history(key, tonight, history, threshold, rules), rules)
     if not have_baseline:
         return CellVerdict(key, "no baseline", tonight, None, threshold,
                            reason="no baseline night")
@@ -363,7 +371,23 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
                            reason="the baseline night has no such cell")
     if key.kind == "gsm8k":
         return _judge_gsm8k(key, tonight, baseline, rules, samples or {})
-    return _judge_load(key, tonight, baseline, threshold, rules)
+    return _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
+
+
+def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
+    """``v``, or undecided where it called a change on runs measured beside other work (the
+    median run's recorded interference at least ``rules.interference_max`` cores)."""
+    busy = [x for x in (v.tonight.interference if v.tonight else ()) if x is not None]
+    if v.verdict not in ("regressed", "improved") or not busy:
+        return v
+    share = float(np.median(busy))
+    if share < rules.interference_max:
+        return v
+    return dataclasses.replace(v, verdict="undecided", reason=(
+        f"{v.reason}; but other processes took {share:.2f} of a core (median of tonight's "
+        f"runs, up to {max(busy):.2f}) while it was measured, at least {rules.interference_max:g}: "
+        f"a {v.pct:+.1f} % change measured beside other work is not called (rerun the night "
+        "on a quieter host with the same --date; its runs' warnings name the processes)"))
 
 
 def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),

@@ -161,7 +161,8 @@ def load_cells(records: list[RunRecord], *, prefix: str,
 
     cells = sorted(summary.cells, key=lambda c: (c.arm, c.concurrency, c.spec_mode))
     out = [NightCell(key=CellKey("load", c.arm, c.concurrency, c.spec_mode, c.metric),
-                     values=c.values, repeats=c.repeats, run_dirs=folders(c)) for c in cells]
+                     values=c.values, repeats=c.repeats, run_dirs=folders(c),
+                     interference=c.interference) for c in cells]
     return out + (relative_cells(cells, reference, folders) if reference else [])
 
 
@@ -176,18 +177,25 @@ def relative_cells(cells, reference: str, folders) -> list[NightCell]:
         base = ref.get((c.concurrency, c.spec_mode, c.metric))
         if c.arm == reference or base is None:
             continue
-        mine = dict(zip(_pair_keys(c), zip(c.values, c.repeats, folders(c))))
-        theirs = dict(zip(_pair_keys(base), base.values))
-        common = [k for k in mine if k in theirs and theirs[k] > 0]
+        busy = c.interference or (None,) * len(c.values)
+        mine = dict(zip(_pair_keys(c), zip(c.values, c.repeats, folders(c), busy)))
+        theirs = dict(zip(_pair_keys(base), zip(base.values,
+                                                 base.interference or (None,) * len(base.values))))
+        common = [k for k in mine if k in theirs and theirs[k][0] > 0]
         if not common:
             continue
         out.append(NightCell(
             key=CellKey("load", relative_arm(c.arm, reference), c.concurrency, c.spec_mode,
                         c.metric),
-            values=tuple(mine[k][0] / theirs[k] for k in common),
+            values=tuple(mine[k][0] / theirs[k][0] for k in common),
             repeats=tuple(mine[k][1] for k in common),
-            run_dirs=tuple(mine[k][2] for k in common)))
+            run_dirs=tuple(mine[k][2] for k in common),
+            interference=tuple(_larger(mine[k][3], theirs[k][1]) for k in common)))
     return out
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else max(x for x in (a, b) if x is not None)
 
 
 def _pair_keys(cell) -> list[tuple]:

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from e2e.analysis import METRICS, Metric
-from e2e.load import WARN_SHARE
+from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
 from e2e.errors import ConfigError
 from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_metric
@@ -193,6 +193,11 @@ class NightlySettings(_Strict):
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
         "where the run's own record warns of it, e2e.load._bursts.WARN_SHARE).")
+    interference_max: Annotated[float, Field(gt=0)] = Field(
+        INTERFERENCE_SHARE, description="A change measured while other processes took at "
+        "least this many cores' worth (the median run's host_noise.other_cpu_share) is judged "
+        "undecided, not regressed or improved (default: where a run warns of interference, "
+        "0.25). Raise it only where the host is never quiet and you accept its false calls.")
     store: str | None = Field(
         None, description="Where the nights are kept: a SQLAlchemy URL; default "
         "sqlite:///nightly/history.db (a relative SQLite path is under the results folder); "
