@@ -8,5 +8,6 @@ from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
 from e2e.load._workload import INTERFERENCE_SHARE, LoadWorkload
 
 __all__ = [
-    "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "traffic"
+    "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
+    "arrival_times", "traffic",
 ]

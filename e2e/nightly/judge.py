@@ -35,11 +35,11 @@ compared with the baseline night's cell of the same key; the rules are:
   the last ``history_nights`` passing nights, back to and including the first of the latest
   two nights in a row called improved (a new level starts only once a second night confirms
   it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above.
-* a load cell called **regressed** or **improved** whose runs were measured, in the median,
-  while other processes took at least ``[nightly] interference_max`` cores (default 0.25,
-  where a run warns; ``interference``,
-  from each run's ``host_noise``) is **undecided** instead, the interference named: on a busy
-  host one night of one build was called −22.6 % so (docs/statistics.md).
+* a load cell called **regressed** or **improved** whose median run was measured while other
+  processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
+  warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
+  the interference named: on a busy host one night of one build was called −22.6 % so
+  (docs/statistics.md).
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 

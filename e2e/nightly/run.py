@@ -177,10 +177,8 @@ def relative_cells(cells, reference: str, folders) -> list[NightCell]:
         base = ref.get((c.concurrency, c.spec_mode, c.metric))
         if c.arm == reference or base is None:
             continue
-        busy = c.interference or (None,) * len(c.values)
-        mine = dict(zip(_pair_keys(c), zip(c.values, c.repeats, folders(c), busy)))
-        theirs = dict(zip(_pair_keys(base), zip(base.values,
-                                                 base.interference or (None,) * len(base.values))))
+        mine = dict(zip(_pair_keys(c), zip(c.values, c.repeats, folders(c), _busy(c))))
+        theirs = dict(zip(_pair_keys(base), zip(base.values, _busy(base))))
         common = [k for k in mine if k in theirs and theirs[k][0] > 0]
         if not common:
             continue
@@ -192,6 +190,11 @@ def relative_cells(cells, reference: str, folders) -> list[NightCell]:
             run_dirs=tuple(mine[k][2] for k in common),
             interference=tuple(_larger(mine[k][3], theirs[k][1]) for k in common)))
     return out
+
+
+def _busy(cell) -> tuple[float | None, ...]:
+    """Each run's recorded interference, None where a run recorded none."""
+    return cell.interference or (None,) * len(cell.values)
 
 
 def _larger(a: float | None, b: float | None) -> float | None:
