@@ -6,6 +6,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import sys
@@ -848,7 +849,8 @@ class DuetSpec(_Strict):
     time, each on its own fresh server (``e2e.session.run_duet``). Every side is a RunSpec with
     its ``duet`` (this duet's index in its round) and ``slot`` set; each writes its own folder
     and run.json. Done when every side is; a retry reruns every side (they must be measured
-    together)."""
+    together). A sweep's sides share their round; a capacity search's (``e2e.capacity``) are
+    open-loop runs, each at its own arm's next rate and repeat."""
 
     kind: ClassVar[str] = "duet"
 
@@ -858,11 +860,19 @@ class DuetSpec(_Strict):
     def _one_duet(self) -> DuetSpec:
         first = self.sides[0]
         for i, side in enumerate(self.sides):
-            if (side.duet, side.slot, side.repeat, side.concurrency, side.dspark) != \
-                    (first.duet, i, first.repeat, first.concurrency, first.dspark) or side.duet is None:
-                raise ValueError("a duet's sides share their round, duet, concurrency and spec "
-                                 "mode, and side i sits in slot i")
+            if (side.duet, side.slot, side.concurrency, side.dspark) != \
+                    (first.duet, i, first.concurrency, first.dspark) or side.duet is None:
+                raise ValueError("a duet's sides share their duet, concurrency and spec mode, "
+                                 "and side i sits in slot i")
+        if self.mixed and any(s.request_rate is None for s in self.sides):
+            raise ValueError("a duet's sides share their round unless every side is an "
+                             "open-loop run at its own rate (a capacity search's)")
         return self
+
+    @property
+    def mixed(self) -> bool:
+        """The sides differ in round or rate (a capacity search's duet)."""
+        return len({(s.repeat, s.request_rate) for s in self.sides}) > 1
 
     @property
     def arm(self) -> str:
@@ -895,6 +905,9 @@ class DuetSpec(_Strict):
     @property
     def unit_id(self) -> str:
         s = self.sides[0]
+        if self.mixed:  # each side its own rate and round: named by its sides' run ids
+            digest = hashlib.sha256(" ".join(x.run_id for x in self.sides).encode()).hexdigest()
+            return f"duet-c{s.concurrency}-mixed-{s.spec_mode}-{digest[:12]}-d{self.index}"
         loop = "" if s.request_rate is None else f"-rate{s.request_rate:g}"
         return f"duet-c{s.concurrency}{loop}-{s.spec_mode}-r{s.repeat}-d{self.index}"
 
@@ -903,6 +916,9 @@ class DuetSpec(_Strict):
         return self.unit_id
 
     def describe(self) -> str:
+        if self.mixed:
+            return "together: " + "; ".join(f"{s.arm}@slot{s.slot} r{s.repeat} {s.describe()}"
+                                            for s in self.sides)
         return (f"{' + '.join(f'{s.arm}@slot{s.slot}' for s in self.sides)} together: "
                 + self.sides[0].describe())
 

@@ -17,7 +17,8 @@ from e2e.capacity import (SearchSettings, Step, boundary, capacity, estimate, ne
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
 from e2e.execute import Outcome
-from e2e.results import RunMetrics, RunRecord, ServerInfo, finalize, new_partial_dir, write_run
+from e2e.results import (DuetInfo, RunMetrics, RunRecord, ServerInfo, finalize, new_partial_dir,
+                         read_run, write_run)
 
 
 def _search(truth, settings, noise=0.0, seed=0):
@@ -214,26 +215,34 @@ class FakeServers:
 
     def __init__(self, noise=0.02):
         self.ran: list[str] = []
+        self.units: list = []
         self.rng = np.random.default_rng(7)
         self.noise = noise
 
     def run(self, experiment, units, results, run_unit, **kwargs):
         outcome = Outcome()
         for unit in units:
-            self.ran.append(unit.run_id)
-            tpot = 20.0 * unit.request_rate / TRUTH[unit.arm] * math.exp(self.rng.normal(0, self.noise))
-            record = RunRecord(
-                experiment=experiment, run_id=unit.run_id, spec=unit, arm_settings={}, config={},
-                server=ServerInfo(argv=["x"], env={}, base_url="http://127.0.0.1:1", model="m"),
-                provenance={}, started_at="t", finished_at="t", valid=True,
-                metrics=RunMetrics(requests=40, ok_requests=40, duration_s=10.0, input_tokens=1,
-                                   output_tokens=1, tpot_ms_p99=tpot, ttft_ms_p99=50.0,
-                                   goodput_slo="ttft=500ms,tpot=20ms",
-                                   goodput_share=_share(tpot)))
-            partial = new_partial_dir(results, experiment, unit.run_id)
-            write_run(partial, record)
-            finalize(partial, results, experiment, unit.run_id)
-            outcome.ran.append(record)
+            self.units.append(unit)
+            for side in unit.sides:  # a duet's sides, each with the duet's facts
+                self.ran.append(side.run_id)
+                duet = None if unit.kind != "duet" else DuetInfo(
+                    id=unit.unit_id, slot=side.slot, slot_name=f"slot{side.slot}",
+                    partners=[s.run_id for s in unit.sides if s is not side])
+                tpot = (20.0 * side.request_rate / TRUTH[side.arm]
+                        * math.exp(self.rng.normal(0, self.noise)))
+                record = RunRecord(
+                    experiment=experiment, run_id=side.run_id, spec=side, arm_settings={},
+                    config={}, duet=duet, provenance={}, started_at="t", finished_at="t",
+                    server=ServerInfo(argv=["x"], env={}, base_url="http://127.0.0.1:1",
+                                      model="m"), valid=True,
+                    metrics=RunMetrics(requests=40, ok_requests=40, duration_s=10.0,
+                                       input_tokens=1, output_tokens=1, tpot_ms_p99=tpot,
+                                       ttft_ms_p99=50.0, goodput_slo="ttft=500ms,tpot=20ms",
+                                       goodput_share=_share(tpot)))
+                partial = new_partial_dir(results, experiment, side.run_id)
+                write_run(partial, record)
+                finalize(partial, results, experiment, side.run_id)
+                outcome.ran.append(record)
         return outcome
 
 
@@ -277,6 +286,70 @@ def test_capacity_finds_each_arm_and_the_ratio_and_resumes(tmp_path):
         capacity(_experiment(), tmp_path, arms=["main", "slow"], search=search, prompts=40,
                  input_len=16, output_len=8, executor=fake,
                  objective=objective_of("tpot=20ms,ttft=500ms", 95, p99="tpot=20ms,ttft=500ms"))
+
+
+def test_in_duets_every_unit_runs_beside_the_other_arm_and_the_search_is_the_same(tmp_path):
+    """``[duet] enabled``: each round is one duet, the arms' next units side by side (each at
+    its own rate and repeat), the slots alternating; the arm done first partners the other
+    with extra runs at its boundary, which its estimate reads; a rerun resumes; the folder
+    refuses the other design."""
+    objective = objective_of("tpot=20ms,ttft=500ms", 90, p99="tpot=20ms,ttft=500ms")
+    search = SearchSettings(start=3.0, resolution=0.1, repeats=3)  # main: 10 units, slow: 9
+    experiment = _experiment()
+    duets = experiment.model_copy(update={"duet": experiment.duet.model_copy(
+        update={"enabled": True})})
+    fake = FakeServers(noise=0.0)
+    go = lambda exp, runner: capacity(exp, tmp_path, arms=["main", "slow"], objective=objective,  # noqa: E731
+                                      search=search, prompts=40, input_len=16, output_len=8,
+                                      executor=runner)
+    result = go(duets, fake)
+    assert fake.units and all(u.kind == "duet" for u in fake.units)
+    for unit in fake.units:
+        assert sorted(s.arm for s in unit.sides) == ["main", "slow"]
+        assert [s.slot for s in unit.sides] == [0, 1]
+        assert all(s.run_id.endswith("-d1") for s in unit.sides)
+    assert {u.sides[0].arm for u in fake.units} == {"main", "slow"}  # both arms in slot 0
+    assert any(u.mixed for u in fake.units)  # the arms at their own rates
+    for arm, truth in TRUTH.items():
+        est = result.arms[arm].estimate
+        assert est.rate == pytest.approx(truth, rel=0.05)
+        assert all(r["duet"].startswith("duet-c1-") and r["partners"] for r in result.arms[arm].runs)
+    extras = [r for arm in result.arms.values() for r in arm.runs if r.get("extra")]
+    assert len(extras) == 1 and extras[0]["repeat"] == search.repeats + 1
+    assert len(fake.units) == 10  # ten duets: main's units, each beside one of slow's
+    for arm in result.arms.values():  # an extra run is at a boundary rate
+        assert all(r["rate"] in (arm.step.lo, arm.step.hi) for r in arm.runs if r.get("extra"))
+    alone = FakeServers(noise=0.0)  # the same search without duets, for its path
+    solo = capacity(experiment, tmp_path / "solo", arms=["main", "slow"], objective=objective,
+                    search=search, prompts=40, input_len=16, output_len=8, executor=alone)
+    for arm in ("main", "slow"):
+        ours = [(r["rate"], r["repeat"]) for r in result.arms[arm].runs if not r.get("extra")]
+        assert ours == [(r["rate"], r["repeat"]) for r in solo.arms[arm].runs]
+    made = len(fake.ran)
+    again = go(duets, fake)
+    assert len(fake.ran) == made and again.arms["slow"].estimate == result.arms["slow"].estimate
+    doc = json.loads((tmp_path / "cap" / "capacity.json").read_text())
+    assert doc["duet"] == {"slots": ["slot0", "slot1"]}
+    with pytest.raises(ConfigError, match="other duet"):
+        go(experiment, fake)
+
+
+def test_a_capacity_duet_names_its_sides_and_a_sweeps_duet_keeps_its_round():
+    from e2e.config import DuetSpec, RunSpec
+
+    base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)
+    side = lambda arm, rate, repeat, slot: RunSpec.model_validate(  # noqa: E731
+        {**base.model_dump(), "arm": arm, "request_rate": rate, "repeat": repeat, "duet": 1,
+         "slot": slot})
+    mixed = DuetSpec(sides=(side("main", 4.0, 1, 0), side("slow", 2.0, 3, 1)))
+    assert mixed.mixed and mixed.unit_id.startswith("duet-c1-mixed-base-")
+    assert "main@slot0 r1" in mixed.describe() and "2 req/s" in mixed.describe()
+    same = DuetSpec(sides=(side("main", 4.0, 2, 0), side("slow", 4.0, 2, 1)))
+    assert not same.mixed and same.unit_id == "duet-c1-rate4-base-r2-d1"
+    closed = {**base.model_dump(), "duet": 1}
+    with pytest.raises(ValueError, match="open-loop"):
+        DuetSpec(sides=(RunSpec.model_validate({**closed, "repeat": 1, "slot": 0}),
+                        RunSpec.model_validate({**closed, "arm": "slow", "repeat": 2, "slot": 1})))
 
 
 def test_an_interrupted_search_resumes_where_it_stopped(tmp_path):
@@ -350,3 +423,49 @@ def test_capacity_through_real_sessions_stops_at_its_bounds(tmp_path, monkeypatc
         record = json.loads((results / "cap" / "main-c1-rate2-base-r1" / "run.json").read_text())
         assert record["spec"]["request_rate"] == 2.0
         assert record["metrics"]["goodput_slo"] == slo
+
+
+@pytest.mark.slow
+def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
+    """Two arms' searches side by side through the real sessions on the scripted vLLM: main
+    (1 ms a token) meets tpot=8ms at every rate, slow (20 ms) at none, so their paths part
+    (main up to --max-rate, slow down to --min-rate) and the second duet's sides measure at
+    their own rates at once, each beside the other, the one done first holding its load."""
+    import fakevllm
+
+    from e2e.config import DuetConfig, DuetSlot, Experiment
+    from e2e.session import SessionOptions
+    from e2e.session._tinymodel import build_tiny_llama
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
+                                     name="cap")
+    raw = experiment.model_dump(mode="json")
+    raw["arms"] = {"main": {"plugin": {}},
+                   "slow": {"plugin": {}, "env": {"FAKE_TPOT_S": "0.02"}}}
+    experiment = Experiment.model_validate(raw).model_copy(update={"duet": DuetConfig(
+        enabled=True, barrier_timeout_s=60, slots=[DuetSlot(server_cpus="0", client_cpus="1"),
+                                                   DuetSlot(server_cpus="1", client_cpus="0")])})
+    results = tmp_path / "res"
+    got = capacity(experiment, results, arms=["main", "slow"],
+                   objective=objective_of("tpot=8ms", 50),
+                   search=SearchSettings(start=2.0, min_rate=1.0, max_rate=4.0, repeats=2),
+                   prompts=4, input_len=16, output_len=8,
+                   session=SessionOptions(progress=False, plugin_check=False))
+    assert got.arms["main"].status == "above" and got.arms["slow"].status == "below"
+    assert [r["rate"] for r in got.arms["main"].runs] == [2.0, 4.0]
+    assert [r["rate"] for r in got.arms["slow"].runs] == [2.0, 1.0]
+    folder = results / "cap"
+    fast = read_run(folder / "main-c1-rate4-base-r1-d1")
+    slow = read_run(folder / "slow-c1-rate1-base-r1-d1")
+    assert fast.valid and slow.valid, (fast.invalid_reasons, slow.invalid_reasons)
+    assert fast.duet.id == slow.duet.id and fast.duet.id.startswith("duet-c1-mixed-base-")
+    assert fast.duet.partners == [slow.run_id] and slow.duet.partners == [fast.run_id]
+    assert {fast.duet.slot, slow.duet.slot} == {0, 1}
+    assert fast.spec.request_rate == 4.0 and slow.spec.request_rate == 1.0
+    assert fast.duet.held_s > 0 and slow.duet.overlap_share >= 0.9  # main held its load
+    first = read_run(folder / "main-c1-rate2-base-r1-d1")
+    assert first.duet.id == "duet-c1-rate2-base-r1-d1"  # same rate and round: a sweep's name
+    doc = json.loads((folder / "capacity.json").read_text())
+    assert doc["duet"] == {"slots": ["slot0", "slot1"]}
+    assert all(r["partners"] for arm in doc["results"].values() for r in arm["runs"])

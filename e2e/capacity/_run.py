@@ -5,7 +5,12 @@
     (the executor: local or Ray; resume and retries as for sweeps) -> margins
     -> per arm the estimate at the boundary (``_estimate``) -> capacity.json, capacity.png
 
-A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). The
+A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). In duets
+(``[duet] enabled``, ``--duet``) a round is instead one unit of each arm that has one, run
+together, one arm per slot (``DuetSpec``: each side at its own arm's rate and repeat; run ids
+``...-r<k>-d1``); an arm with nothing left to search supplies a partner: one more run at its
+boundary (``extra``: read by its estimate, not by its search), so every unit of the others is
+measured beside a loaded partner. The arm order rotates over the slots round by round. The
 search's settings, the objective and the workload are written to ``capacity.json`` before the
 first unit; a rerun over the folder with other ones is refused (its runs answer another
 question), the same ones resume. ``--repeats`` may change on a rerun: it says how many runs the
@@ -24,7 +29,7 @@ from e2e.capacity._criterion import Objective, margin, margin_terms
 from e2e.capacity._estimate import Capacity, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
 from e2e.capacity._search import SearchSettings, Step, next_rates
-from e2e.config import Experiment, RunSpec
+from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
@@ -47,6 +52,7 @@ class ArmSearch:
     step: Step | None = None
     given_up: str | None = None
     estimate: Capacity | None = None
+    extra: RunSpec | None = None  # in duets, a finished search's next partner run
 
     @property
     def status(self) -> str:
@@ -67,10 +73,22 @@ def _unit(base: RunSpec, rate: float, repeat: int) -> RunSpec:
     return RunSpec.model_validate({**base.model_dump(), "request_rate": rate, "repeat": repeat})
 
 
-def _settings_doc(objective: Objective, search: SearchSettings, base: dict, confidence: float) -> dict:
-    return {"objective": {"slo": str(objective.slo), "goodput_pct": objective.goodput_pct,
-                          "p99": str(objective.p99) if objective.p99 else None},
-            "search": search.model_dump(mode="json"), "workload": base, "confidence": confidence}
+def _settings_doc(objective: Objective, search: SearchSettings, base: dict, confidence: float,
+                  duet: list[str] | None) -> dict:
+    doc = {"objective": {"slo": str(objective.slo), "goodput_pct": objective.goodput_pct,
+                         "p99": str(objective.p99) if objective.p99 else None},
+           "search": search.model_dump(mode="json"), "workload": base, "confidence": confidence}
+    return {**doc, "duet": {"slots": duet} if duet else None}
+
+
+def _recorded(results: Path, experiment: str, unit: RunSpec, slots: int) -> RunSpec | None:
+    """The unit as it was run, when it is done: a duet side records the slot it sat in, which
+    the search does not choose (``slots``: how many it may be; 0 outside duets)."""
+    for slot in [None, *range(slots)]:
+        candidate = unit if slot is None else unit.model_copy(update={"slot": slot})
+        if unit_state(results, experiment, candidate).done:
+            return candidate
+    return None
 
 
 def _check_settings(folder: Path, settings: dict) -> None:
@@ -97,37 +115,67 @@ def _check_settings(folder: Path, settings: dict) -> None:
 
 
 def _replay(experiment: Experiment, results: Path, base: RunSpec, search: SearchSettings,
-            objective: Objective, arm: ArmSearch) -> list[RunSpec]:
-    """Walk the arm's search through the runs already made; the units its next step needs."""
+            objective: Objective, arm: ArmSearch, slots: int = 0) -> list[RunSpec]:
+    """Walk the arm's search through the runs already made; the units its next step needs.
+    A finished search also reads its extra boundary runs (duets' partners: see the module's
+    docstring) and leaves the next one in ``arm.extra``."""
     observed: dict[float, dict[int, float]] = {}
-    arm.runs = []
+    arm.runs, arm.extra = [], None
+
+    def read(rate: float, repeat: int, extra: bool = False) -> bool:
+        unit = _recorded(results, experiment.name, _unit(base, rate, repeat), slots)
+        if unit is None:
+            return False
+        folder = unit_dir(results, experiment.name, unit)
+        record = read_run(folder)
+        if record.metrics is None or record.metrics.goodput_slo != str(objective.slo):
+            raise ConfigError(f"{folder}: measured against goodput SLO "
+                              f"{record.metrics.goodput_slo if record.metrics else None!r}, "
+                              f"not {str(objective.slo)!r}; use a new --results folder")
+        value = margin(record.metrics, objective)
+        if not extra:
+            observed.setdefault(rate, {})[repeat] = value
+        arm.runs.append({"rate": rate, "repeat": repeat, "run_id": unit.run_id,
+                         "margin": value, "meets": value >= 0,
+                         "terms": margin_terms(record.metrics, objective),
+                         "goodput_share": record.metrics.goodput_share,
+                         "ttft_ms_p99": record.metrics.ttft_ms_p99,
+                         "tpot_ms_p99": record.metrics.tpot_ms_p99,
+                         "achieved_rate": record.achieved_rate,
+                         **({"duet": record.duet.id, "slot": record.duet.slot_name,
+                             "partners": record.duet.partners} if record.duet else
+                            {"alone": True} if slots else {}),
+                         **({"extra": True} if extra else {})})
+        return True
+
     for _ in range(MAX_ROUNDS):
         step = next_rates(observed, search)
         arm.step = step
-        todo = []
-        for rate, repeat in step.runs:
-            unit = _unit(base, rate, repeat)
-            if not unit_state(results, experiment.name, unit).done:
-                todo.append(unit)
-                continue
-            folder = unit_dir(results, experiment.name, unit)
-            record = read_run(folder)
-            if record.metrics is None or record.metrics.goodput_slo != str(objective.slo):
-                raise ConfigError(f"{folder}: measured against goodput SLO "
-                                  f"{record.metrics.goodput_slo if record.metrics else None!r}, "
-                                  f"not {str(objective.slo)!r}; use a new --results folder")
-            value = margin(record.metrics, objective)
-            observed.setdefault(rate, {})[repeat] = value
-            arm.runs.append({"rate": rate, "repeat": repeat, "run_id": unit.run_id,
-                             "margin": value, "meets": value >= 0,
-                             "terms": margin_terms(record.metrics, objective),
-                             "goodput_share": record.metrics.goodput_share,
-                             "ttft_ms_p99": record.metrics.ttft_ms_p99,
-                             "tpot_ms_p99": record.metrics.tpot_ms_p99,
-                             "achieved_rate": record.achieved_rate})
-        if todo or not step.runs:
+        todo = [_unit(base, rate, repeat) for rate, repeat in step.runs
+                if not read(rate, repeat)]
+        if todo:
+            return todo
+        if not step.runs:
+            if slots:
+                arm.extra = _extras(step, observed, base, read)
             return todo
     raise ConfigError(f"arm {arm.arm}: the search did not settle in {MAX_ROUNDS} steps")
+
+
+def _extras(step: Step, observed: dict[float, dict[int, float]], base: RunSpec,
+            read: Callable[..., bool]) -> RunSpec | None:
+    """Read a finished search's extra runs at its boundary rates (repeats after its own);
+    return the next one: at the rate with fewer runs, ``lo`` first."""
+    rates = [r for r in (step.lo, step.hi) if r is not None]
+    after = {}
+    for rate in rates:
+        after[rate] = max(observed.get(rate, {0: 0.0})) + 1
+        while read(rate, after[rate], extra=True):
+            after[rate] += 1
+    if not rates:
+        return None
+    rate = min(rates, key=lambda r: (after[r], r))
+    return _unit(base, rate, after[rate])
 
 
 def capacity(experiment: Experiment, results: Path, *, arms: list[str], objective: Objective,
@@ -148,35 +196,55 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
         raise ConfigError(f"the baseline arm {baseline!r} is not among --arms {','.join(arms)}")
     experiment = experiment.override("load", slo=str(objective.slo))  # each unit sets its rate
     folder = Path(results) / experiment.name
+    slots = min(len(arms), len(experiment.duet.slots)) if experiment.duet.enabled else 0
+    if slots == 1:
+        slots = 0  # one arm: nothing to measure beside it
     bases = {a: RunSpec.resolve(experiment, arm=a, concurrency=1, dspark=dspark, prompts=prompts,
                                 input_len=input_len, output_len=output_len) for a in arms}
+    windows = bases[baseline].windows
+    if slots and experiment.duet.swap and windows % slots:
+        raise ConfigError(f"[duet] swap: {windows} load window(s) per run cannot meet each of "
+                          f"{slots} slots equally often; give --windows a multiple of {slots}, "
+                          "or --no-swap")
     workload = bases[baseline].model_dump(mode="json", exclude={"arm", "repeat", "request_rate"})
-    settings = _settings_doc(objective, search, workload, confidence)
+    if slots:  # a duet side's run id ends in -d1: one name whatever round it ran in
+        bases = {a: b.model_copy(update={"duet": 1}) for a, b in bases.items()}
+    settings = _settings_doc(objective, search, workload, confidence,
+                             experiment.duet.slot_names()[:slots] if slots else None)
     _check_settings(folder, settings)
     atomic_write_json(folder / CAPACITY_FILE, {**settings, "arms": arms, "baseline": baseline,
                                                 "state": "searching"})
     state = {a: ArmSearch(a) for a in arms}
-    ran = 0
-    for round_ in range(MAX_ROUNDS):
-        todo = {a: _replay(experiment, results, bases[a], search, objective, state[a])
+    ran, no_extra = 0, set()  # no_extra: arms whose extra run was given up
+    for round_ in range(MAX_ROUNDS * (2 * search.repeats + 1) if slots else MAX_ROUNDS):
+        todo = {a: _replay(experiment, results, bases[a], search, objective, state[a], slots)
                 for a in arms if state[a].given_up is None}
         k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
-        units = interleave([todo[a] for a in arms[k:] + arms[:k] if a in todo])
+        order = arms[k:] + arms[:k]
+        spare = [None if a in no_extra or state[a].given_up else state[a].extra for a in order]
+        units = (_duets([todo.get(a, []) for a in order], spare, slots)
+                 if slots else interleave([todo[a] for a in order if a in todo]))
         if not units:
             break
-        for a in sorted({u.arm for u in units}):
-            step = state[a].step
-            session.say(f"capacity {a}: {step.phase} "
-                        + (f"[{step.lo:g}, {step.hi:g}] " if step.lo and step.hi else "")
-                        + ", ".join(f"{u.request_rate:g} req/s r{u.repeat}"
-                                    for u in units if u.arm == a))
+        for a in [a for a in arms if a in todo]:
+            step, mine = state[a].step, [s for u in units for s in u.sides if s.arm == a]
+            if mine:
+                session.say(f"capacity {a}: {step.phase if todo[a] else 'extra'} "
+                            + (f"[{step.lo:g}, {step.hi:g}] " if step.lo and step.hi else "")
+                            + ", ".join(f"{u.request_rate:g} req/s r{u.repeat}" for u in mine))
         outcome = execute(experiment, units, results, executor=executor, session=session,
                           max_attempts=max_attempts, on_unit=on_unit)
         ran += len(outcome.ran)
-        for run_id in outcome.given_up:
-            unit = next(u for u in units if u.run_id == run_id)
-            state[unit.arm].given_up = (f"{run_id} was given up after {max_attempts} attempt(s) "
-                                        "(see its run.json; rerun with a higher --max-attempts)")
+        for unit_id in outcome.given_up:
+            unit = next(u for u in units if u.unit_id == unit_id)
+            for side in unit.sides:  # a duet's sides are retried together: each that failed
+                extra = state[side.arm].extra  # a partner's extra run: its search stands
+                if extra is not None and side.run_id == extra.run_id:
+                    no_extra.add(side.arm)
+                elif not unit_state(results, experiment.name, side).done:
+                    state[side.arm].given_up = (
+                        f"{side.run_id} was given up after {max_attempts} attempt(s) (see "
+                        "its run.json; rerun with a higher --max-attempts)")
         if outcome.stopped_early:
             break
     result = _finish(state, baseline, objective, folder, confidence)
@@ -188,6 +256,30 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     if png is not None:
         atomic_write_bytes(folder / CAPACITY_PLOT, png)
     return result
+
+
+def _duets(todo: list[list[RunSpec]], extra: list[RunSpec | None], slots: int) -> list:
+    """A round in duets: the next unit of every arm that has one (in the round's arm order),
+    ``slots`` to a duet, side i in slot i; a duet short of sides is filled with the extra runs
+    of arms whose search is done, or, with none, the last one waits for the next round (a unit
+    left with no partner at all runs alone)."""
+    first = [units[0] for units in todo if units]
+    spare = [x for units, x in zip(todo, extra) if not units and x is not None]
+    groups = [first[i:i + slots] for i in range(0, len(first), slots)]
+    if groups and len(groups[-1]) < slots:
+        groups[-1] += spare[:slots - len(groups[-1])]
+        if len(groups[-1]) == 1 and len(groups) > 1:
+            groups.pop()  # it waits: the next round rotates the order
+    out, named = [], set()
+    for group in groups:
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        duet = DuetSpec(sides=tuple(u.model_copy(update={"slot": i}) for i, u in enumerate(group)))
+        if duet.unit_id not in named:
+            named.add(duet.unit_id)
+            out.append(duet)
+    return out
 
 
 def interleave(lists: list[list]) -> list:

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import ConfigOpt, ExecutorOpt, LockWaitOpt, ResultsOpt, csv_list
+from e2e.commands._options import (ConfigOpt, DuetOpt, ExecutorOpt, LockWaitOpt, ResultsOpt,
+                                   SwapOpt, csv_list, with_duet)
 from e2e.console import guard, out, print_run, say
 
 __all__ = ["capacity_command"]
@@ -58,13 +59,16 @@ def capacity_command(
     results: ResultsOpt = Path("results"),
     lock_wait: LockWaitOpt = None,
     executor: ExecutorOpt = None,
+    duet: DuetOpt = None,
+    swap: SwapOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Find each arm's capacity: the highest open-loop request rate whose runs (each on a
     fresh server) meet the SLO (--goodput % of requests meeting every --slo objective, and
     the p99 of each --p99 objective within it), by bracketing and bisection with --repeats runs at the two boundary
     rates; print each capacity with its interval and each arm's ratio to the baseline's;
-    write capacity.json and capacity.png beside the runs. Rerun the same command to resume."""
+    write capacity.json and capacity.png beside the runs. Rerun the same command to resume.
+    With --duet the arms' searches run side by side, one arm per slot (docs/load.md)."""
 
     def body() -> None:
         from pydantic import ValidationError
@@ -85,11 +89,7 @@ def capacity_command(
             raise ConfigError(f"--min-rate {min_rate:g} must be below --max-rate {max_rate:g}")
         experiment = load_experiment(config).override("server", lock_wait_s=lock_wait).override(
             "load", burstiness=burstiness, windows=windows)
-        if experiment.duet.enabled:
-            say("note: capacity runs one arm per server at a time ([duet] is not used: a "
-                "partner's load would be part of the capacity measured)")
-            experiment = experiment.model_copy(
-                update={"duet": experiment.duet.model_copy(update={"enabled": False})})
+        experiment = with_duet(experiment, duet, swap)
         chosen = csv_list(arms) or list(experiment.arms)
         for a in chosen:
             experiment.arm(a)

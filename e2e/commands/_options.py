@@ -16,6 +16,7 @@ import typer
 __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
+           "DuetOpt", "SwapOpt", "with_duet",
            "Measurement", "measurement_flags", "csv_list", "unreachable_concurrency"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
@@ -23,6 +24,14 @@ ConfigOpt = Annotated[Optional[Path], typer.Option(
     exists=False, dir_okay=False)]
 ResultsOpt = Annotated[Path, typer.Option(
     "--results", help="Folder that receives results/<experiment>/<run id>/.")]
+DuetOpt = Annotated[Optional[bool], typer.Option(
+    "--duet/--no-duet", help="Measure the arms together in time (the config's \\[duet] "
+    "slots): each unit runs one arm per slot at once, so host drift lands on every arm "
+    "alike (default: the config's \\[duet] enabled).")]
+SwapOpt = Annotated[Optional[bool], typer.Option(
+    "--swap/--no-swap", help="In duets, the sides trade CPUs between load windows, so each "
+    "run meets every slot's cores (needs --windows a multiple of the slots; default: the "
+    "config's \\[duet] swap).")]
 LockWaitOpt = Annotated[Optional[float], typer.Option(
     "--lock-wait", help="Seconds to wait for another e2e's server to finish "
     "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
@@ -215,3 +224,21 @@ def unreachable_concurrency(specs) -> list[str]:
         if line not in said:
             said.append(line)
     return said
+
+
+def with_duet(experiment, duet: bool | None, swap: bool | None = None):
+    """The experiment with ``--duet`` and ``--swap`` applied to its ``[duet]`` (checked as the
+    file's table is: a ConfigError naming the problem)."""
+    from pydantic import ValidationError
+
+    from e2e.config import DuetConfig, describe_validation_error
+    from e2e.errors import ConfigError
+
+    changes = {k: v for k, v in (("enabled", duet), ("swap", swap)) if v is not None}
+    if not changes:
+        return experiment
+    try:
+        table = DuetConfig.model_validate({**experiment.duet.model_dump(), **changes})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, "--duet/--swap", DuetConfig)) from None
+    return experiment.model_copy(update={"duet": table})

@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (ExecutorOpt, Measurement, csv_list, measurement_flags,
-                                   unreachable_concurrency)
+from e2e.commands._options import (DuetOpt, ExecutorOpt, Measurement, SwapOpt, csv_list,
+                                   measurement_flags, unreachable_concurrency, with_duet)
 from e2e.commands._report import write_report
 from e2e.console import guard, out, print_run, say
 
@@ -44,14 +44,8 @@ def sweep(
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     executor: ExecutorOpt = None,
-    duet: Annotated[Optional[bool], typer.Option(
-        "--duet/--no-duet", help="Measure the arms together in time (the config's \\[duet] "
-        "slots): each unit runs one arm per slot at once, so host drift lands on every arm "
-        "alike (default: the config's \\[duet] enabled).")] = None,
-    swap: Annotated[Optional[bool], typer.Option(
-        "--swap/--no-swap", help="In duets, the sides trade CPUs between load windows, so each "
-        "run meets every slot's cores (needs --windows a multiple of the slots; default: the "
-        "config's \\[duet] swap).")] = None,
+    duet: DuetOpt = None,
+    swap: SwapOpt = None,
     order_seed: Annotated[Optional[int], typer.Option(
         "--order-seed", help="Seed of the arm order for a new --results folder (default: drawn, "
         "so two sweeps of one config run their arms in different orders; recorded in the "
@@ -65,7 +59,6 @@ def sweep(
     design), resumable."""
 
     def body() -> None:
-        from e2e.config import DuetConfig
         from e2e.errors import ConfigError
         from e2e.pipeline import sweep as run_matrix
         from e2e.plan import make_plan
@@ -78,10 +71,7 @@ def sweep(
         modes = [True] if dspark else [False] if no_dspark else [False, True]
         experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
                                       input_len=input_len, output_len=output_len)
-        if duet is not None or swap is not None:
-            changes = {k: v for k, v in (("enabled", duet), ("swap", swap)) if v is not None}
-            experiment = experiment.model_copy(update={"duet": DuetConfig.model_validate(
-                {**experiment.duet.model_dump(), **changes})})
+        experiment = with_duet(experiment, duet, swap)
         results = flags.results
         from e2e.plan import describe_order, folder_order
 
