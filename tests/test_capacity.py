@@ -469,3 +469,22 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
     doc = json.loads((folder / "capacity.json").read_text())
     assert doc["duet"] == {"slots": ["slot0", "slot1"]}
     assert all(r["partners"] for arm in doc["results"].values() for r in arm["runs"])
+
+
+def test_a_duet_round_pairs_the_next_units_and_fills_or_waits():
+    from e2e.capacity._run import _duets
+    from e2e.config import RunSpec
+
+    base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)
+    unit = lambda arm, rate, repeat=1: RunSpec.model_validate(  # noqa: E731
+        {**base.model_dump(), "arm": arm, "request_rate": rate, "repeat": repeat, "duet": 1})
+    a, b, c = [unit("main", 4.0), unit("main", 8.0)], [unit("slow", 2.0)], [unit("fast", 6.0)]
+    three = _duets([a, b, c], [None, None, None], 2)  # three arms, two slots: the third waits
+    assert len(three) == 1 and [s.arm for s in three[0].sides] == ["main", "slow"]
+    assert [s.slot for s in three[0].sides] == [0, 1] and three[0].sides[0].request_rate == 4.0
+    extra = unit("slow", 2.0, 4)  # slow is done: its next boundary run partners main
+    filled = _duets([a, [], c], [None, extra, None], 3)
+    assert [(s.arm, s.repeat, s.slot) for s in filled[0].sides] == [
+        ("main", 1, 0), ("fast", 1, 1), ("slow", 4, 2)]
+    alone = _duets([a, []], [None, None], 2)  # no partner left at all: it runs alone
+    assert alone == [a[0]]
