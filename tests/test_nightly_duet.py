@@ -101,8 +101,10 @@ def test_nights_are_judged_on_tonight_over_the_reference(tmp_path, monkeypatch):
     assert verdicts[("reference", "tpot_ms_mean")].verdict == "not judged"
     runs = sorted(p.name for p in second.folder.glob("*-c1-base-r*-d1"))
     assert len(runs) == 6  # 3 duets of reference and main
+    third = night("2026-01-03")  # the third night of the history (against one night, a
+    assert third.judgement.status == "pass"  # relative cell's change is never called)
     # tonight's build 12 ms slower per token (the reference stays as pinned): a regression
-    third = night("2026-01-03", step_delay_us=12000)
+    third = night("2026-01-04", step_delay_us=12000)
     verdicts = {(v.key.arm, v.key.metric): v for v in third.judgement.verdicts}
     assert verdicts[("main-vs-reference", "tpot_ms_mean")].verdict == "regressed"
     assert third.judgement.status == "regression"

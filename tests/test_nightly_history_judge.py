@@ -144,13 +144,36 @@ def test_a_change_measured_beside_other_work_is_undecided_not_called():
     assert "0.64 of a core" in v.reason and "up to 0.85" in v.reason
     (q,) = judge_night("2026-01-04", [quiet], None, RULES, histories={REL: history}).verdicts
     assert q.verdict == "improved"  # one busy run of four: the median run was quiet
-    # against one baseline night too, and a regression the same
-    base = Baseline("2026-01-03", (history[-1][1],), "last")
-    up = NightCell(REL, (1.3, 1.31, 1.29, 1.3), (2, 3, 4, 5), dirs, interference=(0.5,) * 4)
-    j = judge_night("2026-01-04", [up], base, RULES)
+    # against one baseline night too, and a regression the same (an absolute cell: a
+    # relative one is not called against one night at all, below)
+    absolute = dataclasses.replace(REL, arm="main")
+    base = Baseline("2026-01-03", (dataclasses.replace(history[-1][1], key=absolute),), "last")
+    up = NightCell(absolute, (1.3, 1.31, 1.29, 1.3), (2, 3, 4, 5), dirs, interference=(0.5,) * 4)
+    alone = dataclasses.replace(RULES, reference=None)  # a nightly without a reference arm
+    j = judge_night("2026-01-04", [up], base, alone)
     assert j.verdicts[0].verdict == "undecided" and j.status == "pass"
-    j = judge_night("2026-01-04", [dataclasses.replace(up, interference=(0.1,) * 4)], base, RULES)
+    j = judge_night("2026-01-04", [dataclasses.replace(up, interference=(0.1,) * 4)], base, alone)
     assert j.verdicts[0].verdict == "regressed" and j.status == "regression"
+
+
+def test_a_relative_cell_is_not_called_against_one_night():
+    """Set 5 of docs/statistics.md: night 2 of one build, measured alone (0.02 of a core),
+    against night 1 alone: +9.1 % [+0.7, +17.3] called regressed before this rule."""
+    dirs = tuple(f"d{k}" for k in range(4))
+    night1 = NightCell(REL, (1.0192, 0.9674, 0.9752, 0.9117), (2, 3, 4, 5), dirs)
+    night2 = NightCell(REL, (0.9931, 1.098, 1.0565, 1.0626), (2, 3, 4, 5), dirs,
+                       interference=(0.02,) * 4)
+    base = Baseline("2026-12-01", (night1,), "last")
+    history = [("2026-12-01", night1)]
+    j = judge_night("2026-12-02", [night2], base, RULES, histories={REL: history})
+    (v,) = j.verdicts
+    assert v.verdict == "undecided" and j.status == "pass" and v.pct > 5
+    assert "against one night" in v.reason and "1 earlier passing night" in v.reason
+    absolute = dataclasses.replace(REL, arm="main")  # the rule is the relative cells'
+    j = judge_night("2026-12-02", [dataclasses.replace(night2, key=absolute)],
+                    Baseline("2026-12-01", (dataclasses.replace(night1, key=absolute),), "last"),
+                    dataclasses.replace(RULES, reference=None))
+    assert j.verdicts[0].verdict == "regressed" and 8 < j.verdicts[0].pct < 10
 
 
 def test_a_relative_cell_with_enough_nights_is_judged_against_them():
@@ -169,9 +192,11 @@ def test_a_relative_cell_with_enough_nights_is_judged_against_them():
                                             night_dir="nightly/2026-01-05", builds={},
                                             arm_overrides={}))
     assert "history" in text and "2026-01-01 … 2026-01-04" in text
-    # two nights are not enough: the baseline night, as before
+    # two nights are not enough: the baseline night, and a change against it not called
     j2 = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history[2:]})
-    assert j2.verdicts[0].history == () and "history" not in j2.verdicts[0].reason
+    (v2,) = j2.verdicts
+    assert v2.history == () and "history of" not in v2.reason
+    assert v2.verdict == "undecided" and "2 earlier passing night(s)" in v2.reason
 
 
 def test_history_dates_from_the_store_are_text_in_the_summary():

@@ -34,7 +34,9 @@ compared with the baseline night's cell of the same key; the rules are:
   spread once, not the noise of two nights), read with the same verdict rule. The history is
   the last ``history_nights`` passing nights, back to and including the first of the latest
   two nights in a row called improved (a new level starts only once a second night confirms
-  it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above.
+  it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above,
+  but a change called against it is **undecided** (one night cannot show the ratio's
+  night-to-night spread: ``_one_night``).
 * a load cell called **regressed** or **improved** whose median run was measured while other
   processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
   warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
@@ -371,7 +373,23 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
                            reason="the baseline night has no such cell")
     if key.kind == "gsm8k":
         return _judge_gsm8k(key, tonight, baseline, rules, samples or {})
-    return _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
+    verdict = _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
+    return _one_night(verdict, len(history)) if is_relative(key.arm) else verdict
+
+
+def _one_night(v: CellVerdict, nights: int) -> CellVerdict:
+    """``v``, or undecided where a relative cell called a change against one night: its
+    interval counts the two nights' runs, not how the ratio moves from night to night, which
+    no single night shows (``history_interval``'s simulation: one night against another
+    falsely called 3.9-30.1 % of A/A nights; measured, docs/statistics.md: +9.1 % [+0.7,
+    +17.3] called on an unchanged build against one night, its runs measured alone)."""
+    if v.verdict not in ("regressed", "improved"):
+        return v
+    return dataclasses.replace(v, verdict="undecided", reason=(
+        f"{v.reason}; but against one night: the ratio has {nights} earlier passing night(s), "
+        f"fewer than the {MIN_HISTORY_NIGHTS} its night-to-night spread is judged from, and "
+        f"one night's runs do not show that spread, so the {v.pct:+.1f} % is not called (the "
+        "first nights of a config build its history)"))
 
 
 def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
