@@ -169,6 +169,9 @@ def test_a_relative_cell_is_not_called_against_one_night():
     (v,) = j.verdicts
     assert v.verdict == "undecided" and j.status == "pass" and v.pct > 5
     assert "against one night" in v.reason and "1 earlier passing night" in v.reason
+    pinned = judge_night("2026-12-02", [night2], dataclasses.replace(base, reason="pinned"),
+                         RULES)  # a night the user chose: called against it, as before
+    assert pinned.verdicts[0].verdict == "regressed" and pinned.status == "regression"
     absolute = dataclasses.replace(REL, arm="main")  # the rule is the relative cells'
     j = judge_night("2026-12-02", [dataclasses.replace(night2, key=absolute)],
                     Baseline("2026-12-01", (dataclasses.replace(night1, key=absolute),), "last"),

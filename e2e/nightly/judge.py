@@ -36,7 +36,7 @@ compared with the baseline night's cell of the same key; the rules are:
   two nights in a row called improved (a new level starts only once a second night confirms
   it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above,
   but a change called against it is **undecided** (one night cannot show the ratio's
-  night-to-night spread: ``_one_night``).
+  night-to-night spread: ``_one_night``), unless that night was pinned.
 * a load cell called **regressed** or **improved** whose median run was measured while other
   processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
   warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
@@ -351,11 +351,13 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
 def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | None,
                rules: Rules, *, have_baseline: bool = True, samples: Samples | None = None,
                threshold: float | None = None,
-               history: Sequence[tuple[str, NightCell]] = ()) -> CellVerdict:
+               history: Sequence[tuple[str, NightCell]] = (), pinned: bool = False) -> CellVerdict:
     """The verdict of one cell (see the module docstring for the rules). ``threshold``
     overrides the rules' (the headline's threshold judging another metric); ``history``
     holds a relative cell's earlier nights ((date, cell), oldest first): with at least
-    ``MIN_HISTORY_NIGHTS`` of them the cell is judged against them, not ``baseline``."""
+    ``MIN_HISTORY_NIGHTS`` of them the cell is judged against them, not ``baseline``;
+    with fewer, a change it calls against ``baseline`` is undecided unless the user
+    ``pinned`` that night."""
     threshold = threshold if threshold is not None else rules.threshold(key)
     if threshold is None:
         return CellVerdict(key, "not judged", tonight, baseline,
@@ -374,7 +376,7 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
     if key.kind == "gsm8k":
         return _judge_gsm8k(key, tonight, baseline, rules, samples or {})
     verdict = _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
-    return _one_night(verdict, len(history)) if is_relative(key.arm) else verdict
+    return _one_night(verdict, len(history)) if is_relative(key.arm) and not pinned else verdict
 
 
 def _one_night(v: CellVerdict, nights: int) -> CellVerdict:
@@ -459,6 +461,7 @@ def judge_night(
     base = {c.key: c for c in baseline.cells} if baseline is not None else {}
     keys = sorted(set(now) | set(expected))
     have = baseline is not None
+    pinned = have and baseline.reason == "pinned"  # the user's own choice of one night
     headline: dict[CellKey, tuple[float, str]] = {}  # server key -> (threshold, why)
     replaced: dict[CellKey, CellKey] = {}  # client headline -> the server twin judged instead
     for k in keys:
@@ -475,7 +478,7 @@ def judge_night(
         if k in headline:
             threshold, source = headline[k]
             v = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
-                           threshold=threshold, history=histories.get(k, ()))
+                           threshold=threshold, history=histories.get(k, ()), pinned=pinned)
             verdicts[k] = dataclasses.replace(v, source=source)
         elif k in replaced:
             verdicts[k] = CellVerdict(k, "not judged", now.get(k), base.get(k),
@@ -483,7 +486,8 @@ def judge_night(
                                              "the server's TPOT")
         else:
             verdicts[k] = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
-                                     samples=samples, history=histories.get(k, ()))
+                                     samples=samples, history=histories.get(k, ()),
+                                     pinned=pinned)
     verdicts_t = tuple(verdicts[k] for k in sorted(verdicts))
     return Judgement(date=date, baseline=baseline, verdicts=verdicts_t, problems=tuple(problems),
                      status=night_status(verdicts_t, problems))
