@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from e2e.commands._options import with_duet
 from e2e.console import guard, out, say
 from e2e.errors import ConfigError
 
@@ -94,9 +95,7 @@ def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, run
     from e2e.nightly.settings import default_nightly_path, nightly_metric
 
     experiment, nightly = load_bisect_config(config or default_nightly_path())
-    if duet is not None:
-        experiment = experiment.model_copy(
-            update={"duet": experiment.duet.model_copy(update={"enabled": duet})})
+    experiment = with_duet(experiment, duet)
     metric, runs, threshold = _defaults(nightly, concurrency, spec_mode, metric, runs,
                                            threshold, experiment)
     try:

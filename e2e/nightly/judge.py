@@ -387,11 +387,15 @@ def _one_night(v: CellVerdict, nights: int) -> CellVerdict:
     +17.3] called on an unchanged build against one night, its runs measured alone)."""
     if v.verdict not in ("regressed", "improved"):
         return v
-    return dataclasses.replace(v, verdict="undecided", reason=(
-        f"{v.reason}; but against one night: the ratio has {nights} earlier passing night(s), "
-        f"fewer than the {MIN_HISTORY_NIGHTS} its night-to-night spread is judged from, and "
-        f"one night's runs do not show that spread, so the {v.pct:+.1f} % is not called (the "
-        "first nights of a config build its history)"))
+    return _not_called(v, f"against one night: the ratio has {nights} earlier passing night(s), "
+                       f"fewer than the {MIN_HISTORY_NIGHTS} its night-to-night spread is judged "
+                       f"from, and one night's runs do not show that spread, so the {v.pct:+.1f} "
+                       "% is not called (the first nights of a config build its history)")
+
+
+def _not_called(v: CellVerdict, but: str) -> CellVerdict:
+    """``v`` (a regressed or improved call) made undecided, ``but`` saying why."""
+    return dataclasses.replace(v, verdict="undecided", reason=f"{v.reason}; but {but}")
 
 
 def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
@@ -403,11 +407,11 @@ def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
     share = float(np.median(busy))
     if share < rules.interference_max:
         return v
-    return dataclasses.replace(v, verdict="undecided", reason=(
-        f"{v.reason}; but other processes took {share:.2f} of a core (median of tonight's "
-        f"runs, up to {max(busy):.2f}) while it was measured, at least {rules.interference_max:g}: "
-        f"a {v.pct:+.1f} % change measured beside other work is not called (rerun the night "
-        "on a quieter host with the same --date; its runs' warnings name the processes)"))
+    return _not_called(v, f"other processes took {share:.2f} of a core (median of tonight's "
+                       f"runs, up to {max(busy):.2f}) while it was measured, at least "
+                       f"{rules.interference_max:g}: a {v.pct:+.1f} % change measured beside "
+                       "other work is not called (rerun the night on a quieter host with the "
+                       "same --date; its runs' warnings name the processes)")
 
 
 def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),
