@@ -131,6 +131,35 @@ def test_one_improved_night_alone_does_not_start_a_new_level():
         "2026-12-03", "2026-12-04", "2026-12-05"]
 
 
+def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
+    # set 2 of docs/statistics.md: night 3 (0.78, beside the other set: 0.64 of a core) passed
+    # undecided and, in the history, widened night 4's interval to [-43.6, +114.9] %. Stored
+    # with its runs' interference, it is left out, and the limit counts only nights kept.
+    quiet = ((1.00, 0.98, 1.02, 1.01), "noise", "pass")
+    h = _history({"2026-12-01": quiet, "2026-12-02": quiet,
+                  "2026-12-03": ((0.78, 0.66, 0.84, 0.79), "undecided", "pass"),
+                  "2026-12-04": quiet, "2026-12-05": quiet})
+    shares = {"2026-12-03": [0.56, 0.85, 0.72, 0.35], "2026-12-04": [0.3, 0.01, 0.02, None]}
+    h["interference"] = [shares.get(d) for d in h["date"]]
+    keep = dict(date="2026-12-06", experiment="e", config_hash="h")
+    assert [d for d, _ in cell_history(h, REL, **keep, limit=10, interference_max=0.25)] == [
+        "2026-12-01", "2026-12-02", "2026-12-04", "2026-12-05"]   # 12-04's median run: quiet
+    assert [d for d, _ in cell_history(h, REL, **keep, limit=3, interference_max=0.25)] == [
+        "2026-12-02", "2026-12-04", "2026-12-05"]
+    assert len(cell_history(h, REL, **keep, limit=10)) == 5        # without the rule: all
+    got = cell_history(h, REL, **keep, limit=10, interference_max=0.9)
+    assert dict(got)["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
+    assert dict(got)["2026-12-01"].interference == ()              # none recorded
+    # the judge's interval without the busy night is narrower, and says the rule
+    tonight = _night([1.00, 1.01, 0.99, 1.02], "2026-12-06")
+    kept = cell_history(h, REL, **keep, limit=10, interference_max=0.25)
+    (v,) = judge_night("2026-12-06", [tonight], None, RULES, histories={REL: kept}).verdicts
+    (w,) = judge_night("2026-12-06", [tonight], None, RULES,
+                       histories={REL: cell_history(h, REL, **keep, limit=10)}).verdicts
+    assert v.interval[1] - v.interval[0] < (w.interval[1] - w.interval[0]) / 2
+    assert "beside other work, ≥ 0.25 of a core, left out" in v.reason
+
+
 def test_a_change_measured_beside_other_work_is_undecided_not_called():
     history = [(f"2026-01-0{d}", _night(v, f"2026-01-0{d}")) for d, v in
                [(1, [1.00, 1.01, 0.99, 1.00]), (2, [1.03, 1.02, 1.04, 1.03]),

@@ -111,7 +111,7 @@ def assess_night(
     histories = {} if pinned else {
         c.key: cell_history(history, c.key, date=date, experiment=experiment,
                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
-                            since=cp.since)
+                            since=cp.since, interference_max=rules.interference_max)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
     judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
                             samples=samples, histories=histories)

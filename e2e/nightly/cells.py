@@ -1,10 +1,12 @@
 """A night's cells and their verdicts, the values the judge, the change points, the history and
-the renderers pass between them (no logic beyond a label and a median)."""
+the renderers pass between them (no logic beyond a label and medians)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from e2e import analysis
 
@@ -38,8 +40,14 @@ class NightCell:
     run_dirs: tuple[str, ...] = ()
     interference: tuple[float | None, ...] = ()
     """Each value's recorded interference (other processes' cores' worth during its load; for
-    a relative value the larger of its two runs'), aligned with ``values``; () when unknown.
-    Tonight's only: the history does not keep it."""
+    a relative value the larger of its two runs'), aligned with ``values``; () when unknown
+    (nights stored before the store kept it, schema version 2)."""
+
+    @property
+    def busy_share(self) -> float | None:
+        """The median run's recorded interference (cores), None where no run recorded any."""
+        busy = [x for x in self.interference if x is not None]
+        return float(np.median(busy)) if busy else None
 
     @property
     def median(self) -> float:

@@ -5,13 +5,15 @@ returns this frame; selecting from it (``select_baseline``, ``night_cells``) sta
 functions. The parquet file is what nights were kept in before the store: ``read_history``
 reads one for the store's one-time import, ``append_night`` still writes one (tests, tools).
 
-Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, read as
-empty from version-1 files):
+Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, 3
+``interference``, each read as empty from older files):
 
     schema_version, date, experiment, config_hash, night_status, recorded_at
     kind, arm, concurrency, spec_mode, metric        the cell (concurrency 0 for GSM8K)
     n, median, low, high, values, repeats, run_dirs  its reported runs (run_dirs relative
                                                      to the results folder)
+    interference                                     each run's recorded interference
+                                                     (cores; None where none was recorded)
     verdict, pct, pct_low, pct_high, threshold,      its judgement
     floor_pp, baseline_date
     engine, engine_version, engine_git_sha,          build provenance of the cell's arm
@@ -46,9 +48,9 @@ from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
            "read_history", "append_night", "night_rows", "night_cells", "select_baseline",
-           "cell_history"]
+           "cell_history", "interference_of", "stored_interference"]
 
-HISTORY_SCHEMA_VERSION = 2
+HISTORY_SCHEMA_VERSION = 3
 HISTORY_FILE = "history.parquet"
 HISTORY_COLUMNS = [
     "schema_version", "date", "experiment", "config_hash", "night_status", "recorded_at",
@@ -56,9 +58,9 @@ HISTORY_COLUMNS = [
     "n", "median", "low", "high", "values", "repeats", "run_dirs",
     "verdict", "pct", "pct_low", "pct_high", "threshold", "floor_pp", "baseline_date",
     "engine", "engine_version", "engine_git_sha", "packages_sha256", "build_python",
-    "arm_overrides", "e2e_git_sha", "host", "build_git_commit",
+    "arm_overrides", "e2e_git_sha", "host", "build_git_commit", "interference",
 ]
-_ADDED = {"build_git_commit"}  # columns newer than schema version 1
+_ADDED = {"build_git_commit", "interference"}  # columns newer than schema version 1
 _NIGHT = ["date", "experiment", "config_hash"]
 
 
@@ -155,6 +157,7 @@ def night_rows(
             "n": len(cell.values), "median": cell.median, "low": cell.low, "high": cell.high,
             "values": [float(x) for x in cell.values], "repeats": [int(r) for r in cell.repeats],
             "run_dirs": list(cell.run_dirs),
+            "interference": stored_interference(cell.interference),
             "verdict": v.verdict if v else "not judged",
             "pct": _num(v.pct if v else None),
             "pct_low": _num(v.interval[0] if v and v.interval else None),
@@ -185,8 +188,23 @@ def night_cells(history: pd.DataFrame, *, date: str, experiment: str,
                               str(r.metric)),
                   values=tuple(float(x) for x in r.values),
                   repeats=tuple(int(x) for x in r.repeats),
-                  run_dirs=tuple(str(x) for x in r.run_dirs))
+                  run_dirs=tuple(str(x) for x in r.run_dirs),
+                  interference=interference_of(r.interference))
         for r in rows.itertuples(index=False))
+
+
+def stored_interference(values: Any) -> list[float | None] | None:
+    """Per-run interference as the history stores it: None where no run recorded any."""
+    got = interference_of(values)
+    return list(got) if any(x is not None for x in got) else None
+
+
+def interference_of(stored: Any) -> tuple[float | None, ...]:
+    """The stored per-run interference back as a tuple; () for a night stored without it."""
+    if stored is None or (isinstance(stored, float) and math.isnan(stored)):
+        return ()
+    return tuple(None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+                 for x in stored)
 
 
 def select_baseline(history: pd.DataFrame, *, date: str, experiment: str, config_hash: str,
@@ -225,8 +243,8 @@ def select_baseline(history: pd.DataFrame, *, date: str, experiment: str, config
 
 
 def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
-                 config_hash: str, limit: int, since: str | None = None
-                 ) -> list[tuple[str, NightCell]]:
+                 config_hash: str, limit: int, since: str | None = None,
+                 interference_max: float | None = None) -> list[tuple[str, NightCell]]:
     """``key``'s earlier nights to judge tonight (``date``) against, oldest first: the last
     ``limit`` passing nights of this experiment and config hash before ``date`` (on or after
     ``since``), back to and including the latest night called "improved" for ``key`` whose
@@ -234,7 +252,10 @@ def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: 
     confirms it. One improved night alone stays one night of the history (on a busy host one
     night of one build was called −22.6 %, and the next, judged against it alone, a false
     +25.0 % regression: docs/statistics.md). A regressed night does not pass, so it is never
-    in the history."""
+    in the history. With ``interference_max``, a night whose median run was measured while
+    other processes took at least that many cores is left out (its spread is the other work's,
+    not the ratio's: one such night widened a later interval to [−43.6, +114.9] %); nights
+    stored without interference are kept."""
     rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
                    & (history["night_status"] == "pass") & (history["date"] < date)
                    & (history["kind"] == key.kind) & (history["arm"] == key.arm)
@@ -247,9 +268,11 @@ def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: 
     for r in rows.sort_values("date", ascending=False).itertuples(index=False):
         if len(out) >= limit:
             break
-        out.append((str(r.date), NightCell(key, tuple(float(x) for x in r.values),
-                                           tuple(int(x) for x in r.repeats),
-                                           tuple(str(x) for x in r.run_dirs))))
+        cell = NightCell(key, tuple(float(x) for x in r.values), tuple(int(x) for x in r.repeats),
+                         tuple(str(x) for x in r.run_dirs), interference_of(r.interference))
+        if interference_max is not None and (cell.busy_share or 0.0) >= interference_max:
+            continue
+        out.append((str(r.date), cell))
         improved = str(r.verdict) == "improved"
         if improved and newer_improved:
             break

@@ -243,7 +243,8 @@ def _judge_history(key: CellKey, now: NightCell, nights: Sequence[tuple[str, Nig
     verdict = analysis.verdict_for(est, higher_is_better=m.higher_is_better,
                                    min_effect_pct=threshold)
     against = (f"against the ratio's history of {len(nights)} passing nights "
-               f"({nights[0][0]} … {nights[-1][0]}), a prediction interval")
+               f"({nights[0][0]} … {nights[-1][0]}; nights measured beside other work, "
+               f"≥ {rules.interference_max:g} of a core, left out), a prediction interval")
     name: VerdictName = {"slower": "regressed", "faster": "improved",
                          "within noise": "noise"}[verdict]  # type: ignore[assignment]
     if name == "noise" and _too_wide(interval, threshold):
@@ -401,12 +402,11 @@ def _not_called(v: CellVerdict, but: str) -> CellVerdict:
 def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
     """``v``, or undecided where it called a change on runs measured beside other work (the
     median run's recorded interference at least ``rules.interference_max`` cores)."""
-    busy = [x for x in (v.tonight.interference if v.tonight else ()) if x is not None]
-    if v.verdict not in ("regressed", "improved") or not busy:
+    share = v.tonight.busy_share if v.tonight else None
+    if v.verdict not in ("regressed", "improved") or share is None \
+            or share < rules.interference_max:
         return v
-    share = float(np.median(busy))
-    if share < rules.interference_max:
-        return v
+    busy = [x for x in v.tonight.interference if x is not None]
     return _not_called(v, f"other processes took {share:.2f} of a core (median of tonight's "
                        f"runs, up to {max(busy):.2f}) while it was measured, at least "
                        f"{rules.interference_max:g}: a {v.pct:+.1f} % change measured beside "

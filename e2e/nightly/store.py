@@ -9,13 +9,14 @@ into a config or a record: libpq reads ``PGPASSWORD`` (or ``~/.pgpass``), or the
 variable, ``postgresql+psycopg://e2e:${E2E_DB_PASSWORD}@host/db``, expanded when connecting;
 URLs are only ever printed with the password masked (``masked_url``).
 
-Tables (``SCHEMA_VERSION`` 1):
+Tables (``SCHEMA_VERSION`` 2):
 
     schema_version   version, applied_at, description: the migrations applied, in order
     nights           one row per (date, experiment, config_hash): status, baseline, host,
                      e2e commit, --arm-setting overrides, the night's problems, report paths
     night_cells      one row per (night, kind, arm, concurrency, spec_mode, metric): the per-run
-                     values, repeats and run folders (what history.parquet held per row)
+                     values, repeats and run folders (what history.parquet held per row), and
+                     each run's recorded interference (version 2; NULL where none was recorded)
     verdicts         one row per night cell: verdict, change, interval, threshold, p, source
     change_points    the change points found over the history on that night
     gsm8k_documents  one row per (night, arm folder, document): strict match and prompt hash
@@ -61,13 +62,13 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
 from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
-                                 read_history)
+                                 read_history, stored_interference)
 from e2e.nightly.judge import Judgement
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
            "masked_url", "MIGRATIONS"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_STORE = "sqlite:///nightly/history.db"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -123,6 +124,7 @@ night_cells = sa.Table(
     sa.Column("values", sa.JSON, nullable=False),
     sa.Column("repeats", sa.JSON, nullable=False),
     sa.Column("run_dirs", sa.JSON, nullable=False),
+    sa.Column("interference", sa.JSON(none_as_null=True)),  # version 2
     sa.UniqueConstraint("night_id", *_CELL, name="uq_night_cells_cell"))
 
 verdicts = sa.Table(
@@ -184,9 +186,18 @@ def _v1_initial(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v2_interference(conn: Connection) -> None:
+    """Version 2: ``night_cells.interference``, so a history can leave busy nights out (a
+    store created by this version's ``_v1_initial`` has it already)."""
+    if "interference" not in {c["name"] for c in sa.inspect(conn).get_columns("night_cells")}:
+        kind = sa.JSON().compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE night_cells ADD COLUMN interference {kind}"))
+
+
 MIGRATIONS: list[tuple[int, str, Any]] = [
     (1, "nights, night_cells, verdicts, change_points, gsm8k_documents, builds, imports",
      _v1_initial),
+    (2, "night_cells.interference: each run's recorded interference", _v2_interference),
 ]
 assert [m[0] for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
 
@@ -425,7 +436,8 @@ class Store:
                         **cell, n=int(r.n), median=_num(r.median), low=_num(r.low),
                         high=_num(r.high), values=[float(x) for x in r.values],
                         repeats=[int(x) for x in r.repeats],
-                        run_dirs=[str(x) for x in r.run_dirs]))
+                        run_dirs=[str(x) for x in r.run_dirs],
+                        interference=stored_interference(r.interference)))
                     v = extra.get((r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric))
                     conn.execute(verdicts.insert().values(
                         **cell, verdict=str(r.verdict), pct=_num(r.pct),
@@ -515,7 +527,7 @@ class Store:
             c.low, c.high, c["values"], c.repeats, c.run_dirs, v.verdict, v.pct, v.pct_low,
             v.pct_high, v.threshold, v.floor_pp, n.baseline_date, b.engine, b.engine_version,
             b.engine_git_sha, b.packages_sha256, b.build_python, n.arm_overrides, n.e2e_git_sha,
-            n.host, b.build_git_commit)
+            n.host, b.build_git_commit, c.interference)
             .select_from(night_cells.join(nights, c.night_id == n.id)
                          .outerjoin(verdicts, sa.and_(v.night_id == c.night_id,
                                                       *[v[k] == c[k] for k in _CELL]))
