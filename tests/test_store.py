@@ -327,7 +327,8 @@ def test_history_command_on_the_default_sqlite_store(tmp_path):
         ("2026-01-01", 10.0, "10 10.1 9.9"), ("2026-01-02", 10.2, "10.2 10.3 10.1")]
     for args, message in ((["--format", "xml"], "give table, csv or json"),
                           (["--metric", "tpot_ms_median", "--arm", "pr"], "no night has the cell"),
-                          (["--store", "postgresql://u:pw@h/db"], "holds a password")):
+                          (["--store", "postgresql://u:pw@h/db"],
+                           "holds a password; keep it out of configs")):   # whole, not masked
         bad = CliRunner().invoke(app, ["history", "--results", str(results), *args])
         assert bad.exit_code == 2 and message in bad.output, (args, bad.output)
         assert "pw@" not in bad.output

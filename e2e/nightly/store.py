@@ -221,7 +221,8 @@ def resolve_url(url: str | None, results: Path) -> URL:
         # where a parser would not, and the query is not masked by SQLAlchemy
         raise ConfigError(f"the store URL {masked_text(text)} holds a password"
                           + (f" (in its query: {', '.join(secret_keys)})" if secret_keys else "")
-                          + ": keep it out of configs and command lines; set PGPASSWORD, "
+                          # "password: x" would read as a pair to the redactor, masking x
+                          + "; keep it out of configs and command lines: set PGPASSWORD, "
                           "or write ${VARIABLE} in the password's place and set that variable")
     backend = parsed.get_backend_name()
     if backend not in ("sqlite", "postgresql"):
