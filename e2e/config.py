@@ -7,6 +7,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import sys
@@ -21,6 +22,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationEr
                       model_validator)
 
 from e2e.errors import ConfigError, E2EError
+from e2e.plugin.settings import PluginSettings
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
 
 __all__ = [
@@ -155,6 +157,16 @@ def _no_nul(value: str) -> str:
 
 # what a process's environment and argv can hold (os.execve refuses the rest at launch)
 EnvTable = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_no_nul)]]
+
+
+def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` if e2e's vLLM plugin would accept it as an arm's settings, else ValueError
+    saying why: checked here, not first by a server that starts only to refuse them."""
+    try:
+        PluginSettings.parse(json.dumps(value))
+    except (TypeError, ValueError) as exc:  # SettingsError is a ValueError; TypeError: a date
+        raise ValueError(f"plugin settings {value!r}: {exc}") from None
+    return value
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 
 
@@ -379,7 +391,7 @@ class ArmConfig(_Strict):
     build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
     env: EnvTable = Field(default_factory=dict)
     args: ArgList = Field(default_factory=list)
-    plugin: dict[str, Any] = Field(
+    plugin: Annotated[dict[str, Any], AfterValidator(plugin_settings)] = Field(
         default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
     )
     opt_in: bool = Field(
@@ -561,6 +573,16 @@ class Experiment(_Strict):
         for name in value:
             safe_name(name, "arm name")
         return value
+
+    @model_validator(mode="after")
+    def _mutant_settings(self) -> Experiment:
+        for m in self.unit.mutants:  # a mutant's settings go over its arm's, as `e2e unit` runs it
+            if m.arm in self.arms:
+                try:
+                    plugin_settings({**self.arms[m.arm].plugin, **m.plugin})
+                except ValueError as exc:
+                    raise ValueError(f"[[unit.mutants]] {m.name!r}: {exc}") from None
+        return self
 
     def redactor(self, *secrets: str | None) -> Redactor:
         """The experiment's redaction rule (``server.secret_pattern``), with every secret the

@@ -58,6 +58,25 @@ def test_unknown_key_inside_an_arm(tmp_path):
         load_experiment(path)
 
 
+def test_plugin_settings_are_checked_where_the_config_is_read(tmp_path):
+    # what the server's plugin would refuse at start, for every run, is refused here
+    for table, words in (('plugin = { packing = "inplace", step_delayus = 5 }',
+                          r"arms\.pr\.plugin: .*unknown plugin settings \['step_delayus'\]"),
+                         ('plugin = { packing = "sideways" }', r"arms\.pr\.plugin: .*packing 'sideways'"),
+                         ('plugin = { packing = "main", draft_update = true }',
+                          r"arms\.pr\.plugin: .*needs an in-place packing path"),
+                         ('plugin = { packing = "inplace", window = 1979-05-27 }',
+                          r"arms\.pr\.plugin: .*not JSON serializable")):
+        text = DEFAULT.replace('[arms.pr]\n', f'[arms.pr]\n{table}\n', 1)
+        text = text.replace('plugin = { packing = "inplace", draft_update = true }\n', '', 1)
+        with pytest.raises(ConfigError, match=words):
+            load_experiment(write(tmp_path, text))
+    # a mutant's settings go over its arm's: pr's in-place packing with main's would be refused
+    mutant = DEFAULT.replace("plugin = { draft_update = false }", 'plugin = { packing = "main" }')
+    with pytest.raises(ConfigError, match=r"'pr-flag-forced-off': .*needs an in-place packing"):
+        load_experiment(write(tmp_path, mutant))
+
+
 def test_wrong_type(tmp_path):
     path = write(tmp_path, DEFAULT.replace("input_len = 1031", 'input_len = "long"'))
     with pytest.raises(ConfigError, match=r"load\.input_len: .*integer.*'long'"):

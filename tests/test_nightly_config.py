@@ -99,6 +99,12 @@ def test_arm_settings_merge_into_the_plugin_not_the_hash() -> None:
     assert cfg.experiment.arms["main"].plugin == {"packing": "main"}  # not mutated
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_arm_settings(["step_delay_us"])
+    # refused here, before any server starts only to refuse them (it would for every run)
+    for item, words in (("../x=1", r"unknown plugin settings \['../x'\]"),
+                        ("step_delay_us=-5", "step_delay_us must be an integer >= 0"),
+                        ("draft_update=true", "draft_update = true needs an in-place")):
+        with pytest.raises(ConfigError, match=rf"--arm-setting on arm 'main': .*{words}"):
+            with_arm_settings(cfg.experiment, cfg.arms, parse_arm_settings([item]))
 
 
 def _app() -> typer.Typer:
@@ -118,6 +124,9 @@ def test_command_exits_2_on_bad_input(tmp_path) -> None:
     result = runner.invoke(_app(), ["nightly", "--date", "01/02/2026", "--dry-run",
                                     "--results", str(tmp_path)])
     assert result.exit_code == 2, result.output
+    result = runner.invoke(_app(), ["nightly", "--arm-setting", "stepdelay_us=500", "--dry-run",
+                                    "--results", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown plugin settings ['stepdelay_us']" in result.output
 
 
 def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:

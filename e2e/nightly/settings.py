@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from e2e.analysis import METRICS, Metric
 from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
-from e2e.config import Experiment, describe_validation_error, parse_experiment, read_toml
+from e2e.config import (Experiment, describe_validation_error, parse_experiment, plugin_settings,
+                        read_toml)
 from e2e.errors import ConfigError
 from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_metric
 
@@ -376,5 +377,9 @@ def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
     new_arms = dict(experiment.arms)
     for name in arms:
         arm = experiment.arm(name)
-        new_arms[name] = arm.model_copy(update={"plugin": {**arm.plugin, **overrides}})
+        try:
+            plugin = plugin_settings({**arm.plugin, **overrides})
+        except ValueError as exc:
+            raise ConfigError(f"--arm-setting on arm {name!r}: {exc}") from None
+        new_arms[name] = arm.model_copy(update={"plugin": plugin})
     return experiment.model_copy(update={"arms": new_arms})
