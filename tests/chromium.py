@@ -3,7 +3,14 @@
 error and uncaught exception. Uses the Debian ``chromium`` binary and ``websocket-client``.
 
 ``CHROMIUM`` (env) names another binary. ``browser_or_skip()`` skips a test without one,
-except under CI (``CI=true``), where a missing browser is a failure."""
+except under CI (``CI=true``), where a missing browser is a failure.
+
+The DevTools client sends its own fixed ``Origin`` (``ORIGIN``) and Chromium is started with
+``--remote-allow-origins`` naming just that origin: Chromium 111 and later refuse a DevTools
+WebSocket from an origin they were not told to allow (Debian's 150 refused even
+``http://127.0.0.1:<port>``, the client's default), and ``*`` would let any page the browser
+opens drive it. ``Browser.product`` is the browser's own name and version (``/json/version``),
+``DRIVEN`` every (binary, product) started, which the suite prints at its end."""
 
 from __future__ import annotations
 
@@ -19,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+DRIVEN: set[tuple[str, str]] = set()  # (binary, product) of every browser started
+ORIGIN = "http://e2e-tests.localhost"  # the harness's own origin, the only one allowed
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--disable-dev-shm-usage", "--allow-file-access-from-files"]
@@ -48,9 +57,10 @@ class Browser:
 
         self._ws_mod = websocket
         self.profile = tempfile.mkdtemp(prefix="e2e-chromium-")
+        self.binary = browser_or_skip()
         self.proc = subprocess.Popen(
-            [browser_or_skip(), *FLAGS, f"--user-data-dir={self.profile}",
-             "--remote-debugging-port=0", "about:blank"],
+            [self.binary, *FLAGS, f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", f"--remote-allow-origins={ORIGIN}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         port_file = Path(self.profile) / "DevToolsActivePort"
@@ -62,6 +72,10 @@ class Browser:
             time.sleep(0.1)
         time.sleep(0.2)
         self.port = int(port_file.read_text().split()[0])
+        about = json.loads(urllib.request.urlopen(
+            f"http://127.0.0.1:{self.port}/json/version", timeout=30).read())
+        self.product = about.get("Browser", "unknown")  # e.g. "Chrome/150.0.7871.100"
+        DRIVEN.add((self.binary, self.product))
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -79,11 +93,20 @@ class Browser:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def page(self, url: str, *, settle_s: float = 1.5) -> "Page":
+    def connect(self, origin: str = ORIGIN):
+        """A DevTools WebSocket to a new blank tab, sent with ``origin``."""
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}/json/new?about:blank",
                                      method="PUT")
         target = json.loads(urllib.request.urlopen(req, timeout=30).read())
-        page = Page(self._ws_mod.create_connection(target["webSocketDebuggerUrl"], timeout=60))
+        try:
+            return self._ws_mod.create_connection(target["webSocketDebuggerUrl"], timeout=60,
+                                                  origin=origin)
+        except self._ws_mod.WebSocketBadStatusException as exc:
+            raise RuntimeError(f"{self.product} refused the DevTools connection from {origin}: "
+                               f"{exc}") from exc
+
+    def page(self, url: str, *, settle_s: float = 1.5) -> "Page":
+        page = Page(self.connect())
         page.open(url, settle_s=settle_s)
         return page
 

@@ -101,6 +101,16 @@ SLOW_TESTS = {
 }
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Which browser the dashboard's tests drove (Chromium's DevTools rules change between
+    versions: a failure there reads differently with the version beside it). Printed under
+    ``-q`` too, where pytest's header is not."""
+    import chromium
+
+    for binary, product in sorted(chromium.DRIVEN):
+        terminalreporter.write_line(f"browser tests drove {binary} ({product})")
+
+
 def _slow(item) -> bool:
     if "chromium" in item.name:
         return True
