@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 
 Respond = Callable[[dict, asyncio.StreamWriter], Awaitable[None]]
@@ -51,6 +52,22 @@ async def stream(writer: asyncio.StreamWriter, blocks: list[bytes], *, gap_s: fl
 
 def good(tokens: int, prompt: int = 3) -> list[bytes]:
     return sse(*[chunk()] * tokens, usage(prompt, tokens), b"[DONE]")
+
+
+class PerConnection:
+    """``served = PerConnection(); n = served.count(writer)``: how many requests this
+    connection has carried, counting this one. Keyed by the writer object itself, weakly,
+    never by ``id(writer)``: a closed connection's writer is freed, and the next connection's
+    writer may be made at the same address, so an ``id`` key let a fresh connection inherit a
+    closed one's count (seen: 4 of 300 runs beside CPU load; the fresh connection was then
+    treated as reused and reset, and the client rightly failed the request)."""
+
+    def __init__(self) -> None:
+        self._counts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def count(self, writer) -> int:
+        self._counts[writer] = self._counts.get(writer, 0) + 1
+        return self._counts[writer]
 
 
 class ScriptedServer:
