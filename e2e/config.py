@@ -50,6 +50,7 @@ __all__ = [
     "describe_validation_error",
     "safe_name",
     "check_name",
+    "number_tag",
     "MAX_REPEATS",
     "MAX_CONCURRENCY",
     "MAX_PROMPTS",
@@ -78,6 +79,18 @@ def safe_name(value: str, what: str = "name") -> str:
             repr(value[:60]) + f"... ({len(value)} characters)")
         raise ValueError(f"{what} {shown} must be {NAME_RULE}")
     return value
+
+
+def number_tag(value: float) -> str:
+    """A number as it appears in a run id or a cell name: ``:g`` (6 significant digits),
+    but never in exponent notation, whose ``+`` no name may hold (``3.68e+06`` is
+    ``3680000``, ``1e-06`` is ``0.000001``)."""
+    text = f"{value:g}"
+    if "e" not in text:
+        return text
+    from decimal import Decimal
+
+    return format(Decimal(text), "f")
 
 
 def check_name(value: str, what: str = "name") -> str:
@@ -296,7 +309,7 @@ class TraceReplay(_Strict):
     @property
     def tag(self) -> str:
         stem = re.sub(r"[^A-Za-z0-9_-]", "_", Path(self.path).stem)[:24] or "trace"
-        speed = "" if self.speedup == 1 else f"x{self.speedup:g}"
+        speed = "" if self.speedup == 1 else f"x{number_tag(self.speedup)}"
         return f"trace-{stem}{speed}"
 
     def describe(self) -> str:
@@ -319,7 +332,7 @@ class MultiTurn(_Strict):
 
     @property
     def tag(self) -> str:
-        think = f"t{self.think_s:g}" if self.think_s else ""
+        think = f"t{number_tag(self.think_s)}" if self.think_s else ""
         return f"mt{self.sessions}x{self.turns}u{self.user_len}{think}"
 
     def describe(self) -> str:
@@ -731,7 +744,7 @@ class RunSpec(_Strict):
 
     @property
     def cell(self) -> str:
-        loop = "" if self.request_rate is None else f"-rate{self.request_rate:g}"
+        loop = "" if self.request_rate is None else f"-rate{number_tag(self.request_rate)}"
         shape = "" if self.workload is None else f"-{self.workload.tag}"
         return f"{self.arm}-c{self.concurrency}{loop}{shape}-{self.spec_mode}"
 
@@ -930,7 +943,7 @@ class DuetSpec(_Strict):
         if self.mixed:  # each side its own rate and round: named by its sides' run ids
             digest = hashlib.sha256(" ".join(x.run_id for x in self.sides).encode()).hexdigest()
             return f"duet-c{s.concurrency}-mixed-{s.spec_mode}-{digest[:12]}-d{self.index}"
-        loop = "" if s.request_rate is None else f"-rate{s.request_rate:g}"
+        loop = "" if s.request_rate is None else f"-rate{number_tag(s.request_rate)}"
         return f"duet-c{s.concurrency}{loop}-{s.spec_mode}-r{s.repeat}-d{self.index}"
 
     @property
