@@ -71,13 +71,35 @@ def no_links(root: Path, path: Path, what: str = "a file") -> Path:
     return path
 
 
+def _kind(mode: int) -> str:
+    import stat
+
+    return ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
 def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
-                 expect: str = "a smaller file") -> bytes:
+                 expect: str = "a smaller file", regular: bool = False) -> bytes:
     """The bytes of ``path`` (a file a user gave), at most ``limit`` of them: a larger file
-    (or an endless one, /dev/zero) is bad input (ConfigError, exit 2), not filled memory."""
+    (or an endless one, /dev/zero) is bad input (ConfigError, exit 2), not filled memory.
+    ``regular``: only a regular file is read; a named pipe, a device or a socket is refused
+    before a byte is read (opened without blocking: a FIFO with no writer would wait forever)."""
+    import stat
+
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
+        if regular:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                os.close(fd)
+                raise ConfigError(f"{path} is {_kind(mode)}, not a regular file: give {expect}")
+            os.set_blocking(fd, True)
+            handle = os.fdopen(fd, "rb")
+        else:
+            handle = open(path, "rb")
+        with handle:
             data = handle.read(limit + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc

@@ -123,7 +123,7 @@ MAX_RECORD_BYTES = 64 << 20  # a run.json (or state file) is kilobytes; larger i
 def _read(path: Path) -> bytes:
     """A record or state file e2e wrote, bounded (a folder anyone can write to may hold a
     /dev/zero link or a runaway file): ConfigError past MAX_RECORD_BYTES."""
-    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote")
+    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote", regular=True)
 
 
 def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:
