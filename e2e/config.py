@@ -360,6 +360,14 @@ class LoadConfig(_Strict):
         "parts (docs/statistics.md).")
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    max_schedule_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, description="The longest arrival schedule a run may have, in seconds (an open "
+        "loop's n / rate, a trace's span / speedup, a multi-turn load's think times; "
+        "--max-schedule): a longer one is refused before any server starts. None: the run's "
+        "prompts x request_timeout_s.")
+    max_prompt_tokens: Annotated[int, Field(gt=0)] = Field(
+        50_000_000, description="The most prompt tokens one run may draw (every window's and "
+        "the warmup's; the load generator holds them all, about 40 bytes a token).")
     seed: int = 0
     cpus: str | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
@@ -965,7 +973,8 @@ several load runs at once, one server per slot."""
 # Keys of a config snapshot that change how a run is operated, not what it measures.
 _OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
                            "require_quiet", "quiet_sample_s", "quiet_wait_s", "secret_pattern"),
-                "load": ("request_timeout_s", "stall_timeout_s")}
+                "load": ("request_timeout_s", "stall_timeout_s", "max_schedule_s",
+                         "max_prompt_tokens")}
 
 
 def comparable_settings(config: dict[str, Any], arm: str | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import FolderOrder, folder_order, make_plan, record_order
 from e2e.results import LOOKS_FILE, read_looks, write_looks
 from e2e.render import ReportOutput, build_report
-from e2e.session import SessionOptions
+from e2e.session import SessionOptions, check_units
 
 __all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "load_looks", "save_looks"]
 
@@ -35,7 +35,10 @@ def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
             executor: Executor | None = None, session: SessionOptions = SessionOptions(),
             max_attempts: int = 2, fail_fast: bool = False,
             on_unit: OnUnit = lambda folder, record: None) -> Outcome:
-    """Run every unit not yet done, each in its own server session, into ``results``."""
+    """Run every unit not yet done, each in its own server session, into ``results``. Every
+    load run's schedule, prompt tokens and longest request are checked first
+    (``e2e.session.check_units``): a plan with one out of bounds starts no server."""
+    check_units(experiment, units)
     return (executor or LocalExecutor()).run(
         experiment.name, units, Path(results), SessionUnit(experiment, Path(results), session),
         max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit, say=session.say)
@@ -54,6 +57,7 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
     order = order or folder_order(folder, experiment)
     units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
                       spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
+    check_units(experiment, units)  # before the folder is made or its order recorded
     record_order(folder, order)
     outcome = execute(experiment, units, results, executor=executor, session=session,
                       max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)

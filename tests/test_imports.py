@@ -187,7 +187,8 @@ FACES = {
         "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
         "arrival_times", "traffic"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
+        "Servers", "SessionOptions", "Workloads", "check_units", "model_path", "plugin_check",
+        "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [

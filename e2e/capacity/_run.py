@@ -28,7 +28,7 @@ from pathlib import Path
 from e2e.capacity._criterion import Objective, margin, margin_terms
 from e2e.capacity._estimate import Capacity, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
-from e2e.capacity._search import SearchSettings, Step, next_rates
+from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
 from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import Executor, OnUnit
@@ -206,6 +206,7 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
         raise ConfigError(f"[duet] swap: {windows} load window(s) per run cannot meet each of "
                           f"{slots} slots equally often; give --windows a multiple of {slots}, "
                           "or --no-swap")
+    _check_lowest(experiment, bases, search)
     workload = bases[baseline].model_dump(mode="json", exclude={"arm", "repeat", "request_rate"})
     if slots:  # a duet side's run id ends in -d1: one name whatever round it ran in
         bases = {a: b.model_copy(update={"duet": 1}) for a, b in bases.items()}
@@ -256,6 +257,22 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     if png is not None:
         atomic_write_bytes(folder / CAPACITY_PLOT, png)
     return result
+
+
+def _check_lowest(experiment: Experiment, bases: dict[str, RunSpec],
+                  search: SearchSettings) -> None:
+    """Refuse, before any server starts, a search whose lowest rate would make a run longer
+    than the schedule limit (``e2e.session.check_units``): the search goes down to
+    ``--min-rate`` when every rate misses, and a run at 1e-6 req/s waits 11 days for its
+    second request."""
+    from e2e.session import check_units
+
+    lowest = [_unit(b, round_rate(search.min_rate), 1) for b in bases.values()]
+    try:
+        check_units(experiment, lowest)
+    except ConfigError as exc:
+        raise ConfigError(f"--min-rate {search.min_rate:g} (the lowest rate the search may "
+                          f"run): {exc}") from None
 
 
 def _duets(todo: list[list[RunSpec]], extra: list[RunSpec | None], slots: int) -> list:

@@ -37,7 +37,7 @@ def run(
 
     def body() -> None:
         from e2e.plan import claim_order
-        from e2e.session import SessionOptions, run_unit
+        from e2e.session import SessionOptions, check_units, run_unit
         from e2e.results import next_repeat
 
         experiment = flags.experiment()
@@ -45,6 +45,7 @@ def run(
         spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
+        check_units(experiment, [spec])  # before its run id names a folder
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
         for line in unreachable_concurrency([spec]):
             say(line)

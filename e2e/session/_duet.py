@@ -250,6 +250,9 @@ def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
     if len(duet.sides) > len(slots):
         raise ServerError(f"{duet.unit_id}: {len(duet.sides)} sides but [duet] has "
                           f"{len(slots)} slots")
+    from e2e.session._bounds import check_units
+
+    check_units(experiment, [duet])  # before any side starts
     from e2e.session._server import server_lock
 
     with server_lock(wait_s=experiment.server.lock_wait_s, slots=names[:len(duet.sides)]):

@@ -34,6 +34,7 @@ from e2e.config import DuetSpec, Experiment, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
+from e2e.session._bounds import check_units
 from e2e.session._plugin_check import check_plugin
 from e2e.session._provenance import provenance
 from e2e.results import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
@@ -195,6 +196,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
         raise TypeError("a duet runs through e2e.session.run_duet (SessionUnit does)")
     say = options.say
     together = options.together
+    check_units(experiment, [unit])  # before anything is built, drawn or started
     servers = options.servers or servers_for(experiment)
     launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
     slot = together.place if together is not None else None
