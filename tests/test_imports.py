@@ -181,8 +181,8 @@ FACES = {
         "verdict_for"],
     "e2e.host": [
         "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
-        "pinned_process", "repin_group", "require_quiet", "runqueue_wait_s", "snapshot",
-        "spawn_pinned", "spread_cores", "with_descendants"],
+        "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
+        "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
         "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
         "arrival_times", "traffic"],

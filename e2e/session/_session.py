@@ -259,6 +259,11 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 info.metrics_after = server.scrape_metrics()
             else:
                 info.reasons.append("the server exited during the workload")
+            others = server.strangers() if hasattr(server, "strangers") else None
+            if others:  # e.g. a program that bound the port beside it with SO_REUSEPORT
+                info.reasons.append(f"another program listened on the server's port during the "
+                                    f"load ({'; '.join(others)}): some requests may have been "
+                                    "answered by it, not by the server")
             if together is not None:
                 together.measured(began, ended)
                 held = together.hold(lambda: workload.keep_busy(server), say=say)
