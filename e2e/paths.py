@@ -13,7 +13,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
-           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows"]
+           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows", "flocked"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
@@ -107,6 +108,50 @@ def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
         raise ConfigError(f"{path} is larger than {limit >> 20} MiB (or endless): give "
                           f"{expect}")
     return data
+
+
+@contextlib.contextmanager
+def flocked(path: Path, *, shared: bool = False, deadline: float,
+            busy: Callable[[str], Exception]) -> Iterator[None]:
+    """Hold an flock on ``path`` (created if absent, never through a symbolic link) for the
+    block: exclusive, or ``shared``. The kernel drops it when its holder dies, so a crashed e2e
+    leaves no stale lock. While another process holds it, retry each second until
+    ``deadline`` (``time.monotonic()``), then raise ``busy(holder)``, ``holder`` being the pid
+    the last exclusive holder wrote into the file ("unknown" if none)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsError(f"refusing to lock {path}: it is a symbolic link; remove it and "
+                               "run again") from None
+        raise
+    handle = os.fdopen(fd, "r+")
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    raise busy(handle.read(32).strip() or "unknown") from None
+                time.sleep(1.0)
+        if not shared:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def umask() -> int:

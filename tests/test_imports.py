@@ -167,7 +167,8 @@ FACES = {
         "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
         "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
         "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
-        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"],
+        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run",
+        "writing"],
     "e2e.analysis": [
         "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
         "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",

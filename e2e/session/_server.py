@@ -32,7 +32,7 @@ from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartError
 from e2e.host import require_quiet, snapshot, with_descendants
-from e2e.paths import e2e_home
+from e2e.paths import e2e_home, flocked
 from e2e.session._http import METRICS_LIMIT, fetch
 from e2e.shield import shielded
 
@@ -78,34 +78,10 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _flock(path: Path, mode: int, deadline: float, what: str) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        while True:
-            try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    handle.seek(0)
-                    holder = handle.read().strip() or "unknown"
-                    raise ServerBusyError(
-                        f"another e2e (pid {holder}) is running {what} on this host "
-                        f"(lock {path}); wait for it to finish, or stop it, then rerun"
-                    ) from None
-                time.sleep(1.0)
-        if mode == fcntl.LOCK_EX:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+def _flock(path: Path, mode: int, deadline: float, what: str):
+    return flocked(path, shared=mode == fcntl.LOCK_SH, deadline=deadline, busy=lambda holder:
+                   ServerBusyError(f"another e2e (pid {holder}) is running {what} on this host "
+                                   f"(lock {path}); wait for it to finish, or stop it, then rerun"))
 
 
 @contextlib.contextmanager
