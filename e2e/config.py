@@ -7,6 +7,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -238,7 +239,8 @@ class ServerConfig(_Strict):
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
     lock_wait_s: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="How long to wait for another e2e's server to finish (0: refuse).")
+        0.0, description="How long to wait for another e2e's server to finish, or for another "
+        "e2e writing runs into the same results folder (0: refuse).")
     cpus: str | None = Field(
         None, description="CPU set for the server's processes, e.g. '0' or '0-3' (--server-cpus); "
         "the OS refusing it runs unpinned, recorded.")
@@ -468,7 +470,7 @@ class DuetSlot(_Strict):
     name: str | None = Field(None, description="Default: slot<i> (its index).")
     server_cpus: str | None = None
     client_cpus: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: EnvTable = Field(default_factory=dict)  # checked as server.env is
     port: Annotated[int, Field(ge=0, le=65535)] = 0
 
     @field_validator("server_cpus", "client_cpus")
@@ -521,6 +523,15 @@ class DuetConfig(_Strict):
         ports = [s.port for s in self.slots if s.port]
         if len(set(ports)) != len(ports):
             raise ValueError(f"two duet slots give the same port: {ports}")
+        for (i, a), (j, b) in itertools.combinations(enumerate(self.slots), 2):
+            shared = (parse_cpus(a.server_cpus) & parse_cpus(b.server_cpus)
+                      if a.server_cpus and b.server_cpus else frozenset())
+            if shared:
+                raise ValueError(
+                    f"duet slots {names[i]} and {names[j]} both run their servers on core(s) "
+                    f"{','.join(map(str, sorted(shared)))}: the two arms would take turns on "
+                    "one core, each slowed by the other, and a faster arm would be measured "
+                    "beside a busier partner; give each slot's server_cpus cores of its own")
         return self
 
     def slot_names(self) -> list[str]:

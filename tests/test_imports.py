@@ -181,8 +181,8 @@ FACES = {
         "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
         "verdict_for"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
-        "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
+        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
+        "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
         "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
         "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",

@@ -33,8 +33,9 @@ SwapOpt = Annotated[Optional[bool], typer.Option(
     "run meets every slot's cores (needs --windows a multiple of the slots; default: the "
     "config's \\[duet] swap).")]
 LockWaitOpt = Annotated[Optional[float], typer.Option(
-    "--lock-wait", help="Seconds to wait for another e2e's server to finish "
-    "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
+    "--lock-wait", help="Seconds to wait for another e2e's server to finish, or for another "
+    "e2e writing into the same results folder (default: the config's server.lock_wait_s, 0 = "
+    "refuse).", min=0)]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(
     "--base-url", help="Measure this already-running OpenAI-compatible server instead of "
     "starting a fresh one (not a fresh server: recorded and flagged in the report); API key "
