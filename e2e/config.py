@@ -180,6 +180,9 @@ def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
         PluginSettings.parse(json.dumps(value))
     except (TypeError, ValueError) as exc:  # SettingsError is a ValueError; TypeError: a date
         raise ValueError(f"plugin settings {value!r}: {exc}") from None
+    except RecursionError:
+        raise ValueError("plugin settings nest too deeply: a setting is a number, true/false, "
+                         "a string or a short list") from None
     return value
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 

@@ -367,6 +367,9 @@ def parse_arm_settings(items: list[str]) -> dict[str, Any]:
             value = json.loads(text)
         except ValueError:
             value = text
+        except RecursionError:
+            raise ConfigError(f"--arm-setting {key}: its value nests too deeply; a plugin "
+                              "setting is a number, true/false, a string or a short list") from None
         out[key] = value
     return out
 
