@@ -231,6 +231,8 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 together.arrive()
             info.metrics_before = server.scrape_metrics()
             info.placement = _placement(server)
+            # an external server on this host is the server under test, not interference
+            serving = server.local_pids() if hasattr(server, "local_pids") else []
             host_before = snapshot()
             if together is not None:
                 if together.swap and hasattr(workload, "between_windows"):
@@ -254,7 +256,8 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 host_after = snapshot()
                 info.placement = _with_memory(info.placement, server)
                 info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
-                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid())}))
+                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid()),
+                                 *serving}))
             if server.alive():
                 info.metrics_after = server.scrape_metrics()
             else:
