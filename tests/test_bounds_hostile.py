@@ -202,7 +202,7 @@ def test_a_capacity_search_up_to_a_billion_requests_a_second_runs_to_its_end(tmp
 
     monkeypatch.setattr(test_capacity, "TRUTH", {"main": 3e8, "slow": 2e8})
     fake = test_capacity.FakeServers()
-    search = SearchSettings(start=4.0, max_rate=1e9, repeats=2, resolution=0.5)
+    search = SearchSettings(start=4.0, factor=16.0, max_rate=1e9, repeats=2, resolution=1.0)
     result = capacity(test_capacity._experiment(), tmp_path, arms=["main"],
                       objective=objective_of("tpot=20ms,ttft=500ms", 90.0, None), search=search,
                       executor=fake)

@@ -70,11 +70,11 @@ def test_a_second_writer_is_refused_naming_the_holder_and_writes_nothing(tmp_pat
 
 
 def test_a_second_writer_waits_for_the_first_when_told_to(tmp_path, hold):
-    hold(tmp_path / "r", "exp", 1.0)  # held for 1 s from now
+    hold(tmp_path / "r", "exp", 0.5)  # held for 0.5 s from now
     began = time.monotonic()
     with writing(tmp_path / "r", "exp", wait_s=30):
         waited = time.monotonic() - began
-    assert 0.5 < waited < 30
+    assert 0.25 < waited < 30
 
 
 def test_the_lock_is_per_folder_and_re_entered_by_its_holder(tmp_path, hold):
