@@ -19,9 +19,9 @@ longer, on average between arrivals, than one request may take, and is not a loa
 capacity search down to ``--min-rate 1e-6`` would wait 11 days for its second request).
 
 **Tokens.** The prompts are drawn before the load starts and held as token-id lists, about 40
-bytes of the client's memory per token (docs/measurements/bounds.md); ``load.max_prompt_tokens``
-bounds them (a multi-turn load of 2,000 sessions x
-1,000 turns asks for about 6e11).
+bytes of the client's memory per token (docs/measurements/bounds.md);
+``load.max_prompt_tokens`` bounds them (a multi-turn load of 2,000 sessions x 1,000 turns
+asks for about 6e11).
 
 **Context.** A request whose prompt and completion together exceed the model's context is
 refused by the server (vLLM: HTTP 400), so every such run would be invalid: refused here. The
