@@ -67,6 +67,7 @@ MAX_REPEATS = 10_000
 MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
 MAX_WINDOWS = 64
+MAX_RATE = 1e9  # requests/s: far above any server; a rate's digits name a run's folder
 MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
 NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
              "'..' (names are data, never paths: each names a folder under results/)")
@@ -380,7 +381,7 @@ class LoadConfig(_Strict):
     workers: PositiveInt = Field(
         1, description="Client processes the streams are split over, one core each "
         "(--client-workers); raise it when run.json's client.saturated says so.")
-    request_rate: Annotated[float, Field(gt=0)] | None = Field(
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)] | None = Field(
         None, description="Open loop: requests/s with gamma arrivals (--request-rate); None: "
         "closed loop at each concurrency (the reference).")
     burstiness: Annotated[float, Field(gt=0)] = Field(
@@ -736,7 +737,8 @@ class RunSpec(_Strict):
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
     repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
     windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = 1  # load windows in one server
-    request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # open loop
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE,
+                                         allow_inf_nan=False)] | None = None  # open loop
     burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
     duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round

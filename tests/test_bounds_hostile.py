@@ -210,3 +210,12 @@ def test_a_capacity_search_up_to_a_billion_requests_a_second_runs_to_its_end(tmp
     assert all(safe_name(r) for r in fake.ran)
     assert result.arms["main"].estimate is not None and math.isfinite(
         result.arms["main"].estimate.rate)
+
+
+def test_a_rate_beyond_any_server_is_refused_not_turned_into_a_300_digit_run_id(tmp_path):
+    for rate in ("1e300", "1e-300"):
+        got = runner.invoke(app, ["run", "--request-rate", rate, "--prompts", "2",
+                                  "--results", str(tmp_path / "r")])
+        said = " ".join(got.output.split())
+        assert got.exit_code == 2 and "Traceback" not in said, said
+        assert len(said) < 400 and not (tmp_path / "r").exists()

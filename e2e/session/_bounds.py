@@ -223,14 +223,14 @@ def _check(experiment: Experiment, spec: RunSpec, context: tuple[int, str] | Non
         prompt, completion = longest_request(spec, trace)
         if prompt + completion > context[0]:
             raise ConfigError(
-                f"{spec.run_id}: its longest request is {prompt + completion:,} tokens (prompt "
+                f"{_name(spec)}: its longest request is {prompt + completion:,} tokens (prompt "
                 f"{prompt:,} + completion {completion:,}), more than the model's context of "
                 f"{context[0]:,} tokens ({context[1]}): the server would refuse it; shorten the "
                 f"workload ({_knobs(spec)}) or give the server a longer --max-model-len")
     tokens = prompt_tokens(spec, trace)
     if tokens > load.max_prompt_tokens:
         raise ConfigError(
-            f"{spec.run_id}: its prompts hold {tokens:,} tokens ({_shape_words(spec)}), more "
+            f"{_name(spec)}: its prompts hold {tokens:,} tokens ({_shape_words(spec)}), more "
             f"than load.max_prompt_tokens {load.max_prompt_tokens:,} (the load generator holds "
             f"every prompt, about {BYTES_PER_TOKEN} bytes a token: "
             f"{tokens * BYTES_PER_TOKEN / 2**30:,.1f} GiB): make the workload smaller, or raise "
@@ -240,11 +240,18 @@ def _check(experiment: Experiment, spec: RunSpec, context: tuple[int, str] | Non
     if schedule.seconds > limit:
         fix = schedule.fix(limit)
         raise ConfigError(
-            f"{spec.run_id}: its arrivals span {_human(schedule.seconds)} ({schedule.what}), "
+            f"{_name(spec)}: its arrivals span {_human(schedule.seconds)} ({schedule.what}), "
             f"longer than the limit of {_human(limit)} ({how}): "
             + (f"give {fix}, or " if fix else "")
             + f"allow it with --max-schedule {math.ceil(schedule.seconds)} "
             "(load.max_schedule_s)")
+
+
+def _name(spec: RunSpec) -> str:
+    """The run's id, or for an id no folder could have (a rate of hundreds of digits) its arm
+    and concurrency."""
+    run_id = spec.run_id
+    return run_id if len(run_id) <= 64 else f"{spec.arm}'s run at concurrency {spec.concurrency}"
 
 
 def _shape_words(spec: RunSpec) -> str:
