@@ -45,6 +45,7 @@ from e2e.errors import ConfigError
 __all__ = ["Schedule", "check_units", "schedule_s", "schedule_limit_s", "prompt_tokens",
            "longest_request", "model_context", "BYTES_PER_TOKEN"]
 
+_ALLOWABLE_S = 1e10  # ~300 years: a schedule past this is offered no --max-schedule
 BYTES_PER_TOKEN = 40  # a prompt token's share of the client's memory as a list of Python ints
 
 
@@ -238,13 +239,13 @@ def _check(experiment: Experiment, spec: RunSpec, context: tuple[int, str] | Non
     schedule = schedule_s(spec, trace)
     limit, how = schedule_limit_s(spec, load)
     if schedule.seconds > limit:
-        fix = schedule.fix(limit)
+        ways = [f"give {schedule.fix(limit)}"] if schedule.fix(limit) else []
+        if schedule.seconds < _ALLOWABLE_S:  # beyond that no limit should be raised to it
+            ways.append(f"allow it with --max-schedule {math.ceil(schedule.seconds)} "
+                        "(load.max_schedule_s)")
         raise ConfigError(
             f"{_name(spec)}: its arrivals span {_human(schedule.seconds)} ({schedule.what}), "
-            f"longer than the limit of {_human(limit)} ({how}): "
-            + (f"give {fix}, or " if fix else "")
-            + f"allow it with --max-schedule {math.ceil(schedule.seconds)} "
-            "(load.max_schedule_s)")
+            f"longer than the limit of {_human(limit)} ({how}): " + ", or ".join(ways))
 
 
 def _name(spec: RunSpec) -> str:
