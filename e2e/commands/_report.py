@@ -109,8 +109,10 @@ def report(
     baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
     only: Annotated[Optional[list[str]], typer.Option(
         "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
-        "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
-        "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
+        "prompts, seed, warmup_requests, request_rate, burstiness, max_concurrency, windows, "
+        "workload (e.g. reference, sp4x8p896, trace-<stem>x2), arrival, arm, concurrency, "
+        "spec_mode); repeatable. Needed when a folder holds runs of unlike workloads, which "
+        "are never averaged together (the refusal names the field and its values).")] = None,
     json_: JsonOpt = False,
     format_: Annotated[str, typer.Option(
         "--format", help="What to print: markdown (the report) or github (a pull-request "
