@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import JsonOpt
-from e2e.console import err, guard, out
+from e2e.console import err, guard, out, visible
 
 __all__ = ["report", "write_report"]
 
@@ -86,17 +86,17 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
 
         text = render_github(output.summary, link=link, limit=max_bytes or COMMENT_LIMIT)
         atomic_write_bytes(output.report_dir / "github.md", text.encode("utf-8"))
-        sys.stdout.write(text)
+        sys.stdout.write(visible(text))
         err.print(f"[dim]report written to {output.report_dir} (github.md: "
                   f"{len(text.encode('utf-8')):,} bytes)[/]", highlight=False)
     elif output is not None:
-        console.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
+        console.print(visible(output.markdown), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
     if gsm8k is not None:
         text = render_markdown(gsm8k)
         atomic_write_bytes(folder / "report" / "gsm8k.md", text)
         atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
-        console.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
+        console.print(visible(text.decode()), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
 
 
