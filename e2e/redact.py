@@ -45,7 +45,10 @@ DEFAULT_SECRET_PATTERN = (r"(?i)(token|key|secret|pass|pwd|jwt|auth|credential|c
 
 # scheme://user:password@host or scheme://token@host: the userinfo part of any URL in a text
 _URL_CREDS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"]+)@")
-_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# Authorization schemes: "Bearer X", "Basic X", and GitHub's "token X" where X looks like a
+# credential (8+ characters with a digit: "token latency" is prose)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{4,}"
+                     r"|\b(token)(\s+)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}")
 # password=... inside a connection string or a query: libpq's keywords, ODBC's and JDBC's
 _PAIR = re.compile(r"(?i)(?<![a-z])(password|passwd|passphrase|sslpassword|pwd|pass)"
                    r"(\s*=\s*|(?<=d)\s*:\s*|(?<=e)\s*:\s*)"
@@ -96,13 +99,14 @@ def scrub(text: Any, extra: Iterable[str] = ()) -> Any:
             text = text.replace(secret, REDACTED)
     if "@" in text:
         text = _URL_CREDS.sub(_mask_userinfo, text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}"
+                       f"{REDACTED}", text)
     return mask_pairs(text)
 
 
 def _masked(m: re.Match[str]) -> str:
     value = m.group(3)
-    if value.strip("'\"") == REDACTED or value.lower() in ("bearer", "basic", "digest"):
+    if value.strip("'\"") == REDACTED or value.lower() in ("bearer", "basic", "digest", "token"):
         return m.group(0)  # masked already, or a scheme whose credential _BEARER masked
     quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] else ""
     return f"{m.group(1)}{m.group(2)}{quote}{REDACTED}{quote}"
