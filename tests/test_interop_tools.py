@@ -58,7 +58,7 @@ def test_an_aiperf_export_imports_with_aiperfs_own_figures(tmp_path):
                                ("e2el_ms_p99", "request_latency", "p99"),
                                ("tpot_ms_mean", "inter_token_latency", "avg"),
                                ("itl_ms_mean", "inter_chunk_latency", "avg")]:
-        assert getattr(m, ours) == pytest.approx(summary[theirs][stat], rel=1e-9), ours
+        assert getattr(m, ours) == pytest.approx(summary[theirs][stat], rel=1e-14), ours
     assert m.duration_s == pytest.approx(summary["benchmark_duration"]["avg"], rel=1e-6)
     requests = read_requests(folder / "requests.parquet")
     assert [r.completion_tokens for r in requests] == [16] * 8

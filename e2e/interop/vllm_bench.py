@@ -573,6 +573,13 @@ def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
     return native
 
 
+def _tool_of(record: RunRecord) -> str:
+    """The tool an imported record's file came from, by its format."""
+    fmt = str((record.provenance.get("imported") or {}).get("format", FORMAT))
+    return ("AIPerf" if fmt.startswith("aiperf") else "GuideLLM" if fmt.startswith("guidellm")
+            else "vllm bench serve")
+
+
 def content_sha256(doc: Any) -> str:
     """The hash of a result's content, not its bytes: the same result pretty-printed, with
     its keys in another order, or twice in one file, is the same result."""
@@ -658,8 +665,8 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         if native:
             record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
                 f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
-                "vllm bench serve's (docs/interop.md says where they differ); give --arm to "
-                "keep it apart")]})
+                f"{_tool_of(run.record)}'s (docs/interop.md says where they differ); give --arm "
+                "to keep it apart")]})
             run = ImportedRun(record=record, requests=run.requests)
         partial = new_partial_dir(results, options.experiment, run.record.run_id)
         if run.requests is not None:
