@@ -203,6 +203,7 @@ def test_vllm_bench_latency_shorter_than_ttft_is_invalid(tmp_path):
 
 # ------------------------------------------------------------------ secrets and terminals ----
 
+@pytest.mark.slow  # two imports, three reports and an export: about 2 s
 def test_secrets_in_a_tools_file_reach_no_record_report_export_or_terminal(tmp_path):
     command = (f"aiperf profile --api-key {KEY} -H 'Authorization: Bearer {KEY}' "
                f"--url http://user:{KEY}@host:8000")
@@ -308,6 +309,8 @@ def test_report_of_a_folder_without_runs_is_exit_2(tmp_path):
     assert result.exit_code == 2 and "no run.json" in result.output, result.output
 
 
+@pytest.mark.slow  # a whole report with its plots: about 2 s
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # matplotlib's axis
 def test_a_1e308_metric_in_a_report_is_no_overflow(tmp_path):
     from test_cells_workload import run
     from e2e.paths import atomic_write_json
