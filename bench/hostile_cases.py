@@ -1,4 +1,4 @@
-"""Rerun issue 24's and issue 34's hostile cases against the installed CLI (``python -m e2e.cli``): for each,
+"""Rerun issue 24's, issue 34's and round 4's hostile cases against the installed CLI (``python -m e2e.cli``): for each,
 the exit code, whether a traceback was printed, whether any file landed outside the case's
 results root, and whether a planted secret appeared in the output or any file written.
 
@@ -189,6 +189,38 @@ def main() -> int:
                  {"r/nightly/history.parquet": hist.read_bytes()})
         except ImportError:
             pass
+        # --- round 4: imports keep what the tool measured; secrets and terminals ------------
+        aiperf = ROOT / "tests" / "data" / "aiperf"
+        lines = (aiperf / "profile_export.jsonl").read_text().splitlines()
+        summary = json.loads((aiperf / "profile_export_aiperf.json").read_text())
+        fixed = json.loads(json.dumps(summary))
+        fixed["input_config"]["phases"][1]["type"] = "fixed_schedule"
+        err = json.loads(lines[2])
+        err["error"] = {"code": 401, "type": "x", "message": f"api_key={SECRET} \x1b[31m"}
+        leaky = json.loads(json.dumps(summary))
+        leaky["run_info"]["cli_command"] = f"aiperf profile --api-key {SECRET} --url x"
+        ai = ["import", "aiperf", "a", "--arm", "main", "--results", "r", "--experiment", "exp"]
+        case("import aiperf: a fixed-schedule phase", ai,
+             {"a/profile_export.jsonl": "\n".join(lines) + "\n",
+              "a/profile_export_aiperf.json": json.dumps(fixed)})
+        case("import aiperf: api_key= in an error, --api-key in cli_command", ai,
+             {"a/profile_export.jsonl": "\n".join([*lines[:2], json.dumps(err), *lines[3:]]) + "\n",
+              "a/profile_export_aiperf.json": json.dumps(leaky)}, want=0)
+        gl = json.loads((ROOT / "tests" / "data" / "guidellm" / "benchmarks.json").read_text())
+        gl["benchmarks"][0]["requests"]["successful"][0]["output_tokens"] = True
+        case("import guidellm: output_tokens true", ["import", "guidellm", "b.json", "--arm",
+             "main", "--results", "r", "--experiment", "exp"], {"b.json": json.dumps(gl)})
+        short = json.loads(doc())
+        short["ttfts"] = short["ttfts"][:-1]
+        case("import: per-request arrays of unequal length", imp,
+             {"c1-base.json": json.dumps(short)})
+        deep: object = 1
+        for _ in range(900):
+            deep = {"a": deep}
+        case("import: a field 900 deep", imp, {"c1-base.json": doc(deep=deep)})
+        case("nightly --arm-setting api_key=SECRET", ["nightly", "--dry-run", "--results", "r",
+             "--arm-setting", f"api_key={SECRET}"])
+        case("report of a folder without runs", ["report", "r/exp"], {"r/exp/x/notes.txt": "x"})
     bad = [r for r in rows if not r[0]]
     print(f"{len(rows)} cases, {len(rows) - len(bad)} as wanted, {len(bad)} not")
     return 1 if bad else 0

@@ -24,7 +24,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationEr
 
 from e2e.errors import ConfigError, E2EError
 from e2e.plugin.settings import PluginSettings
-from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
+from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, copied, remember, scrub
 
 __all__ = [
     "GitSource",
@@ -179,11 +179,11 @@ def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
     saying why: checked here, not first by a server that starts only to refuse them."""
     try:
         PluginSettings.parse(json.dumps(value))
-    except (TypeError, ValueError) as exc:  # SettingsError is a ValueError; TypeError: a date
-        raise ValueError(f"plugin settings {value!r}: {exc}") from None
-    except RecursionError:
-        raise ValueError("plugin settings nest too deeply: a setting is a number, true/false, "
-                         "a string or a short list") from None
+    except (TypeError, ValueError, RecursionError) as exc:  # SettingsError: a ValueError
+        # shown through ``copied``: a secret-named key's value never echoed (``api_key=…``
+        # refused on a command line must not print the key), nesting and size bounded
+        raise ValueError(f"plugin settings {copied(value, depth=4, string=200)!r}: "
+                         f"{scrub(str(exc))[:500]}") from None
     return value
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 

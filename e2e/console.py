@@ -8,6 +8,7 @@ exit 130 keeping what finished. Commands that must never read "1" for an unexpec
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from rich.markup import escape
 from e2e.errors import E2EError
 from e2e.redact import scrub
 
-__all__ = ["Say", "out", "err", "say", "guard", "print_run", "EXIT_INTERRUPTED"]
+__all__ = ["Say", "out", "err", "say", "guard", "print_run", "visible", "EXIT_INTERRUPTED"]
 
 EXIT_INTERRUPTED = 130
 out = Console()
@@ -28,9 +29,27 @@ T = TypeVar("T")
 Say = Callable[[str], None]  # where a command's progress lines go (``say`` on the terminal)
 
 
+# every control character but newline and tab (C0, DEL, C1: an ESC starts a terminal escape
+# sequence that can recolour, retitle, hide or rewrite what a user sees), and the
+# bidirectional overrides that reorder a line's characters on screen
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: object) -> str:
+    """``text`` safe to print on a terminal: each control character shown as its escape
+    (``\\x1b``, ``\\u202e``) instead of acting on the terminal. Text from stored or imported
+    files (a host name in the nightly store, a tool's error string) passes through this
+    before e2e prints it."""
+    line = str(text)
+    if not _CONTROL.search(line):
+        return line
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), line)
+
+
 def say(message: str) -> None:
-    """A progress line on stderr (dim), never parsed as markup."""
-    err.print(f"[dim]{escape(scrub(message))}[/]", highlight=False, soft_wrap=True)
+    """A progress line on stderr (dim), never parsed as markup, its control characters
+    shown, not acted on."""
+    err.print(f"[dim]{escape(visible(scrub(message)))}[/]", highlight=False, soft_wrap=True)
 
 
 def _raise_on_sigterm(signum, frame):  # pragma: no cover - exercised by fault tests
@@ -49,7 +68,7 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     try:
         return fn()
     except E2EError as exc:
-        err.print(f"[bold red]error:[/] {escape(scrub(str(exc)))}", highlight=False,
+        err.print(f"[bold red]error:[/] {escape(visible(scrub(str(exc))))}", highlight=False,
                   soft_wrap=True)
         raise SystemExit(error_exit if error_exit is not None else exc.exit_code) from None
     except KeyboardInterrupt:
@@ -58,7 +77,7 @@ def guard(fn: Callable[[], T], *, error_exit: int | None = None,
     except Exception as exc:
         if isinstance(exc, OSError) and exc.filename is not None:
             # a folder e2e needs (E2E_HOME, --results) it cannot use: bad input, no traceback
-            err.print(f"[bold red]error:[/] {escape(scrub(_os_error(exc)))}", highlight=False,
+            err.print(f"[bold red]error:[/] {escape(visible(scrub(_os_error(exc))))}", highlight=False,
                       soft_wrap=True)
             raise SystemExit(error_exit if error_exit is not None else 2) from None
         if unexpected_exit is None:
@@ -103,11 +122,12 @@ def print_run(folder: Path, record: Any, brief: bool = False, console: Console =
                     f"{_fmt(mx.acceptance_length, '', 3)}" if record.spec.dspark else
                     f"  TPOT mean {_fmt(mx.tpot_ms_mean, '', 3)} ms  median "
                     f"{_fmt(mx.tpot_ms_median, '', 3)} ms")
-    console.print(f"{name}: {status}{headline}  ->  {folder}", highlight=False)
+    console.print(f"{escape(visible(name))}: {status}{headline}  ->  "
+                  f"{escape(visible(folder))}", highlight=False)
     for reason in record.invalid_reasons:
-        console.print(f"  [red]invalid:[/] {escape(reason)}", highlight=False)
+        console.print(f"  [red]invalid:[/] {escape(visible(scrub(reason)))}", highlight=False)
     for warning in record.warnings:
-        console.print(f"  [yellow]warning:[/] {escape(warning)}", highlight=False)
+        console.print(f"  [yellow]warning:[/] {escape(visible(scrub(warning)))}", highlight=False)
     if mx is None or brief:
         return
     rows = [

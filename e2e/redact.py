@@ -10,8 +10,13 @@
     remember(*secrets)            secrets this process has seen (the API key, the values of
                                   secret variables and flags, URL passwords): ``scrub`` and
                                   every record's reasons, warnings and request errors drop them
-    scrub(text)                   ``text`` with every remembered secret, any URL credential
-                                  and any ``Bearer`` token masked
+    scrub(text)                   ``text`` with every remembered secret, any URL credential,
+                                  any ``Bearer`` token and the value of every secret-named
+                                  pair (``password=``, ``api_key=``, ``--api-key X``,
+                                  ``"token": "…"``) masked
+    copied(data)                  JSON-like data from another tool's file, as it may enter a
+                                  record: secret-named keys' values hidden, every string
+                                  scrubbed and cut, nesting and item counts bounded
 
 The default pattern (``DEFAULT_SECRET_PATTERN``) matches ``*_TOKEN``, ``*_KEY``, ``*SECRET*``,
 ``*PASS*`` (``DB_PASS``, ``GPG_PASSPHRASE``, ``*PASSWORD*``), ``*PWD*`` (``MYSQL_PWD``),
@@ -32,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["REDACTED", "DEFAULT_SECRET_PATTERN", "Redactor", "remember", "scrub", "known",
-           "mask_url", "mask_pairs", "url_credentials"]
+           "mask_url", "mask_pairs", "url_credentials", "copied"]
 
 REDACTED = "***"
 DEFAULT_SECRET_PATTERN = (r"(?i)(token|key|secret|pass|pwd|jwt|auth|credential|cookie|session"
@@ -40,11 +45,26 @@ DEFAULT_SECRET_PATTERN = (r"(?i)(token|key|secret|pass|pwd|jwt|auth|credential|c
 
 # scheme://user:password@host or scheme://token@host: the userinfo part of any URL in a text
 _URL_CREDS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"]+)@")
-_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{4,}")
+# Authorization schemes: "Bearer X", "Basic X", and GitHub's "token X" where X looks like a
+# credential (8+ characters with a digit: "token latency" is prose)
+_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{4,}"
+                     r"|\b(token)(\s+)(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{8,}")
 # password=... inside a connection string or a query: libpq's keywords, ODBC's and JDBC's
 _PAIR = re.compile(r"(?i)(?<![a-z])(password|passwd|passphrase|sslpassword|pwd|pass)"
                    r"(\s*=\s*|(?<=d)\s*:\s*|(?<=e)\s*:\s*)"
                    r"('[^']*'|\"[^\"]*\"|[^\s;&,'\"]+)")
+# api_key=..., "token": "...", Authorization: ..., x-api-key: ... (a key's name, an optional
+# closing quote, = or :, the value); the name must stand alone ("max_tokens=16" is no token)
+_KEY_PAIR = re.compile(
+    r"(?i)(?<![\w-])((?:x-)?(?:[a-z0-9]+[_-])*(?:api[_-]?key|apikey|token|secret|private[_-]?key)"
+    r"|authorization)"
+    # = always; : after a quoted key ("token": ...) or a compound name (api_key:, hf_token:),
+    # not after a bare word in prose ("first token: 12 ms")
+    r"([\"']\s*[=:]\s*|\s*=\s*|(?<!\btoken)(?<!\bsecret)\s*:\s*)"
+    r"('[^']*'|\"[^\"]*\"|[^\s;&,'\"]+)")
+# a command line in a text: --api-key VALUE, --hf-token 'VALUE', -token=VALUE
+_FLAG = re.compile(r"(?i)(--?[\w-]*?(?:api[_-]?key|token|secret|password|passwd))"
+                   r"(\s+|=)('[^']*'|\"[^\"]*\"|[^\s'\"]+)")
 _MIN_SECRET = 4  # shorter values would scrub ordinary text ("1", "on")
 
 _lock = threading.Lock()
@@ -79,16 +99,78 @@ def scrub(text: Any, extra: Iterable[str] = ()) -> Any:
             text = text.replace(secret, REDACTED)
     if "@" in text:
         text = _URL_CREDS.sub(_mask_userinfo, text)
-    text = mask_pairs(text)
-    return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}"
+                       f"{REDACTED}", text)
+    return mask_pairs(text)
+
+
+def _masked(m: re.Match[str]) -> str:
+    value = m.group(3)
+    if value.strip("'\"") == REDACTED or value.lower() in ("bearer", "basic", "digest", "token"):
+        return m.group(0)  # masked already, or a scheme whose credential _BEARER masked
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] else ""
+    return f"{m.group(1)}{m.group(2)}{quote}{REDACTED}{quote}"
 
 
 def mask_pairs(text: str) -> str:
-    """``text`` with the value of every ``password=`` (``pwd=``, ``passphrase:``, ...) pair
-    masked: a connection string's, a URL query's."""
-    if "=" not in text and ":" not in text:
+    """``text`` with the value of every secret-named pair masked: ``password=`` (``pwd=``,
+    ``passphrase:``, ...) in a connection string or a URL query, ``api_key=``, ``token:``,
+    ``"api_key": "…"``, ``Authorization: …``, and a command line's ``--api-key VALUE``."""
+    if "=" not in text and ":" not in text and "-" not in text:
         return text
-    return _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _KEY_PAIR.sub(_masked, text)
+    return _FLAG.sub(_masked, text) if "-" in text else text
+
+
+# keys whose value another tool's file may hold a secret in (as JSON keys, not env names:
+# ``max_tokens`` and ``tokenizer`` are settings)
+_SECRET_KEY = re.compile(r"(?i)^(x[_-])?(api[_-]?key|apikey|token|access[_-]?token|auth[_-]?token"
+                         r"|refresh[_-]?token|bearer[_-]?token|id[_-]?token|secret|client[_-]?secret"
+                         r"|secret[_-]?key|private[_-]?key|password|passwd|passphrase|pwd"
+                         r"|authorization|cookie|credentials?|headers?[_-]?auth)$")
+MAX_COPIED_DEPTH = 16
+MAX_COPIED_STRING = 4096
+MAX_COPIED_ITEMS = 1000
+
+
+def copied(data: Any, *, depth: int = MAX_COPIED_DEPTH, string: int = MAX_COPIED_STRING,
+           items: int = MAX_COPIED_ITEMS) -> Any:
+    """JSON-like ``data`` read from another tool's file, fit to enter a record: the value of
+    every secret-named key hidden, every string scrubbed (``scrub``) and cut to ``string``
+    characters (saying how long it was), at most ``items`` entries per list or object and
+    ``depth`` levels (deeper is replaced by a note). A 900-deep field or a 50 MB string from a
+    hostile file is neither copied whole nor able to exhaust the stack."""
+    def text(value: str) -> str:
+        if len(value) > string:
+            return scrub(value[:string]) + f"… ({len(value):,} characters, cut)"
+        return scrub(value)
+
+    def walk(value: Any, level: int) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        if level >= depth:
+            return f"… (nested deeper than {depth} levels, not copied)"
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for i, (key, inner) in enumerate(value.items()):
+                if i >= items:
+                    out["…"] = f"{len(value) - items:,} more keys not copied"
+                    break
+                name = text(str(key))
+                out[name] = (REDACTED if inner not in (None, "", [], {}) and
+                             _SECRET_KEY.match(str(key)) else walk(inner, level + 1))
+            return out
+        if isinstance(value, (list, tuple)):
+            shown = [walk(inner, level + 1) for inner in list(value[:items])]
+            if len(value) > items:
+                shown.append(f"… {len(value) - items:,} more items not copied")
+            return shown
+        return text(repr(value))
+
+    return walk(data, 0)
 
 
 def url_credentials(url: str) -> tuple[str, str | None, str | None]:

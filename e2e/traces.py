@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from e2e.errors import ConfigError
 from e2e.paths import read_bounded
@@ -34,15 +34,25 @@ _MAX_TOKENS = 10_000_000         # per request, prompt or completion
 _MAX_MS = 1e11                   # about three years
 
 
+def _no_bool(value: Any) -> Any:
+    """JSON's true is not 1: a length, a time or a hash id of ``true`` is refused."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number here")
+    return value
+
+
+_NotBool = BeforeValidator(_no_bool)
+
+
 class TraceRequest(BaseModel):
     """One line of a trace, as e2e reads it (other keys are ignored)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    timestamp: Annotated[float, Field(ge=0, le=_MAX_MS, allow_inf_nan=False)]
-    input_length: Annotated[int, Field(gt=0, le=_MAX_TOKENS)]
-    output_length: Annotated[int, Field(gt=0, le=_MAX_TOKENS)]
-    hash_ids: Annotated[list[Annotated[int, Field(ge=0, lt=2**63)]],
+    timestamp: Annotated[float, Field(ge=0, le=_MAX_MS, allow_inf_nan=False), _NotBool]
+    input_length: Annotated[int, Field(gt=0, le=_MAX_TOKENS), _NotBool]
+    output_length: Annotated[int, Field(gt=0, le=_MAX_TOKENS), _NotBool]
+    hash_ids: Annotated[list[Annotated[int, Field(ge=0, lt=2**63), _NotBool]],
                         Field(max_length=_MAX_TOKENS)] = Field(default_factory=list)
 
 

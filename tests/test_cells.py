@@ -88,11 +88,13 @@ def test_server_settings_and_arm_settings_must_match(default_experiment):
 
 def test_a_run_without_known_settings_is_compared_and_flagged(default_experiment):
     """An imported vllm bench result has no config snapshot: its settings are unknown (not
-    refused), and the report says its cell is not a fresh e2e server."""
+    refused), so is its warmup (vllm bench records no --num-warmups), and the report says its
+    cell is not a fresh e2e server."""
     runs = [record(default_experiment, "main", k, 3.0) for k in (2, 3)]
     imported = record(default_experiment, "pr", 2, 2.9)
     imported = imported.model_copy(update={
-        "config": {}, "provenance": {"imported": {"file": "x.json"}},
+        "config": {}, "provenance": {"imported": {"file": "x.json",
+                                                  "defaulted": ["warmup_requests"]}},
         "spec": imported.spec.model_copy(update={"arm": "vb", "warmup_requests": 0}),
         "run_id": "vb-c1-base-r2"})
     summary = summarize(runs + [imported])

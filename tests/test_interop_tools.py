@@ -27,9 +27,26 @@ def test_an_aiperf_export_imports_with_aiperfs_own_figures(tmp_path):
     [(folder, record)] = written
     assert folder == tmp_path / "tools" / "main-c1-base-r2"
     assert record.valid, record.invalid_reasons
-    assert record.warnings == [f"imported from AIPerf: {AIPERF / 'profile_export.jsonl'}"]
+    assert record.warnings[0] == f"imported from AIPerf: {AIPERF / 'profile_export.jsonl'}"
     summary = json.loads((AIPERF / "profile_export_aiperf.json").read_text())
     m = record.metrics
+    # what AIPerf defines otherwise is named in the run, with AIPerf's own figure beside e2e's
+    throughput, naming = record.provenance["imported"]["definitions"]
+    assert throughput["metric"] == "output_throughput_tok_s"
+    assert throughput["tool_value"] == summary["output_token_throughput"]["avg"]
+    assert "profiling phase's window (7.50002 s" in throughput["definition"]
+    assert naming["metric"] == "tpot_ms_mean" and "inter token latency" in naming["definition"]
+    assert record.warnings[1:] == [f"defined otherwise: {d['definition']}"
+                                   for d in (throughput, naming)]
+    # the same requests over another denominator: AIPerf's window, e2e's first send to last end
+    # (start_time 02:31:38.422695 to end_time 02:31:45.922714, written to the microsecond:
+    # AIPerf divided by the same window in ns, so equal to 1e-6 of a µs in 7.5 s, 2e-7)
+    window = 7.500019
+    for ours, theirs in (("output_throughput_tok_s", "output_token_throughput"),
+                         ("request_throughput_req_s", "request_throughput")):
+        assert getattr(m, ours) * m.duration_s / window == pytest.approx(
+            summary[theirs]["avg"], rel=2e-7), ours
+    assert (record.spec.warmup_requests, record.spec.request_rate) == (1, None)
     # 8 profiling requests of 256 prompt and 16 completion tokens (the warmup left out)
     assert (m.requests, m.ok_requests, m.input_tokens, m.output_tokens) == (8, 8, 2048, 128)
     assert record.spec.concurrency == 1 and record.spec.input_len == 256
@@ -41,7 +58,7 @@ def test_an_aiperf_export_imports_with_aiperfs_own_figures(tmp_path):
                                ("e2el_ms_p99", "request_latency", "p99"),
                                ("tpot_ms_mean", "inter_token_latency", "avg"),
                                ("itl_ms_mean", "inter_chunk_latency", "avg")]:
-        assert getattr(m, ours) == pytest.approx(summary[theirs][stat], rel=1e-9), ours
+        assert getattr(m, ours) == pytest.approx(summary[theirs][stat], rel=1e-14), ours
     assert m.duration_s == pytest.approx(summary["benchmark_duration"]["avg"], rel=1e-6)
     requests = read_requests(folder / "requests.parquet")
     assert [r.completion_tokens for r in requests] == [16] * 8
@@ -167,14 +184,28 @@ def test_off_length_requests_are_notes_or_with_strict_lengths_reasons():
     from e2e.interop.vllm_bench import length_findings
 
     ok = [SimpleNamespace(prompt_tokens=p, completion_tokens=c)
-          for p, c in ((128, 64), (130, 64), (128, 60))]
+          for p, c in ((128, 64), (129, 64), (128, 63))]
     reasons, notes = length_findings(ok, 128, 64, strict=False, why="the tool counts its own way")
     assert reasons == []
-    assert notes == ["1 of 3 prompts had other than 128 tokens (130); the tool counts its own "
+    assert notes == ["1 of 3 prompts had other than 128 tokens (129); the tool counts its own "
                      "way (--strict-lengths makes this invalid)",
-                     "1 of 3 completions had other than 64 tokens (60); the tool counts its own "
+                     "1 of 3 completions had other than 64 tokens (63); the tool counts its own "
                      "way (--strict-lengths makes this invalid)"]
     reasons, notes = length_findings(ok, 128, 64, strict=True, why="unused")
-    assert reasons == ["1 of 3 prompts had other than 128 tokens (130)",
-                       "1 of 3 completions had other than 64 tokens (60)"] and notes == []
+    assert reasons == ["1 of 3 prompts had other than 128 tokens (129)",
+                       "1 of 3 completions had other than 64 tokens (63)"] and notes == []
     assert length_findings(ok[:1], 128, 64, strict=True, why="x") == ([], [])
+
+
+def test_a_length_spread_is_explained_as_a_range_not_as_rounding():
+    """vllm bench serve's --random-range-ratio 0.1 at 1024 tokens spreads prompts by up to
+    102 tokens: a range the tool drew from, not a re-tokenized token."""
+    from types import SimpleNamespace
+
+    from e2e.interop.vllm_bench import length_findings
+
+    ok = [SimpleNamespace(prompt_tokens=p, completion_tokens=64) for p in (940, 1024, 1108)]
+    _, [note] = length_findings(ok, 1024, 64, strict=False, why="re-tokenized, a token off")
+    assert "a token off" not in note
+    assert ("lengths spread from 940 to 1108 around 1024 (up to 84 tokens, 8%): the tool drew "
+            "each request's length from a range (vllm bench serve's --random-range-ratio") in note

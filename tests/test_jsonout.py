@@ -74,7 +74,8 @@ def test_report_json_keys_and_values() -> None:
                          "concurrencies", "spec_modes", "report_from_run", "confidence",
                          "min_effect_pct", "equivalence_pct", "n_comparisons",
                          "interval_method", "counts", "metrics", "cells",
-                         "comparisons", "pinned_acceptance", "attributions", "warnings"]
+                         "comparisons", "pinned_acceptance", "workloads", "attributions",
+                         "warnings"]
     assert (doc["kind"], doc["experiment"], doc["baseline"], doc["arms"]) == \
         ("e2e.report", "exp", "main", ["main", "pr"])
     assert doc["counts"] == {"total": 8, "reported": 6, "warmup": 2, "invalid": 0}
@@ -82,7 +83,8 @@ def test_report_json_keys_and_values() -> None:
     cell = next(c for c in doc["cells"] if c["arm"] == "pr" and c["metric"] == "tpot_ms_mean")
     assert cell == {"arm": "pr", "concurrency": 4, "spec_mode": "base", "metric": "tpot_ms_mean",
                     "n": 3, "repeats": [2, 3, 4], "values": [9.0, 9.1, 8.9], "median": 9.0,
-                    "low": 8.9, "high": 9.1, "spread": pytest.approx(0.2 / 9.0)}
+                    "low": 8.9, "high": 9.1, "spread": pytest.approx(0.2 / 9.0),
+                    "load": "concurrency 4"}
     comp = next(c for c in doc["comparisons"] if c["metric"] == "tpot_ms_mean")
     expected = summary.comparison("pr", 4, "base", "tpot_ms_mean")
     assert expected is not None

@@ -120,14 +120,19 @@ def test_micro_command_dry_run_end_to_end(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-8000:]
     data = json.loads((tmp_path / "micro.json").read_text())
-    assert data["schema_version"] == 1 and data["spec"]["dry_run"] is True
+    assert data["schema_version"] == 2 and data["spec"]["dry_run"] is True
     assert [s["rows"] for s in data["shapes"]] == [1, 5, 17]
     for shape in data["shapes"]:
         assert all(shape["correct"].values())
         assert set(shape["median_us"]) == {"main", "inplace", "fused", FLOOR, FLOOR_DIRECT}
         assert all(len(v["eager"]) == 2 for v in shape["runs_us"].values())
+    host = data["host"]  # the one launch's eager host cost, beside an empty launch
+    (one,) = host["shapes"]
+    assert {"empty", "empty-direct", "meta", "meta-jit", "wrapper"} <= set(one["median_us"])
+    assert one["meta_over_empty"] == one["median_us"]["meta"] / one["median_us"]["empty"]
     md = (tmp_path / "micro.md").read_text()
     assert "| 17 |" in md and "Dry run" in md
+    assert "Host cost of one eager build" in md and "| 1 rows |" in md
     png = tmp_path / "micro.png"
     if png.exists():
         assert png.read_bytes()[:4] == b"\x89PNG"
@@ -157,7 +162,10 @@ def test_micro_on_gpu_counts_and_graphs(tmp_path):
         assert counts["main"]["kernels"] == 3 and counts["main"]["copies"] == 2
         assert counts["main"]["allocations"] == 3
         assert all(v["graph"] is not None for v in shape["median_us"].values())
-    assert len(result["targets"]) == 5
+    assert len(result["targets"]) == 6  # the packing's five and the one launch's host cost
+    for shape in result["host"]["shapes"]:  # every part timed on a GPU, the runner's too
+        assert {"meta", "empty", "launch", "runner (int pointers)", "runner (tensors)",
+                "jit dispatch"} <= set(shape["median_us"])
     assert (tmp_path / "micro.json").exists() and (tmp_path / "micro.md").exists()
 
 

@@ -2,8 +2,9 @@
 
 Pure (no I/O), deterministic, and it returns one immutable ``Summary`` that every renderer
 reads (and that the nightly judges). A *cell* is all runs of one (arm, concurrency, spec mode)
-made with the same workload (input and output length, prompts, seed, warmup) and the same
-server settings (``e2e.config.comparable_settings``); runs that differ in any of these are
+made with the same workload (input and output length, prompts, seed, the workload's kind and
+parameters, the arrival process, the warmup: ``_frame.WORKLOAD_FIELDS``) and the same server
+settings (``e2e.config.comparable_settings``); runs that differ in any of these are
 never averaged: ``summarize`` refuses them, naming the field (``_frame.comparable`` checks;
 ``select`` keeps one kind). A cell's figure for a metric is the median (range) of the
 *reported* runs: valid runs whose repeat number is at least ``report_from_run`` (earlier ones
@@ -29,8 +30,8 @@ from e2e.analysis._frame import (
 )
 from e2e.analysis._summary import (
     DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS,
-    MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts, Summary,
-    metric, position_of
+    MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
+    SegmentRow, Summary, WorkloadRow, metric, position_of
 )
 from e2e.config import pinned_of
 from e2e.metrics import metric_value
@@ -114,6 +115,60 @@ def _cell_warnings(
     return out
 
 
+def _median(values: list[float]) -> float | None:
+    return float(pd.Series(values, dtype=float).median()) if values else None
+
+
+def _workload_row(arm: str, conc: int, mode: str, reported: pd.DataFrame,
+                  group: pd.DataFrame) -> WorkloadRow:
+    """The workload's own figures of one cell, over its reported runs."""
+    first = group.iloc[0]
+    infos = [w for w in reported["workload_info"] if w is not None]
+    hit = tuple(float(w.prefix_cache_hit_rate) for w in infos
+                if w.prefix_cache_hit_rate is not None)
+    late = tuple((float(w.schedule_lateness_ms_p50), float(w.schedule_lateness_ms_p99),
+                  float(w.schedule_lateness_ms_max)) for w in infos
+                 if None not in (w.schedule_lateness_ms_p50, w.schedule_lateness_ms_p99,
+                                 w.schedule_lateness_ms_max))
+    names = list(dict.fromkeys(s.name for w in infos for s in w.segments))
+    segments = []
+    for name in names:
+        parts = [s for w in infos for s in w.segments if s.name == name]
+        segments.append(SegmentRow(
+            name, len(parts),
+            _median([s.ttft_ms_mean for s in parts if s.ttft_ms_mean is not None]),
+            _median([s.tpot_ms_mean for s in parts if s.tpot_ms_mean is not None])))
+    warmup = first["warmup_requests"]
+    return WorkloadRow(arm, conc, mode, workload=str(first["workload"]),
+                       arrival=str(first["arrival"]),
+                       warmup=None if pd.isna(warmup) else int(warmup), runs=len(reported),
+                       hit_rate=hit, lateness_ms=late, segments=tuple(segments))
+
+
+def _definition_warnings(arm: str, conc: int, mode: str, reported: pd.DataFrame,
+                         metrics: Sequence[Metric]) -> list[ReportWarning]:
+    """Where an imported run's tool defines a figure otherwise than e2e: one warning per
+    definition, on the metric it concerns, with the tool's own figure (median over the cell's
+    reported runs) where it gave one."""
+    keys = {m.key for m in metrics}
+    found: dict[tuple[str | None, str], list[float]] = {}
+    for definitions in reported["definitions"]:
+        for key, text, value in definitions:
+            values = found.setdefault((key if key in keys else None, text), [])
+            if value is not None:
+                values.append(value)
+    out = []
+    for (key, text), values in found.items():
+        own = ""
+        if values:
+            unit = f" {metric(key).unit}" if key is not None else ""
+            own = (f"; the tool's own figure: {_median(values):.6g}{unit}"
+                   + (f" (median of {len(values)} runs)" if len(values) > 1 else ""))
+        out.append(ReportWarning(f"defined otherwise by the tool that measured it: {text}{own}",
+                                 arm, conc, mode, key))
+    return out
+
+
 def summarize(
     records: Iterable[RunRecord],
     *,
@@ -154,10 +209,16 @@ def summarize(
 
     reported_mask = frame["valid"] & (frame["repeat"] >= start)
     cells: list[Cell] = []
+    loads = sorted({(int(c), str(m), str(label)) for c, m, label
+                    in zip(frame["concurrency"], frame["spec_mode"], frame["load"])
+                    if str(label) != f"concurrency {int(c)}"})
+    workloads: list[WorkloadRow] = []
     for (arm, conc, mode), group in frame.groupby(["arm", "concurrency", "spec_mode"], sort=False):
         arm, conc, mode = str(arm), int(conc), str(mode)
         warnings.extend(_cell_warnings(arm, conc, mode, group, start))
         reported = group[reported_mask.loc[group.index]]
+        warnings.extend(_definition_warnings(arm, conc, mode, reported, metrics))
+        workloads.append(_workload_row(arm, conc, mode, reported, group))
         for m in metrics:
             rows = reported[reported[m.key].notna()]
             if rows.empty:
@@ -250,4 +311,7 @@ def summarize(
         attributions=attribute(comparisons),
         pinned=tuple(sorted({p for r in records if r.spec.dspark
                              for p in [pinned_of(r.config)] if p is not None})),
+        loads=tuple(loads),
+        workloads=tuple(sorted(workloads, key=lambda w: (
+            mode_rank[w.spec_mode], w.concurrency, arm_rank.get(w.arm, 99)))),
     )

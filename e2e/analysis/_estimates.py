@@ -30,6 +30,11 @@ __all__ = ["Method", "Block", "METHOD_TEXT", "RESOLUTION_SD", "DEFAULT_POWER",
            "median_unbiased", "mde_log", "blocked_log_ratio", "welch_log_ratio", "log_ratio"]
 
 
+def _exp(x: float) -> float:
+    """exp(x), inf where it overflows (a ratio of an absurd run's figures: 1e308 ms beside 10)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 @dataclass(frozen=True)
 class MedianRange:
     """Median, minimum and maximum of a cell's reported runs."""
@@ -124,7 +129,7 @@ class LogRatio:
 
     @property
     def ratio(self) -> float:
-        return math.exp(self.log_ratio)
+        return _exp(self.log_ratio)
 
     @property
     def pct(self) -> float:
@@ -138,7 +143,7 @@ class LogRatio:
         """Two-sided t-interval for the ratio: exp(log_ratio ∓ t_{(1+c)/2, df} · se)."""
         _check_confidence(confidence)
         half = float(_sp.t.ppf(0.5 + confidence / 2.0, self.df)) * self.se
-        return (math.exp(self.log_ratio - half), math.exp(self.log_ratio + half))
+        return (_exp(self.log_ratio - half), _exp(self.log_ratio + half))
 
     def interval_pct(self, confidence: float) -> tuple[float, float]:
         lo, hi = self.interval(confidence)
@@ -162,7 +167,7 @@ class LogRatio:
         that a true effect equal to the printed MDE is found with about ``power`` (with the raw
         s, whose median lies below σ at few df, it was found less often)."""
         se = self.se * median_unbiased(self.df)
-        return (math.exp(mde_log(se, self.df, confidence=confidence, power=power)) - 1.0) * 100.0
+        return (_exp(mde_log(se, self.df, confidence=confidence, power=power)) - 1.0) * 100.0
 
 
 def _check_confidence(confidence: float) -> None:

@@ -1,6 +1,12 @@
 """Run records -> one pandas frame of runs; which runs may share a cell (``comparable``),
 which are kept (``select``), the arms' order, the warmups (``report_from_run``) and the
-equivalence band of the records' config."""
+equivalence band of the records' config.
+
+What a run's load was is read once here (``field_of``), for e2e's runs and imported ones
+alike, and for records written before a field existed: the workload (``workload_key``: its
+kind and every parameter that shapes the requests, a trace by its file's hash), the arrival
+process (``arrival_of``: a closed loop, or an open loop's distribution, rate and cap) and the
+warmup (None where the tool did not record it: unknown, never refused)."""
 
 from __future__ import annotations
 
@@ -11,21 +17,126 @@ import numpy as np
 import pandas as pd
 
 from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
-from e2e.config import comparable_settings
+from e2e.config import TraceReplay, comparable_settings
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
-__all__ = ["WORKLOAD_FIELDS", "runs_frame", "comparable", "select", "equivalence_of"]
+__all__ = ["WORKLOAD_FIELDS", "runs_frame", "comparable", "select", "equivalence_of",
+           "workload_key", "arrival_of", "field_of", "load_label"]
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
-                   "max_concurrency", "windows")
+                   "max_concurrency", "windows", "workload", "arrival", "warmup_requests")
+_UNKNOWN_ALLOWED = ("warmup_requests",)  # None there: the tool did not record it, not refused
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "interference", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
-                   "client_saturated", "goodput_slo", "windows_metrics",
-                   *WORKLOAD_FIELDS, *_SETTINGS]
+                   "client_saturated", "goodput_slo", "windows_metrics", "load", "workload_info",
+                   "definitions", *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
+
+
+def _imported(record: RunRecord) -> dict:
+    provenance = record.provenance if isinstance(record.provenance, dict) else {}
+    imported = provenance.get("imported")
+    return imported if isinstance(imported, dict) else {}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if np.isfinite(value) and value > 0 else None
+
+
+def _legacy_rate(record: RunRecord) -> tuple[float | None, float | None]:
+    """An import written before imports kept the arrival process: a vllm bench file's open
+    loop (its ``request_rate``, ``burstiness`` kept among the extras); (None, None) else."""
+    if record.spec.request_rate is not None:
+        return None, None
+    extra = _imported(record).get("extra")
+    if not isinstance(extra, dict):
+        return None, None
+    return _number(extra.get("request_rate")), _number(extra.get("burstiness"))
+
+
+def workload_key(record: RunRecord) -> str:
+    """The run's workload as one value: ``reference``, or the workload's tag (every parameter
+    that shapes its requests: ``sp4x8p896``, ``mt8x4u64t0.5``), for a trace its tag, block
+    size, request cap and the first 12 hex digits of the file's SHA-256 (the same file under
+    another path is the same workload; another file of the same name is not)."""
+    shape = record.spec.workload
+    if shape is None:
+        return "reference"
+    if not isinstance(shape, TraceReplay):
+        return shape.tag
+    digest = record.workload.source_sha256 if record.workload is not None else None
+    parts = [shape.tag, f"b{shape.block_size}"]
+    if shape.max_requests is not None:
+        parts.append(f"n{shape.max_requests}")
+    parts.append(digest[:12] if digest else "unhashed")
+    return "-".join(parts)
+
+
+def field_of(record: RunRecord, field: str) -> object:
+    """A workload field of ``record`` as the cell key uses it (``WORKLOAD_FIELDS``)."""
+    spec = record.spec
+    if field == "workload":
+        return workload_key(record)
+    if field == "arrival":
+        return arrival_of(record)
+    if field == "warmup_requests":
+        imported = _imported(record)
+        if "warmup_requests" in (imported.get("defaulted") or ()):
+            return None  # the tool did not record it (vllm bench's --num-warmups)
+        if imported and spec.warmup_requests == 0 and isinstance(imported.get("warmup_records"), int):
+            return int(imported["warmup_records"])  # an AIPerf import made before it kept them
+        return spec.warmup_requests
+    if field in ("request_rate", "burstiness", "max_concurrency"):
+        rate, burst = _legacy_rate(record)
+        if rate is not None:
+            return {"request_rate": rate, "burstiness": burst or 1.0,
+                    "max_concurrency": spec.max_concurrency or spec.concurrency}[field]
+    return getattr(spec, field)
+
+
+def arrival_of(record: RunRecord) -> str:
+    """How the run's requests arrived: ``closed loop``; ``trace 2× (…)`` (a trace's own
+    times, sped up); or an open loop: ``poisson 3 req/s``, ``gamma 0.5 3 req/s`` (gamma gaps
+    of that shape), ``constant 3 req/s`` (an imported tool's even gaps), each with ``, at most
+    N in flight`` where capped."""
+    cap = field_of(record, "max_concurrency")
+    capped = f", at most {cap} in flight" if cap else ""
+    shape = record.spec.workload
+    if isinstance(shape, TraceReplay):
+        return f"trace {shape.speedup:g}×{capped}"
+    rate = field_of(record, "request_rate")
+    if rate is None:
+        return "closed loop"
+    kind = _imported(record).get("arrival")
+    if kind != "constant":
+        burst = float(field_of(record, "burstiness") or 1.0)
+        kind = "poisson" if burst == 1.0 else f"gamma {burst:g}"
+    return f"{kind} {float(rate):g} req/s{capped}"
+
+
+def load_label(record: RunRecord) -> str:
+    """What the report's load column says of a run: ``concurrency N`` for a closed loop, else
+    its arrival process (an open loop's concurrency is no load of its own)."""
+    arrival = arrival_of(record)
+    return f"concurrency {record.spec.concurrency}" if arrival == "closed loop" else arrival
+
+
+def _definitions(record: RunRecord) -> tuple:
+    """An imported run's figures whose definition differs from e2e's: ((metric or None,
+    definition, the tool's own value or None), ...)."""
+    out = []
+    for item in _imported(record).get("definitions") or ():
+        if isinstance(item, dict) and isinstance(item.get("definition"), str):
+            value = item.get("tool_value")
+            out.append((item.get("metric") if isinstance(item.get("metric"), str) else None,
+                        item["definition"],
+                        float(value) if _number(value) is not None else None))
+    return tuple(out)
 
 
 def _duets(column) -> tuple[int | None, ...]:
@@ -87,9 +198,12 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "client_saturated": bool(r.client is not None and r.client.saturated),
             "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
             "windows_metrics": tuple(r.windows),
+            "load": load_label(r),
+            "workload_info": r.workload,
+            "definitions": _definitions(r),
             "source": ("imported" if "imported" in (r.provenance or {})
                        else r.server.kind),  # fresh (started by e2e), external, imported
-            **{f: getattr(r.spec, f) for f in WORKLOAD_FIELDS},
+            **{f: field_of(r, f) for f in WORKLOAD_FIELDS},
             **_settings(r),
             **{m.key: metric_value(r.metrics, m.key) for m in metrics},
         })
@@ -141,7 +255,9 @@ def comparable(frame: pd.DataFrame) -> None:
         for value, rows in group.groupby(column, sort=True, dropna=False):
             ids = ", ".join(list(rows["run_id"])[:3]) + (", ..." if len(rows) > 3 else "")
             if keys is None and pd.isna(value):
-                value = "none"
+                value = "unknown" if field in _UNKNOWN_ALLOWED else "none"
+            elif isinstance(value, float) and value.is_integer() and field in _UNKNOWN_ALLOWED:
+                value = int(value)
             if keys is not None:  # settings: show only the keys that differ
                 data = json.loads(value)
                 value = ", ".join(f"{k}={json.dumps(_pick(data, k))}" for k in keys)
@@ -157,9 +273,10 @@ def comparable(frame: pd.DataFrame) -> None:
         return sorted({k for d in data[1:] for k in _diff_keys(data[0], d)})
 
     for (conc, mode), group in frame.groupby(["concurrency", "spec_mode"], sort=True):
-        where = f"concurrency {conc}, {mode}"
+        loads = group["load"].unique()
+        where = f"{loads[0] if len(loads) == 1 else f'concurrency {conc}'}, {mode}"
         for field in WORKLOAD_FIELDS:
-            if group[field].nunique(dropna=False) > 1:
+            if group[field].nunique(dropna=field in _UNKNOWN_ALLOWED) > 1:
                 refuse(field, field, group, where)
         if group["server_settings"].nunique() > 1:
             keys = differing(list(group["server_settings"].unique()))
@@ -188,16 +305,31 @@ def _one_slo(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[ReportWarning]]:
     return frame, warnings
 
 
+def _matches(record: RunRecord, field: str, value: str) -> bool:
+    if field in ("arm", "concurrency", "spec_mode"):
+        return str(getattr(record.spec, field)) == value
+    have = field_of(record, field)
+    if field == "workload":  # the whole key, or the tag a config's cell names carry
+        shape = record.spec.workload
+        return value in (have, shape.tag if shape is not None else "reference")
+    if field in ("request_rate", "burstiness") and have is not None:
+        try:
+            return float(have) == float(value)
+        except ValueError:
+            return False
+    return str(have) == value
+
+
 def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord]:
     """The records whose spec matches every ``field=value`` of ``only`` (fields:
-    ``WORKLOAD_FIELDS``, arm, concurrency, spec_mode)."""
+    ``WORKLOAD_FIELDS``, arm, concurrency, spec_mode; ``workload`` by its whole key or its
+    tag, ``arrival`` as the report's refusal names it)."""
     allowed = (*WORKLOAD_FIELDS, "arm", "concurrency", "spec_mode")
     for field in only:
         if field not in allowed:
             raise ValueError(f"--only {field}: not a field runs can be selected by "
                              f"(allowed: {', '.join(allowed)})")
-    return [r for r in records
-            if all(str(getattr(r.spec, f)) == str(v) for f, v in only.items())]
+    return [r for r in records if all(_matches(r, f, str(v)) for f, v in only.items())]
 
 
 def _arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:

@@ -31,6 +31,11 @@ INTERVAL_METHOD = "Welch t-interval on log values (ratio of geometric means)"
 Verdict = Literal["faster", "slower", "within noise", "too few runs"]
 
 
+def _exp(x: float) -> float:
+    """exp(x), inf where it overflows (a ratio of an absurd run's figures: 1e308 ms beside 10)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 @dataclass(frozen=True)
 class RatioEstimate:
     """An arm's value relative to a baseline's: ``ratio`` = arm / baseline (1.0 = no change).
@@ -87,10 +92,10 @@ def welch_log_ratio_interval(
     vb = float(b.var(ddof=1)) / b.size
     se2 = va + vb
     if se2 == 0.0:
-        return (math.exp(d), math.exp(d))
+        return (_exp(d), _exp(d))
     df = se2**2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     half = float(_sp.t.ppf(0.5 + confidence / 2.0, df)) * math.sqrt(se2)
-    return (math.exp(d - half), math.exp(d + half))
+    return (_exp(d - half), _exp(d + half))
 
 
 def compare_runs(

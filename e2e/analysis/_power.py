@@ -17,6 +17,11 @@ PLAN_NOISE_LEVEL = 0.8
 holds with at least this confidence (from the median noise it held in half the calibrations)."""
 
 
+def _exp(x: float) -> float:
+    """exp(x), inf where it overflows (a ratio of an absurd run's figures: 1e308 ms beside 10)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 def upper_noise(noise_sd: float, df: float, *, level: float = PLAN_NOISE_LEVEL) -> float:
     """One-sided upper confidence bound of σ from a sample sd on ``df`` degrees of freedom:
     s·√(df / χ²_{df, 1−level}) (df·s²/σ² is χ²_df under normal noise), so σ is at most this with
@@ -128,5 +133,5 @@ def detectable_effect(noise_sd: float, rounds: int, *, method: Method = "blocked
     if df <= 0:
         return None
     factor = _se_factor(method, arms, slots)
-    return (math.exp(mde_log(factor * noise_sd / math.sqrt(rounds), df, confidence=confidence,
+    return (_exp(mde_log(factor * noise_sd / math.sqrt(rounds), df, confidence=confidence,
                              power=power)) - 1.0) * 100.0

@@ -10,7 +10,7 @@ from e2e.analysis._components import Components
 from e2e.metrics import position_key, position_of
 
 __all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",
-           "RunCounts", "Summary", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
+           "RunCounts", "Summary", "WorkloadRow", "SegmentRow", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
            "DEFAULT_CONFIDENCE", "DEFAULT_MIN_EFFECT_PCT", "DEFAULT_REPORT_FROM_RUN",
            "SPEC_MODES", "REPORTED_POSITIONS", "position_key", "position_of"]
 
@@ -256,6 +256,43 @@ class ReportWarning:
 
 
 @dataclass(frozen=True)
+class SegmentRow:
+    """One segment of a cell's workload (a trace's time segment, a shared-prefix group's first
+    request or the later ones, a conversation's turn): medians over the cell's reported runs
+    of each run's segment figure, ms."""
+
+    name: str
+    runs: int
+    ttft_ms_mean: float | None
+    tpot_ms_mean: float | None
+
+
+@dataclass(frozen=True)
+class WorkloadRow:
+    """What one cell (arm, concurrency, spec mode) sent and the figures only its workload has,
+    over its reported runs: the workload (``e2e.analysis._frame.workload_key``), its arrival
+    process, the warmup (None: not recorded), the prefix cache's hit rate per run, how late a
+    scheduled load's sends were per run (p50, p99, max: ms) and its segments."""
+
+    arm: str
+    concurrency: int
+    spec_mode: str
+    workload: str
+    arrival: str
+    warmup: int | None
+    runs: int
+    hit_rate: tuple[float, ...] = ()
+    lateness_ms: tuple[tuple[float, float, float], ...] = ()
+    segments: tuple[SegmentRow, ...] = ()
+
+    @property
+    def own_figures(self) -> bool:
+        """Whether the row says more than the reference load's closed loop would."""
+        return (self.workload != "reference" or self.arrival != "closed loop"
+                or bool(self.lateness_ms or self.segments))
+
+
+@dataclass(frozen=True)
 class RunCounts:
     total: int
     reported: int
@@ -295,6 +332,21 @@ class Summary:
     attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
     """Per speculator cell and arm: its TPOT change split into verify step and acceptance
     length (``e2e.analysis._attribution``)."""
+    loads: tuple[tuple[int, str, str], ...] = ()
+    """(concurrency, spec mode, label) where the load is not a closed loop at that concurrency:
+    an open loop's or a trace's arrival process (``poisson 3 req/s``, ``trace 2×``)."""
+    workloads: tuple[WorkloadRow, ...] = ()
+
+    def load_label(self, concurrency: int, spec_mode: str) -> str:
+        """``concurrency 4`` for a closed loop, else the runs' arrival process."""
+        for conc, mode, label in self.loads:
+            if (conc, mode) == (concurrency, spec_mode):
+                return label
+        return f"concurrency {concurrency}"
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.loads)
 
     def attributions_for(self, concurrency: int, spec_mode: str) -> tuple:
         return tuple(a for a in self.attributions

@@ -20,7 +20,7 @@ import typer
 
 from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
 
-from e2e.console import guard, out
+from e2e.console import guard, out, visible
 from e2e.errors import ConfigError
 
 __all__ = ["history_command", "cell_history", "store_url"]
@@ -104,6 +104,8 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
             rows = cell_history(opened.history(experiment=experiment), metric=metric, arm=arm,
                                 concurrency=concurrency, spec_mode=spec_mode)
             text = _rows_text(rows[EXPORT_COLUMNS], format_)
+    if format_ != "json":  # a store's text is anyone's: a host name may hold an ESC sequence
+        text = visible(text)  # (JSON escapes control characters itself)
     if output is not None:
         from e2e.paths import atomic_write_text
 

@@ -30,7 +30,8 @@ def micro_command(
         "--per-step", help="Also time the whole decode SWA metadata build (window + packing) per "
         "build and per V4.1/V4 step for main, pr, fused and the one launch (step.json, step.md).")] = False,
     vllm_ops: Annotated[Path | None, typer.Option(
-        help="vLLM's ops for --per-step where vLLM is not installed: a file made by "
+        help="vLLM's ops (for --per-step, and for vLLM's build beside the one launch's host "
+        "cost) where vLLM is not installed: a file made by "
         "`python -m e2e.kernels.vllm_ops extract`.")] = None,
 ) -> None:
     """Micro-benchmark the packing paths (µs per call, eager and in a CUDA graph)."""
@@ -44,7 +45,18 @@ def micro_command(
                          paths=tuple(p.strip() for v in (paths or [",".join(BENCH_PATHS)])
                                      for p in v.split(",") if p.strip()),
                          dry_run=dry_run)
-        result = run_micro(spec, log=say)
+        ops = None
+        if vllm_ops is not None:  # vLLM's build beside the one launch's host cost
+            from e2e.kernels import load_triton_paths
+            from e2e.kernels.step_bench import load_ops
+
+            if dry_run:
+                import os
+
+                os.environ["TRITON_INTERPRET"] = "1"
+            load_triton_paths()
+            ops = load_ops(vllm_ops)
+        result = run_micro(spec, log=say, ops=ops)
         written = write_outputs(result, out)
         step_text = None
         if per_step:

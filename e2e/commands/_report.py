@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import JsonOpt
-from e2e.console import err, guard, out
+from e2e.console import err, guard, out, visible
 
 __all__ = ["report", "write_report"]
 
@@ -86,17 +86,17 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
 
         text = render_github(output.summary, link=link, limit=max_bytes or COMMENT_LIMIT)
         atomic_write_bytes(output.report_dir / "github.md", text.encode("utf-8"))
-        sys.stdout.write(text)
+        sys.stdout.write(visible(text))
         err.print(f"[dim]report written to {output.report_dir} (github.md: "
                   f"{len(text.encode('utf-8')):,} bytes)[/]", highlight=False)
     elif output is not None:
-        console.print(output.markdown, highlight=False, markup=False, soft_wrap=True)
+        console.print(visible(output.markdown), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
     if gsm8k is not None:
         text = render_markdown(gsm8k)
         atomic_write_bytes(folder / "report" / "gsm8k.md", text)
         atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
-        console.print(text.decode(), highlight=False, markup=False, soft_wrap=True)
+        console.print(visible(text.decode()), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
 
 
@@ -109,8 +109,10 @@ def report(
     baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
     only: Annotated[Optional[list[str]], typer.Option(
         "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
-        "prompts, seed, warmup_requests, arm, concurrency, spec_mode); repeatable. Needed when "
-        "a folder holds runs of unlike workloads, which are never averaged together.")] = None,
+        "prompts, seed, warmup_requests, request_rate, burstiness, max_concurrency, windows, "
+        "workload (e.g. reference, sp4x8p896, trace-<stem>x2), arrival, arm, concurrency, "
+        "spec_mode); repeatable. Needed when a folder holds runs of unlike workloads, which "
+        "are never averaged together (the refusal names the field and its values).")] = None,
     json_: JsonOpt = False,
     format_: Annotated[str, typer.Option(
         "--format", help="What to print: markdown (the report) or github (a pull-request "

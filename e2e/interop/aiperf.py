@@ -23,6 +23,7 @@ Only ``profiling`` records are measured (AIPerf's warmup records are left out).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
+from e2e.interop._boundary import checked_times, definition, definition_warning
+from e2e.redact import copied
 from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
                                     length_findings)
 from e2e.metrics import summarize_run
@@ -197,13 +200,99 @@ def _summary_value(summary: dict | None, *keys: str) -> Any:
     return node
 
 
-def _profiling_concurrency(summary: dict | None) -> Any:
-    """The profiling phase's concurrency (aiperf 0.13: ``input_config.phases``)."""
+def _phase(summary: dict | None, kind: str) -> dict | None:
+    """The summary's phase of ``kind`` (aiperf 0.13: ``input_config.phases``, each with its
+    ``type``: concurrency, poisson, gamma (``smoothness``), constant, user_centric,
+    fixed_schedule; ``rate``, ``concurrency`` (a rate phase's cap), ``requests``)."""
     phases = _summary_value(summary, "input_config", "phases")
     for phase in phases if isinstance(phases, list) else ():
-        if isinstance(phase, dict) and phase.get("kind") == "profiling":
-            return phase.get("concurrency")
+        if isinstance(phase, dict) and (phase.get("kind") or phase.get("name")) == kind:
+            return phase
     return None
+
+
+def _positive(value: Any, what: str, *, whole: bool = False) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0) or (whole and float(value) != int(value)):
+        raise ConfigError(f"profile_export_aiperf.json: {what} is {str(value)[:40]!r}, not a "
+                          f"positive {'whole number' if whole else 'number'}")
+    return int(value) if whole else float(value)
+
+
+_OPEN = {"poisson": "poisson", "gamma": "gamma", "constant": "constant"}
+
+
+def _arrival(summary: dict | None, options: ImportOptions) -> dict[str, Any]:
+    """The profiling phase's load as RunSpec fields: a closed loop's concurrency, or an open
+    loop's rate, burstiness (gamma's smoothness; 1 for Poisson) and cap, and ``arrival``
+    ("constant" for AIPerf's even gaps). Loads e2e cannot key (a trace's fixed schedule, users
+    sharing a rate, a rate series) are refused, saying so."""
+    phase = _phase(summary, "profiling") or {}
+    kind = phase.get("type", "concurrency") if phase else "concurrency"
+    concurrency = _positive(phase.get("concurrency"), "the profiling phase's concurrency",
+                            whole=True)
+    if kind == "concurrency":
+        return {"concurrency": options.concurrency or concurrency, "request_rate": None,
+                "burstiness": 1.0, "max_concurrency": None, "arrival": None}
+    if kind not in _OPEN or phase.get("rate_series") is not None:
+        raise ConfigError(f"AIPerf's profiling phase is a {str(kind)[:40]!r} load"
+                          + (" with a rate series" if phase.get("rate_series") is not None else "")
+                          + ": e2e imports a concurrency phase or an open loop at one rate "
+                          "(poisson, gamma, constant); its arrivals cannot be set beside e2e's")
+    rate = _positive(phase.get("rate"), "the profiling phase's rate")
+    if rate is None:
+        raise ConfigError("AIPerf's profiling phase is an open loop without a rate")
+    shape = _positive(phase.get("smoothness"), "the gamma phase's smoothness") \
+        if kind == "gamma" else None
+    return {"concurrency": options.concurrency or 1, "request_rate": rate,
+            "burstiness": shape or 1.0, "max_concurrency": concurrency,
+            "arrival": "constant" if kind == "constant" else None}
+
+
+def _window_s(summary: dict | None) -> float | None:
+    """The profiling phase's window, ``start_time`` to ``end_time`` (what AIPerf divides its
+    throughputs by), in seconds; None when the summary does not say."""
+    from datetime import datetime
+
+    try:
+        start = datetime.fromisoformat(str(_summary_value(summary, "start_time")))
+        end = datetime.fromisoformat(str(_summary_value(summary, "end_time")))
+    except ValueError:
+        return None
+    seconds = (end - start).total_seconds()
+    return seconds if seconds > 0 else None
+
+
+def _definitions(summary: dict | None, duration_s: float) -> list[dict[str, Any]]:
+    """AIPerf's figures whose definition or name differs from e2e's, with AIPerf's values."""
+    def avg(name: str) -> float | None:
+        value = _summary_value(summary, name, "avg")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else None
+
+    out = []
+    window = _window_s(summary)
+    tokens, rate = avg("output_token_throughput"), avg("request_throughput")
+    if tokens is not None or rate is not None:
+        span = (f"its profiling phase's window ({window:.6g} s, start_time to end_time)"
+                if window is not None else "its profiling phase's window")
+        out.append(definition(
+            "output_throughput_tok_s",
+            f"AIPerf's throughputs (output_token_throughput {tokens:.6g} tok/s, "
+            f"request_throughput {rate:.6g} req/s) divide by {span}; e2e's by its first send to "
+            f"its last end ({duration_s:.6g} s, AIPerf's benchmark_duration); both are kept",
+            tokens) if tokens is not None and rate is not None else definition(
+            "output_throughput_tok_s", f"AIPerf's throughputs divide by {span}; e2e's by its "
+            f"first send to its last end ({duration_s:.6g} s)", tokens))
+    itl = avg("inter_token_latency")
+    out.append(definition(
+        "tpot_ms_mean",
+        "AIPerf's \"inter token latency\" is e2e's TPOT ((latency − TTFT) / (output tokens − 1)), "
+        "its \"inter chunk latency\" e2e's inter-chunk latency; AIPerf's percentiles are "
+        "numpy's, as e2e's", itl))
+    return out
 
 
 def _mode(values: list[int]) -> int | None:
@@ -223,12 +312,14 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     measured = [r for r in all_records if r.metadata.benchmark_phase == "profiling"]
     if not measured:
         raise ConfigError(f"{source}: no record of the profiling phase (only warmup?)")
-    requests = _requests(measured)
+    requests, impossible = checked_times(_requests(measured), "AIPerf")
     ok = [r for r in requests if r.ok]
     summary = doc.get("summary")
     if not options.arm:
         raise ConfigError("AIPerf records no arm: give --arm")
-    concurrency = options.concurrency or _profiling_concurrency(summary)
+    load = _arrival(summary, options)
+    concurrency = load.pop("concurrency")
+    arrival = load.pop("arrival")
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or \
             not 0 < concurrency <= MAX_CONCURRENCY:
         raise ConfigError("cannot tell the concurrency (no profile_export_aiperf.json beside "
@@ -242,17 +333,25 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     seed = options.seed
     if seed is None:
         seed = _summary_value(summary, "run_info", "random_seed")
-    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+    defaulted = [] if isinstance(seed, int) and not isinstance(seed, bool) else ["seed"]
+    seed = 0 if defaulted else seed
+    warmups = options.warmup_requests
+    if warmups is None:  # the warmup phase's requests, else the warmup records it kept
+        warmups = _positive(_summary_value(_phase(summary, "warmup"), "requests"),
+                            "the warmup phase's requests", whole=True)
+        warmups = warmups if warmups is not None else len(all_records) - len(measured)
     try:
         spec = RunSpec(arm=options.arm, concurrency=concurrency, dspark=bool(options.dspark),
                        prompts=len(measured), input_len=input_len, output_len=output_len,
-                       seed=seed, warmup_requests=options.warmup_requests or 0,
-                       repeat=repeat or options.repeat or 2)
+                       seed=seed, warmup_requests=warmups,
+                       repeat=repeat or options.repeat or 2, **load)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, "the export and the flags",
                                                     RunSpec)) from None
-    reasons, notes = [], [import_note(source).replace("vllm bench serve", "AIPerf")]
-    failed = [r for r in requests if not r.ok]
+    reasons, notes = list(impossible), [import_note(source).replace("vllm bench serve", "AIPerf")]
+    if defaulted:
+        notes.append("AIPerf's summary records no seed; set to 0 (give --seed)")
+    failed = [r for r in requests if not r.ok and "impossible times" not in (r.error or "")]
     if failed:
         reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
                        f"{failed[0].error}")
@@ -262,20 +361,25 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     notes += said
     items = _summary_value(summary, "input_config", "models", "items")
     model = [m.get("name") for m in items if isinstance(m, dict)] if isinstance(items, list) else None
+    metrics = summarize_run(requests)
+    definitions = _definitions(summary, metrics.duration_s)
+    notes += [definition_warning(d) for d in definitions]
     record = RunRecord(
         experiment=options.experiment, run_id=spec.run_id, spec=spec, arm_settings={},
         config={},
         server=ServerInfo(argv=[], env={}, base_url="",
-                          model=str(model[0]) if isinstance(model, list) and model else ""),
-        provenance={"imported": {
+                          model=copied(str(model[0]), string=1024)
+                          if isinstance(model, list) and model else ""),
+        provenance={"imported": copied({
             "format": FORMAT, "source": source, **(provenance or {}), "per_request": True,
             "records": len(all_records), "warmup_records": len(all_records) - len(measured),
             "cli_command": _summary_value(summary, "run_info", "cli_command"),
             "aiperf_version": _summary_value(summary, "aiperf_version"),
-            "summary": _figures(summary)}},
-        started_at=str(_summary_value(summary, "start_time") or ""),
-        finished_at=str(_summary_value(summary, "end_time") or ""),
-        metrics=summarize_run(requests), valid=not reasons, invalid_reasons=reasons,
+            "phase": _phase(summary, "profiling"), "arrival": arrival, "defaulted": defaulted,
+            "summary": _figures(summary), "definitions": definitions})},
+        started_at=copied(str(_summary_value(summary, "start_time") or ""), string=64),
+        finished_at=copied(str(_summary_value(summary, "end_time") or ""), string=64),
+        metrics=metrics, valid=not reasons, invalid_reasons=reasons,
         warnings=notes)
     return ImportedRun(record=record, requests=requests)
 

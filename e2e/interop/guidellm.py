@@ -19,15 +19,18 @@ is invalid, saying so).
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
+from e2e.interop._boundary import checked_times, definition, definition_warning
+from e2e.redact import copied
 from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
                                     length_findings)
 from e2e.metrics import summarize_run
@@ -38,8 +41,17 @@ __all__ = ["FORMAT", "read_report", "to_run", "import_report"]
 
 FORMAT = "guidellm benchmark report (json)"
 _MAX_S = 1e11  # epoch seconds, far past any date
-_Seconds = Annotated[float, Field(ge=0, le=_MAX_S, allow_inf_nan=False)]
-_Tokens = Annotated[int, Field(ge=0, le=1_000_000_000)]
+
+
+def _no_bool(value: Any) -> Any:
+    """JSON's true is not 1: a length or a time of ``true`` is refused, not read as 1."""
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number here")
+    return value
+
+
+_Seconds = Annotated[float, Field(ge=0, le=_MAX_S, allow_inf_nan=False), BeforeValidator(_no_bool)]
+_Tokens = Annotated[int, Field(ge=0, le=1_000_000_000, strict=True), BeforeValidator(_no_bool)]
 
 
 class _Timings(BaseModel):
@@ -107,9 +119,12 @@ def read_report(path: Path) -> list[dict[str, Any]]:
         backend = ((doc.get("config") or {}).get("spec") or {}).get("backend") \
             if isinstance(doc.get("config"), dict) else None
         model = backend.get("model") if isinstance(backend, dict) else None
+        spec = (doc.get("config") or {}).get("spec") if isinstance(doc.get("config"), dict) else None
+        seed = spec.get("seed") if isinstance(spec, dict) else None
         out.append({"benchmark": bench, "index": i, "count": len(doc["benchmarks"]),
                     "guidellm_version": str(meta.get("guidellm_version") or "")[:64],
-                    "model": str(model)[:1024] if isinstance(model, str) else ""})
+                    "model": str(model)[:1024] if isinstance(model, str) else "",
+                    "seed": seed if isinstance(seed, dict) else None})
     return out
 
 
@@ -141,17 +156,63 @@ def _requests(bench: _Benchmark) -> tuple[RequestRecord, ...]:
     return tuple(_record(i, r, t0, err) for i, (r, err) in enumerate(groups))
 
 
-def _concurrency(config: dict[str, Any]) -> int | None:
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _load(config: dict[str, Any], options: ImportOptions, source: str) -> dict[str, Any]:
+    """The benchmark's strategy as RunSpec fields: synchronous (1 stream) and concurrent
+    (its streams) and throughput (all at once, its max_concurrency) are closed loops; constant
+    and poisson an open loop at its rate, capped by its max_concurrency (``arrival``
+    "constant" for GuideLLM's even gaps). A trace replay is refused, saying why."""
     strategy = config.get("strategy") if isinstance(config, dict) else None
-    if not isinstance(strategy, dict):
-        return None
+    strategy = strategy if isinstance(strategy, dict) else {}
     kind = strategy.get("type_")
-    if kind == "synchronous":
-        return 1
-    streams = strategy.get("streams")
-    if kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool):
-        return streams
-    return None
+    cap = _whole(strategy.get("max_concurrency"))
+    if kind in ("constant", "poisson"):
+        rate = strategy.get("rate")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
+                math.isfinite(rate) and rate > 0):
+            raise ConfigError(f"{source}: its {kind} strategy's rate is {str(rate)[:40]!r}, not "
+                              "a positive number")
+        return {"concurrency": options.concurrency or 1, "request_rate": float(rate),
+                "burstiness": 1.0, "max_concurrency": cap,
+                "arrival": "constant" if kind == "constant" else None}
+    if kind == "trace":
+        raise ConfigError(f"{source}: a trace-replay strategy: e2e imports synchronous, "
+                          "concurrent, throughput, constant and poisson benchmarks")
+    streams = {"synchronous": 1, "concurrent": _whole(strategy.get("streams")),
+               "throughput": cap}.get(kind)
+    concurrency = options.concurrency or streams
+    if concurrency is None or not 0 < concurrency <= MAX_CONCURRENCY:
+        raise ConfigError(f"{source}: its strategy ({str(kind)[:40]}) names no requests in "
+                          "flight: give --concurrency, the requests it kept in flight")
+    return {"concurrency": concurrency, "request_rate": None, "burstiness": 1.0,
+            "max_concurrency": None, "arrival": None}
+
+
+def _seed(doc: dict[str, Any], config: dict[str, Any]) -> int | None:
+    """The report's seed (``config.spec.seed``, a static one), else a Poisson strategy's."""
+    seed = doc.get("seed") or {}
+    value = seed.get("value") if seed.get("kind", "static") == "static" else None
+    if _whole(value) is not None or value == 0 and not isinstance(value, bool):
+        return int(value)
+    strategy = config.get("strategy") if isinstance(config, dict) else None
+    value = strategy.get("random_seed") if isinstance(strategy, dict) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _warmup(config: dict[str, Any]) -> tuple[int | None, str | None]:
+    """(warmup requests, note): 0 when the benchmark had no warmup; unknown (None) with a note
+    when it had one, which GuideLLM sets as a share or a duration, not a request count."""
+    warmup = config.get("warmup") if isinstance(config, dict) else None
+    if not isinstance(warmup, dict) or (warmup.get("percent") in (None, 0)
+                                        and warmup.get("value") in (None, 0)):
+        return 0, None
+    what = ", ".join(f"{k} {str(warmup.get(k))[:40]}" for k in ("percent", "value", "mode")
+                     if warmup.get(k) is not None)
+    return None, (f"GuideLLM's warmup ({what}) is a share or a duration of the benchmark, not a "
+                  "request count: recorded as unknown")
 
 
 def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
@@ -164,14 +225,17 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     bench = _Benchmark.model_validate(doc["benchmark"])
     if doc.get("count", 1) > 1:
         source = f"{source} (benchmark {doc['index'] + 1})"
-    requests = _requests(bench)
+    requests, impossible = checked_times(_requests(bench), "GuideLLM")
     ok = [r for r in requests if r.ok]
     if not options.arm:
         raise ConfigError("GuideLLM records no arm: give --arm")
-    concurrency = options.concurrency or _concurrency(bench.config)
-    if concurrency is None or not 0 < concurrency <= MAX_CONCURRENCY:
-        raise ConfigError(f"{source}: its strategy is not a concurrent one (a rate sweep?): "
-                          "give --concurrency, the requests it kept in flight")
+    load = _load(bench.config, options, source)
+    concurrency, arrival = load.pop("concurrency"), load.pop("arrival")
+    seed = options.seed if options.seed is not None else _seed(doc, bench.config)
+    warmups, warmup_note = ((options.warmup_requests, None)
+                            if options.warmup_requests is not None else _warmup(bench.config))
+    defaulted = [name for name, value in (("seed", seed), ("warmup_requests", warmups))
+                 if value is None]
 
     def mode(values):
         return Counter(values).most_common(1)[0][0] if values else None
@@ -185,14 +249,19 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     try:
         spec = RunSpec(arm=options.arm, concurrency=concurrency, dspark=bool(options.dspark),
                        prompts=len(requests), input_len=input_len, output_len=output_len,
-                       seed=options.seed or 0, warmup_requests=options.warmup_requests or 0,
-                       repeat=repeat or options.repeat or 2)
+                       seed=seed or 0, warmup_requests=warmups or 0,
+                       repeat=repeat or options.repeat or 2, **load)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, "the report and the flags",
                                                     RunSpec)) from None
-    reasons, notes = [], [import_note(source).replace("vllm bench serve", "GuideLLM"),
-                          "GuideLLM keeps no time per chunk: no inter-chunk latency"]
-    failed = [r for r in requests if not r.ok]
+    reasons = list(impossible)
+    notes = [import_note(source).replace("vllm bench serve", "GuideLLM"),
+             "GuideLLM keeps no time per chunk: no inter-chunk latency"]
+    if "seed" in defaulted:
+        notes.append("GuideLLM's report records no seed; set to 0 (give --seed)")
+    if warmup_note:
+        notes.append(warmup_note)
+    failed = [r for r in requests if not r.ok and "impossible times" not in (r.error or "")]
     if failed:
         reasons.append(f"{len(failed)} request(s) failed; first: request {failed[0].index}: "
                        f"{failed[0].error}")
@@ -203,15 +272,19 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
                                   why="GuideLLM's synthetic prompts are text its tokenizer sized")
     reasons += found
     notes += said
+    figures = _figures(bench.metrics)
+    definitions = _definitions(figures)
+    notes += [definition_warning(d) for d in definitions]
     record = RunRecord(
         experiment=options.experiment, run_id=spec.run_id, spec=spec, arm_settings={},
         config={},
-        server=ServerInfo(argv=[], env={}, base_url="", model=str(doc.get("model") or "")),
-        provenance={"imported": {
+        server=ServerInfo(argv=[], env={}, base_url="",
+                          model=copied(str(doc.get("model") or ""), string=1024)),
+        provenance={"imported": copied({
             "format": FORMAT, "source": source, **(provenance or {}), "per_request": True,
             "benchmark": doc.get("index", 0), "strategy": bench.config.get("strategy"),
-            "guidellm_version": doc.get("guidellm_version"),
-            "guidellm": _figures(bench.metrics)}},
+            "guidellm_version": doc.get("guidellm_version"), "arrival": arrival,
+            "defaulted": defaulted, "guidellm": figures, "definitions": definitions})},
         started_at="", finished_at="", metrics=summarize_run(requests), valid=not reasons,
         invalid_reasons=reasons, warnings=notes)
     return ImportedRun(record=record, requests=requests)
@@ -234,6 +307,27 @@ def _figures(metrics: dict[str, Any]) -> dict[str, Any]:
                                            ("p99", pct.get("p99")))
                          if isinstance(v, (int, float))}
     return out
+
+
+def _definitions(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """GuideLLM's figures whose definitions differ from e2e's, with GuideLLM's own values."""
+    def stat(name: str, key: str) -> float | None:
+        value = (figures.get(name) or {}).get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else None
+
+    ttft = stat("time_to_first_token_ms", "median")
+    return [
+        definition("tpot_ms_mean",
+                   "GuideLLM's inter-token latency ends at the last token ((last token − first "
+                   "token) / (output tokens − 1)), e2e's TPOT at the end of the stream; its time "
+                   "per output token is latency / output tokens, TTFT included",
+                   stat("inter_token_latency_ms", "mean")),
+        definition("tpot_ms_median",
+                   "GuideLLM's percentiles (median, p99, …) are one sample of its requests, the "
+                   "value at that rank, where e2e's interpolate (numpy's linear) over the same "
+                   "requests" + (f" (GuideLLM's median TTFT {ttft:.6g} ms)" if ttft else ""),
+                   stat("inter_token_latency_ms", "median"))]
 
 
 def import_report(path: Path, options: ImportOptions, results: Path, *,

@@ -137,6 +137,8 @@ def import_note(source: str) -> str:
     return f"imported from vllm bench serve: {source}"
 
 
+_IMPOSSIBLE = "vllm bench serve recorded impossible times"
+
 # Bounds on what a result file may say: far above any real benchmark, finite throughout.
 _MAX_S = 1e7          # seconds (about 115 days)
 _MAX_COUNT = 100_000_000
@@ -303,6 +305,27 @@ def _per_token(total: Any, completed: Any) -> int | None:
     return int(share) if share.is_integer() else None
 
 
+def _arrival(result: dict[str, Any]) -> tuple[float | None, float]:
+    """(request rate, burstiness) of the file's load: (None, 1.0) for ``request_rate`` inf
+    (every request at once: a closed loop of ``max_concurrency``), else vLLM's open loop
+    (gamma gaps of shape ``burstiness``; 1: Poisson)."""
+    rate = result.get("request_rate")
+    if rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")):
+        return None, 1.0
+    burst = result.get("burstiness", 1.0)
+    try:
+        value, shape = float(rate), float(1.0 if burst is None else burst)
+    except (TypeError, ValueError):
+        raise ConfigError(f"the file's request_rate {str(rate)[:40]!r} / burstiness "
+                          f"{str(burst)[:40]!r} is not a number") from None
+    if isinstance(rate, bool) or isinstance(burst, bool) or not (
+            math.isfinite(value) or value == math.inf) or not 0 < value or \
+            not (math.isfinite(shape) and shape > 0):
+        raise ConfigError(f"the file's request_rate {rate!r} / burstiness {burst!r}: give a "
+                          "positive rate (or inf) and a positive burstiness")
+    return (None, 1.0) if value == math.inf else (value, shape)
+
+
 def _resolve_spec(result: dict[str, Any], options: ImportOptions, repeat: int,
                   ok_inputs: Sequence[int], ok_outputs: Sequence[int]
                   ) -> tuple[RunSpec, list[str]]:
@@ -311,7 +334,12 @@ def _resolve_spec(result: dict[str, Any], options: ImportOptions, repeat: int,
     arm = options.arm or result.get("arm") or result.get("label")
     if not arm:
         raise ConfigError("the file names no arm (no `arm` metadata, no label): give --arm")
-    concurrency = options.concurrency or _int(result.get("max_concurrency"), "max_concurrency")
+    rate, burstiness = _arrival(result)
+    cap = _int(result.get("max_concurrency"), "max_concurrency")
+    if rate is not None:  # an open loop: its rate, burstiness and in-flight cap; the
+        concurrency = options.concurrency or 1  # concurrency only numbers its cell
+    else:
+        concurrency = options.concurrency or cap
     if concurrency is None:
         raise ConfigError(
             "the file has no max_concurrency (vllm bench serve ran without "
@@ -342,7 +370,8 @@ def _resolve_spec(result: dict[str, Any], options: ImportOptions, repeat: int,
     try:
         spec = RunSpec(arm=str(arm), concurrency=concurrency, dspark=dspark, prompts=prompts,
                        input_len=input_len, output_len=output_len, seed=seed or 0,
-                       warmup_requests=warmups or 0, repeat=repeat)
+                       warmup_requests=warmups or 0, repeat=repeat, request_rate=rate,
+                       burstiness=burstiness, max_concurrency=cap if rate is not None else None)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, "the file's fields and the flags",
                                                     RunSpec)) from None
@@ -359,7 +388,9 @@ def _requests(result: dict[str, Any]) -> tuple[RequestRecord, ...] | None:
         return None
     n = len(result["start_times"])
     if any(len(result[k]) != n for k in _DETAILED):
-        raise ResultsError("the file's per-request arrays differ in length; is it truncated?")
+        lengths = ", ".join(f"{k} {len(result[k])}" for k in _DETAILED)
+        raise ConfigError(f"the file's per-request arrays differ in length ({lengths}): not a "
+                          "whole vllm bench serve --save-detailed result (truncated or edited?)")
     t0 = min(result["start_times"], default=0.0)
     out = []
     for i in range(n):
@@ -425,22 +456,16 @@ def _checks(result: dict[str, Any], spec: RunSpec, requests: Sequence[RequestRec
     if completed + failed != spec.prompts:
         reasons.append(f"{completed + failed} of {spec.prompts} requests were measured")
     if requests is not None:
-        bad = [r for r in requests if not r.ok]
+        bad = [r for r in requests if not r.ok and not (r.error or "").startswith(_IMPOSSIBLE)]
         if bad:
             reasons.append(f"{len(bad)} request(s) failed; first: request {bad[0].index}: "
                            f"{bad[0].error}")
-        ok = [r for r in requests if r.ok]
-        lengths = [("prompt", "prompt_tokens", spec.input_len),
-                   ("completion", "completion_tokens", spec.output_len)]
-        for what, attr, want in lengths:
-            off = [getattr(r, attr) for r in ok if getattr(r, attr) != want]
-            if off:
-                text = (f"{len(off)} of {len(ok)} {what}s had other than {want} tokens "
-                        f"({', '.join(str(x) for x in sorted(set(off))[:5])})")
-                (reasons if strict else notes).append(
-                    text if strict else text + "; vllm bench serve's random dataset re-tokenizes "
-                    "its text prompts, so lengths can be off by a token (--strict-lengths "
-                    "makes this invalid)")
+        found, said = length_findings(
+            [r for r in requests if r.ok], spec.input_len, spec.output_len, strict=strict,
+            why="vllm bench serve's random dataset decodes random token ids to text and the "
+                "server re-tokenizes it, so a length can be a token off")
+        reasons += found
+        notes += said
     elif failed:
         reasons.append(f"{failed} request(s) failed")
     if spec.dspark and RATE_KEY not in result:
@@ -455,18 +480,38 @@ def to_run(result: dict[str, Any], options: ImportOptions, *, source: str,
 
     The repeat number is ``repeat``, else ``options.repeat``, else the file's ``repeat`` (an
     e2e export), else 2 (``import_file`` picks a free one)."""
+    from e2e.interop._boundary import checked_times, definition, definition_warning
+    from e2e.redact import copied
+
     repeat = repeat or options.repeat or _int(result.get("repeat"), "repeat") or 2
     requests = _requests(result)
+    impossible: list[str] = []
+    if requests is not None:
+        requests, impossible = checked_times(requests, "vllm bench serve")
     ok = [r for r in requests or () if r.ok]
     spec, defaulted = _resolve_spec(
         result, options, repeat,
         [r.prompt_tokens for r in ok if r.prompt_tokens is not None],
         [r.completion_tokens for r in ok if r.completion_tokens is not None])
     reasons, notes = _checks(result, spec, requests, options.strict_lengths)
+    reasons = impossible + reasons
     consumed = {k for _, k in SUMMARY_KEYS} | {RATE_KEY} | set(_SPEC_KEYS)
     if requests is not None:  # else keep what arrays there are (latencies, queue_times)
         consumed |= set(PER_REQUEST_KEYS)
-    extra = {k: v for k, v in result.items() if k not in consumed}
+    # through the one redactor (an error string's api_key=…, a --metadata token), strings
+    # bounded; arrays whole (the export writes them back)
+    extra = copied({k: v for k, v in result.items() if k not in consumed},
+                   depth=_MAX_DEPTH + 1, string=100_000, items=_MAX_COUNT)
+    definitions = [
+        definition("output_throughput_tok_s",
+                   "vllm bench serve's throughputs (copied as they are) divide by its own "
+                   f"duration ({float(result['duration']):.6g} s: from just before it schedules "
+                   "the first request to after the last returns), e2e's by its first send to "
+                   "its last end", _float(result.get("output_throughput"))),
+        definition("e2el_ms_mean",
+                   "vllm bench serve's latency ends at the last content chunk, e2e's at the end "
+                   "of the stream (after the usage chunk and [DONE]), sub-millisecond later",
+                   _float(result.get("mean_e2el_ms")))]
     if defaulted:
         notes.append(f"the file does not record {' or '.join(defaulted)}; set to 0 (give "
                      + " / ".join(f"--{d.replace('_', '-')}" for d in defaulted) + ")")
@@ -485,13 +530,14 @@ def to_run(result: dict[str, Any], options: ImportOptions, *, source: str,
                           model=str(result.get("model_id") or "")),
         provenance={"imported": {
             "format": FORMAT, "source": source, **(provenance or {}),
-            "per_request": requests is not None, "defaulted": defaulted, "extra": extra}},
+            "per_request": requests is not None, "defaulted": defaulted, "extra": extra,
+            "definitions": definitions}},
         started_at=started,
         finished_at=finished,
         metrics=metrics,
         valid=not reasons,
         invalid_reasons=reasons,
-        warnings=[import_note(source), *notes],
+        warnings=[import_note(source), *notes, *map(definition_warning, definitions)],
     )
     return ImportedRun(record=record, requests=requests)
 
@@ -525,6 +571,13 @@ def _native_runs(results: Path, experiment: str, cell: str) -> list[str]:
         if isinstance(provenance, dict) and "imported" not in provenance:
             native.append(path.parent.name)
     return native
+
+
+def _tool_of(record: RunRecord) -> str:
+    """The tool an imported record's file came from, by its format."""
+    fmt = str((record.provenance.get("imported") or {}).get("format", FORMAT))
+    return ("AIPerf" if fmt.startswith("aiperf") else "GuideLLM" if fmt.startswith("guidellm")
+            else "vllm bench serve")
 
 
 def content_sha256(doc: Any) -> str:
@@ -612,8 +665,8 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         if native:
             record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
                 f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
-                "vllm bench serve's (docs/interop.md says where they differ); give --arm to "
-                "keep it apart")]})
+                f"{_tool_of(run.record)}'s (docs/interop.md says where they differ); give --arm "
+                "to keep it apart")]})
             run = ImportedRun(record=record, requests=run.requests)
         partial = new_partial_dir(results, options.experiment, run.record.run_id)
         if run.requests is not None:
@@ -820,6 +873,8 @@ def length_findings(ok, input_len: int, output_len: int, *, strict: bool,
     """(reasons, notes) about an imported run's requests whose prompt or completion was not
     the spec's length: reasons (the run is invalid) with ``strict``, else notes ending in
     ``why`` (how the other tool counts tokens) and how to make them reasons."""
+    from e2e.interop._boundary import lengths_why
+
     reasons: list[str] = []
     notes: list[str] = []
     for what, attr, want in (("prompt", "prompt_tokens", input_len),
@@ -831,5 +886,6 @@ def length_findings(ok, input_len: int, output_len: int, *, strict: bool,
             if strict:
                 reasons.append(text)
             else:
-                notes.append(f"{text}; {why} (--strict-lengths makes this invalid)")
+                notes.append(f"{text}; {lengths_why(off, want, why)} (--strict-lengths makes "
+                             "this invalid)")
     return reasons, notes

@@ -11,7 +11,11 @@ The statistics (``median_of_runs``, ``check_targets``) and renderers (``render_m
 ``e2e.kernels.bench``. ``--dry-run`` runs everything on the CPU under ``TRITON_INTERPRET=1``
 (no graph timings, no op counts): a functional check, not a measurement.
 
-JSON schema versions: 1 — first version.
+The host cost of one eager call of the one-launch build (``e2e.kernels.host_cost``: beside
+an empty launch and, given vLLM's ops, vLLM's own build; where the time goes) is measured in
+the same process and recorded under ``host``, with its target among ``targets``.
+
+JSON schema versions: 1 — first version; 2 — ``host`` (the one launch's eager host cost).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ __all__ = [
     "write_outputs", "parse_int_list", "FLOOR", "FLOOR_DIRECT",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384)
 BENCH_PATHS = ("main", "inplace", "fused")
 FLOOR = "empty"  # an empty Triton launch through Triton's JIT dispatch: the floor
@@ -177,6 +181,10 @@ def render_markdown(result: dict) -> str:
         for t in result["targets"]:
             lines.append(f"| {t['target']} | {t['worst_ratio']:.2f} | {t['worst_rows']} | {t['bound']:g} | "
                          f"{'yes' if t['met'] else '**no**'} |")
+    if result.get("host"):
+        from e2e.kernels import host_cost
+
+        lines += ["", host_cost.render_markdown(result["host"]).rstrip("\n")]
     for warning in result.get("warnings", []):
         lines += ["", f"> warning: {warning}"]
     return "\n".join(lines) + "\n"
@@ -283,8 +291,10 @@ def _device(spec: MicroSpec):
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def run_micro(spec: MicroSpec, log=print) -> dict:
-    """Measure every (shape, path) of ``spec``; return the result dict (schema 1)."""
+def run_micro(spec: MicroSpec, log=print, *, ops=None) -> dict:
+    """Measure every (shape, path) of ``spec``, then the one launch's host cost (with
+    vLLM's build beside it where ``ops``, ``e2e.kernels.vllm_ops``, is given); return the
+    result dict (schema 2)."""
     device = _device(spec)
     import torch
 
@@ -337,10 +347,18 @@ def run_micro(spec: MicroSpec, log=print) -> dict:
                        "counts": case.counts, "correct": case.correct})
     result = {"schema_version": SCHEMA_VERSION, "spec": asdict(spec), "environment": _environment(device),
               "shapes": shapes, "warnings": []}
+    from e2e.kernels import host_cost
+
+    result["host"] = host_cost.measure(device, ops=ops, runs=1 if spec.dry_run else 5,
+                                       calls=1 if spec.dry_run else 1000,
+                                       dry_run=spec.dry_run, log=log)
     if spec.dry_run:
         result["warnings"].append("dry run on the CPU under TRITON_INTERPRET=1: timings are not meaningful")
     else:
-        result["targets"] = check_targets(result)
+        t = result["host"]["target"]
+        result["targets"] = check_targets(result) + [
+            {"target": t["what"], "bound": t["bound"], "worst_ratio": t["worst_ratio"],
+             "worst_rows": t["worst_shape"], "met": t["met"]}]
     for s in shapes:
         if not all(s["correct"].values()):
             result["warnings"].append(f"wrong results at {s['rows']} rows: {s['correct']}")

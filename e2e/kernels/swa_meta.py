@@ -156,35 +156,112 @@ def _pow2(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
+# --------------------------------------------------------------------------- the launch
+#
+# The build is called eagerly on the host every decode step (8 builds a step at TP 4), so
+# its host cost is the launch's: Triton's JIT dispatch binds and specialises 20 runtime
+# arguments and 7 constexprs per call, and its launcher turns each of the 11 tensors into a
+# device pointer by calling ``data_ptr()`` and asking the driver about it. The first launch
+# of each specialisation goes through the JIT and keeps the compiled kernel's runner; later
+# launches call that runner with the tensors' pointers as plain integers (which the launcher
+# takes as they are). ``e2e micro`` prints the host cost beside an empty launch.
+
+_SHAPES: dict[tuple[int, int, int], "_Shape"] = {}  # (N, width, block_size) -> its launches
+_DIRECT: bool | None = None  # direct launches on (decided when the kernel is first made)
+
+
+class _Shape:
+    """One covered batch shape: its constexprs and the compiled runners launched for it,
+    keyed by what else the compiled code depends on (see ``_launch``)."""
+
+    __slots__ = ("rows", "bw", "nb", "runners")
+
+    def __init__(self, num_tokens: int, width: int, block_size: int) -> None:
+        if not covers(num_tokens, width):
+            raise ValueError(f"swa_decode_meta covers 1..{MAX_ROWS} rows up to {MAX_WIDTH} "
+                             f"wide, not {num_tokens} x {width}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be positive, not {block_size}")
+        self.rows = _pow2(num_tokens)
+        self.bw = max(_pow2(width), 16)
+        self.nb = _pow2(-(-width // block_size) + 1)
+        self.runners: dict[tuple, object] = {}
+
+
+def _shape(num_tokens: int, width: int, block_size: int) -> _Shape:
+    """The cached ``_Shape``; ValueError for a batch ``covers`` rejects."""
+    shape = _SHAPES[(num_tokens, width, block_size)] = _Shape(num_tokens, width, block_size)
+    return shape
+
+
+def _direct() -> bool:
+    global _DIRECT
+    if _DIRECT is None:
+        import os
+
+        _kernel()
+        _DIRECT = (os.environ.get("TRITON_INTERPRET") != "1"
+                   and os.environ.get("E2E_TRITON_DIRECT_LAUNCH", "1") != "0")
+    return _DIRECT
+
+
+def _launch(shape: _Shape, grid: int, warps: int, tensors: tuple, ints: tuple, consts: tuple,
+            direct: bool = True) -> None:
+    """``kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)``, through a cached
+    runner where that is safe. ``shape`` fixes grid and the shape constexprs; the runner's key
+    holds the rest the compiled code depends on: the two flag constexprs, warps, every
+    tensor's dtype, the device, and the values of the three ints Triton specialises
+    (``window``, ``width``, ``block_size``; the other six are ``do_not_specialize``). Only
+    launches whose pointers are all 16-byte aligned and whose ints all fit in 31 bits use a
+    runner (Triton specialises on both); the rest go through the JIT every time."""
+    kernel = _KERNEL or _kernel()
+    if direct and (_DIRECT if _DIRECT is not None else _direct()):
+        ptrs = [t.data_ptr() for t in tensors]
+        bits = 0
+        for ptr in ptrs:
+            bits |= ptr
+        n, s, r, lens_len, idx_stride, bt_stride, window, width, block = ints
+        if bits & 15 == 0 and (n | s | r | lens_len | idx_stride | bt_stride | window | block) >> 31 == 0:
+            key = (consts[0], consts[1], warps, window, block, tensors[0].get_device(),
+                   tuple([t.dtype for t in tensors]))
+            runner = shape.runners.get(key)
+            if runner is not None:
+                runner(*ptrs, *ints, *consts)
+                return
+            compiled = kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
+            if compiled is not None and hasattr(compiled, "__getitem__"):
+                shape.runners[key] = compiled[(grid, 1, 1)]
+            return
+    kernel[(grid,)](*tensors, *ints, *consts, num_warps=warps)
+
+
 def swa_decode_meta(*, slot_mapping: torch.Tensor, is_valid_token: torch.Tensor,
                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
                     block_table: torch.Tensor, replay_start: torch.Tensor | None,
                     token_to_req: torch.Tensor, indices_out: torch.Tensor,
                     lens_out: torch.Tensor, ragged_out: torch.Tensor, indptr_out: torch.Tensor,
                     num_tokens: int, window: int, block_size: int, noncausal: bool,
-                    warps: int | None = None) -> None:
+                    warps: int | None = None, direct: bool = True) -> None:
     """One launch: see the module docstring. ``indices_out`` is the builder's dense buffer
     (``[T, 1, width]`` or ``[T, width]``, rows of unit column stride); ``lens_out`` the whole
     lengths buffer (zeroed past ``num_tokens``); ``ragged_out`` / ``indptr_out`` the graph
     buffers. Nothing is allocated; the kept count stays on the device (``indptr_out[N]``).
-    Raises ValueError for a batch ``covers`` rejects."""
+    Raises ValueError for a batch ``covers`` rejects. ``direct=False`` launches through
+    Triton's JIT dispatch every time (what ``e2e micro`` compares the cached runner with)."""
     width = indices_out.shape[-1]
-    if not covers(num_tokens, width):
-        raise ValueError(f"swa_decode_meta covers 1..{MAX_ROWS} rows up to {MAX_WIDTH} wide, "
-                         f"not {num_tokens} x {width}")
+    shape = _SHAPES.get((num_tokens, width, block_size)) or _shape(num_tokens, width,
+                                                                   block_size)
     if indices_out.stride(-1) != 1 or block_table.stride(-1) != 1:
         raise ValueError("indices_out and block_table need unit column stride")
-    rows = _pow2(num_tokens)
-    bw = max(_pow2(width), 16)
-    nb = _pow2(-(-width // block_size) + 1)
-    _kernel()[(num_tokens,)](
-        slot_mapping, is_valid_token, query_start_loc, seq_lens, block_table,
-        replay_start if replay_start is not None else seq_lens, token_to_req,
-        indices_out, lens_out, ragged_out, indptr_out,
-        num_tokens, slot_mapping.numel(), query_start_loc.numel() - 1, lens_out.numel(),
-        indices_out.stride(0), block_table.stride(0), window, width, block_size,
-        NONCAUSAL=bool(noncausal), HAS_REPLAY=replay_start is not None, ROWS=rows, BW=bw,
-        NB=nb, RB=_REQ_BLOCK, FB=_FILL_BLOCK, num_warps=warps or 4)
+    has_replay = replay_start is not None
+    _launch(shape, num_tokens, warps or 4,
+            (slot_mapping, is_valid_token, query_start_loc, seq_lens, block_table,
+             replay_start if has_replay else seq_lens, token_to_req, indices_out, lens_out,
+             ragged_out, indptr_out),
+            (num_tokens, slot_mapping.numel(), query_start_loc.numel() - 1, lens_out.numel(),
+             indices_out.stride(0), block_table.stride(0), window, width, block_size),
+            (bool(noncausal), has_replay, shape.rows, shape.bw, shape.nb, _REQ_BLOCK,
+             _FILL_BLOCK), direct)
 
 
 def swa_decode_meta_reference(*, slot_mapping, query_start_loc, seq_lens, block_table,

@@ -3,7 +3,9 @@ the model runner does, after every decode step, the SWA packing work those build
 it builds dense window indices from the real batch (block table, sequence lengths, window
 128) and packs them ``packs_per_step`` times (DeepSeek-V4.1 builds its SWA metadata 7 times
 per step) with the arm's path into persistent buffers. ``step_delay_us`` adds a busy wait
-per decode step, a known effect to check the statistics against.
+per decode step, a known effect to check the statistics against: in the worker process, right
+after the model's forward (vLLM 0.32's ``execute_model``; sampling follows in
+``sample_tokens``), once per decode step, that many µs of the worker's own CPU time.
 
 On CPU tensors the Triton paths would need ``TRITON_INTERPRET`` (far too slow per step), so
 each path maps to a torch implementation with the same allocation/copy structure:
@@ -75,9 +77,17 @@ def cpu_path_name(packing: str) -> str:
 
 
 def busy_wait_us(us: int) -> None:
-    """Spin (not sleep: a sleep's wake-up jitter is larger than the effect) for ``us`` µs."""
-    end = time.perf_counter_ns() + us * 1000
-    while time.perf_counter_ns() < end:
+    """Spend ``us`` µs of this thread's own CPU time (not sleep: a sleep's wake-up jitter is
+    larger than the effect).
+
+    CPU time, not wall time: the worker shares the server's core with vLLM's API server and
+    engine core, and those wake once per step. A wait timed by the wall clock lets them run
+    inside it (the spinning waiter is preempted, its clock keeps going), so their per-token
+    work hides in the wait and the step grows by less than ``us`` (by about nothing when
+    ``us`` is near that work). Timed by the thread's own CPU clock, the wait is ``us`` of
+    work added to the step, as a slower kernel would add it."""
+    end = time.thread_time_ns() + us * 1000
+    while time.thread_time_ns() < end:
         pass
 
 

@@ -2,7 +2,8 @@
 (no I/O).
 
 Every cell and every comparison, one row each, full float precision; values and repeats of
-a cell are ``;``-joined in repeat order; warnings affecting a cell are ``;``-joined.
+a cell are ``;``-joined in repeat order; warnings affecting a cell are ``;``-joined; ``load``
+says what the concurrency does not for an open loop (``poisson 3 req/s``, ``trace 2×``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from e2e.analysis import Summary, metric
 __all__ = ["render_csv", "cells_frame", "comparisons_frame", "noise_frame"]
 
 CELL_COLUMNS = ["arm", "concurrency", "spec_mode", "metric", "unit", "n", "median", "low", "high",
-                "spread", "repeats", "values", "warnings"]
+                "spread", "repeats", "values", "warnings", "load"]
 COMPARISON_COLUMNS = ["arm", "baseline", "concurrency", "spec_mode", "metric", "unit",
                       "higher_is_better", "n_arm", "n_baseline", "ratio", "pct", "pct_low",
                       "pct_high", "confidence", "verdict", "method", "n_blocks", "dropped",
                       "median_ratio", "mde_pct", "noise_pct", "noise_floored", "p_value", "tost_p",
                       "equivalence_pct", "p_holm", "survives_holm", "unpaired_pct_low",
-                      "unpaired_pct_high", "unpaired_mde_pct", "role", "df", "prior_df"]
+                      "unpaired_pct_high", "unpaired_mde_pct", "role", "df", "prior_df", "load"]
 NOISE_COLUMNS = ["concurrency", "spec_mode", "metric", "noise_pct", "floored", "source", "n_blocks",
                  "mde_pct", "unpaired_mde_pct", "target_pct", "runs_for_target", "df", "prior_df"]
 
@@ -36,6 +37,7 @@ def cells_frame(summary: Summary) -> pd.DataFrame:
             "values": ";".join(repr(v) for v in c.values),
             "warnings": "; ".join(w.message for w in
                                   summary.warnings_for(c.arm, c.concurrency, c.spec_mode, c.metric)),
+            "load": summary.load_label(c.concurrency, c.spec_mode),
         })
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
 
@@ -59,7 +61,7 @@ def comparisons_frame(summary: Summary) -> pd.DataFrame:
             "unpaired_pct_low": None if c.unpaired_interval is None else c.unpaired_interval[0],
             "unpaired_pct_high": None if c.unpaired_interval is None else c.unpaired_interval[1],
             "unpaired_mde_pct": c.unpaired_mde_pct, "role": c.role, "df": c.df,
-            "prior_df": c.prior_df,
+            "prior_df": c.prior_df, "load": summary.load_label(c.concurrency, c.spec_mode),
         })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric
 from e2e.markup import md_text
-from e2e.render._markdown import format_attribution, format_cell, format_comparison, pinned_sentence
+from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
+                                   load_column, pinned_sentence)
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
            "verdict_icon", "fit_comment"]
@@ -42,10 +43,12 @@ def verdict_icon(comp: Comparison | None) -> str:
     return _ICONS.get(v, "")
 
 
-def _where(w) -> str:
+def _where(w, summary) -> str:
     if w.arm is None:
         return "report"
-    where = f"{w.arm} c{w.concurrency} {w.spec_mode}"
+    label = summary.load_label(w.concurrency, w.spec_mode)
+    load = f"c{w.concurrency}" if label == f"concurrency {w.concurrency}" else label
+    where = f"{w.arm} {load} {w.spec_mode}"
     return where + (f" {metric(w.metric).label}" if w.metric else " (every metric)")
 
 
@@ -155,7 +158,7 @@ def render_github(summary: Summary, *, link: str | None = None,
         head += [" ".join(f"{icon} {n}" for icon, n in tally.items())
                  + f" of {len(summary.comparisons)} comparisons", ""]
 
-    header = ["concurrency", "metric"] + list(summary.arms) + [f"{a} vs {summary.baseline}"
+    header = [load_column(summary), "metric"] + list(summary.arms) + [f"{a} vs {summary.baseline}"
                                                                for a in compared]
     align = "|---:|---|" + "---:|" * (len(summary.arms) + len(compared))
 
@@ -171,7 +174,7 @@ def render_github(summary: Summary, *, link: str | None = None,
             for a in compared:
                 comp = summary.comparison(a, conc, mode, key)
                 comps.append(f"{verdict_icon(comp)} {format_comparison(comp)}".strip())
-            lines.append(_row([str(conc), name] + figures + comps))
+            lines.append(_row([load_cell(summary, conc, mode), name] + figures + comps))
         return lines
 
     headline = [(mode, conc, headline_metric(conc, mode)) for mode in summary.spec_modes
@@ -185,7 +188,7 @@ def render_github(summary: Summary, *, link: str | None = None,
                         + [f"- **{md_text(a.arm)}** c{a.concurrency} {a.spec_mode}: "
                            f"{format_attribution(a)}" for a in split] + [""])
     if summary.warnings:
-        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w)}: {md_text(w.message)}"
+        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w, summary)}: {md_text(w.message)}"
                                                  for w in summary.warnings] + [""])
     for mode in summary.spec_modes:
         keys = [(mode, conc, m.key) for conc in summary.concurrencies

@@ -91,7 +91,7 @@ def report_json(summary: Summary) -> dict[str, Any]:
         "cells": [{"arm": c.arm, "concurrency": c.concurrency, "spec_mode": c.spec_mode,
                    "metric": c.metric, "n": c.n, "repeats": list(c.repeats),
                    "values": list(c.values), "median": c.median, "low": c.low, "high": c.high,
-                   "spread": c.spread}
+                   "spread": c.spread, "load": summary.load_label(c.concurrency, c.spec_mode)}
                   for c in summary.cells],
         "comparisons": [{"arm": c.arm, "baseline": c.baseline, "concurrency": c.concurrency,
                          "spec_mode": c.spec_mode, "metric": c.metric, "ratio": c.ratio,
@@ -109,6 +109,16 @@ def report_json(summary: Summary) -> dict[str, Any]:
                          "time_model": c.time_model, "rho": c.rho}
                         for c in summary.comparisons],
         "pinned_acceptance": list(summary.pinned),
+        "workloads": [{"arm": w.arm, "concurrency": w.concurrency, "spec_mode": w.spec_mode,
+                       "load": summary.load_label(w.concurrency, w.spec_mode),
+                       "workload": w.workload, "arrival": w.arrival, "warmup_requests": w.warmup,
+                       "runs": w.runs, "prefix_cache_hit_rate": list(w.hit_rate),
+                       "schedule_lateness_ms": [{"p50": a, "p99": b, "max": c}
+                                                for a, b, c in w.lateness_ms],
+                       "segments": [{"name": s.name, "runs": s.runs,
+                                     "ttft_ms_mean": s.ttft_ms_mean,
+                                     "tpot_ms_mean": s.tpot_ms_mean} for s in w.segments]}
+                      for w in summary.workloads],
         "attributions": [{"arm": a.arm, "baseline": a.baseline, "concurrency": a.concurrency,
                           "spec_mode": a.spec_mode, "tpot_from": a.source,
                           "reading": a.reading, "sentence": a.sentence,

@@ -9,6 +9,8 @@ is defined.
 
 from __future__ import annotations
 
+import statistics
+
 from e2e import analysis
 from e2e.analysis import headline_metric
 from e2e.markup import md_text
@@ -186,10 +188,23 @@ class _Markers:
         return f" {WARN}{','.join(map(str, hits))}" if hits else ""
 
 
+def load_column(summary: Summary) -> str:
+    """The first column's title: "concurrency", or "load" when a cell is an open loop."""
+    return "load" if summary.open_loop else "concurrency"
+
+
+def load_cell(summary: Summary, conc: int, mode: str) -> str:
+    """The first column of a (concurrency, spec mode) row: its concurrency for a closed loop,
+    else its arrival process (``poisson 3 req/s``, ``trace 2×``), never "concurrency 1"."""
+    label = summary.load_label(conc, mode)
+    return str(conc) if label == f"concurrency {conc}" else label
+
+
 def _header(summary: Summary, first: list[str]) -> list[str]:
+    first = [load_column(summary) if h == "concurrency" else h for h in first]
     compared = summary.compared_arms
     head = first + list(summary.arms) + [f"{a} vs {summary.baseline}" for a in compared]
-    align = ["---:" if h == "concurrency" else "---" for h in first]
+    align = ["---:" if h in ("concurrency", "load") else "---" for h in first]
     align += ["---:"] * (len(summary.arms) + len(compared))
     return [_row(head), "|" + "|".join(align) + "|"]
 
@@ -268,7 +283,7 @@ def _noise_section(summary: Summary) -> list[str]:
         return []
     target = rows[0].target_pct
     out = ["## Noise and what it can detect", "",
-           _row(["concurrency", "metric", "noise (CV of one pair's log ratio)", "from", "rounds",
+           _row([load_column(summary), "metric", "noise (CV of one pair's log ratio)", "from", "rounds",
                  "df", "MDE", "MDE, unpaired", f"runs for a {target:g} % MDE"]),
            "|---:|---|---:|---|---:|---:|---:|---:|---:|"]
     for mode in summary.spec_modes:
@@ -280,7 +295,7 @@ def _noise_section(summary: Summary) -> list[str]:
                 df = MISSING if r.df is None else (f"{r.df:.0f}" if not r.prior_df else
                                                   f"{r.df - r.prior_df:.0f} + {r.prior_df:.1f}")
                 out.append(_row([
-                    str(conc), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
+                    load_cell(summary, conc, mode), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
                     r.source, str(r.n_blocks), df,
                     MISSING if r.mde_pct is None else f"{r.mde_pct:.1f} %",
                     MISSING if r.unpaired_mde_pct is None else f"{r.unpaired_mde_pct:.1f} %",
@@ -300,20 +315,67 @@ def _components_section(summary: Summary) -> list[str]:
     if not rows:
         return []
     out = ["Where the noise lives (each fresh server measured its load in windows):", "",
-           _row(["concurrency", "metric", "windows", "between servers", "within a server (per window)",
+           _row([load_column(summary), "metric", "windows", "between servers", "within a server (per window)",
                  "share between", "first window vs the rest"]),
            "|---:|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         c = r.components
         first = (MISSING if c.first_window is None else f"{c.first_window * 100:+.2f} %"
                  + ("" if c.first_window_se is None else f" ± {c.first_window_se * 100:.2f}"))
-        out.append(_row([str(r.concurrency), _metric_name(metric(r.metric), r.spec_mode),
+        out.append(_row([load_cell(summary, r.concurrency, r.spec_mode),
+                         _metric_name(metric(r.metric), r.spec_mode),
                          f"{c.windows} × {c.runs} runs", f"{c.between_sd * 100:.2f} %",
                          f"{c.within_sd * 100:.2f} % ({c.within_df} df)",
                          f"{c.between_share:.0%}", first]))
     out += ["", "sd on the log scale, in %: a run's variance is between² + within² / windows; more "
             "windows shrink only the second part (`e2e plan --target-effect` weighs servers "
             "against windows).", ""]
+    return out
+
+
+def _fmt_range(values: tuple[float, ...], digits: int = 3) -> str:
+    if not values:
+        return MISSING
+    low, high, mid = min(values), max(values), statistics.median(values)
+    if len(values) == 1 or low == high:
+        return f"{mid:.{digits}f}"
+    return f"{mid:.{digits}f} ({low:.{digits}f}{DASH}{high:.{digits}f})"
+
+
+def workload_section(summary: Summary) -> list[str]:
+    """What each cell sent and the figures only its workload has (the prefix cache's hit rate,
+    how late a scheduled load's sends were, its segments); none for a report of the reference
+    load in a closed loop without them."""
+    rows = [w for w in summary.workloads if w.own_figures or w.hit_rate]
+    if not rows:
+        return []
+    out = ["## Workload", "",
+           _row([load_column(summary), "spec mode", "arm", "workload", "warmup requests",
+                 "prefix-cache hit rate", "sends late p50 / p99 / max (ms)", "runs"]),
+           "|---|---|---|---|---:|---:|---:|---:|"]
+    for w in rows:
+        late = MISSING if not w.lateness_ms else " / ".join(
+            _fmt_range(tuple(x[i] for x in w.lateness_ms), 2) for i in range(3))
+        out.append(_row([load_cell(summary, w.concurrency, w.spec_mode), w.spec_mode, w.arm,
+                         md_text(w.workload), "unknown" if w.warmup is None else str(w.warmup),
+                         _fmt_range(w.hit_rate), late, str(w.runs)]))
+    out += ["", "Hit rate: prefix-cache hits / queries (tokens) over each run's measured load; "
+            "late: each run's sends after their scheduled time (open loop, trace); median "
+            f"(min{DASH}max) over the reported runs. Runs of another workload, arrival process "
+            "or warmup are never in one cell.", ""]
+    segmented = [w for w in rows if w.segments]
+    if segmented:
+        out += [_row([load_column(summary), "spec mode", "arm", "segment", "runs",
+                      "mean TTFT (ms)", "mean TPOT (ms)"]), "|---|---|---|---|---:|---:|---:|"]
+        for w in segmented:
+            for s in w.segments:
+                out.append(_row([load_cell(summary, w.concurrency, w.spec_mode), w.spec_mode,
+                                 w.arm, md_text(s.name), str(s.runs),
+                                 MISSING if s.ttft_ms_mean is None else format_value(s.ttft_ms_mean),
+                                 MISSING if s.tpot_ms_mean is None else format_value(s.tpot_ms_mean)]))
+        out += ["", "Per segment (a trace's equal-time parts, a shared-prefix group's first "
+                "request and the later ones, a conversation's turns): the median over the "
+                "reported runs of each run's segment mean.", ""]
     return out
 
 
@@ -369,7 +431,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
                 continue
             if key == "acceptance_length" and not _has_row(summary, conc, mode, key):
                 continue
-            lines.append(_row([str(conc), _metric_name(metric(key), mode)]
+            lines.append(_row([load_cell(summary, conc, mode), _metric_name(metric(key), mode)]
                               + _figures(summary, markers, conc, mode, key, headline=True)))
             body += 1
     if body == 0:
@@ -379,6 +441,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     lines += _multiplicity(summary)
     lines += _noise_section(summary)
     lines += _pictures(summary, plot_names)
+    lines += workload_section(summary)
 
     lines += ["## All metrics", ""]
     for mode in summary.spec_modes:
@@ -387,7 +450,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         for conc in summary.concurrencies:
             for m in summary.metrics_in(mode):
                 if _has_row(summary, conc, mode, m.key):
-                    lines.append(_row([str(conc), _metric_name(m)]
+                    lines.append(_row([load_cell(summary, conc, mode), _metric_name(m)]
                                       + _figures(summary, markers, conc, mode, m.key)))
         lines.append("")
 
@@ -397,7 +460,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
             if w.arm is None:
                 where = "report"
             else:
-                where = f"{w.arm} · concurrency {w.concurrency} · {w.spec_mode}"
+                where = f"{w.arm} · {summary.load_label(w.concurrency, w.spec_mode)} · {w.spec_mode}"
                 where += f" · {metric(w.metric).label}" if w.metric else " · every metric"
             lines.append(f"- {WARN}{i} {where}: {md_text(w.message)}")  # may quote a server
     else:

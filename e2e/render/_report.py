@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e.analysis import ReportWarning, Summary, equivalence_of, select, summarize
-from e2e.errors import ResultsError
+from e2e.errors import NoSuchResults, ResultsError
 from e2e.paths import atomic_write_bytes, no_links
 from e2e.results import load_records
 from e2e.render._csv import render_csv
@@ -71,9 +71,9 @@ def build_report(
             records = tuple(select(records, only))
         except ValueError as exc:
             raise ResultsError(str(exc)) from exc
-    if not records:
+    if not records:  # bad input (exit 2): a folder of no runs, or --only that keeps none
         detail = f"; {len(problems)} unreadable run.json skipped" if problems else ""
-        raise ResultsError(
+        raise NoSuchResults(
             f"{results_dir}: no run.json found in its run folders{detail}; run `e2e sweep` first "
             "or point at results/<experiment>")
     if confidence is None:  # a folder --until-settled made: the last sequential look's confidence
