@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e.session import server_launch
+from e2e.session import check_units, server_launch
 from e2e.config import Experiment, Unit
 from e2e.results import unit_state
 
@@ -16,7 +16,9 @@ __all__ = ["describe_plan"]
 
 def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -> list[str]:
     """One block per planned unit: its round, state, workload, server command and environment
-    (redacted). Starts and builds nothing."""
+    (redacted). Starts and builds nothing; a plan with a run out of bounds (its schedule, prompt
+    tokens or longest request: ``check_units``) is refused as the sweep would refuse it."""
+    check_units(experiment, plan)
     redactor = experiment.redactor()
     lines = []
     for i, unit in enumerate(plan, 1):
