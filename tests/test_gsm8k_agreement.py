@@ -12,10 +12,10 @@ import pytest
 
 from e2e.errors import ResultsError
 from e2e.gsm8k.agreement import acceptance_length, accuracy, compare, mcnemar_exact, parse_samples
-from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
+from e2e.results import ArmResult, EvalInfo, SampleVerdict
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.summary import GSM8KReport, summarize
-from e2e.results._records import SpecCounters
+from e2e.results import SpecCounters
 
 DATA = Path(__file__).parent / "data" / "gsm8k_samples"
 

@@ -16,7 +16,7 @@ import pytest
 
 from e2e.gsm8k import load_report, render_csv, render_markdown
 from e2e.gsm8k import store
-from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
+from e2e.results import ArmResult, EvalInfo, SampleVerdict
 from e2e.paths import atomic_write_json
 from e2e.render import dumps, gsm8k_json
 from e2e.results import SpecCounters

@@ -161,10 +161,11 @@ def test_only_the_commands_import_typer():
 
 FACES = {
     "e2e.results": [
-        "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState",
-        "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
+        "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "GPUDevice",
+        "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION", "HostNoise",
+        "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
         "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-        "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
+        "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
         "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
         "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
         "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"],

@@ -14,8 +14,7 @@ from typing import Any
 from scipy.stats import binomtest
 
 from e2e.errors import ResultsError
-from e2e.gsm8k.records import SampleVerdict
-from e2e.results import SpecCounters
+from e2e.results import SampleVerdict, SpecCounters
 
 __all__ = ["STRICT", "FLEXIBLE", "parse_samples", "accuracy", "mcnemar_exact", "Agreement",
            "compare", "acceptance_length"]

@@ -20,11 +20,11 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
-from e2e.gsm8k.records import REFERENCE_ARM, EvalInfo, label_occurrence
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.summary import GSM8KReport
 from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.pipeline import execute
+from e2e.results import GSM8K_REFERENCE_ARM, EvalInfo
 from e2e.session import Servers, SessionOptions
 from e2e.session import Workloads
 
@@ -78,6 +78,15 @@ class GSM8KPlan:
                 / store.eval_dir_name(self.spec_mode, self.limit))
 
 
+def label_occurrence(label: str) -> tuple[str, int]:
+    """``("main", 2)`` for ``main.r2`` (an arm's second server), ``("main", 1)`` for ``main``:
+    the inverse of ``EvalSpec.label``."""
+    arm, sep, rest = label.rpartition(".r")
+    if sep and arm and rest.isdigit() and int(rest) >= 2:
+        return arm, int(rest)
+    return label, 1
+
+
 def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int | None,
                  concurrency: int = DEFAULT_CONCURRENCY, data: Path | str | None = None,
                  results: Path | str = "results") -> GSM8KPlan:
@@ -89,9 +98,9 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
         experiment.arm(name)
         if label_occurrence(name)[1] != 1:
             raise ConfigError(f"arm name {name!r} looks like a repeat label ('<arm>.r<k>'); rename it")
-    if REFERENCE_ARM not in names:
-        raise ConfigError(f"--arms must include {REFERENCE_ARM!r}: every arm's verdicts are "
-                          f"compared with it (got {', '.join(names)})")
+    if GSM8K_REFERENCE_ARM not in names:
+        raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
+                          f"are compared with it (got {', '.join(names)})")
     if dspark:
         experiment.speculator("dspark")
         experiment.refuse_pinned("GSM8K")

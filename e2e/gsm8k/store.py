@@ -22,10 +22,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from e2e.errors import ConfigError, ResultsError
-from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
 from e2e.gsm8k.summary import GSM8KReport, Section, summarize
 from e2e.paths import (MAX_READ_BYTES, atomic_write_bytes, atomic_write_json,
                        atomic_write_text, read_bounded)
+from e2e.results import ArmResult, EvalInfo, SampleVerdict
 
 __all__ = ["gsm8k_dir", "eval_dir_name", "read_eval_info", "write_eval_info", "read_arm",
            "write_verdicts", "read_verdicts", "is_complete", "load_section", "load_report",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from e2e.gsm8k.agreement import Agreement, compare
-from e2e.gsm8k.records import REFERENCE_ARM, ArmResult, EvalInfo, SampleVerdict
+from e2e.results import GSM8K_REFERENCE_ARM, ArmResult, EvalInfo, SampleVerdict
 
 __all__ = ["FULL_TEST_SET", "ArmSummary", "Section", "GSM8KReport", "summarize", "display_name"]
 
@@ -54,11 +54,11 @@ class Section:
 
     @property
     def reference(self) -> ArmSummary | None:
-        return next((a for a in self.arms if a.label == REFERENCE_ARM), None)
+        return next((a for a in self.arms if a.label == GSM8K_REFERENCE_ARM), None)
 
     @property
     def noise_floor(self) -> tuple[ArmSummary, ...]:
-        return tuple(a for a in self.arms if a.arm == REFERENCE_ARM and a.occurrence > 1)
+        return tuple(a for a in self.arms if a.arm == GSM8K_REFERENCE_ARM and a.occurrence > 1)
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def _order(info: EvalInfo, labels: Sequence[str]) -> list[str]:
     """main first, then main's repeats, then the other arms in the order first asked for."""
     known = [label for label in info.arms if label in labels]
     known += sorted(set(labels) - set(known))
-    mains = [l for l in known if l == REFERENCE_ARM or l.startswith(REFERENCE_ARM + ".r")]
+    main = GSM8K_REFERENCE_ARM
+    mains = [l for l in known if l == main or l.startswith(main + ".r")]
     return mains + [l for l in known if l not in mains]
 
 
@@ -78,15 +79,15 @@ def summarize(info: EvalInfo, arms: Sequence[tuple[ArmResult, Sequence[SampleVer
     """Summarize one evaluation folder's finished arms (pure)."""
     by_label = {result.label: (result, verdicts) for result, verdicts in arms}
     warnings: list[str] = []
-    ref = by_label.get(REFERENCE_ARM)
+    ref = by_label.get(GSM8K_REFERENCE_ARM)
     if ref is None:
         warnings.append("no run of main: no arm can be compared with it (add main to --arms)")
     summaries = []
     for label in _order(info, list(by_label)):
         result, verdicts = by_label[label]
         agreement = None
-        if ref is not None and label != REFERENCE_ARM:
-            agreement = compare(ref[1], verdicts, reference_name=REFERENCE_ARM,
+        if ref is not None and label != GSM8K_REFERENCE_ARM:
+            agreement = compare(ref[1], verdicts, reference_name=GSM8K_REFERENCE_ARM,
                                 arm_name=display_name(label, result.arm, result.occurrence))
         correct = sum(v.strict for v in verdicts)
         summaries.append(ArmSummary(
@@ -96,7 +97,7 @@ def summarize(info: EvalInfo, arms: Sequence[tuple[ArmResult, Sequence[SampleVer
             accuracy_flexible=result.accuracy_flexible,
             acceptance_length=result.acceptance_length, agreement=agreement))
         warnings += [f"{summaries[-1].name}: {w}" for w in result.warnings]
-    if ref is not None and not any(s.arm == REFERENCE_ARM and s.occurrence > 1 for s in summaries):
+    if ref is not None and not any(s.arm == GSM8K_REFERENCE_ARM and s.occurrence > 1 for s in summaries):
         warnings.append("no repeat of main: there is no noise floor to judge agreement against "
                         "(run --arms main,main,...)")
     if info.limit is not None:

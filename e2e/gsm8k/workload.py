@@ -18,9 +18,9 @@ from e2e.errors import ResultsError
 from e2e.gsm8k import store
 from e2e.gsm8k.agreement import FLEXIBLE, STRICT, acceptance_length, accuracy, parse_samples
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, lmeval_argv, run_lmeval
-from e2e.gsm8k.records import ArmResult, SampleVerdict
 from e2e.gsm8k.task import resolve_data, write_local_task
 from e2e.metrics import spec_counters
+from e2e.results import ArmResult, SampleVerdict
 
 __all__ = ["GSM8KWorkload"]
 
