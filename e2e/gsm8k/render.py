@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 
-from e2e.gsm8k.summary import ArmSummary, GSM8KReport, Section
+from e2e.analysis import GSM8KArm, GSM8KReport, GSM8KSection
 
 __all__ = ["render_markdown", "render_csv", "agreement_line"]
 
@@ -27,7 +27,7 @@ def _columns(report: GSM8KReport) -> list[str]:
     return names
 
 
-def _accuracy(arm: ArmSummary) -> str:
+def _accuracy(arm: GSM8KArm) -> str:
     return f"{arm.accuracy_strict:.4f} ({arm.correct}/{arm.n})"
 
 
@@ -35,7 +35,7 @@ def _p(value: float) -> str:
     return f"{value:.3g}" if value >= 1e-3 else f"{value:.1e}"
 
 
-def agreement_line(section: Section, arm: ArmSummary) -> str | None:
+def agreement_line(section: GSM8KSection, arm: GSM8KArm) -> str | None:
     """"pr matches main's verdict on 1265 of 1319; repeat 1259 (...)" for one arm."""
     a = arm.agreement
     if a is None:
@@ -50,7 +50,7 @@ def agreement_line(section: Section, arm: ArmSummary) -> str | None:
             f"{len(a.arm_only_correct)}, exact McNemar p = {_p(a.p_value)})")
 
 
-def _flipped(arm: ArmSummary) -> str:
+def _flipped(arm: GSM8KArm) -> str:
     ids = arm.agreement.flipped if arm.agreement else ()
     shown = ", ".join(str(d) for d in ids[:_FLIPPED_SHOWN])
     more = f" and {len(ids) - _FLIPPED_SHOWN} more (see the CSV)" if len(ids) > _FLIPPED_SHOWN else ""

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.console import Say
+from e2e.analysis import GSM8KReport
 from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
 from e2e.gsm8k.render import render_csv, render_markdown
-from e2e.gsm8k.summary import GSM8KReport
 from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.pipeline import execute
 from e2e.results import GSM8K_REFERENCE_ARM, EvalInfo

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from e2e.analysis import GSM8KReport, GSM8KSection, summarize_gsm8k
 from e2e.errors import ConfigError, ResultsError
-from e2e.gsm8k.summary import GSM8KReport, Section, summarize
 from e2e.paths import (MAX_READ_BYTES, atomic_write_bytes, atomic_write_json,
                        atomic_write_text, read_bounded)
 from e2e.results import ArmResult, EvalInfo, SampleVerdict
@@ -94,7 +94,7 @@ def read_verdicts(path: Path) -> tuple[SampleVerdict, ...]:
         raise ResultsError(f"{path}: not e2e verdicts: {exc}") from exc
 
 
-def load_section(eval_dir: Path) -> Section | None:
+def load_section(eval_dir: Path) -> GSM8KSection | None:
     """Summarize one evaluation folder's finished arms; None if it has none."""
     info = read_eval_info(eval_dir)
     if info is None:
@@ -106,7 +106,7 @@ def load_section(eval_dir: Path) -> Section | None:
         result = read_arm(arm_dir)
         if result.valid:
             arms.append((result, read_verdicts(arm_dir / VERDICTS_FILE)))
-    return summarize(info, arms) if arms else None
+    return summarize_gsm8k(info, arms) if arms else None
 
 
 def load_report(results: Path, experiment: str) -> GSM8KReport | None:
@@ -115,7 +115,7 @@ def load_report(results: Path, experiment: str) -> GSM8KReport | None:
     root = gsm8k_dir(results, experiment)
     if not root.is_dir():
         return None
-    sections: list[Section] = []
+    sections: list[GSM8KSection] = []
     for eval_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         section = load_section(eval_dir)
         if section is not None:

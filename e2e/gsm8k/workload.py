@@ -11,13 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from e2e.console import Say
+from e2e.analysis import acceptance_length, verdict_accuracy
 from e2e.arms import ServerLaunch
+from e2e.console import Say
 from e2e.config import EvalSpec
 from e2e.errors import ResultsError
 from e2e.gsm8k import store
-from e2e.gsm8k.agreement import FLEXIBLE, STRICT, acceptance_length, accuracy, parse_samples
-from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, lmeval_argv, run_lmeval
+from e2e.gsm8k.lmeval import (FLEXIBLE, STRICT, LmEvalJob, LmEvalOutput, check_lm_eval,
+                              lmeval_argv, parse_samples, run_lmeval)
 from e2e.gsm8k.task import resolve_data, write_local_task
 from e2e.metrics import spec_counters
 from e2e.results import ArmResult, SampleVerdict
@@ -77,7 +78,7 @@ class GSM8KWorkload:
         before = spec_counters(info.metrics_before, kind) if info.metrics_before else None
         after = spec_counters(info.metrics_after, kind) if info.metrics_after else None
         length = acceptance_length(before, after) if spec.dspark else None
-        ours = accuracy(verdicts) if verdicts else None
+        ours = verdict_accuracy(verdicts) if verdicts else None
         if output is not None and verdicts:
             theirs = output.results.get(f"exact_match,{STRICT}")
             if isinstance(theirs, (int, float)) and ours is not None and abs(theirs - ours) > 1e-9:
@@ -100,7 +101,7 @@ class GSM8KWorkload:
             lm_eval_argv=lmeval_argv(self.job) if self.job else [],
             base_url=info.server.base_url, model=self.launch.model, n=len(verdicts),
             accuracy_strict=ours or 0.0,
-            accuracy_flexible=accuracy(verdicts, flexible=True) if verdicts else None,
+            accuracy_flexible=verdict_accuracy(verdicts, flexible=True) if verdicts else None,
             lm_eval_results={k: v for k, v in results.items()
                              if isinstance(v, (int, float, str))
                              and (STRICT in k or FLEXIBLE in k or k == "sample_len")},
