@@ -13,7 +13,7 @@ import pytest
 from e2e.analysis import (GSM8KReport, acceptance_length, compare_verdicts, mcnemar_exact,
                           summarize_gsm8k, verdict_accuracy)
 from e2e.errors import ResultsError
-from e2e.gsm8k import parse_samples
+from e2e.gsm8k.lmeval import parse_samples
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.results import ArmResult, EvalInfo, SampleVerdict, SpecCounters
 

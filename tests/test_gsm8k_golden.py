@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from e2e.gsm8k import load_report, render_csv, render_markdown
-from e2e.gsm8k import store
-from e2e.results import ArmResult, EvalInfo, SampleVerdict
+from e2e.analysis import gsm8k_report
+from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.paths import atomic_write_json
 from e2e.render import dumps, gsm8k_json
-from e2e.results import SpecCounters
+from e2e.results import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, SpecCounters,
+                         gsm8k_dir, read_arm, read_eval_info, read_evaluations, read_verdicts,
+                         write_eval_info, write_verdicts)
 
 GOLDEN = Path(__file__).parent / "golden" / "gsm8k"
 DOCS = 30
@@ -109,13 +110,13 @@ def _evaluations():
 def _write(results: Path) -> None:
     """Each evaluation as the pipeline and the server session write it."""
     for folder, info, arms in _evaluations():
-        eval_dir = store.gsm8k_dir(results, "exp") / folder
-        store.write_eval_info(eval_dir, info)
+        eval_dir = gsm8k_dir(results, "exp") / folder
+        write_eval_info(eval_dir, info)
         for label, record, verdicts in arms:
             if record is not None:  # the session's record write (e2e.session._session)
                 atomic_write_json(eval_dir / label / "arm.json", record.model_dump(mode="json"))
             if verdicts is not None and (record is None or record.valid):
-                store.write_verdicts(eval_dir / label / store.VERDICTS_FILE, verdicts)
+                write_verdicts(eval_dir / label / VERDICTS_FILE, verdicts)
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -124,7 +125,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _outputs(results: Path) -> dict[str, bytes]:
-    report = load_report(results, "exp")
+    report = gsm8k_report(read_evaluations(results, "exp"))
     return {"gsm8k.md": render_markdown(report), "gsm8k.csv": render_csv(report),
             "gsm8k.json": (dumps(gsm8k_json(report)) + "\n").encode("utf-8")}
 
@@ -148,13 +149,13 @@ def test_the_store_writes_the_golden_records(results):
 def test_records_read_back_and_written_again_are_the_same_bytes(tmp_path):
     """The store reads each golden file as its record, and writes it back unchanged."""
     eval_dir = GOLDEN / "results" / "exp" / "gsm8k" / "dspark-n30"
-    info = store.read_eval_info(eval_dir)
-    arm = store.read_arm(eval_dir / "pr")
-    verdicts = store.read_verdicts(eval_dir / "pr" / store.VERDICTS_FILE)
-    store.write_eval_info(tmp_path, info)
+    info = read_eval_info(eval_dir)
+    arm = read_arm(eval_dir / "pr")
+    verdicts = read_verdicts(eval_dir / "pr" / VERDICTS_FILE)
+    write_eval_info(tmp_path, info)
     atomic_write_json(tmp_path / "arm.json", arm.model_dump(mode="json"))
-    store.write_verdicts(tmp_path / store.VERDICTS_FILE, verdicts)
-    for name in ("eval.json", "arm.json", store.VERDICTS_FILE):
+    write_verdicts(tmp_path / VERDICTS_FILE, verdicts)
+    for name in ("eval.json", "arm.json", VERDICTS_FILE):
         source = eval_dir / (name if name == "eval.json" else f"pr/{name}")
         assert (tmp_path / name).read_bytes() == source.read_bytes(), name
 

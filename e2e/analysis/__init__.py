@@ -10,7 +10,7 @@ from e2e.analysis._aggregate import (
 from e2e.analysis._attribution import Attribution, attribute
 from e2e.analysis._gsm8k import (
     Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
-    mcnemar_exact, summarize_gsm8k, verdict_accuracy
+    gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
 )
 from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
@@ -33,8 +33,8 @@ __all__ = [
     "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP",
     "Settlement", "Spending", "Summary", "acceptance_length", "attribute", "burst_affected",
     "compare_runs", "compare_verdicts", "components", "equivalence_of", "estimate_of",
-    "format_advice", "headline_for", "headline_metric", "look_at", "mcnemar_exact",
-    "median_range", "metric", "parse_effect", "position_key", "position_of", "primary_metric",
-    "run_costs", "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha",
-    "summarize", "summarize_gsm8k", "verdict_accuracy", "verdict_for"
+    "format_advice", "gsm8k_report", "headline_for", "headline_metric", "look_at",
+    "mcnemar_exact", "median_range", "metric", "parse_effect", "position_key", "position_of",
+    "primary_metric", "run_costs", "runs_advice", "runs_needed", "select", "server_twin",
+    "spent_alpha", "summarize", "summarize_gsm8k", "verdict_accuracy", "verdict_for"
 ]

@@ -13,17 +13,19 @@ and warnings about the data next to the numbers they affect.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scipy.stats import binomtest
 
 from e2e.errors import ResultsError
 from e2e.metrics import acceptance
-from e2e.results import GSM8K_REFERENCE_ARM, ArmResult, EvalInfo, SampleVerdict, SpecCounters
+from e2e.results import (GSM8K_REFERENCE_ARM, ArmResult, EvalInfo, Evaluation, SampleVerdict,
+                         SpecCounters)
 
 __all__ = ["verdict_accuracy", "mcnemar_exact", "Agreement", "compare_verdicts",
-           "acceptance_length", "GSM8KArm", "GSM8KSection", "GSM8KReport", "summarize_gsm8k"]
+           "acceptance_length", "GSM8KArm", "GSM8KSection", "GSM8KReport", "summarize_gsm8k",
+           "gsm8k_report"]
 
 FULL_TEST_SET = 1319
 
@@ -210,3 +212,12 @@ def summarize_gsm8k(info: EvalInfo,
     return GSM8KSection(experiment=info.experiment, spec_mode=info.spec_mode, limit=info.limit,
                         data_kind=str(info.data.get("kind", "?")), arms=tuple(summaries),
                         warnings=tuple(warnings))
+
+
+def gsm8k_report(evaluations: Iterable[Evaluation]) -> GSM8KReport | None:
+    """Every evaluation summarized (``summarize_gsm8k``), base before dspark, full runs before
+    limited ones and larger limits first; None without an evaluation."""
+    sections = [summarize_gsm8k(e.info, e.arms) for e in evaluations]
+    sections.sort(key=lambda s: (s.spec_mode != "base", s.spec_mode, s.limit is not None,
+                                 -(s.limit or 0)))
+    return GSM8KReport(sections=tuple(sections)) if sections else None

@@ -59,14 +59,16 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
             confidence: float | None = None, format_: str = "markdown",
             link: str | None = None, max_bytes: int | None = None) -> None:
     from e2e.errors import ConfigError
-    from e2e.gsm8k import load_report, render_csv, render_markdown
+    from e2e.analysis import gsm8k_report
+    from e2e.gsm8k.render import render_csv, render_markdown
     from e2e.paths import atomic_write_bytes
     from e2e.render import build_report
+    from e2e.results import read_evaluations
 
     if format_ not in ("markdown", "github"):
         raise ConfigError(f"--format {format_!r}: give markdown or github")
     folder = Path(folder)
-    gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
+    gsm8k = gsm8k_report(read_evaluations(folder.parent, folder.name)) if folder.is_dir() else None
     output = None
     if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
         output = build_report(folder, report_from_run=report_from_run, baseline=baseline,

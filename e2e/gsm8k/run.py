@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.console import Say
-from e2e.analysis import GSM8KReport
+from e2e.analysis import GSM8KReport, gsm8k_report
 from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
-from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
 from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.pipeline import execute
-from e2e.results import GSM8K_REFERENCE_ARM, EvalInfo
+from e2e.paths import atomic_write_bytes
+from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
+                         read_evaluations, write_eval_info)
 from e2e.session import Servers, SessionOptions
 from e2e.session import Workloads
 
@@ -74,8 +75,8 @@ class GSM8KPlan:
 
     @property
     def eval_dir(self) -> Path:
-        return (store.gsm8k_dir(self.results, self.experiment.name)
-                / store.eval_dir_name(self.spec_mode, self.limit))
+        return (gsm8k_dir(self.results, self.experiment.name)
+                / eval_dir_name(self.spec_mode, self.limit))
 
 
 def label_occurrence(label: str) -> tuple[str, int]:
@@ -114,7 +115,7 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
 
 def _prepare_eval(plan: GSM8KPlan, version: str) -> EvalInfo:
     """Create or reopen the evaluation folder; refuse to mix data sources or lm-eval versions."""
-    existing = store.read_eval_info(plan.eval_dir)
+    existing = read_eval_info(plan.eval_dir)
     data = plan.source.describe()
     if existing is not None:
         if existing.data != data or existing.lm_eval_version != version:
@@ -127,7 +128,7 @@ def _prepare_eval(plan: GSM8KPlan, version: str) -> EvalInfo:
     else:
         info = EvalInfo(experiment=plan.experiment.name, spec_mode=plan.spec_mode,
                         limit=plan.limit, data=data, lm_eval_version=version, arms=plan.labels)
-    store.write_eval_info(plan.eval_dir, info)
+    write_eval_info(plan.eval_dir, info)
     return info
 
 
@@ -146,7 +147,7 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
                              workloads=Workloads(lmeval=runner.lmeval, check=runner.check))
     outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
                       session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
-    report = store.load_report(plan.results, plan.experiment.name)
+    report = gsm8k_report(read_evaluations(plan.results, plan.experiment.name))
     if report is not None:
         write_gsm8k_report(plan.results, plan.experiment.name, report)
     if outcome.given_up:
@@ -161,4 +162,8 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
 
 
 def write_gsm8k_report(results: Path, experiment: str, report: GSM8KReport) -> list[Path]:
-    return list(store.write_report(results, experiment, render_markdown(report), render_csv(report)))
+    root = gsm8k_dir(results, experiment)
+    paths = [root / "gsm8k.md", root / "gsm8k.csv"]
+    atomic_write_bytes(paths[0], render_markdown(report))
+    atomic_write_bytes(paths[1], render_csv(report))
+    return paths

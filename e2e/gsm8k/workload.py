@@ -16,12 +16,11 @@ from e2e.arms import ServerLaunch
 from e2e.console import Say
 from e2e.config import EvalSpec
 from e2e.errors import ResultsError
-from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import (FLEXIBLE, STRICT, LmEvalJob, LmEvalOutput, check_lm_eval,
                               lmeval_argv, parse_samples, run_lmeval)
 from e2e.gsm8k.task import resolve_data, write_local_task
 from e2e.metrics import spec_counters
-from e2e.results import ArmResult, SampleVerdict
+from e2e.results import VERDICTS_FILE, ArmResult, SampleVerdict, write_verdicts
 
 __all__ = ["GSM8KWorkload"]
 
@@ -92,7 +91,7 @@ class GSM8KWorkload:
         if not verdicts and not info.reasons:
             info.reasons.append("lm-eval produced no verdicts")
         if verdicts:
-            store.write_verdicts(folder / store.VERDICTS_FILE, verdicts)
+            write_verdicts(folder / VERDICTS_FILE, verdicts)
         results = output.results if output is not None else {}
         return ArmResult(
             experiment=info.experiment, label=spec.label, arm=spec.arm, occurrence=spec.repeat,

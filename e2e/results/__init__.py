@@ -9,7 +9,9 @@ from e2e.results._records import (
     RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo
 )
 from e2e.results._gsm8k import (
-    GSM8K_REFERENCE_ARM, GSM8K_SCHEMA_VERSION, ArmResult, EvalInfo, SampleVerdict
+    GSM8K_REFERENCE_ARM, GSM8K_SCHEMA_VERSION, VERDICTS_FILE, ArmResult, EvalInfo, Evaluation,
+    SampleVerdict, arm_is_complete, eval_dir_name, gsm8k_dir, read_arm, read_eval_info,
+    read_evaluations, read_verdicts, write_eval_info, write_verdicts
 )
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
@@ -20,12 +22,15 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "GPUDevice",
-    "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION", "HostNoise",
-    "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
-    "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "SampleVerdict", "SegmentMetrics",
-    "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
-    "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
-    "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
-    "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"
+    "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation",
+    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
+    "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
+    "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
+    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters",
+    "VERDICTS_FILE", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
+    "finalize_unit", "gsm8k_dir", "last_look_confidence", "load_records", "new_partial_dir",
+    "next_attempt_dir", "next_repeat", "read_arm", "read_eval_info", "read_evaluations",
+    "read_looks", "read_requests", "read_run", "read_verdicts", "record_name", "resume_state",
+    "unit_dir", "unit_state", "utc_now", "write_eval_info", "write_looks", "write_requests",
+    "write_run", "write_verdicts"
 ]
