@@ -14,7 +14,7 @@ from e2e.analysis import (GSM8KReport, acceptance_length, compare_verdicts, mcne
                           summarize_gsm8k, verdict_accuracy)
 from e2e.errors import ResultsError
 from e2e.gsm8k.lmeval import parse_samples
-from e2e.gsm8k.render import render_csv, render_markdown
+from e2e.render import gsm8k_csv, gsm8k_markdown
 from e2e.results import ArmResult, EvalInfo, SampleVerdict, SpecCounters
 
 DATA = Path(__file__).parent / "data" / "gsm8k_samples"
@@ -143,7 +143,7 @@ def test_summary_warns_without_repeat_of_main():
 
 
 def test_markdown_has_reference_layout_and_agreement_lines():
-    text = render_markdown(_report()).decode()
+    text = gsm8k_markdown(_report()).decode()
     lines = text.splitlines()
     assert "| spec mode | main | main (repeat) | pr |" in lines
     assert "| base | 0.3333 (4/12) | 0.3333 (4/12) | 0.8333 (10/12) |" in lines
@@ -157,7 +157,7 @@ def test_markdown_has_reference_layout_and_agreement_lines():
 
 
 def test_csv_rows():
-    rows = list(csv.DictReader(io.StringIO(render_csv(_report()).decode())))
+    rows = list(csv.DictReader(io.StringIO(gsm8k_csv(_report()).decode())))
     assert [(r["spec_mode"], r["label"]) for r in rows] == [
         ("base", "main"), ("base", "main.r2"), ("base", "pr"),
         ("dspark", "main"), ("dspark", "main.r2"), ("dspark", "pr")]

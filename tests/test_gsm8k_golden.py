@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from e2e.analysis import gsm8k_report
-from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.paths import atomic_write_json
-from e2e.render import dumps, gsm8k_json
+from e2e.render import dumps, gsm8k_csv, gsm8k_json, gsm8k_markdown
 from e2e.results import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, SpecCounters,
                          gsm8k_dir, read_arm, read_eval_info, read_evaluations, read_verdicts,
                          write_eval_info, write_verdicts)
@@ -126,7 +125,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def _outputs(results: Path) -> dict[str, bytes]:
     report = gsm8k_report(read_evaluations(results, "exp"))
-    return {"gsm8k.md": render_markdown(report), "gsm8k.csv": render_csv(report),
+    return {"gsm8k.md": gsm8k_markdown(report), "gsm8k.csv": gsm8k_csv(report),
             "gsm8k.json": (dumps(gsm8k_json(report)) + "\n").encode("utf-8")}
 
 

@@ -107,7 +107,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("host", ("e2e.host",)),
     ("load", ("e2e.load", "e2e.gsm8k.lmeval", "e2e.gsm8k.workload")),
     ("session", ("e2e.session",)),
-    ("render", ("e2e.render", "e2e.gsm8k.render", "e2e.gsm8k", "e2e.nightly.render",
+    ("render", ("e2e.render", "e2e.gsm8k", "e2e.nightly.render",
                 "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
                 "e2e.interop")),
     ("execute", ("e2e.execute",)),
@@ -199,9 +199,10 @@ FACES = {
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [
-        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
-        "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
-        "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"],
+        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT",
+        "build_report", "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json",
+        "gsm8k_markdown", "render_csv", "render_github", "render_html", "render_markdown",
+        "render_plots", "report_json", "run_json", "verdict_icon", "write_gsm8k_report"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

@@ -20,16 +20,15 @@ from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
-from e2e.gsm8k.render import render_csv, render_markdown
 from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.pipeline import execute
-from e2e.paths import atomic_write_bytes
+from e2e.render import write_gsm8k_report
 from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
                          read_evaluations, write_eval_info)
 from e2e.session import Servers, SessionOptions
 from e2e.session import Workloads
 
-__all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k", "write_gsm8k_report"]
+__all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
 
 DEFAULT_CONCURRENCY = GSM8K_CONCURRENCY
 
@@ -160,10 +159,3 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
         raise ResultsError(f"no GSM8K results under {plan.eval_dir}")
     return report
 
-
-def write_gsm8k_report(results: Path, experiment: str, report: GSM8KReport) -> list[Path]:
-    root = gsm8k_dir(results, experiment)
-    paths = [root / "gsm8k.md", root / "gsm8k.csv"]
-    atomic_write_bytes(paths[0], render_markdown(report))
-    atomic_write_bytes(paths[1], render_csv(report))
-    return paths
