@@ -25,8 +25,8 @@ from e2e.pipeline import execute
 from e2e.render import write_gsm8k_report
 from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
                          read_evaluations, write_eval_info)
+from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session import Servers, SessionOptions
-from e2e.session import Workloads
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
 
@@ -143,7 +143,7 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
     _prepare_eval(plan, version)
     session = SessionOptions(plugin_check=plugin_check, progress=progress, say=runner.log,
                              servers=runner.servers,
-                             workloads=Workloads(lmeval=runner.lmeval, check=runner.check))
+                             workloads=GSM8KWorkloads(lmeval=runner.lmeval, check=runner.check))
     outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
                       session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
     report = gsm8k_report(read_evaluations(plan.results, plan.experiment.name))
