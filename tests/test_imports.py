@@ -99,7 +99,8 @@ def test_nothing_imports_the_command_line():
 # the layers before it, never a later one. nightly and interop are features that cut across
 # stages, so their modules are placed one by one; gsm8k is a pipeline (its records,
 # statistics and renderers are results', analysis' and render's), but for the three modules
-# that hand names on to nightly.
+# that hand names on to nightly. e2e.kernels.step_bench is also a command line (python -m ...)
+# that writes step.md through e2e.render.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.shield", "e2e.kinds",
                     "e2e.slo", "e2e.redact", "e2e.markup", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
@@ -109,7 +110,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("host", ("e2e.host",)),
     ("load", ("e2e.load",)),
     ("session", ("e2e.session",)),
-    ("render", ("e2e.render", "e2e.nightly.render",
+    ("render", ("e2e.render", "e2e.kernels.step_bench", "e2e.nightly.render",
                 "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
                 "e2e.interop")),
     ("execute", ("e2e.execute",)),
@@ -203,8 +204,10 @@ FACES = {
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT",
         "build_report", "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json",
-        "gsm8k_markdown", "render_csv", "render_github", "render_html", "render_markdown",
-        "render_plots", "report_json", "run_json", "verdict_icon", "write_gsm8k_report"],
+        "gsm8k_markdown", "host_cost_markdown", "micro_markdown", "micro_plot",
+        "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
+        "report_json", "run_json", "steps_markdown", "verdict_icon", "write_gsm8k_report",
+        "write_micro", "write_steps"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

@@ -1,7 +1,8 @@
 """The kernels' reports (``e2e micro``: micro.md with its host-cost section, step.md) and the
 unit validation matrix (``e2e unit``: unit.md) byte for byte on hand-made results, against
 ``tests/golden/kernels/`` and ``tests/golden/unit.md``. The golden bytes were written by the
-renderers before they moved into render/ (``E2E_UPDATE_GOLDEN=1`` rewrites them)."""
+renderers before they moved into render/ (``E2E_UPDATE_GOLDEN=1`` rewrites them). Imports no
+torch: the renderers do not need it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from e2e.commands._unit import Column, render_matrix
-from e2e.kernels.host_cost import render_markdown as host_markdown
-from e2e.kernels.micro import render_markdown as micro_markdown
-from e2e.kernels.step_bench import render_steps
+from e2e.render import host_cost_markdown, micro_markdown, steps_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -105,8 +104,8 @@ def _unit() -> str:
 CASES = {
     "kernels/micro.md": lambda: micro_markdown(_micro(dry_run=False)),
     "kernels/micro-dry-run.md": lambda: micro_markdown(_micro(dry_run=True)),
-    "kernels/host.md": lambda: host_markdown(_host(with_main=False)),
-    "kernels/step.md": lambda: render_steps(_steps()),
+    "kernels/host.md": lambda: host_cost_markdown(_host(with_main=False)),
+    "kernels/step.md": lambda: steps_markdown(_steps()),
     "unit.md": _unit,
 }
 
