@@ -206,8 +206,8 @@ FACES = {
         "build_report", "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json",
         "gsm8k_markdown", "host_cost_markdown", "micro_markdown", "micro_plot",
         "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
-        "report_json", "run_json", "steps_markdown", "verdict_icon", "write_gsm8k_report",
-        "write_micro", "write_steps"],
+        "report_json", "run_json", "steps_markdown", "unit_markdown", "verdict_icon",
+        "write_gsm8k_report", "write_micro", "write_steps"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.commands._unit import Column, render_matrix
-from e2e.render import host_cost_markdown, micro_markdown, steps_markdown
+from e2e.commands._unit import Column, caught
+from e2e.render import host_cost_markdown, micro_markdown, steps_markdown, unit_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -98,7 +98,7 @@ def _unit() -> str:
                "pr": {"a.py::t1": "passed", "a.py::t2": "passed", "b.py::t3": "passed"},
                "pr-off": {"a.py::t1": "failed", "a.py::t2": "passed"},
                "pr-noop": {"a.py::t1": "passed", "a.py::t2": "passed", "b.py::t3": "passed"}}
-    return render_matrix(cols, results)
+    return unit_markdown(cols, results, {c.name: caught(results, c) for c in cols if c.mutant})
 
 
 CASES = {

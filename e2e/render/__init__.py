@@ -2,9 +2,10 @@
 and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
 results folder, aggregates and writes them. GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
 ``gsm8k_json``, and ``write_gsm8k_report`` beside its evaluations. The kernels' reports
-(``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...).
+(``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...) and ``e2e
+unit``'s matrix (``unit_markdown``).
 
-The kernels' writers need the standard library alone, and load with this
+The kernels' writers and the unit matrix need the standard library alone, and load with this
 face: ``python -m e2e.kernels.step_bench`` runs on GPU hosts that have torch and Triton but
 not the report's stack (pydantic, pandas, SciPy). Every other name loads its module, with
 the others of the report, the first time it is asked for (``__getattr__``).
@@ -12,13 +13,14 @@ the others of the report, the first time it is asked for (``__getattr__``).
 
 from e2e.render._kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
                                  write_micro, write_steps)
+from e2e.render._unit import unit_markdown
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
     "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
     "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
     "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
-    "verdict_icon", "write_gsm8k_report", "write_micro", "write_steps"
+    "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro", "write_steps"
 ]
 
 
