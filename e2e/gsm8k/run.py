@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.console import Say
 from e2e.analysis import GSM8KReport, gsm8k_report
 from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
+from e2e.console import Say
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
 from e2e.gsm8k.task import TaskSource, resolve_data
+from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.pipeline import execute
 from e2e.render import write_gsm8k_report
 from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
                          read_evaluations, write_eval_info)
-from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session import Servers, SessionOptions
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
@@ -78,7 +78,7 @@ class GSM8KPlan:
                 / eval_dir_name(self.spec_mode, self.limit))
 
 
-def label_occurrence(label: str) -> tuple[str, int]:
+def _label_occurrence(label: str) -> tuple[str, int]:
     """``("main", 2)`` for ``main.r2`` (an arm's second server), ``("main", 1)`` for ``main``:
     the inverse of ``EvalSpec.label``."""
     arm, sep, rest = label.rpartition(".r")
@@ -96,7 +96,7 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
         raise ConfigError("--arms is empty; give e.g. --arms main,main,pr")
     for name in names:
         experiment.arm(name)
-        if label_occurrence(name)[1] != 1:
+        if _label_occurrence(name)[1] != 1:
             raise ConfigError(f"arm name {name!r} looks like a repeat label ('<arm>.r<k>'); rename it")
     if GSM8K_REFERENCE_ARM not in names:
         raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
