@@ -165,12 +165,15 @@ def test_the_report_is_the_golden_bytes():
         assert data == (GOLDEN / name).read_bytes(), name
 
 
-def test_e2e_report_writes_the_golden_report(tmp_path, capsys):
-    from e2e.commands._report import write_report
+def test_e2e_report_writes_the_golden_report(tmp_path):
+    from typer.testing import CliRunner
+
+    from e2e.commands import app
 
     shutil.copytree(GOLDEN / "results", tmp_path / "results")
-    write_report(tmp_path / "results" / "exp")
+    done = CliRunner().invoke(app, ["report", str(tmp_path / "results" / "exp")])
+    assert done.exit_code == 0, done.output
     report = tmp_path / "results" / "exp" / "report"
     assert (report / "gsm8k.md").read_bytes() == (GOLDEN / "gsm8k.md").read_bytes()
     assert (report / "gsm8k.csv").read_bytes() == (GOLDEN / "gsm8k.csv").read_bytes()
-    assert (GOLDEN / "gsm8k.md").read_text(encoding="utf-8") in capsys.readouterr().out
+    assert (GOLDEN / "gsm8k.md").read_text(encoding="utf-8") in done.output
