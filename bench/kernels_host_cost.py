@@ -33,7 +33,7 @@ def main() -> int:
     print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda,
           torch.cuda.get_device_name(), "python", sys.version.split()[0], flush=True)
     from e2e.kernels import (bench, host_cost, load_triton_paths, meta_check, micro, step_bench,
-                             swa_meta, vllm_ops)
+                             swa_meta, vllm_ops)  # noqa: F401
 
     tp = load_triton_paths()
     ops = vllm_ops.load()
@@ -79,10 +79,13 @@ def main() -> int:
                 bad.append((seed, b.name, diff))
     print(f"compare vs vLLM ops: {n} batches, {len(bad)} differ {bad[:5]}", flush=True)
     print("graph replay check:", meta_check.graph_replay_check(ops) or "no difference", flush=True)
+    from e2e.render import host_cost_markdown, write_micro, write_steps
+
     result = micro.run_micro(micro.MicroSpec(), log=lambda m: None, ops=ops)
-    micro.write_outputs(result, args.out)
-    print(host_cost.render_markdown(result["host"]), flush=True)
-    _, text, _ = step_bench.measure_and_write(args.out, step_bench.StepSpec(), log=lambda m: None)
+    write_micro(result, args.out)
+    print(host_cost_markdown(result["host"]), flush=True)
+    steps = step_bench.measure_steps(step_bench.StepSpec(), ops_file=args.ops, log=lambda m: None)
+    text, _ = write_steps(steps, args.out)
     print(text, flush=True)
     return 1 if bad else 0
 
