@@ -50,6 +50,8 @@ __all__ = [
     "describe_validation_error",
     "safe_name",
     "check_name",
+    "default_profile",
+    "did_you_mean",
     "MAX_REPEATS",
     "MAX_CONCURRENCY",
     "MAX_PROMPTS",
@@ -536,10 +538,31 @@ def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where} = {value!r}: an acceptance length is {span}")
 
 
-def pinned_of(config: dict | None, name: str = "dspark") -> float | None:
+def default_profile(speculators: dict[str, Any]) -> str | None:
+    """The profile a speculator spec mode runs without ``--spec``: ``dspark`` where there is
+    one (the reference experiment's name, and every config before ``--spec``), else the first
+    table; None without any."""
+    if "dspark" in speculators:
+        return "dspark"
+    return next(iter(speculators), None)
+
+
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelt ``word`` (difflib),
+    else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def pinned_of(config: dict | None, name: str | None = None) -> float | None:
     """The pinned acceptance length of a record's config snapshot (``[speculators.<name>]
-    pinned``), or None."""
-    profile = ((config or {}).get("speculators") or {}).get(name) if isinstance(config, dict) else None
+    pinned``; ``name`` None: the snapshot's default profile), or None."""
+    speculators = ((config or {}).get("speculators") or {}) if isinstance(config, dict) else {}
+    if not isinstance(speculators, dict):
+        return None
+    profile = speculators.get(name or default_profile(speculators) or "")
     pin = profile.get(PIN_KEY) if isinstance(profile, dict) else None
     return float(pin) if isinstance(pin, (int, float)) and not isinstance(pin, bool) else None
 
@@ -623,7 +646,8 @@ class Experiment(_Strict):
             return self.arms[name]
         except KeyError:
             raise ConfigError(
-                f"unknown arm {name!r}; this config's arms are: {', '.join(self.arms)}"
+                f"unknown arm {name!r}{did_you_mean(name, self.arms)}; this config's arms are: "
+                f"{', '.join(self.arms)}"
             ) from None
 
     @field_validator("speculators")
@@ -634,37 +658,61 @@ class Experiment(_Strict):
                 check_pin(profile[PIN_KEY], profile, f"speculators.{name}.{PIN_KEY}")
         return value
 
-    def speculator(self, name: str = "dspark") -> dict[str, Any]:
-        """The profile as the config gives it (e2e's ``pinned`` key included)."""
-        try:
-            return self.speculators[name]
-        except KeyError:
-            raise ConfigError(
-                f"this config has no [speculators.{name}] profile; add one (a vLLM "
-                f"speculative_config) or run without --{name}"
-            ) from None
+    @property
+    def default_speculator(self) -> str | None:
+        """The profile the speculator spec mode runs when no ``--spec`` names one: ``dspark``
+        where the config has it, else its first ``[speculators.*]`` table; None without any
+        (the config then runs plain sweeps only)."""
+        return default_profile(self.speculators)
 
-    def pinned(self, name: str = "dspark") -> float | str | None:
+    def speculator(self, name: str | None = None) -> dict[str, Any]:
+        """The profile as the config gives it (e2e's ``pinned`` key included); ``name`` None:
+        ``default_speculator``."""
+        name = name or self.default_speculator
+        if name is not None and name in self.speculators:
+            return self.speculators[name]
+        if not self.speculators:
+            raise ConfigError(
+                f"this config has no [speculators{'.' + name if name else ''}] profile; add one "
+                "(a vLLM speculative_config) or run without the speculator (leave out "
+                f"--spec{' and --dspark' if name == 'dspark' else ''})")
+        raise ConfigError(
+            f"this config has no [speculators.{name}] profile{did_you_mean(name, self.speculators)}"
+            f"; its profiles: {', '.join(self.speculators)} (--spec NAME)")
+
+    def with_speculator(self, name: str) -> Experiment:
+        """The experiment whose speculator spec mode runs profile ``name`` (``--spec NAME``):
+        itself when ``name`` is already the default, else a copy that keeps only that profile,
+        so every record's config snapshot names the profile its runs used (and runs of two
+        profiles are never averaged: their comparable settings differ)."""
+        profile = self.speculator(name)
+        if name == self.default_speculator:
+            return self
+        return self.model_copy(update={"speculators": {name: profile}})
+
+    def pinned(self, name: str | None = None) -> float | str | None:
         """The acceptance length the profile pins (``pinned``): a number, "baseline" (not
         yet resolved: ``pinned_to``), or None when acceptance is the draft's own."""
-        return self.speculators.get(name, {}).get(PIN_KEY)
+        return self.speculators.get(name or self.default_speculator or "", {}).get(PIN_KEY)
 
-    def refuse_pinned(self, what: str, name: str = "dspark") -> None:
+    def refuse_pinned(self, what: str, name: str | None = None) -> None:
         """A ConfigError when the profile pins acceptance: ``what`` (GSM8K) measures answers,
         and with synthetic rejection sampling draft tokens are accepted whatever the target
         model says, so the answers would be synthetic."""
+        name = name or self.default_speculator
         pin = self.pinned(name)
         if pin is not None:
             raise ConfigError(
                 f"[speculators.{name}] pins acceptance ({PIN_KEY} = {pin!r}): with synthetic "
                 "rejection sampling the draft tokens are accepted whatever the model says, so "
                 f"{what}'s answers would be synthetic; run {what} with a profile without "
-                f"`{PIN_KEY}`, or without --{name}")
+                f"`{PIN_KEY}`, or without the speculator")
 
-    def speculative_config(self, name: str = "dspark") -> dict[str, Any]:
+    def speculative_config(self, name: str | None = None) -> dict[str, Any]:
         """The vLLM ``speculative_config`` of the profile: as given, but a pinned profile runs
         vLLM's synthetic rejection sampling at that acceptance length
         (``rejection_sample_method = "synthetic"``, ``synthetic_acceptance_length``)."""
+        name = name or self.default_speculator
         profile = dict(self.speculator(name))
         pin = profile.pop(PIN_KEY, None)
         if pin is None:
@@ -676,10 +724,12 @@ class Experiment(_Strict):
                        synthetic_acceptance_length=float(pin))
         return profile
 
-    def pinned_to(self, length: float, name: str = "dspark", *, rename: bool = True) -> Experiment:
+    def pinned_to(self, length: float, name: str | None = None, *,
+                  rename: bool = True) -> Experiment:
         """A copy whose profile ``name`` pins acceptance at ``length`` (checked as in the
         file); ``rename`` appends ``-pinned`` to the experiment's name, so its runs get their
         own results folder (a run of the same spec without the pin is another measurement)."""
+        name = name or self.default_speculator
         profile = {**self.speculator(name), PIN_KEY: length}
         check_pin(length, profile, f"speculators.{name}.{PIN_KEY}")
         name_ = f"{self.name}-pinned" if rename and not self.name.endswith("-pinned") else self.name
@@ -782,7 +832,7 @@ class RunSpec(_Strict):
         """Merge a command's flags over the experiment's defaults, validated once."""
         experiment.arm(arm)
         if dspark:
-            experiment.speculator("dspark")
+            experiment.speculator()
         load = experiment.load
         workload = load.workload
         if isinstance(workload, SharedPrefix):
@@ -1021,7 +1071,8 @@ def describe_validation_error(exc: ValidationError, source: str, root: type[Base
         if error["type"] == "extra_forbidden":
             parent = _model_at(root, loc[:-1])
             allowed = ", ".join(parent.model_fields) if parent else "?"
-            lines.append(f"  {key}: unknown key; allowed here: {allowed}")
+            hint = did_you_mean(loc[-1], parent.model_fields) if parent else ""
+            lines.append(f"  {key}: unknown key{hint}; allowed here: {allowed}")
         elif error["type"] == "missing":
             lines.append(f"  {key}: required key is missing")
         else:

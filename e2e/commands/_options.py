@@ -16,7 +16,7 @@ import typer
 __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
-           "DuetOpt", "SwapOpt", "with_duet",
+           "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
            "Measurement", "measurement_flags", "csv_list", "unreachable_concurrency"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
@@ -83,6 +83,9 @@ ExecutorOpt = Annotated[Optional[str], typer.Option(
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
+SpecOpt = Annotated[Optional[str], typer.Option(
+    "--spec", metavar="NAME", help="Serve with the config's \\[speculators.NAME] profile (a vLLM "
+    "speculative_config; a sweep runs only with it unless --both); --dspark is --spec dspark.", show_default=False)]
 PinOpt = Annotated[Optional[str], typer.Option(
     "--pin-acceptance", help="Hold the speculator's acceptance length fixed for every arm "
     "(vLLM's synthetic rejection sampling; on the CPU build e2e's plugin supplies it): a length "
@@ -108,11 +111,13 @@ class Measurement:
     max_concurrency: MaxConcOpt = None
     windows: WindowsOpt = None
     no_plugin_check: NoPluginCheckOpt = False
+    spec: SpecOpt = None
     pin_acceptance: PinOpt = None
 
-    def experiment(self, **load):
+    def experiment(self, *, speculator: str | None = None, **load):
         """The config with the flags that were given merged into its server and load tables
-        (``load``: more load keys, e.g. sweep's lengths), validated like the file."""
+        (``load``: more load keys, e.g. sweep's lengths), validated like the file; with
+        ``speculator`` (``spec_name``) its speculator spec mode runs that profile."""
         from e2e.config import load_experiment
 
         experiment = load_experiment(self.config).override(
@@ -122,7 +127,21 @@ class Measurement:
             "load", slo=self.slo, cpus=self.client_cpus, workers=self.client_workers,
             request_rate=self.request_rate, burstiness=self.burstiness,
             max_concurrency=self.max_concurrency, windows=self.windows, **load)
+        if speculator is not None:
+            experiment = experiment.with_speculator(speculator)
         return pin_acceptance(experiment, self.pin_acceptance, self.results)
+
+
+def spec_name(spec: str | None, dspark: bool) -> str | None:
+    """The speculator profile ``--spec NAME`` or ``--dspark`` (``--spec dspark``) names, or
+    None when neither was given."""
+    from e2e.errors import ConfigError
+
+    if spec is not None and not spec.strip():
+        raise ConfigError("--spec: give a profile name, e.g. --spec dspark")
+    if spec is not None and dspark and spec != "dspark":
+        raise ConfigError(f"--dspark is --spec dspark: give one of --dspark and --spec {spec}")
+    return spec.strip() if spec is not None else ("dspark" if dspark else None)
 
 
 def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: str = "main"):
@@ -144,11 +163,11 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
         except ValueError:
             raise ConfigError(f"--pin-acceptance {value!r}: give an acceptance length (e.g. "
                               f"3.2) or '{PIN_BASELINE}'") from None
-        experiment.speculator("dspark")
+        experiment.speculator()
         return experiment.pinned_to(length)
     import statistics
 
-    from e2e.config import pinned_of
+    from e2e.config import default_profile, pinned_of
     from e2e.results import load_records
 
     def records_in(folder: Path):
@@ -168,7 +187,8 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
                if r.valid and r.spec.dspark and r.spec.arm == baseline and r.metrics is not None
                and r.metrics.acceptance_length is not None
                and r.spec.repeat >= int(r.config.get("report_from_run") or 1)
-               and not (r.config.get("speculators") or {}).get("dspark", {}).get("pinned")]
+               and pinned_of(r.config) is None
+               and default_profile(r.config.get("speculators") or {}) == experiment.default_speculator]
     if not lengths:
         raise ConfigError(
             f"acceptance pinned to the baseline's: {folder} holds no valid reported run of "

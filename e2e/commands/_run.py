@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import JsonOpt, Measurement, measurement_flags, unreachable_concurrency
+from e2e.commands._options import (JsonOpt, Measurement, measurement_flags, spec_name,
+                                   unreachable_concurrency)
 from e2e.config import RunSpec
 from e2e.console import err, guard, print_run, say
 
@@ -19,7 +20,8 @@ def run(
     arm: Annotated[str, typer.Option(help="Arm to run (see `e2e arms`).")] = "main",
     concurrency: Annotated[int, typer.Option(help="Requests in flight.", min=1, max=1_000_000)] = 1,
     dspark: Annotated[bool, typer.Option(
-        "--dspark/--no-dspark", help="Turn on the experiment's speculator profile.")] = False,
+        "--dspark/--no-dspark", help="Serve with the config's \\[speculators.dspark] profile "
+        "(--spec dspark).")] = False,
     prompts: Annotated[Optional[int], typer.Option(
         help="Measured requests (default: 32 x concurrency, from the config).", min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(
@@ -40,9 +42,11 @@ def run(
         from e2e.session import SessionOptions, run_unit
         from e2e.results import next_repeat
 
-        experiment = flags.experiment()
+        speculator = spec_name(flags.spec, dspark)
+        experiment = flags.experiment(speculator=speculator)
         results = flags.results
-        spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency, dspark=dspark,
+        spec = RunSpec.resolve(experiment, arm=arm, concurrency=concurrency,
+                               dspark=speculator is not None,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})

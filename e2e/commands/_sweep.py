@@ -6,12 +6,27 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (DuetOpt, ExecutorOpt, Measurement, SwapOpt, csv_list,
+from e2e.commands._options import (DuetOpt, ExecutorOpt, Measurement, SwapOpt, csv_list, spec_name,
                                    measurement_flags, unreachable_concurrency, with_duet)
 from e2e.commands._report import write_report
 from e2e.console import guard, out, print_run, say
 
-__all__ = ["sweep"]
+__all__ = ["sweep", "spec_modes"]
+
+
+def spec_modes(experiment, speculator: str | None, *, no_spec: bool = False,
+               both: bool = False) -> list[bool]:
+    """The spec modes a sweep runs (False: without a speculator): what the flags say, else
+    what the config defines: with and without its default profile, or a plain sweep when it
+    has no ``[speculators]`` table."""
+    if no_spec:
+        return [False]
+    if both:
+        experiment.speculator(speculator)  # a clear error when there is none
+        return [False, True]
+    if speculator is not None:
+        return [True]
+    return [False, True] if experiment.default_speculator else [False]
 
 
 @measurement_flags
@@ -20,9 +35,13 @@ def sweep(
         "--arms", help="Comma-separated arms (default: all of the config's, in its order).")] = None,
     concurrency: Annotated[Optional[list[int]], typer.Option(
         "--concurrency", help="Concurrency to run; repeat the flag for several (default: config).")] = None,
-    dspark: Annotated[bool, typer.Option("--dspark", help="Only with the speculator.")] = False,
-    no_dspark: Annotated[bool, typer.Option("--no-dspark", help="Only without it.")] = False,
-    both: Annotated[bool, typer.Option("--both", help="With and without it (the default).")] = False,
+    dspark: Annotated[bool, typer.Option(
+        "--dspark", help="Only with the config's \\[speculators.dspark] profile (--spec dspark).")] = False,
+    no_dspark: Annotated[bool, typer.Option(
+        "--no-dspark", help="Only without a speculator.")] = False,
+    both: Annotated[bool, typer.Option(
+        "--both", help="With and without the speculator (the default when the config has a "
+        "\\[speculators] profile; without one, a plain sweep is the default).")] = False,
     runs: Annotated[Optional[int], typer.Option(
         help="Runs per cell (default: the config's repeats).", min=1, max=10_000)] = None,
     max_attempts: Annotated[int, typer.Option(
@@ -66,11 +85,14 @@ def sweep(
         from e2e.session import SessionOptions
         from e2e.execute import describe_plan
 
-        if sum([dspark, no_dspark, both]) > 1:
-            raise ConfigError("give at most one of --dspark, --no-dspark, --both")
-        modes = [True] if dspark else [False] if no_dspark else [False, True]
-        experiment = flags.experiment(prompts_per_concurrency=prompts_per_concurrency,
+        speculator = spec_name(flags.spec, dspark)
+        if no_dspark and (speculator or both):
+            raise ConfigError("--no-dspark runs without a speculator: leave out --spec, "
+                              "--dspark and --both")
+        experiment = flags.experiment(speculator=speculator,
+                                      prompts_per_concurrency=prompts_per_concurrency,
                                       input_len=input_len, output_len=output_len)
+        modes = spec_modes(experiment, speculator, no_spec=no_dspark, both=both)
         experiment = with_duet(experiment, duet, swap)
         results = flags.results
         from e2e.plan import describe_order, folder_order
