@@ -51,6 +51,8 @@ __all__ = [
     "safe_name",
     "check_name",
     "default_profile",
+    "defaulted_load_keys",
+    "SHAPE_KEYS",
     "did_you_mean",
     "MAX_REPEATS",
     "MAX_CONCURRENCY",
@@ -175,17 +177,38 @@ def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 
 
+def _wheel(value: str | None) -> str | None:
+    """A wheel as the config gives it: a local path or an http(s) URL of a ``.whl`` file."""
+    if value is None:
+        return None
+    if "\x00" in value or not value.strip():
+        raise ValueError("give a path or an http(s) URL of a .whl file")
+    name = value.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if not name.endswith(".whl"):
+        raise ValueError(f"{value!r} is not a wheel: give a path or an http(s) URL of a "
+                         ".whl file (pip install <it> is what e2e runs)")
+    scheme = value.split("://", 1)[0].lower() if "://" in value else None
+    if scheme is not None and scheme not in ("http", "https", "file"):
+        raise ValueError(f"{value!r}: a wheel URL is http(s):// or file://")
+    return value
+
+
 class BuildSpec(_Strict):
     """Where a server's Python environment comes from: an existing interpreter, a managed
-    environment that e2e creates from pip requirements, or one that e2e creates from a git
-    ref (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so
-    that Python-only changes need no compile). Managed environments are e2e's own."""
+    environment that e2e creates from pip requirements, one that e2e creates from a git ref
+    (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so that
+    Python-only changes need no compile), or one with a built wheel installed (a path or an
+    http(s) URL of a ``.whl``, e.g. a PR's CI artifact). Managed environments are e2e's own."""
 
     python: str | None = Field(None, description="Interpreter of an existing environment.")
     git: GitSource | None = Field(None, description="Repository and ref to install editable.")
+    wheel: Annotated[str, AfterValidator(_wheel)] | None = Field(
+        None, description="Path or http(s) URL of a .whl to install into a managed environment "
+        "(after requirements); the environment is keyed by the wheel's sha256, so a rebuilt "
+        "wheel of the same name gets a new one.")
     requirements: list[str] = Field(
         default_factory=list,
-        description="pip requirements of a managed environment (with git: installed first).",
+        description="pip requirements of a managed environment (with git or wheel: installed first).",
     )
     env: EnvTable = Field(
         default_factory=dict, description="Environment for the install steps."
@@ -199,16 +222,18 @@ class BuildSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> BuildSpec:
-        sources = [bool(self.python), self.git is not None,
-                   bool(self.requirements) and self.git is None]
+        sources = [bool(self.python), self.git is not None, self.wheel is not None,
+                   bool(self.requirements) and self.git is None and self.wheel is None]
         if sum(sources) != 1 or (self.python and (self.requirements or self.remove)):
             raise ValueError("give exactly one of 'python' (an existing env), 'requirements' "
-                             "(a managed env) or 'git' (a managed env from a git ref)")
+                             "(a managed env), 'git' (a managed env from a git ref) or 'wheel' "
+                             "(a managed env with a built wheel installed)")
         return self
 
     @property
     def kind(self) -> str:
-        return "python" if self.python else "git" if self.git else "requirements"
+        return ("python" if self.python else "git" if self.git else
+                "wheel" if self.wheel else "requirements")
 
 
 class ServerConfig(_Strict):
@@ -225,7 +250,9 @@ class ServerConfig(_Strict):
     port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
     args: ArgList = Field(default_factory=list, description="Extra server arguments.")
     env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
-    build: BuildSpec
+    build: BuildSpec | None = Field(
+        None, description="The build of every arm without its own [arms.<name>.build] "
+        "(needed unless every arm has one).")
     api_key: str | None = None
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
@@ -601,6 +628,20 @@ class Experiment(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _every_arm_built(self) -> Experiment:
+        unbuilt = [name for name, arm in self.arms.items() if arm.build is None]
+        if self.server.build is None and unbuilt:
+            raise ValueError(f"arm(s) {', '.join(unbuilt)} have no build: give [server.build] "
+                             "(every arm's) or [arms.<name>.build]")
+        return self
+
+    def build_of(self, arm: str) -> BuildSpec:
+        """The build arm ``arm`` runs: its own, else ``[server.build]``."""
+        build = self.arm(arm).build or self.server.build
+        assert build is not None  # _every_arm_built
+        return build
+
+    @model_validator(mode="after")
     def _mutant_settings(self) -> Experiment:
         for m in self.unit.mutants:  # a mutant's settings go over its arm's, as `e2e unit` runs it
             if m.arm in self.arms:
@@ -615,7 +656,9 @@ class Experiment(_Strict):
         config holds (API key, values of secret variables and flags in any env or args table,
         URL passwords) and ``secrets`` remembered, so no text this process writes holds one."""
         redactor = Redactor(self.server.secret_pattern, [self.server.api_key, *secrets])
-        tables = [(self.server.env, self.server.args), (self.server.build.env, [])]
+        tables = [(self.server.env, self.server.args)]
+        if self.server.build is not None:
+            tables.append((self.server.build.env, []))
         tables += [(slot.env, []) for slot in self.duet.slots]  # e.g. a slot's own token
         for arm in self.arms.values():
             tables.append((arm.env, arm.args))
@@ -1108,6 +1151,21 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not a config: its tables or arrays nest too deeply") from None
+
+
+SHAPE_KEYS = ("input_len", "output_len", "prompts_per_concurrency", "concurrencies",
+              "warmup_requests")
+"""The ``[load]`` keys that make the load's shape; left out, they take ``LoadConfig``'s
+defaults: the reference change's shape (1031 in / 509 out, 32 prompts per unit of
+concurrency, concurrency 1, 4 and 64, 2 warmup requests)."""
+
+
+def defaulted_load_keys(path: Path | str | None = None) -> tuple[str, ...]:
+    """The ``SHAPE_KEYS`` a config file leaves out of its ``[load]`` (the embedded default
+    sets them all), so a dry run can say they are e2e's defaults, not the user's."""
+    raw = read_toml(Path(path) if path is not None else default_config_path())
+    given = raw.get("load") if isinstance(raw.get("load"), dict) else {}
+    return tuple(k for k in SHAPE_KEYS if k not in given)
 
 
 def load_experiment(path: Path | str | None = None) -> Experiment:

@@ -187,16 +187,16 @@ FACES = {
         "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
         "arrival_times", "traffic"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "model_path", "plugin_check", "prepare",
+        "Servers", "SessionOptions", "Workloads", "describe_source", "model_path", "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
         "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
-        "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"],
+        "render_markdown", "render_plots", "report_json", "run_json", "toml_text", "verdict_icon"],
     "e2e.execute": [
-        "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
-        "describe_cluster_plan", "describe_plan", "executor_from"],
+        "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "build_line",
+        "describe_arms", "describe_cluster_plan", "describe_plan", "executor_from", "plan_header"],
     "e2e.commands": [
         "app"],
 }

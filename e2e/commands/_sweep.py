@@ -103,6 +103,15 @@ def sweep(
         for line in unreachable_concurrency(plan):
             say(line)
         if dry_run:
+            from e2e.config import defaulted_load_keys
+            from e2e.execute import plan_header
+
+            given = {"concurrencies": concurrency, "input_len": input_len,
+                     "output_len": output_len, "prompts_per_concurrency": prompts_per_concurrency}
+            defaulted = [k for k in defaulted_load_keys(flags.config) if given.get(k) is None]
+            for line in plan_header(experiment, plan, results, defaulted=defaulted,
+                                    executor=executor or experiment.executor.kind) + [""]:
+                out.print(line, highlight=False, soft_wrap=True, markup=False)
             for line in describe_plan(experiment, plan, results):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             planned = {side.arm for unit in plan for side in unit.sides}

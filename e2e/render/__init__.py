@@ -11,9 +11,10 @@ from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMI
 from e2e.render._html import render_html
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
+from e2e.render._toml import toml_text
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
     "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
-    "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"
+    "render_markdown", "render_plots", "report_json", "run_json", "toml_text", "verdict_icon"
 ]
