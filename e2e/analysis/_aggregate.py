@@ -33,7 +33,7 @@ from e2e.analysis._summary import (
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
     SegmentRow, Summary, WorkloadRow, metric, position_of
 )
-from e2e.config import pinned_of
+from e2e.config import did_you_mean, pinned_of
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -203,7 +203,8 @@ def summarize(
     arms = _arm_order(records, set(frame["arm"]), baseline)
     if baseline not in arms:
         warnings.append(ReportWarning(
-            f"no runs of the baseline arm {baseline!r}; no comparisons (arms: {', '.join(arms)})"))
+            f"no runs of the baseline arm {baseline!r}{did_you_mean(baseline, arms)}; no "
+            f"comparisons (arms: {', '.join(arms)})"))
     concurrencies = tuple(sorted({int(c) for c in frame["concurrency"]}))
     spec_modes = tuple(m for m in SPEC_MODES if m in set(frame["spec_mode"]))
 

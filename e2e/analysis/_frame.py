@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
-from e2e.config import TraceReplay, comparable_settings
+from e2e.config import TraceReplay, comparable_settings, did_you_mean
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -327,8 +327,8 @@ def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord
     allowed = (*WORKLOAD_FIELDS, "arm", "concurrency", "spec_mode")
     for field in only:
         if field not in allowed:
-            raise ValueError(f"--only {field}: not a field runs can be selected by "
-                             f"(allowed: {', '.join(allowed)})")
+            raise ValueError(f"--only {field}: not a field runs can be selected by"
+                             f"{did_you_mean(field, allowed)} (allowed: {', '.join(allowed)})")
     return [r for r in records if all(_matches(r, f, str(v)) for f, v in only.items())]
 
 

@@ -6,9 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import ConfigOpt
+from e2e.commands._options import ConfigOpt, QuietOpt
 from e2e.config import load_experiment
-from e2e.console import err, guard, out
+from e2e.console import guard, out, say
 
 __all__ = ["arms", "build"]
 
@@ -32,6 +32,7 @@ def arms(config: ConfigOpt = None) -> None:
 def build(
     arm: Annotated[Optional[str], typer.Option(help="Only this arm's build.")] = None,
     config: ConfigOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Prepare server builds (managed environments) and the model ahead of time."""
 
@@ -42,9 +43,8 @@ def build(
         experiment = load_experiment(config)
         names = [arm] if arm else list(experiment.arms)
         for name in names:
-            settings = experiment.arm(name)
-            python = resolve_python(settings.build or experiment.server.build,
-                                    progress=lambda s: err.print(f"[dim]{s}[/]"))
+            python = resolve_python(experiment.build_of(name),
+                                    progress=(lambda s: None) if quiet else say)
             out.print(f"{name}: {python}", highlight=False)
         model, digest = resolve_model(experiment.server.model)
         out.print(f"model: {model}" + (f" (sha256 {digest[:12]})" if digest else ""),

@@ -9,7 +9,7 @@ import inspect
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -17,7 +17,8 @@ __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfi
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
            "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
-           "Measurement", "measurement_flags", "csv_list", "unreachable_concurrency"]
+           "Measurement", "measurement_flags", "csv_list", "int_list", "unreachable_concurrency",
+           "FormatOpt", "OutputFormat", "QuietOpt", "output_format"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Experiment config (TOML). Default: the embedded configs/default.toml.",
@@ -43,8 +44,12 @@ SloOpt = Annotated[Optional[str], typer.Option(
     "--slo", help="Goodput objectives, e.g. ttft=200ms,tpot=50ms,e2e=2s: the share of requests "
     "meeting every one, and requests/s that did.")]
 JsonOpt = Annotated[bool, typer.Option(
-    "--json", help="Print the summary as one JSON document on stdout (human text goes to "
-    "stderr); keys in docs/json.md.")]
+    "--json", hidden=True, help="The same as --format json (kept for old command lines).")]
+OutputFormat = Literal["text", "json"]
+FormatOpt = Annotated[Optional[OutputFormat], typer.Option(
+    "--format", help="What to print: text, or json (one JSON document on stdout, human text "
+    "on stderr; keys in docs/json.md). \\[default: text]", show_default=False)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")]
 ServerCpusOpt = Annotated[Optional[str], typer.Option(
     "--server-cpus", help="CPU set for the server's processes, e.g. 0 (default: the config's "
     "server.cpus); recorded in run.json.")]
@@ -77,7 +82,7 @@ StoreOpt = Annotated[Optional[str], typer.Option(
 StoreConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Nightly config whose \\[nightly] store to read (default: the embedded "
     "configs/nightly.toml).", dir_okay=False)]
-ExecutorOpt = Annotated[Optional[str], typer.Option(
+ExecutorOpt = Annotated[Optional[Literal["local", "ray"]], typer.Option(
     "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
     "host; see docs/cluster.md). Default: the config's \\[executor] kind.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
@@ -221,8 +226,47 @@ def measurement_flags(command):
     return wrapper
 
 
-def csv_list(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+def csv_list(value: str | list[str] | None) -> list[str] | None:
+    """A list option's items: comma-separated, repeated, or both (``--arms main,pr``,
+    ``--arms main --arms pr``); None when none was given."""
+    if not value:
+        return None
+    values = [value] if isinstance(value, str) else list(value)
+    items = [v.strip() for text in values for v in str(text).split(",") if v.strip()]
+    return items or None
+
+
+def int_list(value: list[str] | None, flag: str, *, low: int = 1,
+             high: int | None = None) -> list[int] | None:
+    """``csv_list`` of whole numbers in [low, high]; anything else is a ConfigError naming
+    the flag and the item (exit 2)."""
+    from e2e.errors import ConfigError
+
+    items = csv_list(value)
+    if items is None:
+        return None
+    out = []
+    for item in items:
+        try:
+            number = int(item)
+        except ValueError:
+            raise ConfigError(f"{flag} {item!r}: give whole numbers, comma-separated or "
+                              f"repeated (e.g. {flag} 1,4 or {flag} 1 {flag} 4)") from None
+        if number < low or (high is not None and number > high):
+            span = f"{low} to {high}" if high is not None else f"at least {low}"
+            raise ConfigError(f"{flag} {number}: give a number {span}")
+        out.append(number)
+    return out
+
+
+def output_format(format_: str | None, json_: bool, default: str = "text") -> str:
+    """The one ``--format`` a command prints in: ``--json`` is ``--format json`` (kept as a
+    hidden alias); the two disagreeing is a ConfigError."""
+    from e2e.errors import ConfigError
+
+    if json_ and format_ not in (None, "json"):
+        raise ConfigError(f"--json is --format json: give one of --json and --format {format_}")
+    return "json" if json_ else (format_ or default)
 
 
 

@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (JsonOpt, Measurement, measurement_flags, spec_name,
+from e2e.commands._options import (FormatOpt, JsonOpt, Measurement, QuietOpt,
+                                   measurement_flags, output_format, spec_name,
                                    unreachable_concurrency)
 from e2e.config import RunSpec
 from e2e.console import err, guard, print_run, say
@@ -29,8 +30,9 @@ def run(
     output_len: Annotated[Optional[int], typer.Option(
         help="Completion length in tokens, ignore_eos (default 509).", min=2)] = None,
     seed: Annotated[Optional[int], typer.Option(help="Prompt seed (same prompts on every arm).")] = None,
+    format_: FormatOpt = None,
     json_: JsonOpt = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
     flags: Measurement = Measurement(),
 ) -> None:
     """One run: a fresh server for ARM, the reference load at one concurrency, its metrics
@@ -39,9 +41,10 @@ def run(
 
     def body() -> None:
         from e2e.plan import claim_order
-        from e2e.session import SessionOptions, run_unit
         from e2e.results import next_repeat
+        from e2e.session import SessionOptions, run_unit
 
+        as_json = output_format(format_, json_) == "json"
         speculator = spec_name(flags.spec, dspark)
         experiment = flags.experiment(speculator=speculator)
         results = flags.results
@@ -52,10 +55,11 @@ def run(
         spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
         for line in unreachable_concurrency([spec]):
             say(line)
-        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
+        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet,
+                                 say=(lambda message: None) if quiet else say)
         with claim_order(results / experiment.name, experiment):
             folder, record = run_unit(experiment, spec, results, session)
-        if json_:
+        if as_json:
             from e2e.render import dumps, run_json
 
             print_run(folder, record, console=err)

@@ -6,8 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import (DuetOpt, ExecutorOpt, Measurement, SwapOpt, csv_list, spec_name,
-                                   measurement_flags, unreachable_concurrency, with_duet)
+from e2e.commands._options import (DuetOpt, ExecutorOpt, Measurement, QuietOpt, SwapOpt,
+                                   csv_list, int_list, measurement_flags, spec_name,
+                                   unreachable_concurrency, with_duet)
 from e2e.commands._report import write_report
 from e2e.console import guard, out, print_run, say
 
@@ -31,10 +32,12 @@ def spec_modes(experiment, speculator: str | None, *, no_spec: bool = False,
 
 @measurement_flags
 def sweep(
-    arms: Annotated[Optional[str], typer.Option(
-        "--arms", help="Comma-separated arms (default: all of the config's, in its order).")] = None,
-    concurrency: Annotated[Optional[list[int]], typer.Option(
-        "--concurrency", help="Concurrency to run; repeat the flag for several (default: config).")] = None,
+    arms: Annotated[Optional[list[str]], typer.Option(
+        "--arms", metavar="ARM[,ARM...]", help="Arms, comma-separated or repeated (default: all "
+        "of the config's but opt-in ones, in its order).", show_default=False)] = None,
+    concurrency: Annotated[Optional[list[str]], typer.Option(
+        "--concurrency", metavar="N[,N...]", help="Concurrencies, comma-separated or repeated "
+        "(default: the config's load.concurrencies).", show_default=False)] = None,
     dspark: Annotated[bool, typer.Option(
         "--dspark", help="Only with the config's \\[speculators.dspark] profile (--spec dspark).")] = False,
     no_dspark: Annotated[bool, typer.Option(
@@ -70,7 +73,7 @@ def sweep(
         "so two sweeps of one config run their arms in different orders; recorded in the "
         "folder's order.json and kept on resume). --dry-run on a new folder prints a drawn seed "
         "that the sweep will not reuse unless given here.", min=0)] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOpt = False,
     flags: Measurement = Measurement(),
 ) -> None:
     """Run the experiment matrix: arms x concurrencies x spec modes x runs, interleaved
@@ -85,6 +88,10 @@ def sweep(
         from e2e.session import SessionOptions
         from e2e.execute import describe_plan
 
+        from e2e.config import MAX_CONCURRENCY
+
+        arm_list = csv_list(arms)
+        concurrencies = int_list(concurrency, "--concurrency", high=MAX_CONCURRENCY)
         speculator = spec_name(flags.spec, dspark)
         if no_dspark and (speculator or both):
             raise ConfigError("--no-dspark runs without a speculator: leave out --spec, "
@@ -98,7 +105,7 @@ def sweep(
         from e2e.plan import describe_order, folder_order
 
         order = folder_order(results / experiment.name, experiment, order_seed)
-        plan = make_plan(experiment, arms=csv_list(arms), concurrencies=concurrency,
+        plan = make_plan(experiment, arms=arm_list, concurrencies=concurrencies,
                          spec_modes=modes, runs=runs, order=order.order, seed=order.seed)
         for line in unreachable_concurrency(plan):
             say(line)
@@ -106,7 +113,7 @@ def sweep(
             from e2e.config import defaulted_load_keys
             from e2e.execute import plan_header
 
-            given = {"concurrencies": concurrency, "input_len": input_len,
+            given = {"concurrencies": concurrencies, "input_len": input_len,
                      "output_len": output_len, "prompts_per_concurrency": prompts_per_concurrency}
             defaulted = [k for k in defaulted_load_keys(flags.config) if given.get(k) is None]
             for line in plan_header(experiment, plan, results, defaulted=defaulted,
@@ -116,7 +123,7 @@ def sweep(
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             planned = {side.arm for unit in plan for side in unit.sides}
             # opt-in arms left out, in the plan's list order
-            planned = [a for a in (csv_list(arms) or list(experiment.arms)) if a in planned]
+            planned = [a for a in (arm_list or list(experiment.arms)) if a in planned]
             for line in describe_order(experiment, planned, runs or experiment.repeats, order,
                                        duet=experiment.duet.enabled):
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
@@ -125,7 +132,8 @@ def sweep(
                     out.print(line, highlight=False, soft_wrap=True, markup=False)
             return
         runner = executor_from(experiment.executor, executor)
-        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet, say=say)
+        session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet,
+                                 say=(lambda message: None) if quiet else say)
         on_unit = lambda folder, record: print_run(folder, record, brief=True)  # noqa: E731
         confidence = None
         if until_settled or max_runs is not None:
@@ -134,8 +142,8 @@ def sweep(
             if not (until_settled and max_runs):
                 raise ConfigError("--until-settled and --max-runs N go together")
             outcome, settlement = sweep_until_settled(
-                experiment, results, max_runs=max_runs, arms=csv_list(arms),
-                concurrencies=concurrency, spec_modes=modes, session=session,
+                experiment, results, max_runs=max_runs, arms=arm_list,
+                concurrencies=concurrencies, spec_modes=modes, session=session,
                 max_attempts=max_attempts, on_unit=on_unit, executor=runner,
                 order=order)
             confidence = settlement.look_confidence
@@ -147,7 +155,7 @@ def sweep(
                       highlight=False)
         else:
             outcome, _ = run_matrix(
-                experiment, results, arms=csv_list(arms), concurrencies=concurrency,
+                experiment, results, arms=arm_list, concurrencies=concurrencies,
                 spec_modes=modes, runs=runs, session=session, executor=runner,
                 max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit,
                 report=False, order=order)  # rendered below, with any GSM8K results
@@ -160,7 +168,7 @@ def sweep(
             out.print(f"  [red]given up:[/] {run_id} (see its run.json; attempts count across "
                       "reruns: rerun with a higher --max-attempts to try again)", highlight=False)
         if report:
-            write_report(results / experiment.name, confidence=confidence)
+            write_report(results / experiment.name, confidence=confidence, quiet=quiet)
         if outcome.given_up:
             raise SystemExit(1)
 
