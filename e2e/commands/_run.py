@@ -24,7 +24,8 @@ def run(
         "--dspark/--no-dspark", help="Serve with the config's \\[speculators.dspark] profile "
         "(--spec dspark).")] = False,
     prompts: Annotated[Optional[int], typer.Option(
-        help="Measured requests (default: 32 x concurrency, from the config).", min=1)] = None,
+        help="Measured requests of this run (default: load.prompts_per_concurrency x "
+        "--concurrency; a sweep's --prompts-per-concurrency).", min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(
         help="Prompt length in tokens (default 1031).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(

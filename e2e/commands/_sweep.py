@@ -62,7 +62,9 @@ def sweep(
         "--max-runs", help="With --until-settled: at most this many runs per cell.", min=1,
         max=10_000)] = None,
     prompts_per_concurrency: Annotated[Optional[int], typer.Option(
-        help="Measured requests per unit of concurrency (default: the config's, 32).", min=1)] = None,
+        help="Measured requests per unit of concurrency: each run sends this x its concurrency "
+        "(default: load.prompts_per_concurrency; a single run's --prompts is the total).",
+        min=1)] = None,
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     executor: ExecutorOpt = None,
