@@ -8,6 +8,7 @@ from e2e.analysis._aggregate import (
     Summary, metric, select, summarize
 )
 from e2e.analysis._attribution import Attribution, attribute
+from e2e.analysis._warnings import WarningLine, warning_lines
 from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
 from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
@@ -26,10 +27,10 @@ __all__ = [
     "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
     "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "REPORTED_POSITIONS",
     "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice",
-    "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute", "burst_affected",
+    "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "WarningLine", "attribute", "burst_affected",
     "compare_runs", "components", "equivalence_of", "estimate_of", "format_advice",
     "headline_for", "headline_metric", "look_at", "median_range", "metric", "parse_effect",
     "position_key", "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed",
     "select",
-    "server_twin", "spent_alpha", "summarize", "verdict_for"
+    "server_twin", "spent_alpha", "summarize", "verdict_for", "warning_lines"
 ]
