@@ -221,6 +221,46 @@ def main() -> int:
         case("nightly --arm-setting api_key=SECRET", ["nightly", "--dry-run", "--results", "r",
              "--arm-setting", f"api_key={SECRET}"])
         case("report of a folder without runs", ["report", "r/exp"], {"r/exp/x/notes.txt": "x"})
+        # --- round 4: bounded runs, deep files and flags, duet slots --------------------------
+        default = (ROOT / "e2e" / "configs" / "default.toml").read_text()
+        trace = ROOT / "tests" / "data" / "traces" / "mooncake_small.jsonl"
+
+        def with_workload(table: str, **load: int) -> str:
+            import re
+
+            text = default.replace("[load]\n", f"[load]\nworkload = {table}\n", 1)
+            for key, value in load.items():
+                text = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", text)
+            return text
+
+        dry = ["sweep", "--dry-run", "--no-dspark", "--runs", "1", "--config", "c.toml",
+               "--results", "r"]
+        fifo = top / "trace.fifo"
+        os.mkfifo(fifo)
+        case("capacity --min-rate 1e-6 (a second request due in 11 days)",
+             ["capacity", "--slo", "tpot=20ms", "--min-rate", "1e-6", "--results", "r"])
+        case("trace at speedup 1e-9 (replays for years)", dry, {"c.toml": with_workload(
+            f'{{ kind = "trace", path = "{trace}", speedup = 1e-9 }}')})
+        case("a FIFO as the trace", dry, {"c.toml": with_workload(
+            f'{{ kind = "trace", path = "{fifo}" }}')})
+        case("multi-turn user_len 1e9 on a 4,096-token model", dry, {"c.toml": with_workload(
+            '{ kind = "multi-turn", sessions = 4, turns = 3, user_len = 1000000000 }')})
+        case("multi-turn 2,000 x 1,000 turns", dry, {"c.toml": with_workload(
+            '{ kind = "multi-turn", sessions = 2000, turns = 1000, user_len = 1 }',
+            input_len=1, output_len=2)})
+        case("run --request-rate 1e300", ["run", "--request-rate", "1e300", "--results", "r"])
+        case("a deep order.json", ["sweep", "--dry-run", "--runs", "1", "--results", "r"],
+             {"r/default/order.json": "[" * 5000 + "]" * 5000})
+        case("nightly --arm-setting 20,000 deep", ["nightly", "--dry-run", "--results", "r",
+             "--arm-setting", "x=" + "[" * 20000 + "]" * 20000])
+        slots = ('[{{ server_cpus = "0", client_cpus = "1"{env} }}, '
+                 '{{ server_cpus = "{other}", client_cpus = "0" }}]')
+        case("a duet slot env with '='", ["sweep", "--dry-run", "--duet", "--runs", "1",
+             "--config", "c.toml", "--results", "r"], {"c.toml": default + "\n[duet]\nslots = "
+             + slots.format(env=', env = { "A=B" = "1" }', other="1") + "\n"})
+        case("both duet slots' servers on core 0", ["sweep", "--dry-run", "--duet", "--runs",
+             "1", "--config", "c.toml", "--results", "r"], {"c.toml": default
+             + "\n[duet]\nslots = " + slots.format(env="", other="0") + "\n"})
     bad = [r for r in rows if not r[0]]
     print(f"{len(rows)} cases, {len(rows) - len(bad)} as wanted, {len(bad)} not")
     return 1 if bad else 0

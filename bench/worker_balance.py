@@ -61,7 +61,7 @@ def main() -> None:
         for _ in range(args.rounds):
             spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * args.requests,
                             output_len=509, concurrency=64, workers=2)
-            shards = _shards(spec)
+            shards = _shards(spec, None)  # a closed loop: no schedule
             _, usages = run_workers(replace(spec, prompts=()), shards)
             row = {"run_workers": _row(usages)}
 

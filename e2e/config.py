@@ -7,6 +7,7 @@ Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file in
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -54,6 +55,7 @@ __all__ = [
     "defaulted_load_keys",
     "SHAPE_KEYS",
     "did_you_mean",
+    "number_tag",
     "MAX_REPEATS",
     "MAX_CONCURRENCY",
     "MAX_PROMPTS",
@@ -69,6 +71,7 @@ MAX_REPEATS = 10_000
 MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
 MAX_WINDOWS = 64
+MAX_RATE = 1e9  # requests/s: far above any server; a rate's digits name a run's folder
 MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
 NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
              "'..' (names are data, never paths: each names a folder under results/)")
@@ -82,6 +85,18 @@ def safe_name(value: str, what: str = "name") -> str:
             repr(value[:60]) + f"... ({len(value)} characters)")
         raise ValueError(f"{what} {shown} must be {NAME_RULE}")
     return value
+
+
+def number_tag(value: float) -> str:
+    """A number as it appears in a run id or a cell name: ``:g`` (6 significant digits),
+    but never in exponent notation, whose ``+`` no name may hold (``3.68e+06`` is
+    ``3680000``, ``1e-06`` is ``0.000001``)."""
+    text = f"{value:g}"
+    if "e" not in text:
+        return text
+    from decimal import Decimal
+
+    return format(Decimal(text), "f")
 
 
 def check_name(value: str, what: str = "name") -> str:
@@ -257,7 +272,8 @@ class ServerConfig(_Strict):
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
     lock_wait_s: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="How long to wait for another e2e's server to finish (0: refuse).")
+        0.0, description="How long to wait for another e2e's server to finish, or for another "
+        "e2e writing runs into the same results folder (0: refuse).")
     cpus: str | None = Field(
         None, description="CPU set for the server's processes, e.g. '0' or '0-3' (--server-cpus); "
         "the OS refusing it runs unpinned, recorded.")
@@ -328,7 +344,7 @@ class TraceReplay(_Strict):
     @property
     def tag(self) -> str:
         stem = re.sub(r"[^A-Za-z0-9_-]", "_", Path(self.path).stem)[:24] or "trace"
-        speed = "" if self.speedup == 1 else f"x{self.speedup:g}"
+        speed = "" if self.speedup == 1 else f"x{number_tag(self.speedup)}"
         return f"trace-{stem}{speed}"
 
     def describe(self) -> str:
@@ -351,7 +367,7 @@ class MultiTurn(_Strict):
 
     @property
     def tag(self) -> str:
-        think = f"t{self.think_s:g}" if self.think_s else ""
+        think = f"t{number_tag(self.think_s)}" if self.think_s else ""
         return f"mt{self.sessions}x{self.turns}u{self.user_len}{think}"
 
     def describe(self) -> str:
@@ -379,6 +395,14 @@ class LoadConfig(_Strict):
         "parts (docs/statistics.md).")
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    max_schedule_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, description="The longest arrival schedule a run may have, in seconds (an open "
+        "loop's n / rate, a trace's span / speedup, a multi-turn load's think times; "
+        "--max-schedule): a longer one is refused before any server starts. None: the run's "
+        "prompts x request_timeout_s.")
+    max_prompt_tokens: Annotated[int, Field(gt=0)] = Field(
+        50_000_000, description="The most prompt tokens one run may draw (every window's and "
+        "the warmup's; the load generator holds them all, about 40 bytes a token).")
     seed: int = 0
     cpus: str | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
@@ -386,7 +410,7 @@ class LoadConfig(_Strict):
     workers: PositiveInt = Field(
         1, description="Client processes the streams are split over, one core each "
         "(--client-workers); raise it when run.json's client.saturated says so.")
-    request_rate: Annotated[float, Field(gt=0)] | None = Field(
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)] | None = Field(
         None, description="Open loop: requests/s with gamma arrivals (--request-rate); None: "
         "closed loop at each concurrency (the reference).")
     burstiness: Annotated[float, Field(gt=0)] = Field(
@@ -479,7 +503,7 @@ class DuetSlot(_Strict):
     name: str | None = Field(None, description="Default: slot<i> (its index).")
     server_cpus: str | None = None
     client_cpus: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: EnvTable = Field(default_factory=dict)  # checked as server.env is
     port: Annotated[int, Field(ge=0, le=65535)] = 0
 
     @field_validator("server_cpus", "client_cpus")
@@ -532,6 +556,15 @@ class DuetConfig(_Strict):
         ports = [s.port for s in self.slots if s.port]
         if len(set(ports)) != len(ports):
             raise ValueError(f"two duet slots give the same port: {ports}")
+        for (i, a), (j, b) in itertools.combinations(enumerate(self.slots), 2):
+            shared = (parse_cpus(a.server_cpus) & parse_cpus(b.server_cpus)
+                      if a.server_cpus and b.server_cpus else frozenset())
+            if shared:
+                raise ValueError(
+                    f"duet slots {names[i]} and {names[j]} both run their servers on core(s) "
+                    f"{','.join(map(str, sorted(shared)))}: the two arms would take turns on "
+                    "one core, each slowed by the other, and a faster arm would be measured "
+                    "beside a busier partner; give each slot's server_cpus cores of its own")
         return self
 
     def slot_names(self) -> list[str]:
@@ -797,7 +830,8 @@ class RunSpec(_Strict):
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
     repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
     windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = 1  # load windows in one server
-    request_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # open loop
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE,
+                                         allow_inf_nan=False)] | None = None  # open loop
     burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
     duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round
@@ -827,7 +861,7 @@ class RunSpec(_Strict):
 
     @property
     def cell(self) -> str:
-        loop = "" if self.request_rate is None else f"-rate{self.request_rate:g}"
+        loop = "" if self.request_rate is None else f"-rate{number_tag(self.request_rate)}"
         shape = "" if self.workload is None else f"-{self.workload.tag}"
         return f"{self.arm}-c{self.concurrency}{loop}{shape}-{self.spec_mode}"
 
@@ -1026,7 +1060,7 @@ class DuetSpec(_Strict):
         if self.mixed:  # each side its own rate and round: named by its sides' run ids
             digest = hashlib.sha256(" ".join(x.run_id for x in self.sides).encode()).hexdigest()
             return f"duet-c{s.concurrency}-mixed-{s.spec_mode}-{digest[:12]}-d{self.index}"
-        loop = "" if s.request_rate is None else f"-rate{s.request_rate:g}"
+        loop = "" if s.request_rate is None else f"-rate{number_tag(s.request_rate)}"
         return f"duet-c{s.concurrency}{loop}-{s.spec_mode}-r{s.repeat}-d{self.index}"
 
     @property
@@ -1048,7 +1082,8 @@ several load runs at once, one server per slot."""
 # Keys of a config snapshot that change how a run is operated, not what it measures.
 _OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
                            "require_quiet", "quiet_sample_s", "quiet_wait_s", "secret_pattern"),
-                "load": ("request_timeout_s", "stall_timeout_s")}
+                "load": ("request_timeout_s", "stall_timeout_s", "max_schedule_s",
+                         "max_prompt_tokens")}
 
 
 def comparable_settings(config: dict[str, Any], arm: str | None = None) -> dict[str, Any]:

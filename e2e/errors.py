@@ -9,6 +9,7 @@
      │         └── HostNotQuietError   --require-quiet: another process uses the CPU/GPU
      ├── LoadError            the load generator could not drive the server
      └── ResultsError         results could not be written or read
+          ├── ResultsBusyError    another e2e is writing runs into the same results folder
           └── NoSuchResults       the folder a command was pointed at is missing or has no runs (exit 2)
 
 Lower-level errors (OSError, httpx, pydantic) are translated at the boundary with
@@ -27,6 +28,7 @@ __all__ = [
     "HostNotQuietError",
     "LoadError",
     "ResultsError",
+    "ResultsBusyError",
     "NoSuchResults",
 ]
 
@@ -68,6 +70,11 @@ class LoadError(E2EError):
 
 class ResultsError(E2EError):
     pass
+
+
+class ResultsBusyError(ResultsError):
+    """Another e2e holds the results folder's lock (``e2e.results.writing``); the message
+    names its pid. Nothing is written."""
 
 
 class NoSuchResults(ResultsError):

@@ -13,7 +13,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
-           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows"]
+           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows", "flocked"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
@@ -71,13 +72,35 @@ def no_links(root: Path, path: Path, what: str = "a file") -> Path:
     return path
 
 
+def _kind(mode: int) -> str:
+    import stat
+
+    return ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
 def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
-                 expect: str = "a smaller file") -> bytes:
+                 expect: str = "a smaller file", regular: bool = False) -> bytes:
     """The bytes of ``path`` (a file a user gave), at most ``limit`` of them: a larger file
-    (or an endless one, /dev/zero) is bad input (ConfigError, exit 2), not filled memory."""
+    (or an endless one, /dev/zero) is bad input (ConfigError, exit 2), not filled memory.
+    ``regular``: only a regular file is read; a named pipe, a device or a socket is refused
+    before a byte is read (opened without blocking: a FIFO with no writer would wait forever)."""
+    import stat
+
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
+        if regular:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                os.close(fd)
+                raise ConfigError(f"{path} is {_kind(mode)}, not a regular file: give {expect}")
+            os.set_blocking(fd, True)
+            handle = os.fdopen(fd, "rb")
+        else:
+            handle = open(path, "rb")
+        with handle:
             data = handle.read(limit + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
@@ -85,6 +108,50 @@ def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
         raise ConfigError(f"{path} is larger than {limit >> 20} MiB (or endless): give "
                           f"{expect}")
     return data
+
+
+@contextlib.contextmanager
+def flocked(path: Path, *, shared: bool = False, deadline: float,
+            busy: Callable[[str], Exception]) -> Iterator[None]:
+    """Hold an flock on ``path`` (created if absent, never through a symbolic link) for the
+    block: exclusive, or ``shared``. The kernel drops it when its holder dies, so a crashed e2e
+    leaves no stale lock. While another process holds it, retry each second until
+    ``deadline`` (``time.monotonic()``), then raise ``busy(holder)``, ``holder`` being the pid
+    the last exclusive holder wrote into the file ("unknown" if none)."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ResultsError(f"refusing to lock {path}: it is a symbolic link; remove it and "
+                               "run again") from None
+        raise
+    handle = os.fdopen(fd, "r+")
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    raise busy(handle.read(32).strip() or "unknown") from None
+                time.sleep(1.0)
+        if not shared:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def umask() -> int:

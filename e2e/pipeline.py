@@ -24,9 +24,9 @@ from e2e.config import Experiment, Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import FolderOrder, folder_order, make_plan, record_order
-from e2e.results import LOOKS_FILE, read_looks, write_looks
+from e2e.results import LOOKS_FILE, read_looks, write_looks, writing
 from e2e.render import ReportOutput, build_report
-from e2e.session import SessionOptions
+from e2e.session import SessionOptions, check_units
 
 __all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "load_looks", "save_looks"]
 
@@ -35,10 +35,16 @@ def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
             executor: Executor | None = None, session: SessionOptions = SessionOptions(),
             max_attempts: int = 2, fail_fast: bool = False,
             on_unit: OnUnit = lambda folder, record: None) -> Outcome:
-    """Run every unit not yet done, each in its own server session, into ``results``."""
-    return (executor or LocalExecutor()).run(
-        experiment.name, units, Path(results), SessionUnit(experiment, Path(results), session),
-        max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit, say=session.say)
+    """Run every unit not yet done, each in its own server session, into ``results``. Every
+    load run's schedule, prompt tokens and longest request are checked first
+    (``e2e.session.check_units``): a plan with one out of bounds starts no server. The
+    experiment's folder is held meanwhile (``e2e.results.writing``): a second e2e writing
+    runs there waits ``server.lock_wait_s``, then is refused."""
+    check_units(experiment, units)
+    with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
+        return (executor or LocalExecutor()).run(
+            experiment.name, units, Path(results), SessionUnit(experiment, Path(results), session),
+            max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit, say=session.say)
 
 
 def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = None,
@@ -54,9 +60,11 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
     order = order or folder_order(folder, experiment)
     units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
                       spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
-    record_order(folder, order)
-    outcome = execute(experiment, units, results, executor=executor, session=session,
-                      max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
+    check_units(experiment, units)  # before the folder is made or its order recorded
+    with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
+        record_order(folder, order)
+        outcome = execute(experiment, units, results, executor=executor, session=session,
+                          max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
     return outcome, build_report(folder) if report else None
 
 
@@ -136,49 +144,50 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
     if max_runs < runs:
         raise ConfigError(f"--max-runs {max_runs}: adaptive repeats need at least {runs} runs "
                           f"per cell ({start - 1} warmup + 3 reported rounds for the first look)")
-    looks = load_looks(folder)
-    if looks and looks[-1].cumulative >= (1.0 - DEFAULT_CONFIDENCE) - 1e-12:
-        session.say(f"{LOOKS_FILE}: the looks after {looks[-1].rounds} reported round(s) spent "
-                    "all of alpha; more rounds cannot settle anything in this folder (a new "
-                    "--results folder starts a new sequential test)")
-        return Outcome(), _settlement(looks[-1])
-    if looks:
-        last = looks[-1]
-        if _settlement(last).settled or (last.stop and max_runs - start + 1 <= last.rounds):
-            session.say(f"{LOOKS_FILE}: stopped at the look after {last.rounds} reported "
-                        "round(s) already; nothing more to run")
-            return Outcome(), _settlement(last)
-        runs = max(runs, last.rounds + start)  # the next look is after one more round
-        if runs > max_runs:
-            return Outcome(), _settlement(last)
-    order = order or folder_order(folder, experiment)
-    total = Outcome()
-    while True:
-        units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
-                          spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
-        record_order(folder, order)
-        outcome = execute(experiment, units, results, executor=executor, session=session,
-                          max_attempts=max_attempts, on_unit=on_unit)
-        total.ran += outcome.ran
-        total.skipped = outcome.skipped
-        total.given_up = outcome.given_up
-        records, _ = load_records(folder)
-        summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
-        primary = [c for c in summary.comparisons if c.role == "primary"
-                   and c.metric == primary_metric(c.concurrency, c.spec_mode)]
-        look = analysis.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
-                             max_rounds=max_runs - start + 1, earlier=looks,
-                             confidence=summary.confidence, min_effect_pct=summary.min_effect_pct,
-                             equivalence_pct=summary.equivalence_pct, spending=spending)
-        if look.alpha == 0.0 and looks:  # nothing spent here: the report keeps the last level
-            look = replace(look, confidence=looks[-1].confidence)
-        looks.append(look)
-        save_looks(folder, looks, confidence=summary.confidence, spending=spending)
-        session.say(f"after {look.rounds} reported round(s): "
-                    f"{sum(d != 'open' for d in look.decisions)} of {len(primary)} primary "
-                    f"comparison(s) settled (look alpha {look.alpha:.2g}, "
-                    f"{look.cumulative:.2g} of {1 - summary.confidence:.2g} spent)"
-                    + ("" if look.stop else "; one more round"))
-        if look.stop or outcome.given_up:
-            return total, _settlement(look)
-        runs += 1
+    with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
+        looks = load_looks(folder)
+        if looks and looks[-1].cumulative >= (1.0 - DEFAULT_CONFIDENCE) - 1e-12:
+            session.say(f"{LOOKS_FILE}: the looks after {looks[-1].rounds} reported round(s) spent "
+                        "all of alpha; more rounds cannot settle anything in this folder (a new "
+                        "--results folder starts a new sequential test)")
+            return Outcome(), _settlement(looks[-1])
+        if looks:
+            last = looks[-1]
+            if _settlement(last).settled or (last.stop and max_runs - start + 1 <= last.rounds):
+                session.say(f"{LOOKS_FILE}: stopped at the look after {last.rounds} reported "
+                            "round(s) already; nothing more to run")
+                return Outcome(), _settlement(last)
+            runs = max(runs, last.rounds + start)  # the next look is after one more round
+            if runs > max_runs:
+                return Outcome(), _settlement(last)
+        order = order or folder_order(folder, experiment)
+        total = Outcome()
+        while True:
+            units = make_plan(experiment, arms=arms, concurrencies=concurrencies,
+                              spec_modes=spec_modes, runs=runs, order=order.order, seed=order.seed)
+            record_order(folder, order)
+            outcome = execute(experiment, units, results, executor=executor, session=session,
+                              max_attempts=max_attempts, on_unit=on_unit)
+            total.ran += outcome.ran
+            total.skipped = outcome.skipped
+            total.given_up = outcome.given_up
+            records, _ = load_records(folder)
+            summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
+            primary = [c for c in summary.comparisons if c.role == "primary"
+                       and c.metric == primary_metric(c.concurrency, c.spec_mode)]
+            look = analysis.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
+                                 max_rounds=max_runs - start + 1, earlier=looks,
+                                 confidence=summary.confidence, min_effect_pct=summary.min_effect_pct,
+                                 equivalence_pct=summary.equivalence_pct, spending=spending)
+            if look.alpha == 0.0 and looks:  # nothing spent here: the report keeps the last level
+                look = replace(look, confidence=looks[-1].confidence)
+            looks.append(look)
+            save_looks(folder, looks, confidence=summary.confidence, spending=spending)
+            session.say(f"after {look.rounds} reported round(s): "
+                        f"{sum(d != 'open' for d in look.decisions)} of {len(primary)} primary "
+                        f"comparison(s) settled (look alpha {look.alpha:.2g}, "
+                        f"{look.cumulative:.2g} of {1 - summary.confidence:.2g} spent)"
+                        + ("" if look.stop else "; one more round"))
+            if look.stop or outcome.given_up:
+                return total, _settlement(look)
+            runs += 1

@@ -203,7 +203,7 @@ class FolderOrder:
 def _read_order(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8")[:10_000])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a deep one: not e2e's
         value = None
     if not isinstance(value, dict) or value.get("order") not in ("williams", "rotation"):
         raise ConfigError(f"{path}: unreadable or unknown order; remove it only if the folder "

@@ -70,7 +70,8 @@ def read_trace(path: str | Path, *, block_size: int, max_requests: int | None = 
     request, each prompt within its hash ids' blocks (``input_length <= len(hash_ids) x
     block_size``, as Mooncake's traces are; a trace without hash ids shares no prefix)."""
     path = Path(path)
-    data = read_bounded(path, MAX_TRACE_BYTES, expect="a Mooncake-format JSONL trace")
+    data = read_bounded(path, MAX_TRACE_BYTES, expect="a Mooncake-format JSONL trace",
+                        regular=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -161,9 +161,20 @@ def test_a_run_json_that_is_dev_zero_is_skipped_and_named(tmp_path):
     run.mkdir(parents=True)
     os.symlink("/dev/zero", run / "run.json")
     records, problems = load_records(tmp_path / "exp")
-    assert records == () and len(problems) == 1 and "larger than 64 MiB" in problems[0]
-    with pytest.raises(ResultsError, match="larger than 64 MiB"):
+    assert records == () and len(problems) == 1 and "a device, not a regular file" in problems[0]
+    with pytest.raises(ResultsError, match="a device, not a regular file"):
         read_run(run)
+
+
+def test_a_run_json_that_is_a_fifo_is_skipped_at_once(tmp_path):
+    """A named pipe with no writer would block a plain open() forever: refused unread."""
+    from e2e.results._store import load_records
+
+    run = tmp_path / "exp" / "main-c1-base-r1"
+    run.mkdir(parents=True)
+    os.mkfifo(run / "run.json")
+    records, problems = load_records(tmp_path / "exp")
+    assert records == () and "a named pipe (FIFO), not a regular file" in problems[0]
 
 
 def test_a_huge_server_log_tail_reads_only_its_end(tmp_path):

@@ -82,6 +82,9 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
                         break
                 except httpx.HTTPError:
                     time.sleep(1)
+            from e2e.host import group_members
+
+            served = group_members(proc.pid)  # the API server and its engine process
             result = CliRunner().invoke(app, [
                 "run", "--base-url", url, "--dspark", "--prompts", "3", "--output-len", "48",
                 "--results", str(tmp_path / "results"), "-q", "--json"])
@@ -99,6 +102,12 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     assert record["provenance"]["build"]["version"] == "0.32.0"
     assert record["plugin"]["check"] == "skipped"
     assert record["counters_after"]["drafts"] > record["counters_before"]["drafts"]
+    # the server under test is never interference: its processes (and its engine's) are the
+    # run's own, so no warning names them as other processes
+    ours = {proc.pid} | {p for p in served if p}
+    assert not [p for p in record["host_noise"]["top_other"] if p["pid"] in ours]
+    assert record["host_noise"]["own_cpu_s"] > 0.0
+    assert not any(f"pid {proc.pid}" in w for w in record["warnings"])
     from e2e.results._store import read_requests
 
     requests = read_requests(folder / "requests.parquet")
@@ -107,3 +116,20 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     report = CliRunner().invoke(app, ["report", str(tmp_path / "results" / "default"),
                                       "--report-from-run", "1"])  # one run: report it
     assert "not on a fresh server started by e2e (external)" in report.output
+
+
+def test_a_local_external_server_is_known_by_its_processes(tmp_path):
+    """``local_pids``: a server on a loopback address is the process holding its port (here
+    this one); one on another host has none on this host."""
+    import os
+
+    from e2e.session._external import ExternalServer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TextOnly)
+    try:
+        for host in ("127.0.0.1", "localhost"):
+            local = ExternalServer(base_url=f"http://{host}:{httpd.server_port}", model="m")
+            assert local.local_pids() == [os.getpid()]
+        assert ExternalServer(base_url="http://192.0.2.1:8000", model="m").local_pids() == []
+    finally:
+        httpd.server_close()

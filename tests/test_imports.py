@@ -167,7 +167,8 @@ FACES = {
         "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
         "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
         "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
-        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run"],
+        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run",
+        "writing"],
     "e2e.analysis": [
         "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
         "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
@@ -181,14 +182,15 @@ FACES = {
         "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
         "verdict_for", "warning_lines"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
-        "pinned_process", "repin_group", "require_quiet", "runqueue_wait_s", "snapshot",
-        "spawn_pinned", "spread_cores", "with_descendants"],
+        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
+        "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
+        "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
         "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
         "arrival_times", "traffic"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "describe_source", "model_path", "plugin_check", "prepare",
+        "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
+        "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts"],
     "e2e.render": [

@@ -28,12 +28,12 @@ from pathlib import Path
 from e2e.capacity._criterion import Objective, margin, margin_terms
 from e2e.capacity._estimate import Capacity, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
-from e2e.capacity._search import SearchSettings, Step, next_rates
+from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
 from e2e.config import DuetSpec, Experiment, RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
-from e2e.results import read_run, unit_dir, unit_state
+from e2e.results import read_run, unit_dir, unit_state, writing
 from e2e.session import SessionOptions
 
 __all__ = ["CapacityResult", "ArmSearch", "capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
@@ -206,56 +206,74 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
         raise ConfigError(f"[duet] swap: {windows} load window(s) per run cannot meet each of "
                           f"{slots} slots equally often; give --windows a multiple of {slots}, "
                           "or --no-swap")
+    _check_lowest(experiment, bases, search)
     workload = bases[baseline].model_dump(mode="json", exclude={"arm", "repeat", "request_rate"})
     if slots:  # a duet side's run id ends in -d1: one name whatever round it ran in
         bases = {a: b.model_copy(update={"duet": 1}) for a, b in bases.items()}
     settings = _settings_doc(objective, search, workload, confidence,
                              experiment.duet.slot_names()[:slots] if slots else None)
-    _check_settings(folder, settings)
-    atomic_write_json(folder / CAPACITY_FILE, {**settings, "arms": arms, "baseline": baseline,
-                                                "state": "searching"})
-    state = {a: ArmSearch(a) for a in arms}
-    ran, no_extra = 0, set()  # no_extra: arms whose extra run was given up
-    for round_ in range(MAX_ROUNDS * (2 * search.repeats + 1) if slots else MAX_ROUNDS):
-        todo = {a: _replay(experiment, results, bases[a], search, objective, state[a], slots)
-                for a in arms if state[a].given_up is None}
-        k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
-        order = arms[k:] + arms[:k]
-        spare = [None if a in no_extra or state[a].given_up else state[a].extra for a in order]
-        units = (_duets([todo.get(a, []) for a in order], spare, slots)
-                 if slots else interleave([todo[a] for a in order if a in todo]))
-        if not units:
-            break
-        for a in [a for a in arms if a in todo]:
-            step, mine = state[a].step, [s for u in units for s in u.sides if s.arm == a]
-            if mine:
-                session.say(f"capacity {a}: {step.phase if todo[a] else 'extra'} "
-                            + (f"[{step.lo:g}, {step.hi:g}] " if step.lo and step.hi else "")
-                            + ", ".join(f"{u.request_rate:g} req/s r{u.repeat}" for u in mine))
-        outcome = execute(experiment, units, results, executor=executor, session=session,
-                          max_attempts=max_attempts, on_unit=on_unit)
-        ran += len(outcome.ran)
-        for unit_id in outcome.given_up:
-            unit = next(u for u in units if u.unit_id == unit_id)
-            for side in unit.sides:  # a duet's sides are retried together: each that failed
-                extra = state[side.arm].extra  # a partner's extra run: its search stands
-                if extra is not None and side.run_id == extra.run_id:
-                    no_extra.add(side.arm)
-                elif not unit_state(results, experiment.name, side).done:
-                    state[side.arm].given_up = (
-                        f"{side.run_id} was given up after {max_attempts} attempt(s) (see "
-                        "its run.json; rerun with a higher --max-attempts)")
-        if outcome.stopped_early:
-            break
-    result = _finish(state, baseline, objective, folder, confidence)
-    result.ran = ran
-    doc = {**settings, "arms": arms, "baseline": baseline, "state": "done",
-           "results": _as_json(result)}
-    atomic_write_json(folder / CAPACITY_FILE, doc)
-    png = render_capacity_plot(result)
-    if png is not None:
-        atomic_write_bytes(folder / CAPACITY_PLOT, png)
-    return result
+    with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
+        _check_settings(folder, settings)
+        atomic_write_json(folder / CAPACITY_FILE, {**settings, "arms": arms, "baseline": baseline,
+                                                    "state": "searching"})
+        state = {a: ArmSearch(a) for a in arms}
+        ran, no_extra = 0, set()  # no_extra: arms whose extra run was given up
+        for round_ in range(MAX_ROUNDS * (2 * search.repeats + 1) if slots else MAX_ROUNDS):
+            todo = {a: _replay(experiment, results, bases[a], search, objective, state[a], slots)
+                    for a in arms if state[a].given_up is None}
+            k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
+            order = arms[k:] + arms[:k]
+            spare = [None if a in no_extra or state[a].given_up else state[a].extra for a in order]
+            units = (_duets([todo.get(a, []) for a in order], spare, slots)
+                     if slots else interleave([todo[a] for a in order if a in todo]))
+            if not units:
+                break
+            for a in [a for a in arms if a in todo]:
+                step, mine = state[a].step, [s for u in units for s in u.sides if s.arm == a]
+                if mine:
+                    session.say(f"capacity {a}: {step.phase if todo[a] else 'extra'} "
+                                + (f"[{step.lo:g}, {step.hi:g}] " if step.lo and step.hi else "")
+                                + ", ".join(f"{u.request_rate:g} req/s r{u.repeat}" for u in mine))
+            outcome = execute(experiment, units, results, executor=executor, session=session,
+                              max_attempts=max_attempts, on_unit=on_unit)
+            ran += len(outcome.ran)
+            for unit_id in outcome.given_up:
+                unit = next(u for u in units if u.unit_id == unit_id)
+                for side in unit.sides:  # a duet's sides are retried together: each that failed
+                    extra = state[side.arm].extra  # a partner's extra run: its search stands
+                    if extra is not None and side.run_id == extra.run_id:
+                        no_extra.add(side.arm)
+                    elif not unit_state(results, experiment.name, side).done:
+                        state[side.arm].given_up = (
+                            f"{side.run_id} was given up after {max_attempts} attempt(s) (see "
+                            "its run.json; rerun with a higher --max-attempts)")
+            if outcome.stopped_early:
+                break
+        result = _finish(state, baseline, objective, folder, confidence)
+        result.ran = ran
+        doc = {**settings, "arms": arms, "baseline": baseline, "state": "done",
+               "results": _as_json(result)}
+        atomic_write_json(folder / CAPACITY_FILE, doc)
+        png = render_capacity_plot(result)
+        if png is not None:
+            atomic_write_bytes(folder / CAPACITY_PLOT, png)
+        return result
+
+
+def _check_lowest(experiment: Experiment, bases: dict[str, RunSpec],
+                  search: SearchSettings) -> None:
+    """Refuse, before any server starts, a search whose lowest rate would make a run longer
+    than the schedule limit (``e2e.session.check_units``): the search goes down to
+    ``--min-rate`` when every rate misses, and a run at 1e-6 req/s waits 11 days for its
+    second request."""
+    from e2e.session import check_units
+
+    lowest = [_unit(b, round_rate(search.min_rate), 1) for b in bases.values()]
+    try:
+        check_units(experiment, lowest)
+    except ConfigError as exc:
+        raise ConfigError(f"--min-rate {search.min_rate:g} (the lowest rate the search may "
+                          f"run): {exc}") from None
 
 
 def _duets(todo: list[list[RunSpec]], extra: list[RunSpec | None], slots: int) -> list:

@@ -45,7 +45,7 @@ class SearchSettings(BaseModel):
     resolution: float = Field(0.15, gt=0, le=1, allow_inf_nan=False)
     repeats: int = Field(3, ge=2, le=50)
     min_rate: float = Field(0.05, gt=0, allow_inf_nan=False)
-    max_rate: float = Field(1000.0, gt=0, allow_inf_nan=False)
+    max_rate: float = Field(1000.0, gt=0, le=1e9, allow_inf_nan=False)  # config.MAX_RATE
 
 
 def round_rate(rate: float) -> float:

@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import (ConfigOpt, DuetOpt, ExecutorOpt, LockWaitOpt,
-                                   ResultsOpt, SpecOpt, SwapOpt, csv_list, spec_name, with_duet)
+                                   MaxScheduleOpt, ResultsOpt, SpecOpt, SwapOpt, csv_list,
+                                   spec_name, with_duet)
 from e2e.console import guard, out, print_run, say
 
 __all__ = ["capacity_command"]
@@ -59,6 +60,7 @@ def capacity_command(
         max=64)] = None,
     max_attempts: Annotated[int, typer.Option(
         help="Attempts per run before an invalid run is given up.", min=1)] = 2,
+    max_schedule: MaxScheduleOpt = None,
     config: ConfigOpt = None,
     results: ResultsOpt = Path("results"),
     lock_wait: LockWaitOpt = None,
@@ -92,7 +94,7 @@ def capacity_command(
         if not min_rate < max_rate:
             raise ConfigError(f"--min-rate {min_rate:g} must be below --max-rate {max_rate:g}")
         experiment = load_experiment(config).override("server", lock_wait_s=lock_wait).override(
-            "load", burstiness=burstiness, windows=windows)
+            "load", burstiness=burstiness, windows=windows, max_schedule_s=max_schedule)
         experiment = with_duet(experiment, duet, swap)
         speculator = spec_name(spec, dspark)
         if speculator is not None:

@@ -16,7 +16,7 @@ import typer
 __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
-           "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
+           "MaxScheduleOpt", "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
            "Measurement", "measurement_flags", "csv_list", "int_list", "unreachable_concurrency",
            "FormatOpt", "OutputFormat", "QuietOpt", "output_format"]
 
@@ -34,8 +34,9 @@ SwapOpt = Annotated[Optional[bool], typer.Option(
     "run meets every slot's cores (needs --windows a multiple of the slots; default: the "
     "config's \\[duet] swap).")]
 LockWaitOpt = Annotated[Optional[float], typer.Option(
-    "--lock-wait", help="Seconds to wait for another e2e's server to finish "
-    "(default: the config's server.lock_wait_s, 0 = refuse).", min=0)]
+    "--lock-wait", help="Seconds to wait for another e2e's server to finish, or for another "
+    "e2e writing into the same results folder (default: the config's server.lock_wait_s, 0 = "
+    "refuse).", min=0)]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(
     "--base-url", help="Measure this already-running OpenAI-compatible server instead of "
     "starting a fresh one (not a fresh server: recorded and flagged in the report); API key "
@@ -72,6 +73,11 @@ WindowsOpt = Annotated[Optional[int], typer.Option(
     "--windows", help="Load windows per fresh server: the measured load k times back to back "
     "in one server, so the report splits the noise into between- and within-server parts "
     "(default: load.windows, 1).", min=1, max=64)]
+MaxScheduleOpt = Annotated[Optional[float], typer.Option(
+    "--max-schedule", help="The longest arrival schedule a run may have, in seconds (an open "
+    "loop's prompts / rate, a trace's span / speedup); a longer one is refused before any "
+    "server starts (default: load.max_schedule_s, else prompts x load.request_timeout_s).",
+    min=0.001)]
 MaxConcOpt = Annotated[Optional[int], typer.Option(
     "--max-concurrency", help="Open loop: at most this many requests in flight.", min=1)]
 StoreResultsOpt = Annotated[Path, typer.Option(
@@ -114,6 +120,7 @@ class Measurement:
     request_rate: RateOpt = None
     burstiness: BurstinessOpt = None
     max_concurrency: MaxConcOpt = None
+    max_schedule: MaxScheduleOpt = None
     windows: WindowsOpt = None
     no_plugin_check: NoPluginCheckOpt = False
     spec: SpecOpt = None
@@ -131,7 +138,8 @@ class Measurement:
         ).override(
             "load", slo=self.slo, cpus=self.client_cpus, workers=self.client_workers,
             request_rate=self.request_rate, burstiness=self.burstiness,
-            max_concurrency=self.max_concurrency, windows=self.windows, **load)
+            max_concurrency=self.max_concurrency, windows=self.windows,
+            max_schedule_s=self.max_schedule, **load)
         if speculator is not None:
             experiment = experiment.with_speculator(speculator)
         return pin_acceptance(experiment, self.pin_acceptance, self.results)

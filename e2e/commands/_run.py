@@ -42,8 +42,8 @@ def run(
 
     def body() -> None:
         from e2e.plan import claim_order
-        from e2e.results import next_repeat
-        from e2e.session import SessionOptions, run_unit
+        from e2e.results import next_repeat, writing
+        from e2e.session import SessionOptions, check_units, run_unit
 
         as_json = output_format(format_, json_) == "json"
         speculator = spec_name(flags.spec, dspark)
@@ -53,13 +53,17 @@ def run(
                                dspark=speculator is not None,
                                prompts=prompts, input_len=input_len, output_len=output_len,
                                seed=seed)
-        spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name, spec.cell)})
+        check_units(experiment, [spec])  # before its run id names a folder
         for line in unreachable_concurrency([spec]):
             say(line)
         session = SessionOptions(plugin_check=not flags.no_plugin_check, progress=not quiet,
                                  say=(lambda message: None) if quiet else say)
-        with claim_order(results / experiment.name, experiment):
-            folder, record = run_unit(experiment, spec, results, session)
+        # one writer at a time: two runs at once would take the same repeat number
+        with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
+            spec = spec.model_copy(update={"repeat": next_repeat(results, experiment.name,
+                                                                 spec.cell)})
+            with claim_order(results / experiment.name, experiment):
+                folder, record = run_unit(experiment, spec, results, session)
         if as_json:
             from e2e.render import dumps, run_json
 

@@ -52,7 +52,8 @@ def sweep(
     fail_fast: Annotated[bool, typer.Option(
         "--fail-fast", help="Stop at the first run given up (default: move on).")] = False,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the plan (every run's server command and env); start nothing.")] = False,
+        "--dry-run", help="Print what will happen (builds, model, servers, roughly how long), "
+        "then every run's server command and env; start nothing.")] = False,
     report: Annotated[bool, typer.Option(help="Render the report when the sweep ends.")] = True,
     until_settled: Annotated[bool, typer.Option(
         "--until-settled", help="Keep adding whole rounds until every headline comparison is "
@@ -118,10 +119,9 @@ def sweep(
             given = {"concurrencies": concurrencies, "input_len": input_len,
                      "output_len": output_len, "prompts_per_concurrency": prompts_per_concurrency}
             defaulted = [k for k in defaulted_load_keys(flags.config) if given.get(k) is None]
+            units = describe_plan(experiment, plan, results)  # refuses a run out of bounds
             for line in plan_header(experiment, plan, results, defaulted=defaulted,
-                                    executor=executor or experiment.executor.kind) + [""]:
-                out.print(line, highlight=False, soft_wrap=True, markup=False)
-            for line in describe_plan(experiment, plan, results):
+                                    executor=executor or experiment.executor.kind) + [""] + units:
                 out.print(line, highlight=False, soft_wrap=True, markup=False)
             planned = {side.arm for unit in plan for side in unit.sides}
             # opt-in arms left out, in the plan's list order

@@ -27,6 +27,7 @@ from typing import Annotated
 import typer
 
 from e2e.errors import ConfigError, E2EError
+from e2e.shield import shielded
 
 __all__ = ["Column", "columns", "run_column", "caught", "render_matrix", "unit_command"]
 
@@ -114,17 +115,26 @@ def run_column(column: Column, tests: list[str], *, timeout_s: float = 1800) -> 
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                 "-p", "e2e.commands._unit_noop", f"--junitxml={report}", *tests]
         # its own process group, stopped with everything it started on any way out (Ctrl-C
-        # or SIGTERM to e2e alone, a timeout): a pytest left running would outlive e2e
-        child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # or SIGTERM to e2e alone, a timeout): a pytest left running would outlive e2e. The
+        # spawn and the stop are shielded: a signal between Popen and the try, or a second
+        # Ctrl-C while the stop waits (it cut the wait short before the SIGKILL, and a test
+        # that ignores SIGTERM outlived e2e), is acted on once the child is stopped
+        child = None
         try:
+            with shielded():
+                child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True)
             stdout, stderr = child.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _stop_group(child)
+            with shielded():
+                _stop_group(child)
             raise E2EError(f"e2e unit: the tests of column {column.name} ran past "
                            f"{timeout_s:.0f} s") from None
         except BaseException:
-            _stop_group(child)
+            if child is not None:
+                with shielded():
+                    _stop_group(child)
             raise
         if not report.exists() or child.returncode not in (0, 1):
             tail = (stdout + stderr)[-1500:]

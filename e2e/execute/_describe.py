@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from e2e.session import describe_source, server_launch
+from e2e.session import check_units, describe_source, server_launch
 from e2e.config import Experiment, Unit
 from e2e.results import unit_state
 
@@ -20,7 +20,9 @@ __all__ = ["describe_arms", "describe_plan", "plan_header", "build_line"]
 
 def describe_plan(experiment: Experiment, plan: Sequence[Unit], results: Path) -> list[str]:
     """One block per planned unit: its round, state, workload, server command and environment
-    (redacted). Starts and builds nothing."""
+    (redacted). Starts and builds nothing; a plan with a run out of bounds (its schedule, prompt
+    tokens or longest request: ``check_units``) is refused as the sweep would refuse it."""
+    check_units(experiment, plan)
     redactor = experiment.redactor()
     lines = []
     for i, unit in enumerate(plan, 1):

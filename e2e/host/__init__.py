@@ -2,14 +2,15 @@
 the host during a run.
 """
 
-from e2e.host._procfs import cpu_model, group_members, memory_of, runqueue_wait_s
+from e2e.host._procfs import cpu_model, group_members, memory_of, physical_core, runqueue_wait_s
 from e2e.host._affinity import (describe_affinity, pin_process, pinned_process, repin_group,
                                 spawn_pinned, spread_cores)
 from e2e.host._noise import noise, require_quiet, snapshot, with_descendants
+from e2e.host._ports import port_holders, strangers
 
 __all__ = [
-    "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",
-    "pinned_process", "repin_group",
+    "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
+    "pin_process", "pinned_process", "port_holders", "repin_group",
     "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores",
-    "with_descendants"
+    "strangers", "with_descendants"
 ]

@@ -11,14 +11,22 @@ CPU time and CPU topology is read here, and nowhere else (as pyperf's ``_utils``
     runqueue_wait_s()         -> float | None    this thread's wait for a core (schedstat)
     cpu_model()               -> str             ``/proc/cpuinfo``'s model name
     cpufreq()                 -> (governors, MHz) per core; None where not readable
+    listening_sockets(port)   -> set[int] | None  inodes of TCP sockets listening on ``port``
+    socket_inodes(pid)        -> set[int]        the sockets a process holds (its fds)
 
 ``/proc/<pid>/stat``: the name is between the first ``(`` and the *last* ``)`` (a name may hold
 either), then proc(5)'s fields from field 3 on: state, ppid, pgrp, ..., utime 14, stime 15,
 starttime 22 (clock ticks).
+
+``/proc/net/tcp`` and ``tcp6`` (this network namespace's TCP sockets): after a header line, one
+socket a line: ``sl local_address rem_address st ... uid timeout inode``; the address is
+``HEXIP:HEXPORT``, state ``0A`` is LISTEN. A process's fds are ``/proc/<pid>/fd/*`` links; a
+socket's reads ``socket:[<inode>]`` (another user's fds cannot be read: they are not ours).
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import platform
@@ -26,7 +34,7 @@ from dataclasses import dataclass
 
 __all__ = ["TICK", "STAT_KINDS", "ProcStat", "read_text", "proc_stat", "pids", "group_members",
            "threads", "host_cpu_ticks", "physical_core", "runqueue_wait_s", "cpu_model",
-           "cpufreq"]
+           "cpufreq", "listening_sockets", "socket_inodes"]
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STAT_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -88,6 +96,50 @@ def threads(pid: int) -> list[int]:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
         return []
+
+
+_LISTEN = "0A"
+
+
+def listening_sockets(port: int) -> set[int] | None:
+    """Inodes of this network namespace's TCP sockets (IPv4 and IPv6) listening on ``port``, on
+    any address; None when ``/proc/net/tcp`` cannot be read (not Linux)."""
+    found: set[int] = set()
+    read = False
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        text = read_text(name)
+        if text is None:
+            continue
+        read = True
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _LISTEN:
+                continue
+            try:
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    found.add(int(fields[9]))
+            except (IndexError, ValueError):
+                continue
+    return found if read else None
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open; empty when its fds cannot be read
+    (gone, or another user's)."""
+    inodes: set[int] = set()
+    try:
+        entries = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for entry in entries:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{entry}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target.endswith("]"):
+            with contextlib.suppress(ValueError):
+                inodes.add(int(target[8:-1]))
+    return inodes
 
 
 def host_cpu_ticks() -> dict[str, int]:

@@ -151,23 +151,32 @@ class LoadOutcome:
     ``offered_rate``: the open loop's requests/s (None for a closed loop). ``achieved_rate``:
     open loop, requests sent per second (n / time of the last send; the schedule puts the
     last arrival at exactly n / rate, so it equals ``offered_rate`` when no send was late);
-    closed loop, requests completed per second over the load."""
+    closed loop, requests completed per second over the load. ``scheduled_s``: an open loop's
+    send times (seconds from the load's start, by request index; None for a closed loop)."""
 
     records: list[RequestRecord]
     client: ClientStats
     offered_rate: float | None
     achieved_rate: float | None
+    scheduled_s: tuple[float, ...] | None = None
 
 
-def _shards(spec: LoadSpec) -> list[Shard]:
-    n = len(spec.prompts)
+def _schedule(spec: LoadSpec) -> np.ndarray | None:
+    """An open loop's send times (a workload's own, or ``request_rate``'s gamma schedule)."""
     if not spec.open_loop:
+        return None
+    return (np.asarray(spec.at_s, dtype=float) if spec.at_s is not None else
+            arrival_times(len(spec.prompts), spec.request_rate, burstiness=spec.burstiness,
+                          seed=spec.seed))
+
+
+def _shards(spec: LoadSpec, at: np.ndarray | None) -> list[Shard]:
+    """The load split over its client processes; ``at``: its schedule (``_schedule``)."""
+    n = len(spec.prompts)
+    if at is None:
         workers = min(spec.workers, spec.concurrency)
-        at = None
     else:
         workers = min(spec.workers, spec.max_concurrency or spec.workers)
-        at = (np.asarray(spec.at_s, dtype=float) if spec.at_s is not None else
-              arrival_times(n, spec.request_rate, burstiness=spec.burstiness, seed=spec.seed))
     workers = max(1, min(workers, n))
     parts = split(n, workers, streams=spec.concurrency if at is None else None,
                   at_s=None if at is None else at.tolist(), cap=spec.max_concurrency)
@@ -185,8 +194,8 @@ async def drive(spec: LoadSpec,
     """Send every prompt from this process (``spec.workers`` is not used here: see
     ``run_measured_load``); records in prompt order. Records finished before an interruption
     are passed to ``on_done`` as they finish."""
-    (shard,) = _shards(replace(spec, workers=1))
-    records, _ = await run_shard(spec, shard, time.perf_counter(), on_done)
+    (shard,) = _shards(replace(spec, workers=1), _schedule(spec))
+    records, _ = await run_shard(spec, shard, time.perf_counter, on_done)
     return records
 
 
@@ -226,9 +235,11 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
             if on_done is not None:
                 on_done(record)
 
-        shards = _shards(spec)
+        at = _schedule(spec)
+        shards = _shards(spec, at)
         if len(shards) == 1:
-            records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter(), done))
+            # the schedule's clock starts when the loop is ready (e2e.load._stream)
+            records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter, done))
             usages = [usage]
         else:
             # the shards carry the prompts, their lengths and times
@@ -239,7 +250,8 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
     if spec.at_s is not None and len(spec.at_s) and spec.at_s[-1] > 0:
         offered = len(spec.at_s) / spec.at_s[-1]  # the schedule's own rate, as a gamma one's
     return LoadOutcome(records=records, client=client, offered_rate=offered,
-                       achieved_rate=_achieved_rate(spec, records, client.wall_s))
+                       achieved_rate=_achieved_rate(spec, records, client.wall_s),
+                       scheduled_s=None if at is None else tuple(at.tolist()))
 
 
 def run_load(spec: LoadSpec, *, progress: bool = True, label: str = "requests",

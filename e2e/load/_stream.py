@@ -4,7 +4,12 @@ fixed number of streams) or open-loop (requests sent at scheduled times), one
 ``RequestRecord`` per request.
 
 Times are ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux: one clock for every process of
-the host) minus the load's start ``t0``, which the parent gives every worker process.
+the host) minus the load's start ``t0``. The clock starts once the process's event loop runs
+and its connection pool is made (``run_shard`` takes ``t0`` as a function called then): a
+schedule whose clock started before the loop charged the loop's start-up (uvloop's import,
+the loop, the pool: 246-331 ms in two trace replays on a busy host) to its first arrivals as
+lateness. Several worker processes report ready from inside their loops and are then given
+one common ``t0``.
 """
 
 from __future__ import annotations
@@ -212,14 +217,20 @@ async def _sleep_until(deadline: float, spin_s: float = _SPIN_S) -> None:
         await asyncio.sleep(0)
 
 
-async def run_shard(spec, shard: Shard, t0: float,
+async def run_shard(spec, shard: Shard, t0: float | Callable[[], float],
                     on_done: Callable[[RequestRecord], None] | None = None,
                     ) -> tuple[list[RequestRecord], ProcessUsage]:
     """Send the shard's requests from ``t0`` on; its records (in index order) and this
-    process's CPU, wall time, chunk count and event-loop lags over the load."""
-    pool = Pool(Endpoint(spec.base_url.rstrip("/") + spec.path, spec.headers), t0)
+    process's CPU, wall time, chunk count and event-loop lags over the load. ``t0`` may be a
+    function, called once the loop runs and the pool is made, that returns the start (e.g.
+    ``time.perf_counter``): the schedule's clock then starts when the loop is ready."""
+    endpoint = Endpoint(spec.base_url.rstrip("/") + spec.path, spec.headers)
     records: dict[int, RequestRecord] = {}
     probe = LagProbe()
+    pool = Pool(endpoint, 0.0)
+    if callable(t0):
+        t0 = t0()
+    pool.t0 = t0
     try:
         await _sleep_until(t0)
         probe.start()

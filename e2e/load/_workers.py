@@ -65,19 +65,22 @@ def _pin(core: int | None) -> None:
 
 
 def _worker_main(k: int, spec, shard: Shard, core: int | None, start, out) -> None:
-    """A client process: pin, build the loop, report ready, wait for t0, drive, report back."""
+    """A client process: pin, build the loop, report ready from inside it, wait for t0,
+    drive, report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers on Ctrl-C
     try:
         from e2e.load._stream import run_loop, run_shard
 
         _pin(core)
-        out.put(("ready", k, None))
-        t0 = start.recv()
+
+        def ready() -> float:  # called by run_shard once the loop runs: nothing to wait for
+            out.put(("ready", k, None))
+            return start.recv()
 
         def done(record: RequestRecord) -> None:
             out.put(("record", k, record))
 
-        _, usage = run_loop(run_shard(spec, shard, t0, done))
+        _, usage = run_loop(run_shard(spec, shard, ready, done))
         out.put(("usage", k, usage))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises
         out.put(("error", k, traceback.format_exc()))

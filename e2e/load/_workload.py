@@ -211,6 +211,12 @@ class LoadWorkload:
         retried = sum(r.retried for r in finished)
         if retried:
             info.warnings.append(_retried_warning(retried))
+        first = _first_lateness_s(self.outcomes)
+        if first is not None and first * 1000.0 > FIRST_LATE_MS:
+            info.warnings.append(
+                f"the first scheduled arrival was sent {first * 1000.0:.1f} ms after its time "
+                "(the load's start-up: the client's event loop or its host was busy), so its "
+                "TTFT and the requests queued behind it read late")
         write_requests(folder / "requests.parquet", finished)
         return RunRecord(
             experiment=info.experiment, run_id=spec.run_id, spec=spec,
@@ -232,8 +238,7 @@ class LoadWorkload:
         counters, how late a scheduled load's sends were, and each segment's figures."""
         spec, windows = self.spec, self.windows
         digest = windows[0].sha256() if len(windows) == 1 else _windows_sha256(w.sha256() for w in windows)
-        late = [r.send_s - t.at_s[r.index] for o, t in zip(self.outcomes, windows)
-                if t.at_s is not None for r in o.records]
+        late = _lateness_s(self.outcomes)
         late_ms = np.asarray(late, dtype=float) * 1000.0
         slo = parse_slo(self.load.slo) if self.load.slo else None
         def segment(r: RequestRecord) -> str:  # each window has its own traffic
@@ -267,6 +272,24 @@ class LoadWorkload:
             schedule_lateness_ms_p99=float(np.percentile(late_ms, 99)) if late else None,
             schedule_lateness_ms_max=float(late_ms.max()) if late else None,
             segments=segments)
+
+
+FIRST_LATE_MS = 5.0  # the first arrival's lateness that warns (a busy host's loop start-up)
+
+
+def _lateness_s(outcomes: list[LoadOutcome]) -> list[float]:
+    """How late every scheduled send was (open loops: a trace's times or a gamma schedule),
+    seconds, over every window."""
+    return [r.send_s - o.scheduled_s[r.index] for o in outcomes if o.scheduled_s
+            for r in o.records]
+
+
+def _first_lateness_s(outcomes: list[LoadOutcome]) -> float | None:
+    """The lateness of each window's first scheduled arrival (the one the load's start-up
+    delays), the largest over windows; None for a closed loop."""
+    firsts = [r.send_s - o.scheduled_s[r.index] for o in outcomes if o.scheduled_s
+              for r in o.records if r.index == 0]
+    return max(firsts) if firsts else None
 
 
 def _windows_sha256(parts) -> str:

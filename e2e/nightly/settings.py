@@ -292,6 +292,8 @@ def config_hash(experiment: Experiment, plan: dict[str, Any]) -> str:
     for key in ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "require_quiet",
                 "quiet_sample_s", "quiet_wait_s"):
         data["server"].pop(key, None)
+    for key in ("max_schedule_s", "max_prompt_tokens"):  # bounds on a run, not what it measures
+        data["load"].pop(key, None)
     for arm in data["arms"].values():
         arm.pop("description", None)
     text = json.dumps({"experiment": data, "plan": plan}, sort_keys=True, separators=(",", ":"))
@@ -365,6 +367,9 @@ def parse_arm_settings(items: list[str]) -> dict[str, Any]:
             value = json.loads(text)
         except ValueError:
             value = text
+        except RecursionError:
+            raise ConfigError(f"--arm-setting {key}: its value nests too deeply; a plugin "
+                              "setting is a number, true/false, a string or a short list") from None
         out[key] = value
     return out
 

@@ -9,7 +9,7 @@ from e2e.results._records import (
 )
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
-    load_records, resume_state,
+    load_records, resume_state, writing,
     REQUESTS, finalize, finalize_unit, new_partial_dir, next_attempt_dir, next_repeat,
     read_requests, read_run, record_name, unit_dir, unit_state, utc_now, write_requests,
     write_run
@@ -22,5 +22,5 @@ __all__ = [
     "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit", "last_look_confidence", "load_records",
     "new_partial_dir", "next_attempt_dir", "next_repeat", "read_looks", "read_requests",
     "read_run", "record_name", "resume_state", "unit_dir", "unit_state", "utc_now",
-    "write_looks", "write_requests", "write_run"
+    "write_looks", "write_requests", "write_run", "writing"
 ]

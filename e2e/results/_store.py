@@ -7,13 +7,23 @@ A unit is assembled in a hidden ``<experiment>/.partial/`` folder and appears at
 by one atomic rename, so a unit folder is always whole. A rerun of a unit that exists (an
 invalid one being retried) swaps the new folder in atomically and then moves the old one to
 ``.attempts/`` beside it: nothing is lost, and there is no moment without a folder.
+
+One e2e writes runs into an experiment folder at a time (``writing``: an flock kept beside
+the server lock, ``$E2E_HOME/locks/results-<hash of the folder's real path>.lock``, so a
+command refused before it ran anything adds nothing to the results folder): two sweeps into
+one folder would each decide a unit is not done, run it, and replace the other's run with
+theirs (a valid run displaced by an invalid one). A second writer waits for the first, then
+refuses naming its pid.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,13 +35,13 @@ import pandas as pd
 from pydantic import ValidationError
 
 from e2e.config import DuetSpec, EvalSpec, Unit, check_name
-from e2e.errors import ConfigError, NoSuchResults, ResultsError
-from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, no_links,
-                       read_bounded, replace_dir, within)
+from e2e.errors import ConfigError, NoSuchResults, ResultsBusyError, ResultsError
+from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, flocked,
+                       no_links, read_bounded, replace_dir, within)
 from e2e.results._check import disagreement
 from e2e.results._records import RequestRecord, RunRecord
 
-__all__ = ["load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
+__all__ = ["writing", "load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
            "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
            "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
 
@@ -50,6 +60,45 @@ def experiment_dir(results: Path, experiment: str) -> Path:
     when it resolves outside ``results`` (a symbolic link that leads out)."""
     check_name(experiment, "experiment name")
     return within(results, Path(results) / experiment, "an experiment folder")
+
+
+_HELD: dict[str, int] = {}  # experiment folders this process writes now (re-entered: counted)
+
+
+@contextlib.contextmanager
+def writing(results: Path, experiment: str, *, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold ``results/<experiment>`` for this process's writes (module docstring): another
+    e2e writing there makes this one wait up to ``wait_s`` (``server.lock_wait_s``,
+    ``--lock-wait``, as for the server lock) and then raise ResultsBusyError naming its pid.
+    Re-entered by the same process (a sweep around each of its executions) it holds on."""
+    import hashlib
+
+    from e2e.paths import e2e_home
+
+    folder = experiment_dir(results, experiment)
+    key = os.path.realpath(folder)
+    if _HELD.get(key):
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    digest = hashlib.sha256(key.encode(errors="surrogateescape")).hexdigest()[:24]
+    path = e2e_home() / "locks" / f"results-{digest}.lock"
+
+    def busy(holder: str) -> ResultsBusyError:
+        return ResultsBusyError(
+            f"another e2e (pid {holder}) is writing runs into {folder} (lock {path}); two "
+            "writers would replace each other's runs: wait for it to finish (--lock-wait "
+            "SECONDS waits for it), stop it, or give another --results folder")
+
+    with flocked(path, deadline=time.monotonic() + wait_s, busy=busy):
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            _HELD.pop(key, None)
 
 
 def unit_dir(results: Path, experiment: str, unit: Unit) -> Path:
@@ -123,7 +172,7 @@ MAX_RECORD_BYTES = 64 << 20  # a run.json (or state file) is kilobytes; larger i
 def _read(path: Path) -> bytes:
     """A record or state file e2e wrote, bounded (a folder anyone can write to may hold a
     /dev/zero link or a runaway file): ConfigError past MAX_RECORD_BYTES."""
-    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote")
+    return read_bounded(path, MAX_RECORD_BYTES, expect="a run.json e2e wrote", regular=True)
 
 
 def unit_state(results: Path, experiment: str, unit: Unit) -> UnitState:

@@ -240,6 +240,36 @@ def _side(experiment, unit, results, options, together: Together, conn) -> None:
         os._exit(code)  # no atexit of the driver's in a forked side
 
 
+_SAID: set[str] = set()
+
+
+def shared_cores(slots: list[DuetSlot], names: list[str]) -> list[str]:
+    """Why slots' servers may share a core, one line per pair: both unpinned (no
+    ``server_cpus`` and no env of their own, e.g. a GPU), or pinned to hyperthreads of one
+    physical core (sysfs topology). The config refuses the same logical CPUs outright."""
+    from itertools import combinations
+
+    from e2e.config import parse_cpus
+    from e2e.host import physical_core
+
+    lines = []
+    for (i, a), (j, b) in combinations(enumerate(slots), 2):
+        if not a.server_cpus and not b.server_cpus and not a.env and not b.env:
+            lines.append(f"duet slots {names[i]} and {names[j]} do not pin their servers "
+                         "(server_cpus): the two may share cores, each slowing the other; give "
+                         "each slot cores of its own")
+            continue
+        if not a.server_cpus or not b.server_cpus:
+            continue
+        mine = {physical_core(c) for c in parse_cpus(a.server_cpus)} - {None}
+        theirs = {physical_core(c) for c in parse_cpus(b.server_cpus)} - {None}
+        if mine & theirs:
+            lines.append(f"duet slots {names[i]} ({a.server_cpus}) and {names[j]} "
+                         f"({b.server_cpus}) run their servers on hyperthreads of one physical "
+                         "core: each slows the other; give each slot a physical core of its own")
+    return lines
+
+
 def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
              options) -> list[tuple[Path, RunRecord]]:
     """Run ``duet``'s sides at once, one per slot (module docstring); returns every side's
@@ -250,6 +280,13 @@ def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
     if len(duet.sides) > len(slots):
         raise ServerError(f"{duet.unit_id}: {len(duet.sides)} sides but [duet] has "
                           f"{len(slots)} slots")
+    from e2e.session._bounds import check_units
+
+    check_units(experiment, [duet])  # before any side starts
+    for line in shared_cores(slots[:len(duet.sides)], names):
+        if line not in _SAID:  # once per process, not once per duet
+            _SAID.add(line)
+            options.say(f"warning: {line}")
     from e2e.session._server import server_lock
 
     with server_lock(wait_s=experiment.server.lock_wait_s, slots=names[:len(duet.sides)]):

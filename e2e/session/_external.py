@@ -6,7 +6,10 @@ model name requests must use), and ``/metrics`` when it exists (the spec-decode 
 the server's TPOT histogram). Exact input lengths need token-id prompts: a server that
 rejects them is refused before anything is measured, never sent text instead. The API key
 comes from the environment only (``$E2E_API_KEY``, else ``$OPENAI_API_KEY``) and is redacted
-like any other. No server log exists, so the plugin check is recorded as skipped.
+like any other. No server log exists, so the plugin check is recorded as skipped. A server on
+this host (a loopback address) is known by the processes that hold its listening socket
+(``local_pids``): they and their children are the server under test, never "other processes"
+in the run's interference figures.
 """
 
 from __future__ import annotations
@@ -124,6 +127,24 @@ class ExternalServer:
             return self._get("/v1/models").status_code == 200
         except httpx.HTTPError:
             return False
+
+    def local_pids(self) -> list[int]:
+        """The processes that serve ``base_url`` when it is on this host (a loopback address
+        or localhost): those holding its listening socket (``e2e.host.port_holders``; ones
+        this user may see). [] for another host."""
+        import ipaddress
+
+        parts = urlsplit(self.base_url)
+        host = (parts.hostname or "").lower()
+        try:
+            local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            local = False
+        if not local:
+            return []
+        from e2e.host import port_holders
+
+        return port_holders(parts.port or (443 if parts.scheme == "https" else 80))
 
 
 def _auth_headers(key: str | None, credentials: tuple[str, str] | None) -> dict[str, str]:

@@ -2,9 +2,13 @@
 
 ``serve()`` takes the host's one-server lock, starts the server in a new session (its own
 process group) on a free port, logs to the run's folder, and waits for ``/health``. If the
-process exits first it fails at once with the log's tail. Every exit path (success, error,
-Ctrl-C) stops it: SIGTERM to the group, SIGKILL after a grace period, then wait until no
-process of the group is alive and the port is free.
+process exits first it fails at once with the log's tail. A /health answer counts only when
+every socket listening on the port belongs to the server's own process group (``e2e.host.
+strangers``): a port is checked free, then bound by the server, and another program can take
+it in between and answer /health (e2e would then measure that program); such a server is
+refused before any request is sent. Every exit path (success, error, Ctrl-C) stops it:
+SIGTERM to the group, SIGKILL after a grace period, then wait until no process of the group
+is alive and the port is free.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from pathlib import Path
 
 import httpx
 
-from e2e.host import group_members, spawn_pinned
+from e2e.host import group_members, spawn_pinned, strangers
 from e2e.results import Placement
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartError
 from e2e.host import require_quiet, snapshot, with_descendants
-from e2e.paths import e2e_home
+from e2e.paths import e2e_home, flocked
 from e2e.session._http import METRICS_LIMIT, fetch
 from e2e.shield import shielded
 
@@ -74,34 +78,10 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _flock(path: Path, mode: int, deadline: float, what: str) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        while True:
-            try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    handle.seek(0)
-                    holder = handle.read().strip() or "unknown"
-                    raise ServerBusyError(
-                        f"another e2e (pid {holder}) is running {what} on this host "
-                        f"(lock {path}); wait for it to finish, or stop it, then rerun"
-                    ) from None
-                time.sleep(1.0)
-        if mode == fcntl.LOCK_EX:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+def _flock(path: Path, mode: int, deadline: float, what: str):
+    return flocked(path, shared=mode == fcntl.LOCK_SH, deadline=deadline, busy=lambda holder:
+                   ServerBusyError(f"another e2e (pid {holder}) is running {what} on this host "
+                                   f"(lock {path}); wait for it to finish, or stop it, then rerun"))
 
 
 @contextlib.contextmanager
@@ -200,6 +180,7 @@ class Server:
     stop_grace_s: float = 30.0
     placement: Placement | None = None  # the CPU set asked for and applied
     slot: str | None = None  # a duet side's slot (its own state file)
+    squatted: bool = False  # another program holds the port: stop() does not wait for it
 
     @property
     def base_url(self) -> str:
@@ -230,6 +211,24 @@ class Server:
                               f"{response.status_code}")
         return response.text
 
+    def strangers(self) -> list[str] | None:
+        """Who besides the server's process group listens on its port ([] when no one; None
+        where the host cannot say): see ``e2e.host.strangers``."""
+        return strangers(self.port, group_members(self.pgid) or [self.pgid])
+
+    def _own_listener(self) -> None:
+        """Raise ServerStartError when another program answers on the server's port."""
+        others = self.strangers()
+        if others:
+            self.squatted = True
+            raise ServerStartError(
+                f"port {self.port} on {self.launch.host} answered /health, but the "
+                f"{self.launch.arm} server (process group {self.pgid}) does not hold every "
+                f"socket listening there ({'; '.join(others)}): another program took the port "
+                "after e2e found it free, and e2e measures only the server it started, so it "
+                "sent no request; stop that program, or give the server another port "
+                "(server.port, or the duet slot's port; 0 picks a free one)")
+
     def wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -242,10 +241,12 @@ class Server:
                 )
             try:
                 url = self.base_url + self.launch.kind.health_path
-                if fetch(url, timeout=2.0, deadline_s=5.0).status_code == 200:
-                    return
+                healthy = fetch(url, timeout=2.0, deadline_s=5.0).status_code == 200
             except (httpx.HTTPError, ServerError):
-                pass
+                healthy = False
+            if healthy:
+                self._own_listener()  # whoever answered must be this server
+                return
             if time.monotonic() >= deadline:
                 raise ServerStartError(
                     f"the {self.launch.arm} server was not healthy after {timeout_s:.0f} s "
@@ -272,8 +273,8 @@ class Server:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (group_alive(pgid) or
-                                               port_in_use(self.launch.host, self.port)):
+        while time.monotonic() < deadline and (group_alive(pgid) or (
+                not self.squatted and port_in_use(self.launch.host, self.port))):
             time.sleep(0.2)
         if group_alive(pgid):
             raise ServerError(f"server process group {pgid} survived SIGKILL; "

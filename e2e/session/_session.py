@@ -34,6 +34,7 @@ from e2e.config import DuetSpec, Experiment, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
+from e2e.session._bounds import check_units
 from e2e.session._plugin_check import check_plugin
 from e2e.session._provenance import provenance
 from e2e.results import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
@@ -195,6 +196,7 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
         raise TypeError("a duet runs through e2e.session.run_duet (SessionUnit does)")
     say = options.say
     together = options.together
+    check_units(experiment, [unit])  # before anything is built, drawn or started
     servers = options.servers or servers_for(experiment)
     launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
     slot = together.place if together is not None else None
@@ -229,6 +231,8 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 together.arrive()
             info.metrics_before = server.scrape_metrics()
             info.placement = _placement(server)
+            # an external server on this host is the server under test, not interference
+            serving = server.local_pids() if hasattr(server, "local_pids") else []
             host_before = snapshot()
             if together is not None:
                 if together.swap and hasattr(workload, "between_windows"):
@@ -252,11 +256,17 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
                 host_after = snapshot()
                 info.placement = _with_memory(info.placement, server)
                 info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
-                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid())}))
+                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid()),
+                                 *serving}))
             if server.alive():
                 info.metrics_after = server.scrape_metrics()
             else:
                 info.reasons.append("the server exited during the workload")
+            others = server.strangers() if hasattr(server, "strangers") else None
+            if others:  # e.g. a program that bound the port beside it with SO_REUSEPORT
+                info.reasons.append(f"another program listened on the server's port during the "
+                                    f"load ({'; '.join(others)}): some requests may have been "
+                                    "answered by it, not by the server")
             if together is not None:
                 together.measured(began, ended)
                 held = together.hold(lambda: workload.keep_busy(server), say=say)
