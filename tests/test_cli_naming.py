@@ -176,3 +176,14 @@ def test_the_readmes_first_command_is_unchanged_and_parses():
     assert first in readme
     ctx = COMMANDS[("run",)].make_context("run", ["--arm", "pr", "--concurrency", "1", "--dspark"])
     assert (ctx.params["arm"], ctx.params["concurrency"], ctx.params["dspark"]) == ("pr", 1, True)
+
+
+def test_only_takes_commas_between_pairs_and_keeps_them_inside_a_value():
+    from e2e.commands._report import _only
+
+    assert _only(["arm=main,concurrency=1", "arrival=poisson 3 req/s, at most 8 in flight"]) == {
+        "arm": "main", "concurrency": "1", "arrival": "poisson 3 req/s, at most 8 in flight"}
+    from e2e.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="give FIELD=VALUE"):
+        _only(["arm=main", "pr"])

@@ -9,17 +9,33 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from e2e.commands._options import JsonOpt, QuietOpt, csv_list
+from e2e.commands._options import JsonOpt
 from e2e.console import err, guard, out, visible
 
 __all__ = ["report", "write_report"]
+
+
+def _pairs(items: list[str] | None) -> list[str]:
+    """``--only``'s FIELD=VALUE items, comma-separated or repeated; a comma inside a value
+    (``arrival=poisson 3 req/s, at most 8 in flight``) stays in it: a piece without '=' belongs
+    to the value before it."""
+    pairs: list[str] = []
+    for text in items or []:
+        mine: list[str] = []
+        for piece in text.split(","):
+            if "=" not in piece and mine:
+                mine[-1] += "," + piece
+            elif piece.strip():
+                mine.append(piece.strip())
+        pairs += mine
+    return pairs
 
 
 def _only(items: list[str] | None) -> dict[str, str]:
     from e2e.errors import ConfigError
 
     out_: dict[str, str] = {}
-    for item in csv_list(items) or []:
+    for item in _pairs(items):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--only {item!r}: give FIELD=VALUE, e.g. output_len=128")
@@ -136,7 +152,8 @@ def report(
     max_bytes: Annotated[Optional[int], typer.Option(
         "--max-bytes", min=2000, help="Size limit of the github comment (default 65536; "
                                       "1048576 for a step summary).")] = None,
-    quiet: QuietOpt = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No notes on stderr of where the files went.")] = False,
 ) -> None:
     """Render a results folder: Markdown (PR-description tables), CSV, PNG plots and an HTML
     view (report/index.html); --format github prints a pull-request comment."""
