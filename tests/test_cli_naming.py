@@ -187,3 +187,17 @@ def test_only_takes_commas_between_pairs_and_keeps_them_inside_a_value():
 
     with pytest.raises(ConfigError, match="give FIELD=VALUE"):
         _only(["arm=main", "pr"])
+
+
+@pytest.mark.parametrize("name", ["run", "gsm8k"])
+def test_run_and_gsm8k_take_format_json_and_the_old_json(name):
+    from e2e.commands._options import output_format
+    from e2e.errors import ConfigError
+
+    command = COMMANDS[(name,)]
+    new = command.make_context(name, ["--format", "json"]).params
+    old = command.make_context(name, ["--json"]).params
+    assert output_format(new["format_"], new["json_"]) == output_format(old["format_"], old["json_"]) == "json"
+    assert output_format(None, False) == "text"
+    with pytest.raises(ConfigError, match="--json is --format json"):
+        output_format("text", True)
