@@ -66,6 +66,20 @@ def _server_lines(experiment: Experiment, unit: Unit, redactor, slot=None) -> li
     return lines
 
 
+def _sources(experiment: Experiment, arms: Sequence[str]) -> dict[str, dict]:
+    """``describe_source`` of each arm's build, each distinct build described once (a git URL
+    is asked with ``git ls-remote``, which may take seconds)."""
+    seen: dict[str, dict] = {}
+    out = {}
+    for name in arms:
+        build = experiment.build_of(name)
+        key = build.model_dump_json()
+        if key not in seen:
+            seen[key] = describe_source(build)
+        out[name] = seen[key]
+    return out
+
+
 def build_line(source: dict) -> str:
     """One line for a build ``describe_source`` described: ``git /src/vllm@main → 1a2b3c4d5e6f``,
     ``wheel dist/vllm-….whl (sha256 …)``, ``python /usr/bin/python3``, ``requirements …``."""
@@ -104,10 +118,12 @@ def describe_arms(experiment: Experiment, arms: Sequence[str] | None = None) -> 
         document["speculator"] = experiment.default_speculator
     comments: dict[str, list[str]] = {}
     table: dict = {}
-    for name in arms or list(experiment.arms):
+    names = list(arms or experiment.arms)
+    sources = _sources(experiment, names)
+    for name in names:
         arm = experiment.arm(name)
-        build = arm.build or server.build
-        source = redactor.config(describe_source(build))
+        build = experiment.build_of(name)
+        source = redactor.config(dict(sources[name]))
         if build.env:
             source["install_env"] = redactor.env(dict(build.env))
         entry: dict = {"description": redactor.text(arm.description) or None,
@@ -157,10 +173,9 @@ def plan_header(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
              f"{Path(results) / experiment.name}; {len(plan) - len(to_run)} already done, "
              f"{len(to_run)} to run"]
     by_build: dict[str, list[str]] = {}
+    sources = _sources(experiment, arms)
     for name in arms:
-        arm = experiment.arm(name)
-        build = arm.build or experiment.server.build
-        source = describe_source(build)
+        source = sources[name]
         line = redactor.text(build_line(source))
         if source["kind"] == "git":
             line += "; its worktree under $E2E_HOME/src, installed editable"
