@@ -151,3 +151,42 @@ def test_a_profile_of_another_name_is_named_beside_its_figures():
     summary = summarize(eagle)
     assert summary.speculators == ("eagle",) and "ms per verify step, eagle" in render_markdown(summary)
     assert "### dspark (with the eagle speculator)" in render_markdown(summary)
+
+
+def busy_duet_sweep() -> list:
+    """The records of a real three-arm duet sweep on a busy host (tests/data/duet_busy)."""
+    import gzip
+    from pathlib import Path
+
+    from e2e.results import RunRecord
+
+    path = Path(__file__).parent / "data" / "duet_busy" / "runs.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [RunRecord.model_validate_json(line) for line in handle if line.strip()]
+
+
+def test_the_pr_comment_of_a_real_duet_sweep_on_a_busy_host():
+    """Before: a two-row table, then 33 bullets (a 'repeat ... recorded more than once' per
+    cell, a raw spread per metric, 'raise load.workers' where each run said another process
+    took the client's core). Now: the verdicts, then one folded line per cause."""
+    records = busy_duet_sweep()
+    assert len(records) == 36 and all(r.spec.duet is not None for r in records)
+    assert sum("another process, not the load, took its cores" in " ".join(r.warnings)
+               for r in records if r.spec.repeat >= 2) == 5  # what each run itself said
+    summary = summarize(records)
+    text = render_github(summary)
+    verdicts = text.index("#### Headline")
+    folded = text.index("<details><summary>⚠️ ")
+    assert verdicts < folded and "vs main" in text[verdicts:folded]
+    block = text[folded:text.index("</details>", folded)]
+    bullets = [line for line in block.splitlines() if line.startswith("- ")]
+    assert block.startswith(f"<details><summary>⚠️ {len(bullets)} warnings</summary>")
+    lines = warning_lines(summary)
+    assert len(bullets) == len(lines) == len({line.cause for line in lines}) <= 3
+    assert "recorded more than once" not in text and "spread" not in block
+    assert "raise load.workers" not in block
+    (saturated,) = [b for b in bullets if "saturated" in b]
+    assert "other processes took its core" in saturated and "--require-quiet" in saturated
+    for arm in ("main", "flag-off", "pr"):
+        assert f"{arm} c1 base (" in saturated
+    assert all(c.method_name == "duet model" for c in summary.comparisons)
