@@ -51,6 +51,10 @@ __all__ = [
     "describe_validation_error",
     "safe_name",
     "check_name",
+    "default_profile",
+    "defaulted_load_keys",
+    "SHAPE_KEYS",
+    "did_you_mean",
     "number_tag",
     "MAX_REPEATS",
     "MAX_CONCURRENCY",
@@ -188,17 +192,38 @@ def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 
 
+def _wheel(value: str | None) -> str | None:
+    """A wheel as the config gives it: a local path or an http(s) URL of a ``.whl`` file."""
+    if value is None:
+        return None
+    if "\x00" in value or not value.strip():
+        raise ValueError("give a path or an http(s) URL of a .whl file")
+    name = value.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if not name.endswith(".whl"):
+        raise ValueError(f"{value!r} is not a wheel: give a path or an http(s) URL of a "
+                         ".whl file (pip install <it> is what e2e runs)")
+    scheme = value.split("://", 1)[0].lower() if "://" in value else None
+    if scheme is not None and scheme not in ("http", "https", "file"):
+        raise ValueError(f"{value!r}: a wheel URL is http(s):// or file://")
+    return value
+
+
 class BuildSpec(_Strict):
     """Where a server's Python environment comes from: an existing interpreter, a managed
-    environment that e2e creates from pip requirements, or one that e2e creates from a git
-    ref (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so
-    that Python-only changes need no compile). Managed environments are e2e's own."""
+    environment that e2e creates from pip requirements, one that e2e creates from a git ref
+    (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so that
+    Python-only changes need no compile), or one with a built wheel installed (a path or an
+    http(s) URL of a ``.whl``, e.g. a PR's CI artifact). Managed environments are e2e's own."""
 
     python: str | None = Field(None, description="Interpreter of an existing environment.")
     git: GitSource | None = Field(None, description="Repository and ref to install editable.")
+    wheel: Annotated[str, AfterValidator(_wheel)] | None = Field(
+        None, description="Path or http(s) URL of a .whl to install into a managed environment "
+        "(after requirements); the environment is keyed by the wheel's sha256, so a rebuilt "
+        "wheel of the same name gets a new one.")
     requirements: list[str] = Field(
         default_factory=list,
-        description="pip requirements of a managed environment (with git: installed first).",
+        description="pip requirements of a managed environment (with git or wheel: installed first).",
     )
     env: EnvTable = Field(
         default_factory=dict, description="Environment for the install steps."
@@ -212,16 +237,18 @@ class BuildSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> BuildSpec:
-        sources = [bool(self.python), self.git is not None,
-                   bool(self.requirements) and self.git is None]
+        sources = [bool(self.python), self.git is not None, self.wheel is not None,
+                   bool(self.requirements) and self.git is None and self.wheel is None]
         if sum(sources) != 1 or (self.python and (self.requirements or self.remove)):
             raise ValueError("give exactly one of 'python' (an existing env), 'requirements' "
-                             "(a managed env) or 'git' (a managed env from a git ref)")
+                             "(a managed env), 'git' (a managed env from a git ref) or 'wheel' "
+                             "(a managed env with a built wheel installed)")
         return self
 
     @property
     def kind(self) -> str:
-        return "python" if self.python else "git" if self.git else "requirements"
+        return ("python" if self.python else "git" if self.git else
+                "wheel" if self.wheel else "requirements")
 
 
 class ServerConfig(_Strict):
@@ -238,7 +265,9 @@ class ServerConfig(_Strict):
     port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
     args: ArgList = Field(default_factory=list, description="Extra server arguments.")
     env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
-    build: BuildSpec
+    build: BuildSpec | None = Field(
+        None, description="The build of every arm without its own [arms.<name>.build] "
+        "(needed unless every arm has one).")
     api_key: str | None = None
     startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
     stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
@@ -569,10 +598,31 @@ def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
         raise ConfigError(f"{where} = {value!r}: an acceptance length is {span}")
 
 
-def pinned_of(config: dict | None, name: str = "dspark") -> float | None:
+def default_profile(speculators: dict[str, Any]) -> str | None:
+    """The profile a speculator spec mode runs without ``--spec``: ``dspark`` where there is
+    one (the reference experiment's name, and every config before ``--spec``), else the first
+    table; None without any."""
+    if "dspark" in speculators:
+        return "dspark"
+    return next(iter(speculators), None)
+
+
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelt ``word`` (difflib),
+    else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def pinned_of(config: dict | None, name: str | None = None) -> float | None:
     """The pinned acceptance length of a record's config snapshot (``[speculators.<name>]
-    pinned``), or None."""
-    profile = ((config or {}).get("speculators") or {}).get(name) if isinstance(config, dict) else None
+    pinned``; ``name`` None: the snapshot's default profile), or None."""
+    speculators = ((config or {}).get("speculators") or {}) if isinstance(config, dict) else {}
+    if not isinstance(speculators, dict):
+        return None
+    profile = speculators.get(name or default_profile(speculators) or "")
     pin = profile.get(PIN_KEY) if isinstance(profile, dict) else None
     return float(pin) if isinstance(pin, (int, float)) and not isinstance(pin, bool) else None
 
@@ -611,6 +661,20 @@ class Experiment(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _every_arm_built(self) -> Experiment:
+        unbuilt = [name for name, arm in self.arms.items() if arm.build is None]
+        if self.server.build is None and unbuilt:
+            raise ValueError(f"arm(s) {', '.join(unbuilt)} have no build: give [server.build] "
+                             "(every arm's) or [arms.<name>.build]")
+        return self
+
+    def build_of(self, arm: str) -> BuildSpec:
+        """The build arm ``arm`` runs: its own, else ``[server.build]``."""
+        build = self.arm(arm).build or self.server.build
+        assert build is not None  # _every_arm_built
+        return build
+
+    @model_validator(mode="after")
     def _mutant_settings(self) -> Experiment:
         for m in self.unit.mutants:  # a mutant's settings go over its arm's, as `e2e unit` runs it
             if m.arm in self.arms:
@@ -625,7 +689,9 @@ class Experiment(_Strict):
         config holds (API key, values of secret variables and flags in any env or args table,
         URL passwords) and ``secrets`` remembered, so no text this process writes holds one."""
         redactor = Redactor(self.server.secret_pattern, [self.server.api_key, *secrets])
-        tables = [(self.server.env, self.server.args), (self.server.build.env, [])]
+        tables = [(self.server.env, self.server.args)]
+        if self.server.build is not None:
+            tables.append((self.server.build.env, []))
         tables += [(slot.env, []) for slot in self.duet.slots]  # e.g. a slot's own token
         for arm in self.arms.values():
             tables.append((arm.env, arm.args))
@@ -656,7 +722,8 @@ class Experiment(_Strict):
             return self.arms[name]
         except KeyError:
             raise ConfigError(
-                f"unknown arm {name!r}; this config's arms are: {', '.join(self.arms)}"
+                f"unknown arm {name!r}{did_you_mean(name, self.arms)}; this config's arms are: "
+                f"{', '.join(self.arms)}"
             ) from None
 
     @field_validator("speculators")
@@ -667,37 +734,61 @@ class Experiment(_Strict):
                 check_pin(profile[PIN_KEY], profile, f"speculators.{name}.{PIN_KEY}")
         return value
 
-    def speculator(self, name: str = "dspark") -> dict[str, Any]:
-        """The profile as the config gives it (e2e's ``pinned`` key included)."""
-        try:
-            return self.speculators[name]
-        except KeyError:
-            raise ConfigError(
-                f"this config has no [speculators.{name}] profile; add one (a vLLM "
-                f"speculative_config) or run without --{name}"
-            ) from None
+    @property
+    def default_speculator(self) -> str | None:
+        """The profile the speculator spec mode runs when no ``--spec`` names one: ``dspark``
+        where the config has it, else its first ``[speculators.*]`` table; None without any
+        (the config then runs plain sweeps only)."""
+        return default_profile(self.speculators)
 
-    def pinned(self, name: str = "dspark") -> float | str | None:
+    def speculator(self, name: str | None = None) -> dict[str, Any]:
+        """The profile as the config gives it (e2e's ``pinned`` key included); ``name`` None:
+        ``default_speculator``."""
+        name = name or self.default_speculator
+        if name is not None and name in self.speculators:
+            return self.speculators[name]
+        if not self.speculators:
+            raise ConfigError(
+                f"this config has no [speculators{'.' + name if name else ''}] profile; add one "
+                "(a vLLM speculative_config) or run without the speculator (leave out "
+                f"--spec{' and --dspark' if name == 'dspark' else ''})")
+        raise ConfigError(
+            f"this config has no [speculators.{name}] profile{did_you_mean(name, self.speculators)}"
+            f"; its profiles: {', '.join(self.speculators)} (--spec NAME)")
+
+    def with_speculator(self, name: str) -> Experiment:
+        """The experiment whose speculator spec mode runs profile ``name`` (``--spec NAME``):
+        itself when ``name`` is already the default, else a copy that keeps only that profile,
+        so every record's config snapshot names the profile its runs used (and runs of two
+        profiles are never averaged: their comparable settings differ)."""
+        profile = self.speculator(name)
+        if name == self.default_speculator:
+            return self
+        return self.model_copy(update={"speculators": {name: profile}})
+
+    def pinned(self, name: str | None = None) -> float | str | None:
         """The acceptance length the profile pins (``pinned``): a number, "baseline" (not
         yet resolved: ``pinned_to``), or None when acceptance is the draft's own."""
-        return self.speculators.get(name, {}).get(PIN_KEY)
+        return self.speculators.get(name or self.default_speculator or "", {}).get(PIN_KEY)
 
-    def refuse_pinned(self, what: str, name: str = "dspark") -> None:
+    def refuse_pinned(self, what: str, name: str | None = None) -> None:
         """A ConfigError when the profile pins acceptance: ``what`` (GSM8K) measures answers,
         and with synthetic rejection sampling draft tokens are accepted whatever the target
         model says, so the answers would be synthetic."""
+        name = name or self.default_speculator
         pin = self.pinned(name)
         if pin is not None:
             raise ConfigError(
                 f"[speculators.{name}] pins acceptance ({PIN_KEY} = {pin!r}): with synthetic "
                 "rejection sampling the draft tokens are accepted whatever the model says, so "
                 f"{what}'s answers would be synthetic; run {what} with a profile without "
-                f"`{PIN_KEY}`, or without --{name}")
+                f"`{PIN_KEY}`, or without the speculator")
 
-    def speculative_config(self, name: str = "dspark") -> dict[str, Any]:
+    def speculative_config(self, name: str | None = None) -> dict[str, Any]:
         """The vLLM ``speculative_config`` of the profile: as given, but a pinned profile runs
         vLLM's synthetic rejection sampling at that acceptance length
         (``rejection_sample_method = "synthetic"``, ``synthetic_acceptance_length``)."""
+        name = name or self.default_speculator
         profile = dict(self.speculator(name))
         pin = profile.pop(PIN_KEY, None)
         if pin is None:
@@ -709,10 +800,12 @@ class Experiment(_Strict):
                        synthetic_acceptance_length=float(pin))
         return profile
 
-    def pinned_to(self, length: float, name: str = "dspark", *, rename: bool = True) -> Experiment:
+    def pinned_to(self, length: float, name: str | None = None, *,
+                  rename: bool = True) -> Experiment:
         """A copy whose profile ``name`` pins acceptance at ``length`` (checked as in the
         file); ``rename`` appends ``-pinned`` to the experiment's name, so its runs get their
         own results folder (a run of the same spec without the pin is another measurement)."""
+        name = name or self.default_speculator
         profile = {**self.speculator(name), PIN_KEY: length}
         check_pin(length, profile, f"speculators.{name}.{PIN_KEY}")
         name_ = f"{self.name}-pinned" if rename and not self.name.endswith("-pinned") else self.name
@@ -816,7 +909,7 @@ class RunSpec(_Strict):
         """Merge a command's flags over the experiment's defaults, validated once."""
         experiment.arm(arm)
         if dspark:
-            experiment.speculator("dspark")
+            experiment.speculator()
         load = experiment.load
         workload = load.workload
         if isinstance(workload, SharedPrefix):
@@ -1056,7 +1149,8 @@ def describe_validation_error(exc: ValidationError, source: str, root: type[Base
         if error["type"] == "extra_forbidden":
             parent = _model_at(root, loc[:-1])
             allowed = ", ".join(parent.model_fields) if parent else "?"
-            lines.append(f"  {key}: unknown key; allowed here: {allowed}")
+            hint = did_you_mean(loc[-1], parent.model_fields) if parent else ""
+            lines.append(f"  {key}: unknown key{hint}; allowed here: {allowed}")
         elif error["type"] == "missing":
             lines.append(f"  {key}: required key is missing")
         else:
@@ -1092,6 +1186,21 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not a config: its tables or arrays nest too deeply") from None
+
+
+SHAPE_KEYS = ("input_len", "output_len", "prompts_per_concurrency", "concurrencies",
+              "warmup_requests")
+"""The ``[load]`` keys that make the load's shape; left out, they take ``LoadConfig``'s
+defaults: the reference change's shape (1031 in / 509 out, 32 prompts per unit of
+concurrency, concurrency 1, 4 and 64, 2 warmup requests)."""
+
+
+def defaulted_load_keys(path: Path | str | None = None) -> tuple[str, ...]:
+    """The ``SHAPE_KEYS`` a config file leaves out of its ``[load]`` (the embedded default
+    sets them all), so a dry run can say they are e2e's defaults, not the user's."""
+    raw = read_toml(Path(path) if path is not None else default_config_path())
+    given = raw.get("load") if isinstance(raw.get("load"), dict) else {}
+    return tuple(k for k in SHAPE_KEYS if k not in given)
 
 
 def load_experiment(path: Path | str | None = None) -> Experiment:

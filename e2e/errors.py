@@ -10,7 +10,7 @@
      ├── LoadError            the load generator could not drive the server
      └── ResultsError         results could not be written or read
           ├── ResultsBusyError    another e2e is writing runs into the same results folder
-          └── NoSuchResults       the folder a command was pointed at does not exist (exit 2)
+          └── NoSuchResults       the folder a command was pointed at is missing or has no runs (exit 2)
 
 Lower-level errors (OSError, httpx, pydantic) are translated at the boundary with
 ``raise ... from exc``; the CLI prints ``str(error)`` and exits 1 (2 for bad input).
@@ -78,6 +78,6 @@ class ResultsBusyError(ResultsError):
 
 
 class NoSuchResults(ResultsError):
-    """A results folder given on the command line does not exist: bad input."""
+    """A results folder given on the command line does not exist, or holds no runs: bad input."""
 
     exit_code = 2

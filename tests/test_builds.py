@@ -111,3 +111,85 @@ def test_failed_install_shows_the_log_and_removes_the_env(tmp_path, monkeypatch)
 def test_existing_interpreter_must_exist(tmp_path):
     with pytest.raises(BuildError, match="does not exist"):
         prepare(BuildSpec(python=str(tmp_path / "nope" / "python")))
+
+
+def _wheel(folder: Path, version: str) -> Path:
+    """A wheel of the fake vLLM (what a PR's CI uploads), made by hand: pip installs it."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"vllm-{version}-py3-none-any.whl"
+    info = f"vllm-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/__init__.py", f'__version__ = "{version}"\n')
+        z.writestr("vllm/entrypoints/__init__.py", "")
+        z.writestr("vllm/entrypoints/openai/__init__.py", "")
+        z.writestr("vllm/entrypoints/openai/api_server.py", FAKE_SERVER)
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: e2e-test\n"
+                                    "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+def _version_of(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import vllm; print(vllm.__version__)"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_wheel_build_installs_it_and_a_rebuilt_wheel_gets_its_own_env(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    wheel = _wheel(tmp_path / "dist", "0.0.2")
+    spec = BuildSpec(wheel=str(wheel))
+    build = prepare(spec)
+    info = build.describe()
+    assert info["kind"] == "wheel" and info["wheel"] == str(wheel)
+    assert info["wheel_sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert _version_of(build.python) == "0.0.2"
+    launch = ServerLaunch(arm="pr", python=build.python, args=("--model", "x"))
+    server = start(launch, tmp_path / "server.log", startup_timeout_s=60)
+    try:
+        assert server.alive()
+    finally:
+        server.stop()
+    # the same file name with other contents (the branch moved, CI built again): a new env
+    (tmp_path / "dist2").mkdir()
+    rebuilt = _wheel(tmp_path / "dist2", "0.0.3")
+    wheel.write_bytes(rebuilt.read_bytes())
+    again = prepare(spec)
+    assert again.python != build.python and _version_of(again.python) == "0.0.3"
+
+
+def test_a_wheel_url_is_downloaded_once(tmp_path, monkeypatch):
+    import functools
+    import http.server
+    import threading
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    wheel = _wheel(tmp_path / "served", "0.0.4")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(wheel.parent))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/{wheel.name}"
+        build = prepare(BuildSpec(wheel=url))
+        assert _version_of(build.python) == "0.0.4"
+        assert build.describe()["wheel"] == url
+        missing = BuildSpec(wheel=url.replace("0.0.4", "9.9.9"))
+        with pytest.raises(BuildError, match="cannot download the wheel"):
+            prepare(missing)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert prepare(BuildSpec(wheel=url)).python == build.python  # no server: from the cache
+
+
+def test_a_missing_wheel_file_fails_clearly(tmp_path, monkeypatch):
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    with pytest.raises(BuildError, match="does not exist; fix build.wheel"):
+        prepare(BuildSpec(wheel=str(tmp_path / "nope-1.0-py3-none-any.whl")))

@@ -54,7 +54,7 @@ def test_unknown_key_names_file_key_and_allowed(tmp_path):
 def test_unknown_key_inside_an_arm(tmp_path):
     path = write(tmp_path, DEFAULT.replace('description = "the change"\n',
                                            'description = "the change"\nplugins = {}\n'))
-    with pytest.raises(ConfigError, match=r"arms\.pr\.plugins: unknown key; allowed here: .*plugin"):
+    with pytest.raises(ConfigError, match=r"arms\.pr\.plugins: unknown key \(did you mean .plugin.\?\); allowed here: .*plugin"):
         load_experiment(path)
 
 
@@ -125,7 +125,7 @@ def test_run_spec_defaults_and_flags():
 def test_dspark_needs_a_profile(tmp_path):
     text = DEFAULT.split("[speculators.dspark]")[0] + "[load]" + DEFAULT.split("[load]")[1]
     e = load_experiment(write(tmp_path, text))
-    with pytest.raises(ConfigError, match=r"no \[speculators.dspark\]"):
+    with pytest.raises(ConfigError, match=r"no \[speculators\] profile"):
         RunSpec.resolve(e, arm="main", concurrency=1, dspark=True)
 
 

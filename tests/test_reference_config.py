@@ -35,7 +35,9 @@ def test_dry_run_prints_every_run_command_and_environment(tmp_path):
     result = CliRunner().invoke(app, ["sweep", "--config", str(CONFIG), "--dry-run",
                                       "--results", str(tmp_path), "--order-seed", "7"])
     assert result.exit_code == 0, result.output
-    blocks = result.output.split("\n[")
+    header, *blocks = result.output.split("\n[")  # the header says what will happen
+    assert header.startswith("plan: 72 unit(s) of 3 arm(s) (main, flag-off, pr)")
+    assert "git https://github.com/vllm-project/vllm.git@v0.33.0 → " in header
     plan = make_plan(load_experiment(CONFIG), seed=7)
     assert len(plan) == 3 * 3 * 2 * 4 == len(blocks)
     for spec, block in zip(plan, blocks):

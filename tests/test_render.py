@@ -134,9 +134,13 @@ def test_warnings_sit_next_to_the_numbers_they_affect(summary: Summary) -> None:
     flag_off_cell = accept_row.split(" | ")[4]
     assert "\u26a0" in flag_off_cell
     n = flag_off_cell.split("\u26a0")[1].split(",")[0]
-    assert f"- \u26a0{n} flag-off · concurrency 1 · dspark · acceptance length: acceptance length moved" in text
-    assert "invalid run excluded (run 5: 2 of 128 requests failed)" in text
-    assert "only 2 reported runs" in text
+    # the marker names the line of its cause, which names the cell with its own figures
+    assert (f"- \u26a0{n} acceptance length moved more than 10 % between runs; raw TPOT follows "
+            "it, compare ms per verify step: flag-off c1 dspark (1.64–1.94, 16.7 %)") in text
+    assert "invalid runs excluded: pr c4 base (run 5: 2 of 128 requests failed)" in text
+    assert "fewer than 3 reported runs: main-repeat c4 base (2 runs)" in text
+    warnings = text.split("## Warnings")[1].split("## How to read this")[0]
+    assert warnings.count("- \u26a0") == 5  # one line per cause (18 per metric and cell before)
 
 
 def test_csv_has_every_cell_and_comparison(summary: Summary) -> None:
@@ -206,6 +210,13 @@ def test_build_report_writes_every_output(tmp_path: Path, plots: dict[str, bytes
     assert out.summary.counts.total == len(golden_records())
     # the same records give the golden report, apart from the skipped-file warning
     assert out.summary.cells == summarize(golden_records()).cells
+    # the HTML shows the forest plots where the headline is, inline, not only linked below
+    page = (exp / "report" / "index.html").read_text(encoding="utf-8")
+    headline, rest = page.split("<h2>Headline</h2>", 1)[1].split("<h2>", 1)
+    forests = [n for n in plots if n.startswith("forest-")]
+    assert forests and all(f'<img src="plots/{n}"' in headline for n in forests)
+    assert not any(f"plots/{n}" in rest for n in forests)  # not again in the gallery
+    assert '<img src="plots/strip-' in rest
 
 
 def test_build_report_override_and_errors(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ their warnings, the order of it all).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -33,7 +34,7 @@ from e2e.analysis._summary import (
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
     SegmentRow, Summary, WorkloadRow, metric, position_of
 )
-from e2e.config import pinned_of
+from e2e.config import default_profile, did_you_mean, pinned_of
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -55,6 +56,46 @@ def _limit(x: float) -> str:
     return f"{x * 100:g} %"
 
 
+SPREAD_CAUSE = f"spread (max − min) more than {_limit(MAX_SPREAD)} of the median"
+OTHERS_SHARE = 0.25
+"""Other processes' cores' worth during a run that the session warns about
+(``e2e.load.INTERFERENCE_SHARE``; a test keeps the two equal)."""
+OWN_SHARE = 0.5
+"""A saturated client that used less than this share of its core was starved by others, not
+by its own load (the session's rule, ``e2e.load._workload``)."""
+
+
+def _saturation(saturated: pd.DataFrame, reported: pd.DataFrame,
+                where: dict) -> list[ReportWarning]:
+    """The saturated client's warnings, by the cause the runs measured: other processes took
+    the client's core (it used under half of it while others used a quarter of a core or
+    more), or the client's own load (too few client workers)."""
+    starved = saturated[(saturated["interference"].fillna(0.0) >= OTHERS_SHARE)
+                        & (saturated["client_core_share"].fillna(1.0) < OWN_SHARE)]
+    own = saturated.drop(starved.index)
+    out = []
+    if len(starved):
+        most = float(starved["interference"].max())
+        out.append(ReportWarning(
+            f"the load generator was saturated in {len(starved)} of {len(reported)} reported "
+            f"run(s) because other processes took its core (up to {most:.2f} of a core; the "
+            "client itself used under half of one): its queueing may show as latency; rerun on "
+            "a quiet host, or use --require-quiet", **where,
+            cause="the load generator was saturated because other processes took its core "
+                  "(the client itself used under half of one): its queueing may show as "
+                  "latency; rerun on a quiet host, or use --require-quiet",
+            detail=f"{len(starved)} of {len(reported)} runs, others up to {most:.2f} of a core"))
+    if len(own):
+        out.append(ReportWarning(
+            f"the load generator was saturated in {len(own)} of {len(reported)} reported run(s) "
+            "by its own load: its queueing may show as latency (raise load.workers, "
+            "--client-workers)", **where,
+            cause="the load generator was saturated by its own load: its queueing may show as "
+                  "latency (raise load.workers, --client-workers)",
+            detail=f"{len(own)} of {len(reported)} runs"))
+    return out
+
+
 def _cell_warnings(
     arm: str, conc: int, mode: str, group: pd.DataFrame, report_from_run: int
 ) -> list[ReportWarning]:
@@ -66,7 +107,8 @@ def _cell_warnings(
             f"run {int(r.repeat)}: {r.invalid_reasons or 'marked invalid'}" for r in invalid.itertuples()
         )
         out.append(ReportWarning(
-            f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})", **where))
+            f"{len(invalid)} invalid run{'s' if len(invalid) != 1 else ''} excluded ({reasons})",
+            **where, cause="invalid runs excluded", detail=reasons))
     reported = group[group["valid"] & (group["repeat"] >= report_from_run)]
     for client, server in _CLIENT_SERVER:
         if client not in reported or server not in reported:
@@ -79,40 +121,73 @@ def _cell_warnings(
                     f"the client's {metric(client).label} is {ratio:.2f} x the server's "
                     f"({metric(server).label}, median over {len(both)} run(s); more than "
                     f"{_limit(CLIENT_SERVER_TOLERANCE)} away): one of them does not see what "
-                    "the other does", metric=client, **where))
+                    "the other does", metric=client, **where,
+                    cause=f"the client's figure is more than {_limit(CLIENT_SERVER_TOLERANCE)} "
+                          "away from the server's (median over the runs): one of them does "
+                          "not see what the other does",
+                    detail=f"{metric(client).label} {ratio:.2f} x"))
     bursty = reported[reported["burst_affected"]]
     if len(bursty):
         for key in ("tpot_ms_mean", "tpot_ms_median", "ms_per_verify_step"):
             out.append(ReportWarning(
                 f"client TPOT burst-affected in {len(bursty)} of {len(reported)} reported run(s) "
                 "(streams whose decode time reached the client in one burst: the client's TPOT "
-                "understates it; read the server's TPOT)", metric=key, **where))
+                "understates it; read the server's TPOT)", metric=key, **where,
+                cause="client TPOT burst-affected (streams whose decode time reached the client "
+                      "in one burst: the client's TPOT understates it; read the server's TPOT)",
+                detail=f"{len(bursty)} of {len(reported)} runs"))
     saturated = reported[reported["client_saturated"]]
     if len(saturated):
-        out.append(ReportWarning(
-            f"the load generator was saturated in {len(saturated)} reported run(s): its own "
-            "queueing may show as latency (raise load.workers)", **where))
+        out.extend(_saturation(saturated, reported, where))
     foreign = reported[reported["source"] != "fresh"]
     if len(foreign):
         kinds = ", ".join(sorted(set(foreign["source"])))
         out.append(ReportWarning(
             f"{len(foreign)} reported run(s) not on a fresh server started by e2e ({kinds}): "
-            "not a fresh server per run; their server settings were not checked", **where))
+            "not a fresh server per run; their server settings were not checked", **where,
+            cause="reported runs not on a fresh server started by e2e: not a fresh server per "
+                  "run; their server settings were not checked",
+            detail=f"{len(foreign)}, {kinds}"))
     warmups = group[group["valid"] & (group["repeat"] < report_from_run)]
     if len(reported) == 0:
         out.append(ReportWarning(
             f"no reported runs ({len(warmups)} warmup, {len(invalid)} invalid; reported runs are "
-            f"valid runs {report_from_run} and later)", **where))
+            f"valid runs {report_from_run} and later)", **where,
+            cause=f"no reported runs (reported runs are valid runs {report_from_run} and later)",
+            detail=f"{len(warmups)} warmup, {len(invalid)} invalid"))
     elif len(reported) < MIN_RUNS:
         out.append(ReportWarning(
             f"only {len(reported)} reported run{'s' if len(reported) != 1 else ''} (fewer than {MIN_RUNS})",
-            **where))
-    dupes = reported["repeat"][reported["repeat"].duplicated()]
-    if len(dupes):
+            **where, cause=f"fewer than {MIN_RUNS} reported runs",
+            detail=f"{len(reported)} run{'s' if len(reported) != 1 else ''}"))
+    # a run recorded twice in its round; in a duet design an arm is in several duets of a
+    # round (it meets every other arm), so copies in different duets are the design's
+    seen = Counter((int(r), None if pd.isna(d) else int(d))
+                   for r, d in zip(reported["repeat"], reported["duet"]))
+    dupes = sorted({r for (r, _), n in seen.items() if n > 1})
+    if dupes:
+        which = ", ".join(str(d) for d in dupes)
         out.append(ReportWarning(
-            f"repeat {', '.join(str(int(d)) for d in sorted(set(dupes)))} recorded more than once; all copies used",
-            **where))
+            f"repeat {which} recorded more than once; all copies used", **where,
+            cause="a run recorded more than once in its round; all copies used",
+            detail=f"repeat {which}"))
     return out
+
+
+def _design_explained(warnings: list[ReportWarning],
+                      comparisons: Sequence[Comparison]) -> list[ReportWarning]:
+    """``warnings`` without the raw-spread ones of cells whose every comparison is the duet
+    model's: the runs of a duet share its slow or fast moment, the model's blocks cancel it,
+    and the comparison's interval and MDE already say what noise is left."""
+    duet: dict[tuple, bool] = {}
+    for c in comparisons:
+        modelled = c.design == "duet" and c.method in ("model", "blocked")
+        for arm in (c.arm, c.baseline):
+            key = (arm, c.concurrency, c.spec_mode, c.metric)
+            duet[key] = duet.get(key, True) and modelled
+    return [w for w in warnings
+            if not (w.cause == SPREAD_CAUSE
+                    and duet.get((w.arm, w.concurrency, w.spec_mode, w.metric), False))]
 
 
 def _median(values: list[float]) -> float | None:
@@ -203,7 +278,8 @@ def summarize(
     arms = _arm_order(records, set(frame["arm"]), baseline)
     if baseline not in arms:
         warnings.append(ReportWarning(
-            f"no runs of the baseline arm {baseline!r}; no comparisons (arms: {', '.join(arms)})"))
+            f"no runs of the baseline arm {baseline!r}{did_you_mean(baseline, arms)}; no "
+            f"comparisons (arms: {', '.join(arms)})"))
     concurrencies = tuple(sorted({int(c) for c in frame["concurrency"]}))
     spec_modes = tuple(m for m in SPEC_MODES if m in set(frame["spec_mode"]))
 
@@ -241,17 +317,25 @@ def summarize(
                         f"acceptance length moved {_pct(spread)} between runs "
                         f"({cell.low:.2f}–{cell.high:.2f}; more than {_limit(MAX_ACCEPTANCE_MOVE)}); "
                         "raw TPOT follows it, compare ms per verify step",
-                        arm, conc, mode, m.key))
+                        arm, conc, mode, m.key,
+                        cause=f"acceptance length moved more than {_limit(MAX_ACCEPTANCE_MOVE)} "
+                              "between runs; raw TPOT follows it, compare ms per verify step",
+                        detail=f"{cell.low:.2f}–{cell.high:.2f}, {_pct(spread)}"))
             elif position_of(m.key) is not None:
                 if spread > MAX_ACCEPTANCE_MOVE:
                     warnings.append(ReportWarning(
                         f"{m.label} moved {_pct(spread)} between runs "
                         f"({cell.low:.3f}–{cell.high:.3f}; more than {_limit(MAX_ACCEPTANCE_MOVE)})",
-                        arm, conc, mode, m.key))
+                        arm, conc, mode, m.key,
+                        cause=f"acceptance rate per draft position moved more than "
+                              f"{_limit(MAX_ACCEPTANCE_MOVE)} between runs",
+                        detail=f"position {position_of(m.key)} {_pct(spread)}"))
             elif spread > MAX_SPREAD:
                 warnings.append(ReportWarning(
                     f"spread {_pct(spread)} of the median (more than {_limit(MAX_SPREAD)})",
-                    arm, conc, mode, m.key))
+                    arm, conc, mode, m.key,
+                    cause=SPREAD_CAUSE,
+                    detail=f"{m.label} {_pct(spread)}"))
 
     arm_rank = {a: i for i, a in enumerate(arms)}
     metric_rank = {m.key: i for i, m in enumerate(metrics)}
@@ -275,6 +359,7 @@ def summarize(
             confidence=confidence, min_effect_pct=min_effect_pct,
             equivalence_pct=equivalence_pct, target_effect_pct=target_effect_pct)
         warnings.extend(more)
+        warnings = _design_explained(warnings, comparisons)
 
     def warning_key(w: ReportWarning) -> tuple:
         if w.arm is None:
@@ -309,6 +394,10 @@ def summarize(
         n_comparisons=sum(1 for c in comparisons if c.p_holm is not None),
         pooled=tuple(pooled),
         attributions=attribute(comparisons),
+        speculators=tuple(sorted({name for r in records if r.spec.dspark
+                                  for name in [default_profile((r.config or {}).get("speculators") or {})
+                                               if isinstance(r.config, dict) else None]
+                                  if name is not None})),
         pinned=tuple(sorted({p for r in records if r.spec.dspark
                              for p in [pinned_of(r.config)] if p is not None})),
         loads=tuple(loads),

@@ -179,7 +179,8 @@ def compare(
             continue
         if min(c.values + base.values) <= 0:
             warnings.append(ReportWarning(
-                "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric))
+                "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric,
+                detail=metric(c.metric).label))
             continue
         pairs.append((c, base))
 
@@ -260,12 +261,17 @@ def compare(
                       f"run-to-run noise {e.raw_noise_sd / math.sqrt(2) * 100:.2g} % per run")
             warnings.append(ReportWarning(
                 f"{spread}: noise floored at {e.floor_sd * 100:.2g} % per run (the measurement's "
-                "resolution), so the interval is not narrower than that", *where))
+                "resolution), so the interval is not narrower than that", *where,
+                cause=f"run-to-run noise below the measurement's resolution: floored at "
+                      f"{e.floor_sd * 100:.2g} % per run, so the interval is not narrower than "
+                      "that", detail=m.label))
         if e is not None and e.method in ("model", "blocked") and e.dropped:
             warnings.append(ReportWarning(
                 f"{e.dropped} run{'s' if e.dropped != 1 else ''} without a partner in "
                 f"{'its' if e.dropped == 1 else 'their'} round left out of the blocked comparison "
-                f"with {baseline}", *where))
+                f"with {baseline}", *where,
+                cause=f"runs without a partner in their round left out of the blocked "
+                      f"comparison with {baseline}", detail=f"{m.label} {e.dropped}"))
         role = ("check" if c.arm in aa_arms else
                 "primary" if c.metric == primary_metric(c.concurrency, c.spec_mode) else "secondary")
         fit = fits.get((c.concurrency, c.spec_mode, c.metric))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
-from e2e.config import TraceReplay, comparable_settings
+from e2e.config import TraceReplay, comparable_settings, did_you_mean
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
@@ -31,6 +31,7 @@ _UNKNOWN_ALLOWED = ("warmup_requests",)  # None there: the tool did not record i
 _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "interference", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
+                   "client_core_share",
                    "client_saturated", "goodput_slo", "windows_metrics", "load", "workload_info",
                    "definitions", *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
@@ -196,6 +197,7 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "report_from_run": r.config.get("report_from_run") if isinstance(r.config, dict) else None,
             "burst_affected": bool(r.bursts is not None and r.bursts.affected),
             "client_saturated": bool(r.client is not None and r.client.saturated),
+            "client_core_share": r.client.core_share if r.client is not None else None,
             "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
             "windows_metrics": tuple(r.windows),
             "load": load_label(r),
@@ -327,8 +329,8 @@ def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord
     allowed = (*WORKLOAD_FIELDS, "arm", "concurrency", "spec_mode")
     for field in only:
         if field not in allowed:
-            raise ValueError(f"--only {field}: not a field runs can be selected by "
-                             f"(allowed: {', '.join(allowed)})")
+            raise ValueError(f"--only {field}: not a field runs can be selected by"
+                             f"{did_you_mean(field, allowed)} (allowed: {', '.join(allowed)})")
     return [r for r in records if all(_matches(r, f, str(v)) for f, v in only.items())]
 
 

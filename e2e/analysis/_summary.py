@@ -81,7 +81,10 @@ def metric(key: str) -> Metric:
     try:
         return _BY_KEY[key]
     except KeyError:
-        raise KeyError(f"unknown metric {key!r}; known: {', '.join(_BY_KEY)}") from None
+        from e2e.config import did_you_mean
+
+        raise KeyError(f"unknown metric {key!r}{did_you_mean(key, _BY_KEY)}; known: "
+                       f"{', '.join(_BY_KEY)}") from None
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,15 @@ class Comparison:
     def method_text(self) -> str:
         return stats.METHOD_TEXT.get(self.method, self.method)
 
+    @property
+    def method_name(self) -> str:
+        """The method in a word or two, as every table and picture names it: "model",
+        "paired" or "unpaired", "duet model"/"duet paired" when the runs were in duets."""
+        name = {"model": "model", "blocked": "paired"}.get(self.method, "unpaired")
+        if self.design == "duet" and self.method in ("model", "blocked"):
+            name = f"duet {name}"
+        return name
+
 
 @dataclass(frozen=True)
 class NoiseRow:
@@ -238,13 +250,17 @@ class ReportWarning:
     """A data-quality problem, attached to the numbers it affects.
 
     ``arm``/``concurrency``/``spec_mode`` name the cell (None: the whole report);
-    ``metric`` None means every metric of that cell."""
+    ``metric`` None means every metric of that cell. ``cause`` is the sentence the warnings of
+    one cause share, whatever their cell and metric, and ``detail`` this one's own figure
+    (``warning_lines`` gives one line per cause); None: ``message`` is its own cause."""
 
     message: str
     arm: str | None = None
     concurrency: int | None = None
     spec_mode: str | None = None
     metric: str | None = None
+    cause: str | None = None
+    detail: str | None = None
 
     def applies_to(self, arm: str, concurrency: int, spec_mode: str, metric_key: str) -> bool:
         return (
@@ -332,10 +348,18 @@ class Summary:
     attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
     """Per speculator cell and arm: its TPOT change split into verify step and acceptance
     length (``e2e.analysis._attribution``)."""
+    speculators: tuple[str, ...] = ()
+    """The speculator profiles (``[speculators.<name>]``) the runs with the speculator used."""
     loads: tuple[tuple[int, str, str], ...] = ()
     """(concurrency, spec mode, label) where the load is not a closed loop at that concurrency:
     an open loop's or a trace's arrival process (``poisson 3 req/s``, ``trace 2×``)."""
     workloads: tuple[WorkloadRow, ...] = ()
+
+    @property
+    def speculator_label(self) -> str:
+        """How the speculator spec mode is named beside a figure: "DSpark" (the reference's
+        profile, and the name the spec mode has), else the profiles' own names."""
+        return "DSpark" if self.speculators in ((), ("dspark",)) else "+".join(self.speculators)
 
     def load_label(self, concurrency: int, spec_mode: str) -> str:
         """``concurrency 4`` for a closed loop, else the runs' arrival process."""

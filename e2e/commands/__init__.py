@@ -34,6 +34,7 @@ from e2e.commands._plan import plan_target_effect
 from e2e.commands._report import report
 from e2e.commands._run import run
 from e2e.commands._sweep import sweep
+from e2e.commands._typer import Command, Group, command_class
 from e2e.commands._unit import unit_command
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 app = typer.Typer(
+    cls=Group,
     help="e2e: prove what a change to an LLM serving engine (vLLM) does, end to end. Every "
     "command reads one experiment config (TOML; default: the embedded CPU experiment with a "
     "tiny offline Llama) and starts a fresh server for every run.",
@@ -78,7 +80,7 @@ def _main(version: Annotated[bool, typer.Option(
 
 
 def _add(name: str, fn: Callable) -> None:
-    app.command(name, help=_prose(fn.__doc__))(fn)
+    app.command(name, cls=command_class(name), help=_prose(fn.__doc__))(fn)
 
 
 for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
@@ -89,4 +91,6 @@ for _name, _fn in (("run", run), ("sweep", sweep), ("report", report),
                    ("micro", micro_command), ("unit", unit_command),
                    ("capacity", capacity_command)):
     _add(_name, _fn)
-app.add_typer(import_app, name="import")
+for _info in import_app.registered_commands:  # e2e import vllm-bench|aiperf|guidellm
+    _info.cls = Command
+app.add_typer(import_app, name="import", cls=Group)

@@ -6,36 +6,25 @@ from typing import Annotated, Optional
 
 import typer
 
-from e2e.commands._options import ConfigOpt
+from e2e.commands._options import ConfigOpt, QuietOpt
 from e2e.config import load_experiment
-from e2e.console import err, guard, out
+from e2e.console import guard, out, say
 
 __all__ = ["arms", "build"]
 
 
 def arms(config: ConfigOpt = None) -> None:
-    """List each arm of a config: its server build, environment and plugin settings."""
+    """Show what each arm of a config runs, as TOML: its build (a git build's repo@ref and the
+    commit it resolves to, a wheel and its sha256, an interpreter, requirements), the
+    environment and arguments its server gets and its plugin settings; secrets redacted."""
 
     def body() -> None:
-        import json
+        from e2e.execute import describe_arms
+        from e2e.render import toml_text
 
-        from e2e.arms import PLUGIN_ENV
-
-        experiment = load_experiment(config)
-        redactor = experiment.redactor()
-        for name, arm in experiment.arms.items():
-            build = arm.build or experiment.server.build
-            out.print(f"[bold]{name}[/]  {arm.description}", highlight=False)
-            source = (f"python {build.python}" if build.python
-                      else f"managed env: {' '.join(build.requirements)}")
-            out.print(f"  build:   {redactor.text(source)}", highlight=False)
-            env = redactor.env({**experiment.server.env, **arm.env})
-            if arm.plugin:
-                env[PLUGIN_ENV] = json.dumps(arm.plugin, sort_keys=True)
-            out.print(f"  env:     {env}", highlight=False)
-            out.print(f"  args:    {redactor.argv([*experiment.server.args, *arm.args])}",
-                      highlight=False)
-            out.print(f"  plugin:  {redactor.config(arm.plugin) or '(none)'}", highlight=False)
+        document, comments = describe_arms(load_experiment(config))
+        out.print(toml_text(document, comments=comments), end="", highlight=False,
+                  markup=False, soft_wrap=True)
 
     guard(body)
 
@@ -43,6 +32,7 @@ def arms(config: ConfigOpt = None) -> None:
 def build(
     arm: Annotated[Optional[str], typer.Option(help="Only this arm's build.")] = None,
     config: ConfigOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Prepare server builds (managed environments) and the model ahead of time."""
 
@@ -53,9 +43,8 @@ def build(
         experiment = load_experiment(config)
         names = [arm] if arm else list(experiment.arms)
         for name in names:
-            settings = experiment.arm(name)
-            python = resolve_python(settings.build or experiment.server.build,
-                                    progress=lambda s: err.print(f"[dim]{s}[/]"))
+            python = resolve_python(experiment.build_of(name),
+                                    progress=(lambda s: None) if quiet else say)
             out.print(f"{name}: {python}", highlight=False)
         model, digest = resolve_model(experiment.server.model)
         out.print(f"model: {model}" + (f" (sha256 {digest[:12]})" if digest else ""),

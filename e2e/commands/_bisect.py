@@ -7,7 +7,7 @@ Exit codes: 0 the first bad commit was named, 2 bad input or a failed build, 130
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -60,7 +60,8 @@ def bisect_command(
         "--config", "-c", help="Experiment or nightly TOML (default: the embedded nightly).",
         dir_okay=False)] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="The cell's concurrency.")] = 1,
-    spec_mode: Annotated[str, typer.Option(help="base or dspark.")] = "base",
+    spec_mode: Annotated[Literal["base", "dspark"], typer.Option(
+        help="The cell's spec mode: base (no speculator) or dspark (with it).")] = "base",
     metric: Annotated[Optional[str], typer.Option(
         help="Metric to judge (default: what the nightly config judges in this spec mode).")] = None,
     results: Annotated[Path, typer.Option(

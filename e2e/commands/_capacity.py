@@ -10,15 +10,17 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import (ConfigOpt, DuetOpt, ExecutorOpt, LockWaitOpt,
-                                   MaxScheduleOpt, ResultsOpt, SwapOpt, csv_list, with_duet)
+                                   MaxScheduleOpt, ResultsOpt, SpecOpt, SwapOpt, csv_list,
+                                   spec_name, with_duet)
 from e2e.console import guard, out, print_run, say
 
 __all__ = ["capacity_command"]
 
 
 def capacity_command(
-    arms: Annotated[Optional[str], typer.Option(
-        "--arms", help="Comma-separated arms; the first is the baseline unless --baseline "
+    arms: Annotated[Optional[list[str]], typer.Option(
+        "--arms", metavar="ARM[,ARM...]", show_default=False,
+        help="Arms, comma-separated or repeated; the first is the baseline unless --baseline "
         "(default: all of the config's).")] = None,
     slo: Annotated[Optional[str], typer.Option(
         "--slo", help="Per-request objectives of goodput, e.g. tpot=20ms,ttft=500ms (names "
@@ -37,8 +39,9 @@ def capacity_command(
     resolution: Annotated[float, typer.Option(
         "--resolution", help="Bisect until the boundary rates are within this ratio minus 1 "
         "(0.15: 15 %).")] = 0.15,
-    repeats: Annotated[int, typer.Option(
-        "--repeats", help="Fresh servers at each of the two boundary rates.", min=2, max=50)] = 3,
+    runs: Annotated[int, typer.Option(
+        "--runs", help="Runs (fresh servers) at each of the two boundary rates.", min=2,
+        max=50)] = 3,
     min_rate: Annotated[float, typer.Option("--min-rate", help="Lowest rate searched.")] = 0.05,
     max_rate: Annotated[float, typer.Option("--max-rate", help="Highest rate searched.")] = 1000.0,
     prompts: Annotated[Optional[int], typer.Option(
@@ -47,7 +50,9 @@ def capacity_command(
     input_len: Annotated[Optional[int], typer.Option(help="Prompt tokens (default: config).", min=1)] = None,
     output_len: Annotated[Optional[int], typer.Option(help="Output tokens (default: config).", min=2)] = None,
     dspark: Annotated[bool, typer.Option(
-        "--dspark/--no-dspark", help="With the experiment's speculator profile.")] = False,
+        "--dspark/--no-dspark", help="With the config's \\[speculators.dspark] profile "
+        "(--spec dspark).")] = False,
+    spec: SpecOpt = None,
     burstiness: Annotated[Optional[float], typer.Option(
         "--burstiness", help="Gamma shape of the arrival gaps (1 = Poisson).", min=0.0)] = None,
     windows: Annotated[Optional[int], typer.Option(
@@ -66,7 +71,7 @@ def capacity_command(
 ) -> None:
     """Find each arm's capacity: the highest open-loop request rate whose runs (each on a
     fresh server) meet the SLO (--goodput % of requests meeting every --slo objective, and
-    the p99 of each --p99 objective within it), by bracketing and bisection with --repeats runs at the two boundary
+    the p99 of each --p99 objective within it), by bracketing and bisection with --runs runs at the two boundary
     rates; print each capacity with its interval and each arm's ratio to the baseline's;
     write capacity.json and capacity.png beside the runs. Rerun the same command to resume.
     With --duet the arms' searches run side by side, one arm per slot (docs/load.md)."""
@@ -83,7 +88,7 @@ def capacity_command(
         objective = objective_of(slo, goodput, p99)
         try:
             search = SearchSettings(start=start_rate, factor=factor, resolution=resolution,
-                                    repeats=repeats, min_rate=min_rate, max_rate=max_rate)
+                                    repeats=runs, min_rate=min_rate, max_rate=max_rate)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "capacity flags", SearchSettings)) from None
         if not min_rate < max_rate:
@@ -91,13 +96,16 @@ def capacity_command(
         experiment = load_experiment(config).override("server", lock_wait_s=lock_wait).override(
             "load", burstiness=burstiness, windows=windows, max_schedule_s=max_schedule)
         experiment = with_duet(experiment, duet, swap)
+        speculator = spec_name(spec, dspark)
+        if speculator is not None:
+            experiment = experiment.with_speculator(speculator)
         chosen = csv_list(arms) or list(experiment.arms)
         for a in chosen:
             experiment.arm(a)
         session = SessionOptions(progress=not quiet, say=say)
         result = capacity(
             experiment, Path(results), arms=chosen, objective=objective, search=search,
-            baseline=baseline, dspark=dspark, prompts=prompts, input_len=input_len,
+            baseline=baseline, dspark=speculator is not None, prompts=prompts, input_len=input_len,
             output_len=output_len, executor=executor_from(experiment.executor, executor),
             session=session, max_attempts=max_attempts,
             on_unit=lambda folder, record: print_run(folder, record, brief=True))

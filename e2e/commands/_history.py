@@ -76,10 +76,10 @@ def history_command(
     arm: Annotated[Optional[str], typer.Option(help="The cell's arm.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="The cell's concurrency "
                                                              "(0 for GSM8K).", min=0)] = None,
-    spec_mode: Annotated[Optional[str], typer.Option("--spec-mode",
-                                                     help="base or dspark.")] = None,
-    format_: Annotated[str, typer.Option(
-        "--format", help="table, csv or json.")] = "table",
+    spec_mode: Annotated[Optional[Literal["base", "dspark"]], typer.Option(
+        "--spec-mode", help="The cell's spec mode: base (no speculator) or dspark.")] = None,
+    format_: Annotated[Literal["table", "csv", "json"], typer.Option(
+        "--format", help="What to print.")] = "table",
     output: Annotated[Optional[Path], typer.Option(
         "--out", help="Write to this file instead of standard output.", dir_okay=False)
     ] = None,

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -192,8 +192,8 @@ def import_guidellm(
 def export_command(
     results_dir: Annotated[Path, typer.Argument(
         help="An experiment's results folder, e.g. results/default.")],
-    format: Annotated[str, typer.Option(
-        "--format", help=f"Output format: {', '.join(EXPORT_FORMATS)}.")] = "vllm-bench",
+    format: Annotated[Literal["vllm-bench"], typer.Option(
+        "--format", help="Output format.")] = "vllm-bench",
     out: Annotated[Optional[Path], typer.Option(
         help="Folder for the files (default: RESULTS_DIR/export/<format>).")] = None,
     include_invalid: Annotated[bool, typer.Option(

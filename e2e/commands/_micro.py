@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from e2e.commands._options import QuietOpt, csv_list
 from e2e.console import guard, say
 from e2e.console import out as output
 
@@ -16,14 +17,18 @@ __all__ = ["micro_command"]
 
 def micro_command(
     rows: Annotated[list[str] | None, typer.Option(
-        help="Row counts, comma-separated or repeated [default: 1,2,4,...,256,384].")] = None,
+        metavar="N[,N...]", show_default=False,
+        help="Row counts, comma-separated or repeated \\[default: 1,2,4,...,256,384].")] = None,
     cols: Annotated[int, typer.Option(help="Columns (the SWA window).")] = 128,
     runs: Annotated[int, typer.Option(help="Runs per (shape, path).")] = 4,
-    report_from: Annotated[int, typer.Option(help="Report the median of runs report-from..runs.")] = 2,
+    report_from_run: Annotated[int, typer.Option(
+        "--report-from-run", help="First reported run: the median of runs report-from-run..runs "
+        "is reported (earlier runs are warmups).")] = 2,
     calls: Annotated[int, typer.Option(help="Calls per run (eager) and graph-replayed calls per run.")] = 500,
     graph_calls: Annotated[int, typer.Option(help="Calls recorded in one CUDA graph.")] = 20,
     paths: Annotated[list[str] | None, typer.Option(
-        help="Paths to time, comma-separated: main, inplace, fused [default: all].")] = None,
+        metavar="main|inplace|fused[,...]", show_default=False,
+        help="Paths to time, comma-separated or repeated \\[default: all].")] = None,
     out: Annotated[Path, typer.Option(help="Folder for micro.json, micro.md, micro.png.")] = Path("results/micro"),
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="CPU under TRITON_INTERPRET=1: checks the pipeline, measures nothing.")] = False,
@@ -34,6 +39,7 @@ def micro_command(
         help="vLLM's ops (for --per-step, and for vLLM's build beside the one launch's host "
         "cost) where vLLM is not installed: a file made by "
         "`python -m e2e.kernels.vllm_ops extract`.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Micro-benchmark the packing paths (µs per call, eager and in a CUDA graph)."""
 
@@ -42,11 +48,10 @@ def micro_command(
                                        run_micro)
         from e2e.render import micro_markdown, write_micro
 
+        log = (lambda message: None) if quiet else say
         spec = MicroSpec(rows=parse_int_list(rows, DEFAULT_ROWS), cols=cols, runs=runs,
-                         report_from=report_from, calls=calls, graph_calls=graph_calls,
-                         paths=tuple(p.strip() for v in (paths or [",".join(BENCH_PATHS)])
-                                     for p in v.split(",") if p.strip()),
-                         dry_run=dry_run)
+                         report_from=report_from_run, calls=calls, graph_calls=graph_calls,
+                         paths=tuple(csv_list(paths) or BENCH_PATHS), dry_run=dry_run)
         ops = None
         if vllm_ops is not None:  # vLLM's build beside the one launch's host cost
             from e2e.kernels import load_triton_paths
@@ -58,7 +63,7 @@ def micro_command(
                 os.environ["TRITON_INTERPRET"] = "1"
             load_triton_paths()
             ops = load_ops(vllm_ops)
-        result = run_micro(spec, log=say, ops=ops)
+        result = run_micro(spec, log=log, ops=ops)
         written = write_micro(result, out)
         step_text = None
         if per_step:
@@ -69,7 +74,7 @@ def micro_command(
             step_result = measure_steps(
                 StepSpec(rows=step_rows, runs=spec.runs, report_from=spec.report_from,
                          graph_calls=spec.graph_calls),
-                ops_file=vllm_ops, dry_run=dry_run, log=say)
+                ops_file=vllm_ops, dry_run=dry_run, log=log)
             step_text, step_written = write_steps(step_result, out)
             written += step_written
         output.print(micro_markdown(result), highlight=False, markup=False, soft_wrap=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -43,8 +43,9 @@ def nightly_command(
         help="The night's date, YYYY-MM-DD (default: today, UTC). The same date resumes a "
              "night; a new date starts a fresh one.")] = None,
     baseline: Annotated[Optional[str], typer.Option(
-        help="Judge against this night (YYYY-MM-DD) instead of the last passing night with "
-             "the same config hash; overrides the config's nightly.baseline_night.")] = None,
+        "--baseline-night", metavar="YYYY-MM-DD",
+        help="Judge against this night instead of the last passing night with the same "
+             "config hash; overrides the config's nightly.baseline_night.")] = None,
     arm_setting: Annotated[Optional[list[str]], typer.Option(
         "--arm-setting", help="KEY=VALUE merged into the plugin settings of every nightly arm "
                               "(e.g. step_delay_us=500, the calibration delay); recorded as "
@@ -52,7 +53,7 @@ def nightly_command(
     link_base: Annotated[Optional[str], typer.Option(
         help="URL the summary's links start with (e.g. where CI keeps results/); default: "
              "paths relative to --results.")] = None,
-    executor: Annotated[Optional[str], typer.Option(
+    executor: Annotated[Optional[Literal["local", "ray"]], typer.Option(
         "--executor", help="Where the night's units run: local or ray (a Ray cluster, one "
                            "server per host; docs/cluster.md). Default: the config's.")] = None,
     dry_run: Annotated[bool, typer.Option(
@@ -82,7 +83,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
 
     date = date or _today()
-    for value, flag in ((date, "--date"), (baseline, "--baseline")):
+    for value, flag in ((date, "--date"), (baseline, "--baseline-night")):
         if value is not None and not _DATE.match(value):
             raise ConfigError(f"{flag} {value!r}: give a date as YYYY-MM-DD")
     cfg = load_nightly(config)

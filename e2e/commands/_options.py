@@ -9,15 +9,16 @@ import inspect
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
 __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfigOpt", "JsonOpt", "ExecutorOpt", "NoPluginCheckOpt",
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
-           "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt", "MaxScheduleOpt",
-           "DuetOpt", "SwapOpt", "with_duet",
-           "Measurement", "measurement_flags", "csv_list", "unreachable_concurrency"]
+           "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
+           "MaxScheduleOpt", "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
+           "Measurement", "measurement_flags", "csv_list", "int_list", "unreachable_concurrency",
+           "FormatOpt", "OutputFormat", "QuietOpt", "output_format"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Experiment config (TOML). Default: the embedded configs/default.toml.",
@@ -44,8 +45,12 @@ SloOpt = Annotated[Optional[str], typer.Option(
     "--slo", help="Goodput objectives, e.g. ttft=200ms,tpot=50ms,e2e=2s: the share of requests "
     "meeting every one, and requests/s that did.")]
 JsonOpt = Annotated[bool, typer.Option(
-    "--json", help="Print the summary as one JSON document on stdout (human text goes to "
-    "stderr); keys in docs/json.md.")]
+    "--json", hidden=True, help="The same as --format json (kept for old command lines).")]
+OutputFormat = Literal["text", "json"]
+FormatOpt = Annotated[Optional[OutputFormat], typer.Option(
+    "--format", help="What to print: text, or json (one JSON document on stdout, human text "
+    "on stderr; keys in docs/json.md). \\[default: text]", show_default=False)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")]
 ServerCpusOpt = Annotated[Optional[str], typer.Option(
     "--server-cpus", help="CPU set for the server's processes, e.g. 0 (default: the config's "
     "server.cpus); recorded in run.json.")]
@@ -83,12 +88,15 @@ StoreOpt = Annotated[Optional[str], typer.Option(
 StoreConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="Nightly config whose \\[nightly] store to read (default: the embedded "
     "configs/nightly.toml).", dir_okay=False)]
-ExecutorOpt = Annotated[Optional[str], typer.Option(
+ExecutorOpt = Annotated[Optional[Literal["local", "ray"]], typer.Option(
     "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
     "host; see docs/cluster.md). Default: the config's \\[executor] kind.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]
+SpecOpt = Annotated[Optional[str], typer.Option(
+    "--spec", metavar="NAME", help="Serve with the config's \\[speculators.NAME] profile (a vLLM "
+    "speculative_config; a sweep runs only with it unless --both); --dspark is --spec dspark.", show_default=False)]
 PinOpt = Annotated[Optional[str], typer.Option(
     "--pin-acceptance", help="Hold the speculator's acceptance length fixed for every arm "
     "(vLLM's synthetic rejection sampling; on the CPU build e2e's plugin supplies it): a length "
@@ -115,11 +123,13 @@ class Measurement:
     max_schedule: MaxScheduleOpt = None
     windows: WindowsOpt = None
     no_plugin_check: NoPluginCheckOpt = False
+    spec: SpecOpt = None
     pin_acceptance: PinOpt = None
 
-    def experiment(self, **load):
+    def experiment(self, *, speculator: str | None = None, **load):
         """The config with the flags that were given merged into its server and load tables
-        (``load``: more load keys, e.g. sweep's lengths), validated like the file."""
+        (``load``: more load keys, e.g. sweep's lengths), validated like the file; with
+        ``speculator`` (``spec_name``) its speculator spec mode runs that profile."""
         from e2e.config import load_experiment
 
         experiment = load_experiment(self.config).override(
@@ -130,7 +140,21 @@ class Measurement:
             request_rate=self.request_rate, burstiness=self.burstiness,
             max_concurrency=self.max_concurrency, windows=self.windows,
             max_schedule_s=self.max_schedule, **load)
+        if speculator is not None:
+            experiment = experiment.with_speculator(speculator)
         return pin_acceptance(experiment, self.pin_acceptance, self.results)
+
+
+def spec_name(spec: str | None, dspark: bool) -> str | None:
+    """The speculator profile ``--spec NAME`` or ``--dspark`` (``--spec dspark``) names, or
+    None when neither was given."""
+    from e2e.errors import ConfigError
+
+    if spec is not None and not spec.strip():
+        raise ConfigError("--spec: give a profile name, e.g. --spec dspark")
+    if spec is not None and dspark and spec != "dspark":
+        raise ConfigError(f"--dspark is --spec dspark: give one of --dspark and --spec {spec}")
+    return spec.strip() if spec is not None else ("dspark" if dspark else None)
 
 
 def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: str = "main"):
@@ -152,11 +176,11 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
         except ValueError:
             raise ConfigError(f"--pin-acceptance {value!r}: give an acceptance length (e.g. "
                               f"3.2) or '{PIN_BASELINE}'") from None
-        experiment.speculator("dspark")
+        experiment.speculator()
         return experiment.pinned_to(length)
     import statistics
 
-    from e2e.config import pinned_of
+    from e2e.config import default_profile, pinned_of
     from e2e.results import load_records
 
     def records_in(folder: Path):
@@ -176,7 +200,8 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
                if r.valid and r.spec.dspark and r.spec.arm == baseline and r.metrics is not None
                and r.metrics.acceptance_length is not None
                and r.spec.repeat >= int(r.config.get("report_from_run") or 1)
-               and not (r.config.get("speculators") or {}).get("dspark", {}).get("pinned")]
+               and pinned_of(r.config) is None
+               and default_profile(r.config.get("speculators") or {}) == experiment.default_speculator]
     if not lengths:
         raise ConfigError(
             f"acceptance pinned to the baseline's: {folder} holds no valid reported run of "
@@ -209,8 +234,47 @@ def measurement_flags(command):
     return wrapper
 
 
-def csv_list(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+def csv_list(value: str | list[str] | None) -> list[str] | None:
+    """A list option's items: comma-separated, repeated, or both (``--arms main,pr``,
+    ``--arms main --arms pr``); None when none was given."""
+    if not value:
+        return None
+    values = [value] if isinstance(value, str) else list(value)
+    items = [v.strip() for text in values for v in str(text).split(",") if v.strip()]
+    return items or None
+
+
+def int_list(value: list[str] | None, flag: str, *, low: int = 1,
+             high: int | None = None) -> list[int] | None:
+    """``csv_list`` of whole numbers in [low, high]; anything else is a ConfigError naming
+    the flag and the item (exit 2)."""
+    from e2e.errors import ConfigError
+
+    items = csv_list(value)
+    if items is None:
+        return None
+    out = []
+    for item in items:
+        try:
+            number = int(item)
+        except ValueError:
+            raise ConfigError(f"{flag} {item!r}: give whole numbers, comma-separated or "
+                              f"repeated (e.g. {flag} 1,4 or {flag} 1 {flag} 4)") from None
+        if number < low or (high is not None and number > high):
+            span = f"{low} to {high}" if high is not None else f"at least {low}"
+            raise ConfigError(f"{flag} {number}: give a number {span}")
+        out.append(number)
+    return out
+
+
+def output_format(format_: str | None, json_: bool, default: str = "text") -> str:
+    """The one ``--format`` a command prints in: ``--json`` is ``--format json`` (kept as a
+    hidden alias); the two disagreeing is a ConfigError."""
+    from e2e.errors import ConfigError
+
+    if json_ and format_ not in (None, "json"):
+        raise ConfigError(f"--json is --format json: give one of --json and --format {format_}")
+    return "json" if json_ else (format_ or default)
 
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from e2e.commands._options import csv_list
 from e2e.console import guard, out
 from e2e.errors import ConfigError
 
@@ -21,7 +22,8 @@ def plan_target_effect(
         "--target-effect", help="Smallest effect to detect, e.g. 1% or 0.5.")],
     baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
     metric_key: Annotated[Optional[list[str]], typer.Option(
-        "--metric", help="Only these metrics (keys as in cells.csv); repeatable.")] = None,
+        "--metric", metavar="KEY[,KEY...]", show_default=False,
+        help="Only these metrics (keys as in cells.csv), comma-separated or repeated.")] = None,
     report_from_run: Annotated[Optional[int], typer.Option(
         help="First reported run (default: the sweep's config).", min=1)] = None,
     power: Annotated[float, typer.Option(help="Power at the target effect.", min=0.5, max=0.99)] = 0.8,
@@ -34,7 +36,8 @@ def plan_target_effect(
         from e2e.results import load_records
 
         target = parse_effect(target_effect)
-        for key in metric_key or []:
+        keys = csv_list(metric_key)
+        for key in keys or []:
             try:
                 metric(key)
             except KeyError as exc:
@@ -45,7 +48,7 @@ def plan_target_effect(
         summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
                             extra_warnings=problems)
         advice = runs_advice(summary, target, power=power,
-                             metrics=tuple(metric_key) if metric_key else None,
+                             metrics=tuple(keys) if keys else None,
                              costs=run_costs(records))
         out.print(format_advice(summary, advice), end="", highlight=False, markup=False,
                   soft_wrap=True)

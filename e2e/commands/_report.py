@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -15,11 +15,27 @@ from e2e.console import err, guard, out, visible
 __all__ = ["report", "write_report"]
 
 
+def _pairs(items: list[str] | None) -> list[str]:
+    """``--only``'s FIELD=VALUE items, comma-separated or repeated; a comma inside a value
+    (``arrival=poisson 3 req/s, at most 8 in flight``) stays in it: a piece without '=' belongs
+    to the value before it."""
+    pairs: list[str] = []
+    for text in items or []:
+        mine: list[str] = []
+        for piece in text.split(","):
+            if "=" not in piece and mine:
+                mine[-1] += "," + piece
+            elif piece.strip():
+                mine.append(piece.strip())
+        pairs += mine
+    return pairs
+
+
 def _only(items: list[str] | None) -> dict[str, str]:
     from e2e.errors import ConfigError
 
     out_: dict[str, str] = {}
-    for item in items or []:
+    for item in _pairs(items):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--only {item!r}: give FIELD=VALUE, e.g. output_len=128")
@@ -54,18 +70,29 @@ def _check_only_value(key: str, value: str) -> None:
                           f"{key}=128") from None
 
 
+ReportFormat = Literal["markdown", "github", "json"]
+
+
 def write_report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
             only: dict[str, str] | None = None, json_: bool = False,
             confidence: float | None = None, format_: str = "markdown",
-            link: str | None = None, max_bytes: int | None = None) -> None:
+            link: str | None = None, max_bytes: int | None = None,
+            quiet: bool = False) -> None:
+    """Render ``folder`` and print it as ``format_`` (markdown, github, or json: one JSON
+    document on stdout, the Markdown on stderr); ``json_`` is ``format_`` json (the old
+    ``--json``); ``quiet`` leaves out the notes on where the files went."""
     from e2e.errors import ConfigError
     from e2e.analysis import gsm8k_report
     from e2e.paths import atomic_write_bytes
     from e2e.render import build_report, gsm8k_csv, gsm8k_markdown
     from e2e.results import read_evaluations
 
-    if format_ not in ("markdown", "github"):
-        raise ConfigError(f"--format {format_!r}: give markdown or github")
+    if format_ not in ("markdown", "github", "json"):
+        raise ConfigError(f"--format {format_!r}: give markdown, github or json")
+    if json_ and format_ == "github":
+        raise ConfigError("--json is --format json: give one of --json and --format github")
+    json_ = json_ or format_ == "json"
+    note = (lambda text: None) if quiet else (lambda text: err.print(text, highlight=False))
     folder = Path(folder)
     gsm8k = gsm8k_report(read_evaluations(folder.parent, folder.name)) if folder.is_dir() else None
     output = None
@@ -88,17 +115,17 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
         text = render_github(output.summary, link=link, limit=max_bytes or COMMENT_LIMIT)
         atomic_write_bytes(output.report_dir / "github.md", text.encode("utf-8"))
         sys.stdout.write(visible(text))
-        err.print(f"[dim]report written to {output.report_dir} (github.md: "
-                  f"{len(text.encode('utf-8')):,} bytes)[/]", highlight=False)
+        note(f"[dim]report written to {output.report_dir} (github.md: "
+             f"{len(text.encode('utf-8')):,} bytes)[/]")
     elif output is not None:
         console.print(visible(output.markdown), highlight=False, markup=False, soft_wrap=True)
-        err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
+        note(f"[dim]report written to {output.report_dir}[/]")
     if gsm8k is not None:
         text = gsm8k_markdown(gsm8k)
         atomic_write_bytes(folder / "report" / "gsm8k.md", text)
         atomic_write_bytes(folder / "report" / "gsm8k.csv", gsm8k_csv(gsm8k))
         console.print(visible(text.decode()), highlight=False, markup=False, soft_wrap=True)
-        err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
+        note(f"[dim]GSM8K report written to {folder / 'report'}[/]")
 
 
 def report(
@@ -109,24 +136,28 @@ def report(
         min=1)] = None,
     baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
     only: Annotated[Optional[list[str]], typer.Option(
-        "--only", help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
+        "--only", metavar="FIELD=VALUE[,...]", show_default=False,
+        help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
         "prompts, seed, warmup_requests, request_rate, burstiness, max_concurrency, windows, "
         "workload (e.g. reference, sp4x8p896, trace-<stem>x2), arrival, arm, concurrency, "
-        "spec_mode); repeatable. Needed when a folder holds runs of unlike workloads, which "
+        "spec_mode); comma-separated or repeated. Needed when a folder holds runs of unlike workloads, which "
         "are never averaged together (the refusal names the field and its values).")] = None,
+    format_: Annotated[ReportFormat, typer.Option(
+        "--format", help="What to print: markdown (the report), github (a pull-request "
+                         "comment: the verdicts first, under GitHub's 64 KB limit, also written "
+                         "to report/github.md) or json (one JSON document on stdout, the report "
+                         "on stderr; keys in docs/json.md).")] = "markdown",
     json_: JsonOpt = False,
-    format_: Annotated[str, typer.Option(
-        "--format", help="What to print: markdown (the report) or github (a pull-request "
-                         "comment: the headline with verdict icons, under GitHub's 64 KB "
-                         "limit, also written to report/github.md).")] = "markdown",
     link: Annotated[Optional[str], typer.Option(
         "--link", help="URL of the full report, linked from the github comment.")] = None,
     max_bytes: Annotated[Optional[int], typer.Option(
         "--max-bytes", min=2000, help="Size limit of the github comment (default 65536; "
                                       "1048576 for a step summary).")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No notes on stderr of where the files went.")] = False,
 ) -> None:
     """Render a results folder: Markdown (PR-description tables), CSV, PNG plots and an HTML
     view (report/index.html); --format github prints a pull-request comment."""
     guard(lambda: write_report(results_dir, report_from_run, baseline, _only(only), json_,
-                               format_=format_, link=link, max_bytes=max_bytes))
+                               format_=format_, link=link, max_bytes=max_bytes, quiet=quiet))
 

@@ -160,9 +160,13 @@ def caught(results: dict[str, dict[str, str]], column: Column) -> list[str]:
 
 def unit_command(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Experiment config (TOML).")] = None,
-    arms: Annotated[str | None, typer.Option(help="Arms, comma-separated [default: \\[unit] arms, "
-                                                  "else a sweep's arms].")] = None,
-    tests: Annotated[list[str] | None, typer.Option(help="Test files [default: \\[unit] tests].")] = None,
+    arms: Annotated[list[str] | None, typer.Option(
+        metavar="ARM[,ARM...]", show_default=False,
+        help="Arms, comma-separated or repeated \\[default: \\[unit] arms, else a sweep's "
+             "arms].")] = None,
+    tests: Annotated[list[str] | None, typer.Option(
+        metavar="FILE[,FILE...]", show_default=False,
+        help="Test files, comma-separated or repeated \\[default: \\[unit] tests].")] = None,
     out: Annotated[Path, typer.Option(help="Folder for unit.json and unit.md.")] = Path("results/unit"),
 ) -> None:
     """Run the config's tests on every arm and mutant and render which test fails where."""
@@ -180,8 +184,10 @@ def _unit(config, arms, tests, out) -> int:
     from e2e.render import unit_markdown
 
     experiment = load_experiment(config)
-    cols = columns(experiment, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
-    files = _test_paths(list(tests or experiment.unit.tests), confined=not tests)
+    from e2e.commands._options import csv_list
+
+    cols = columns(experiment, csv_list(arms))
+    files = _test_paths(list(csv_list(tests) or experiment.unit.tests), confined=not tests)
     if not files:
         raise ConfigError("e2e unit: no tests; set [unit] tests in the config or pass --tests")
     results = {}

@@ -2,11 +2,11 @@
 progress clock for the whole plan; and the plan described without starting anything.
 """
 
-from e2e.execute._describe import describe_plan
+from e2e.execute._describe import build_line, describe_arms, describe_plan, plan_header
 from e2e.execute._executor import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.execute._ray import describe_cluster_plan, executor_from
 
 __all__ = [
-    "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "describe_cluster_plan",
-    "describe_plan", "executor_from"
+    "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "build_line",
+    "describe_arms", "describe_cluster_plan", "describe_plan", "executor_from", "plan_header"
 ]

@@ -102,7 +102,7 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
         raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
                           f"are compared with it (got {', '.join(names)})")
     if dspark:
-        experiment.speculator("dspark")
+        experiment.speculator()
         experiment.refuse_pinned("GSM8K")
     if limit is not None and limit <= 0:
         raise ConfigError(f"--limit must be a positive number of documents, got {limit}")

@@ -838,8 +838,8 @@ def export_dir(results_dir: Path, out: Path, *, include_invalid: bool = False,
         no_links(results_dir, Path(out), "an exported file")
     folders = sorted(p.parent for p in results_dir.glob("*/run.json"))
     if not folders:
-        raise ResultsError(f"{results_dir}: no run.json in its run folders; point at "
-                           "results/<experiment>")
+        raise NoSuchResults(f"{results_dir}: no run.json in its run folders; point at "
+                            "results/<experiment>")
     for folder in folders:
         try:
             record = read_run(folder)

@@ -64,7 +64,7 @@ class MicroSpec:
         if self.cols < 1:
             raise ConfigError("--cols must be at least 1")
         if not 1 <= self.report_from <= self.runs:
-            raise ConfigError(f"--report-from must be in 1..--runs ({self.runs}), got {self.report_from}")
+            raise ConfigError(f"--report-from-run must be in 1..--runs ({self.runs}), got {self.report_from}")
         if self.calls < 1 or self.graph_calls < 1:
             raise ConfigError("--calls and --graph-calls must be at least 1")
         unknown = [p for p in self.paths if p not in BENCH_PATHS]

@@ -20,7 +20,8 @@ __all__ = [
     "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
     "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
     "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
-    "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro", "write_steps"
+    "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
+    "write_steps"
 ]
 
 
@@ -37,6 +38,7 @@ def __getattr__(name: str) -> object:
     from e2e.render._markdown import render_markdown
     from e2e.render._plots import render_plots
     from e2e.render._report import ReportOutput, build_report
+    from e2e.render._toml import toml_text
 
     loaded = {k: v for k, v in locals().items() if k in __all__}
     globals().update(loaded)

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from e2e.analysis import Summary, headline_metric, metric
 
-__all__ = ["render_comparison_plots", "comparison_plot_names", "plotted_metrics"]
+__all__ = ["render_comparison_plots", "comparison_plot_names", "plotted_metrics", "forest_figure"]
 
 _EXTRA = ("server_tpot_ms_mean",)
 
@@ -62,6 +62,12 @@ def _png(fig: Figure) -> bytes:
 
 
 def _forest(summary: Summary, mode: str, key: str) -> bytes:
+    return _png(forest_figure(summary, mode, key))
+
+
+def forest_figure(summary: Summary, mode: str, key: str) -> Figure:
+    """The forest plot of one (spec mode, metric): each comparison's row labelled with its
+    verdict and the method the report's tables name (``Comparison.method_name``)."""
     m = metric(key)
     comps = [c for c in summary.comparisons
              if c.spec_mode == mode and c.metric == key and c.interval is not None]
@@ -83,7 +89,7 @@ def _forest(summary: Summary, mode: str, key: str) -> bytes:
         ax.plot([lo, hi], [y, y], color=color, lw=2.2, zorder=2)
         ax.plot([c.pct], [y], "o", color=color, zorder=3)
         mark = " †" if c.survives is False else ""
-        ax.annotate(f"{c.verdict}{mark} ({'blocked' if c.method == 'blocked' else 'unpaired'})",
+        ax.annotate(f"{c.verdict}{mark} ({c.method_name})",
                     (hi, y), xytext=(6, 0), textcoords="offset points", va="center", fontsize=8)
         labels.append(f"{c.arm} @ c{c.concurrency}")
     ax.set_yticks(range(len(labels)))
@@ -96,7 +102,7 @@ def _forest(summary: Summary, mode: str, key: str) -> bytes:
     ax.set_xlim(left, right + 0.35 * (right - left))  # room for the verdicts
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize=7, ncol=2)
-    return _png(fig)
+    return fig
 
 
 def _strip(summary: Summary, mode: str, conc: int, key: str) -> bytes:

@@ -1,8 +1,9 @@
 """GitHub renderer: a ``Summary`` -> a pull-request comment (GitHub-flavoured Markdown, no I/O).
 
 The comment carries a hidden marker (``COMMENT_MARKER``) so a workflow finds and updates its own
-comment instead of adding one per push, the headline table with a verdict icon per
-comparison, the warnings, and the full report linked. It always fits GitHub's limits: a
+comment instead of adding one per push; the verdicts first (the headline table with a verdict
+icon per comparison), then the warnings folded under one line with their count (one line per
+cause), every metric (folded), and the full report linked. It always fits GitHub's limits: a
 comment body is at most 65,536 characters, a step summary at most 1 MiB; ``fit`` keeps whole
 sections (then whole table rows) while they fit in ``limit`` bytes of UTF-8 (bytes, never
 fewer than characters) and says what it left out, with the link.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e.analysis import Comparison, Summary, headline_metric, metric
+from e2e.analysis import Comparison, Summary, headline_metric, metric, warning_lines
 from e2e.markup import md_text
 from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
                                    load_column, pinned_sentence)
@@ -42,15 +43,6 @@ def verdict_icon(comp: Comparison | None) -> str:
             up == metric(comp.metric).higher_is_better)
         return _ICONS["better" if better else "worse"]
     return _ICONS.get(v, "")
-
-
-def _where(w, summary) -> str:
-    if w.arm is None:
-        return "report"
-    label = summary.load_label(w.concurrency, w.spec_mode)
-    load = f"c{w.concurrency}" if label == f"concurrency {w.concurrency}" else label
-    where = f"{w.arm} {load} {w.spec_mode}"
-    return where + (f" {metric(w.metric).label}" if w.metric else " (every metric)")
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -169,7 +161,7 @@ def render_github(summary: Summary, *, link: str | None = None,
             if not any(summary.cell(a, conc, mode, key) for a in summary.arms):
                 continue
             m = metric(key)
-            name = f"{m.label} ({m.unit})" + (", DSpark" if mode == "dspark" else "")
+            name = f"{m.label} ({m.unit})" + (f", {summary.speculator_label}" if mode == "dspark" else "")
             figures = [format_cell(summary.cell(a, conc, mode, key)) for a in summary.arms]
             comps = []
             for a in compared:
@@ -188,9 +180,11 @@ def render_github(summary: Summary, *, link: str | None = None,
         sections.append(["#### Verify step or acceptance", ""]
                         + [f"- **{md_text(a.arm)}** c{a.concurrency} {a.spec_mode}: "
                            f"{format_attribution(a)}" for a in split] + [""])
-    if summary.warnings:
-        sections.append(["#### Warnings", ""] + [f"- ⚠️ {_where(w, summary)}: {md_text(w.message)}"
-                                                 for w in summary.warnings] + [""])
+    lines = warning_lines(summary)
+    if lines:  # after the verdicts, folded: one line per cause
+        sections.append([f"<details><summary>⚠️ {len(lines)} warning"
+                         f"{'s' if len(lines) != 1 else ''}</summary>", ""]
+                        + [f"- {md_text(line.text)}" for line in lines] + ["", "</details>", ""])
     for mode in summary.spec_modes:
         keys = [(mode, conc, m.key) for conc in summary.concurrencies
                 for m in summary.metrics_in(mode)]

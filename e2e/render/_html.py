@@ -1,9 +1,9 @@
 """HTML renderer: the report's Markdown -> ``report/index.html`` (bytes, no I/O).
 
 The same report a browser can open from disk or a CI artifact: the Markdown rendered with
-markdown-it-py (GitHub's table syntax), each verdict coloured, and the plots the PNG renderer
-wrote shown inline (forest and strip plots first, then each metric against concurrency) by
-relative path (``plots/<name>``). No script, nothing from a network: the page is the tables and
+markdown-it-py (GitHub's table syntax), each verdict coloured, the forest plots where the
+headline is (the Markdown's own images), and the other plots the PNG renderer wrote after it
+(strip plots first, then each metric against concurrency), by relative path (``plots/<name>``). No script, nothing from a network: the page is the tables and
 the pictures, so it stays a few kilobytes beside the PNGs (the dashboard's interactive plots
 carry plotly's 4.8 MB bundle once per site, which a report per night should not).
 """
@@ -24,6 +24,7 @@ th{background:#f4f4f4}td{font-variant-numeric:tabular-nums}code{background:#f4f4
 .equivalent{color:#137333}.inconclusive{color:#666}
 .plots{display:flex;flex-wrap:wrap;gap:.8em}.plots figure{margin:0;border:1px solid #ddd;padding:.3em}
 .plots img{max-width:600px;width:100%}figcaption{font-size:13px;color:#555}
+p>img{max-width:760px;width:100%;display:block;margin:.4em 0}
 """
 
 _VERDICTS = re.compile(r"(?<![\w-])(faster|slower|equivalent ±[\d.]+ %|inconclusive)(?![\w-])")
@@ -39,13 +40,15 @@ def _mark(body: str) -> str:
 
 
 def render_html(markdown: str, plot_names: Iterable[str], *, title: str) -> bytes:
-    """``report/index.html``: ``markdown`` as HTML, then every plot in ``plot_names``."""
+    """``report/index.html``: ``markdown`` as HTML (its images inline), then every other plot
+    in ``plot_names``."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
     body = _mark(md.render(markdown))
-    names = sorted(plot_names, key=lambda n: (not n.startswith("forest-"),
-                                              not n.startswith("strip-"), n))
+    # the forest plots are already inline under the headline (the Markdown's images)
+    names = sorted((n for n in plot_names if not n.startswith("forest-")),
+                   key=lambda n: (not n.startswith("strip-"), n))
     figures = "".join(
         f'<figure><a href="plots/{html.escape(n)}"><img src="plots/{html.escape(n)}" '
         f'alt="{html.escape(n)}"></a><figcaption>{html.escape(n[:-4])}'

@@ -24,7 +24,6 @@ from e2e.analysis import (
     Cell,
     Comparison,
     Metric,
-    ReportWarning,
     Summary,
     metric,
 )
@@ -103,9 +102,7 @@ def format_headline_comparison(comp: Comparison | None) -> str:
     text = format_comparison(comp)
     if comp is None or comp.interval is None:
         return text
-    method = {"model": "model", "blocked": "paired"}.get(comp.method, "unpaired")
-    if comp.design == "duet" and comp.method in ("model", "blocked"):
-        method = f"duet {method}"
+    method = comp.method_name
     if comp.role == "check":
         method = f"A/A check, {method}"
     elif comp.role == "secondary":
@@ -167,10 +164,10 @@ def _attribution_section(summary: Summary) -> list[str]:
             + attribution_lines(summary) + [""])
 
 
-def _metric_name(m: Metric, spec_mode: str | None = None) -> str:
+def _metric_name(m: Metric, spec_mode: str | None = None, speculator: str = "DSpark") -> str:
     name = m.label if m.unit in ("tokens/step",) or m.key == "ms_per_verify_step" else f"{m.label} ({m.unit})"
     if spec_mode == "dspark":
-        name += ", DSpark"
+        name += f", {speculator}"
     return name
 
 
@@ -179,13 +176,14 @@ def _row(cells: list[str]) -> str:
 
 
 class _Markers:
-    """Numbers the summary's warnings 1..N, in order, for ``⚠N`` markers."""
+    """Numbers the summary's warning lines (one per cause) 1..N, in order, for ``⚠N``
+    markers: a figure's marker names the line of each cause that touches it."""
 
-    def __init__(self, warnings: tuple[ReportWarning, ...]) -> None:
-        self.number = {id(w): i for i, w in enumerate(warnings, start=1)}
+    def __init__(self, lines: tuple[analysis.WarningLine, ...]) -> None:
+        self.number = {id(w): i for i, line in enumerate(lines, start=1) for w in line.warnings}
 
     def suffix(self, summary: Summary, arm: str, conc: int, mode: str, key: str) -> str:
-        hits = [self.number[id(w)] for w in summary.warnings_for(arm, conc, mode, key)]
+        hits = sorted({self.number[id(w)] for w in summary.warnings_for(arm, conc, mode, key)})
         return f" {WARN}{','.join(map(str, hits))}" if hits else ""
 
 
@@ -296,7 +294,7 @@ def _noise_section(summary: Summary) -> list[str]:
                 df = MISSING if r.df is None else (f"{r.df:.0f}" if not r.prior_df else
                                                   f"{r.df - r.prior_df:.0f} + {r.prior_df:.1f}")
                 out.append(_row([
-                    load_cell(summary, conc, mode), _metric_name(m, mode), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
+                    load_cell(summary, conc, mode), _metric_name(m, mode, summary.speculator_label), f"{r.noise_pct:.2f} %" + (" (floored)" if r.floored else ""),
                     r.source, str(r.n_blocks), df,
                     MISSING if r.mde_pct is None else f"{r.mde_pct:.1f} %",
                     MISSING if r.unpaired_mde_pct is None else f"{r.unpaired_mde_pct:.1f} %",
@@ -324,7 +322,7 @@ def _components_section(summary: Summary) -> list[str]:
         first = (MISSING if c.first_window is None else f"{c.first_window * 100:+.2f} %"
                  + ("" if c.first_window_se is None else f" ± {c.first_window_se * 100:.2f}"))
         out.append(_row([load_cell(summary, r.concurrency, r.spec_mode),
-                         _metric_name(metric(r.metric), r.spec_mode),
+                         _metric_name(metric(r.metric), r.spec_mode, summary.speculator_label),
                          f"{c.windows} × {c.runs} runs", f"{c.between_sd * 100:.2f} %",
                          f"{c.within_sd * 100:.2f} % ({c.within_df} df)",
                          f"{c.between_share:.0%}", first]))
@@ -380,20 +378,29 @@ def workload_section(summary: Summary) -> list[str]:
     return out
 
 
+def _forest_pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]:
+    """The forest plots shown where the headline is: every arm against the baseline (point,
+    interval by the method the table names, equivalence band, MDE shaded)."""
+    forest = [n for n in plot_names or () if n.startswith("forest-")]
+    if not forest:
+        return []
+    return [f"Every arm against {summary.baseline}: the change with its interval (by the method "
+            "the table names), the equivalence band, the MDE shaded.", ""] + [
+        f"![{n[:-4]}](plots/{n})" for n in forest] + [""]
+
+
 def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]:
     if not plot_names:
         return []
-    forest = [n for n in plot_names if n.startswith("forest-")]
     strip = [n for n in plot_names if n.startswith("strip-")]
     positions = [n for n in plot_names if n.startswith("acceptance-per-position-")]
+    if not (strip or positions):
+        return []
     out = ["## Pictures", ""]
     if positions:
         out.append("Acceptance rate per draft position, each arm's and its change against "
                    + summary.baseline + " with its interval: "
                    + ", ".join(f"[{n[:-4]}](plots/{n})" for n in positions) + ".")
-    if forest:
-        out.append("Every arm against " + summary.baseline + " (point, interval, equivalence band, "
-                   "MDE shaded): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in forest) + ".")
     if strip:
         out.append("Every run of a cell, rounds connected across arms (the pairing the blocked "
                    "comparison uses): " + ", ".join(f"[{n[:-4]}](plots/{n})" for n in strip) + ".")
@@ -408,7 +415,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         plot_names = comparison_plot_names(summary) + tuple(
             per_position_plot_name(conc, mode) for mode in summary.spec_modes
             for conc in summary.concurrencies if positions_in(summary, conc, mode))
-    markers = _Markers(summary.warnings)
+    warning_lines = analysis.warning_lines(summary)
+    markers = _Markers(warning_lines)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
     lines.append(_runs_sentence(summary))
     lines.append(
@@ -432,12 +440,13 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
                 continue
             if key == "acceptance_length" and not _has_row(summary, conc, mode, key):
                 continue
-            lines.append(_row([load_cell(summary, conc, mode), _metric_name(metric(key), mode)]
+            lines.append(_row([load_cell(summary, conc, mode), _metric_name(metric(key), mode, summary.speculator_label)]
                               + _figures(summary, markers, conc, mode, key, headline=True)))
             body += 1
     if body == 0:
         lines.append(_row(["", "no data"] + [""] * (len(summary.arms) + len(summary.compared_arms))))
     lines.append("")
+    lines += _forest_pictures(summary, plot_names)
     lines += _attribution_section(summary)
     lines += _multiplicity(summary)
     lines += _noise_section(summary)
@@ -446,7 +455,9 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
 
     lines += ["## All metrics", ""]
     for mode in summary.spec_modes:
-        lines += [f"### {mode} ({_MODE_TITLE.get(mode, mode)})", ""]
+        title = (f"with the {summary.speculator_label} speculator" if mode == "dspark"
+                 else _MODE_TITLE.get(mode, mode))
+        lines += [f"### {mode} ({title})", ""]
         lines += _header(summary, ["concurrency", "metric"])
         for conc in summary.concurrencies:
             for m in summary.metrics_in(mode):
@@ -456,14 +467,9 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         lines.append("")
 
     lines += ["## Warnings", ""]
-    if summary.warnings:
-        for i, w in enumerate(summary.warnings, start=1):
-            if w.arm is None:
-                where = "report"
-            else:
-                where = f"{w.arm} · {summary.load_label(w.concurrency, w.spec_mode)} · {w.spec_mode}"
-                where += f" · {metric(w.metric).label}" if w.metric else " · every metric"
-            lines.append(f"- {WARN}{i} {where}: {md_text(w.message)}")  # may quote a server
+    if warning_lines:  # one line per cause, each cell it touched named once
+        for i, line in enumerate(warning_lines, start=1):
+            lines.append(f"- {WARN}{i} {md_text(line.text)}")  # may quote a server
     else:
         lines.append("None.")
     lines.append("")

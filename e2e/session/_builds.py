@@ -1,11 +1,14 @@
 """Server builds: the Python environment an arm's server runs in.
 
-Three kinds of ``BuildSpec``:
+Four kinds of ``BuildSpec``:
 - ``python``: an existing interpreter, used as it is;
 - ``requirements``: a managed environment that e2e creates with pip under ``$E2E_HOME/envs``;
 - ``git``: a managed environment with a git ref checked out as a worktree under
   ``$E2E_HOME/src`` and installed editable (the ref is resolved to a commit first, so a moving
-  branch gets a new environment when it moves).
+  branch gets a new environment when it moves);
+- ``wheel``: a managed environment with a built wheel installed (a local path, or a URL
+  downloaded once under ``$E2E_HOME/wheels``); keyed by the wheel's sha256, so a rebuilt wheel
+  of the same name gets a new environment.
 
 A managed environment is complete when its marker file exists; a failed build removes the
 folder, so no half-made environment is ever used. e2e does not install itself into a build:
@@ -34,7 +37,8 @@ from e2e.errors import BuildError
 from e2e.paths import e2e_home
 
 __all__ = ["Build", "prepare", "python_path", "resolve_python", "managed_env_dir",
-           "environment_facts", "project_root", "resolve_git"]
+           "environment_facts", "project_root", "resolve_git", "resolve_wheel", "local_wheel",
+           "describe_source"]
 
 MARKER = ".e2e-env.json"
 
@@ -94,6 +98,79 @@ def resolve_git(source: GitSource) -> tuple[Path, str]:
                      "fix build.git.ref (a branch, tag or commit)")
 
 
+def _is_url(value: str) -> bool:
+    return value.split("://", 1)[0].lower() in ("http", "https") and "://" in value
+
+
+def local_wheel(wheel: str) -> Path | None:
+    """The local file a ``wheel`` names (a path or a file:// URL), else None (an http(s) URL)."""
+    if _is_url(wheel):
+        return None
+    if wheel.lower().startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(wheel).path))
+    return Path(wheel).expanduser()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+MAX_WHEEL_BYTES = 8 << 30  # a vLLM wheel is a few hundred MB; anything past this is refused
+
+
+def _download(url: str) -> Path:
+    """A wheel URL's file under ``$E2E_HOME/wheels/<hash of the URL>/``, downloaded once
+    (atomically: an interrupted download leaves nothing that looks complete)."""
+    import httpx
+
+    from e2e.redact import scrub
+
+    name = url.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    folder = e2e_home() / "wheels" / hashlib.sha256(url.encode()).hexdigest()[:16]
+    target = folder / name
+    if target.exists():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    try:
+        with httpx.stream("GET", url, follow_redirects=True, timeout=60.0) as response:
+            response.raise_for_status()
+            size = 0
+            with open(partial, "wb") as handle:
+                for chunk in response.iter_bytes(1 << 20):
+                    size += len(chunk)
+                    if size > MAX_WHEEL_BYTES:
+                        raise BuildError(f"wheel {scrub(url)}: more than {MAX_WHEEL_BYTES >> 30} GiB; "
+                                         "not a wheel")
+                    handle.write(chunk)
+        os.replace(partial, target)
+    except httpx.HTTPError as exc:
+        raise BuildError(f"cannot download the wheel {scrub(url)}: {scrub(str(exc))}; fix "
+                         "build.wheel (a path or a reachable URL of a .whl)") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def resolve_wheel(build: BuildSpec) -> tuple[Path, str]:
+    """(local file, sha256) of ``build.wheel``; a URL is downloaded once; a missing file is a
+    clear error."""
+    wheel = build.wheel or ""
+    path = local_wheel(wheel)
+    if path is None:
+        path = _download(wheel)
+    elif not path.is_file():
+        raise BuildError(f"wheel {path} does not exist; fix build.wheel (a path or an http(s) "
+                         "URL of a .whl)")
+    return path, _sha256(path)
+
+
 def base_python(build: BuildSpec) -> str:
     """The interpreter that creates a managed environment: the config's, or the one e2e's own
     Python was made from (resolved, so python and python3 name the same environment)."""
@@ -102,9 +179,13 @@ def base_python(build: BuildSpec) -> str:
 
 
 def managed_env_dir(build: BuildSpec, commit: str | None = None) -> Path:
+    """The folder of a managed environment; ``commit``: a git build's commit, or a wheel
+    build's sha256 (its ref or URL before it is resolved)."""
     base = base_python(build)
     parts: list = [build.requirements, build.remove, base]
-    if build.git or build.env:
+    if build.wheel is not None:
+        parts += [build.env, {"wheel": commit}]
+    elif build.git or build.env:
         parts += [build.env, build.git.repo if build.git else None, commit]
     key = json.dumps(parts, sort_keys=True)
     return e2e_home() / "envs" / f"env-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -153,7 +234,8 @@ def _worktree(repo: Path, commit: str, log: Path) -> Path:
     return tree
 
 
-def _create(build: BuildSpec, env: Path, log: Path, progress, git: tuple[Path, str] | None) -> dict:
+def _create(build: BuildSpec, env: Path, log: Path, progress, git: tuple[Path, str] | None,
+            wheel: tuple[Path, str] | None = None) -> dict:
     base = base_python(build)
     python = str(env / "bin" / "python")
     progress(f"creating the server environment {env} (once; a few minutes); log: {log}")
@@ -170,6 +252,10 @@ def _create(build: BuildSpec, env: Path, log: Path, progress, git: tuple[Path, s
               f"pip install -e {tree} ({build.git.ref} = {commit[:12]})", build.env)
         source.update(git_repo=build.git.repo, git_ref=build.git.ref, git_commit=commit,
                       worktree=str(tree))
+    if wheel is not None:
+        path, digest = wheel
+        _step(pip + ["install", str(path)], log, f"pip install {path.name}", build.env)
+        source.update(wheel=build.wheel, wheel_file=path.name, wheel_sha256=digest)
     if build.remove:
         _step(pip + ["uninstall", "-y", *build.remove], log,
               f"pip uninstall {' '.join(build.remove)}")
@@ -182,6 +268,10 @@ def python_path(build: BuildSpec) -> Path:
     named by its ref, not its commit, until it is prepared)."""
     if build.python:
         return Path(build.python).expanduser()
+    if build.wheel is not None:
+        path = local_wheel(build.wheel)
+        pin = _sha256(path) if path is not None and path.is_file() else build.wheel
+        return managed_env_dir(build, pin) / "bin" / "python"
     return managed_env_dir(build, build.git.ref if build.git else None) / "bin" / "python"
 
 
@@ -193,7 +283,8 @@ def prepare(build: BuildSpec, *, progress=lambda message: None) -> Build:
             raise BuildError(f"server interpreter {path} does not exist; fix server.build.python")
         return Build(python=path, kind="python", source={})
     git = resolve_git(build.git) if build.git else None
-    env = managed_env_dir(build, git[1] if git else None)
+    wheel = resolve_wheel(build) if build.wheel is not None else None
+    env = managed_env_dir(build, git[1] if git else wheel[1] if wheel else None)
     marker = env / MARKER
     if not marker.exists():
         log = env.with_name(env.name + ".build.log")
@@ -202,13 +293,82 @@ def prepare(build: BuildSpec, *, progress=lambda message: None) -> Build:
                 shutil.rmtree(env, ignore_errors=True)  # a half-made env from an interrupted build
                 log.write_text("")
                 try:
-                    _create(build, env, log, progress, git)
+                    _create(build, env, log, progress, git, wheel)
                 except BaseException:
                     shutil.rmtree(env, ignore_errors=True)
                     raise
     source = json.loads(marker.read_text())
     source.pop("base_python", None)
     return Build(python=env / "bin" / "python", kind=build.kind, source=source)
+
+
+def _peek_git(source: GitSource) -> tuple[str | None, str]:
+    """(commit, how it was found) of ``source.ref`` without fetching or cloning where that can
+    be avoided: a local repository is asked directly; a URL's mirror (``$E2E_HOME/repos``) as
+    last fetched, else ``git ls-remote`` for a branch or tag. (None, why) when it cannot be
+    named yet."""
+    path = Path(source.repo).expanduser()
+    candidates = (source.ref, f"origin/{source.ref}")
+    if path.is_dir():
+        for candidate in candidates:
+            with contextlib.suppress(BuildError):
+                return _git("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}",
+                            cwd=path), "resolved"
+        return None, f"not a commit in {source.repo}: fix build.git.ref"
+    mirror = e2e_home() / "repos" / hashlib.sha256(source.repo.encode()).hexdigest()[:12]
+    if (mirror / ".git").exists() or (mirror / "HEAD").exists():
+        for candidate in (f"origin/{source.ref}", source.ref):
+            with contextlib.suppress(BuildError):
+                return _git("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}",
+                            cwd=mirror), "as last fetched; fetched again at build time"
+    try:
+        done = subprocess.run(["git", "ls-remote", source.repo, source.ref, f"{source.ref}^{{}}"],
+                              capture_output=True,
+                              text=True, timeout=20, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"git ls-remote failed ({exc.__class__.__name__}); e2e resolves it when it builds"
+    refs = {ref: sha for sha, ref in (line.split() for line in done.stdout.splitlines()
+                                      if len(line.split()) == 2)}
+    # git's own order for a short name: an (annotated tag's) commit, then a branch
+    for name in (f"refs/tags/{source.ref}^{{}}", f"refs/tags/{source.ref}",
+                 f"refs/heads/{source.ref}", source.ref):
+        if done.returncode == 0 and name in refs:
+            return refs[name], "the remote's, now"
+    return None, "the remote cannot be reached now, or the ref is a commit; e2e resolves it when it builds"
+
+
+def describe_source(build: BuildSpec) -> dict:
+    """What a build is made from, without building anything: for ``e2e arms`` and a dry run's
+    header. A git build's ref is resolved to its commit where that needs no fetch (see
+    ``_peek_git``), a local wheel's sha256 is read; ``venv``: the managed environment's folder
+    and ``built`` whether it is made."""
+    out: dict = {"kind": build.kind}
+    if build.python:
+        path = Path(build.python).expanduser()
+        out.update(python=str(path), exists=path.exists())
+        return out
+    if build.git is not None:
+        commit, how = _peek_git(build.git)
+        out.update(repo=build.git.repo, ref=build.git.ref, commit=commit, resolved=how)
+    if build.wheel is not None:
+        path = local_wheel(build.wheel)
+        out["wheel"] = build.wheel
+        if path is not None and path.is_file():
+            out["sha256"] = _sha256(path)
+        elif path is not None:
+            out["missing"] = True
+    if build.requirements:
+        out["requirements"] = list(build.requirements)
+    if build.remove:
+        out["remove"] = list(build.remove)
+    pin = out.get("commit") or out.get("sha256")
+    env = (managed_env_dir(build, pin) if pin or build.kind == "requirements"
+           else None)
+    if env is not None:
+        out["venv"] = str(env)
+        out["built"] = (env / MARKER).exists()
+    return out
 
 
 def resolve_python(build: BuildSpec, *, progress=lambda message: None) -> Path:

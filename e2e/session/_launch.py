@@ -38,9 +38,9 @@ def server_launch(
     model, model_hash = (model_path(server.model), None) if dry else resolve_model(server.model)
     args = ["--model", model, *server.args, *settings.args]
     kind = KINDS[server.kind]
-    pinned = experiment.pinned("dspark") if dspark else None
+    pinned = experiment.pinned() if dspark else None
     if dspark:
-        args += kind.speculative_args(experiment.speculative_config("dspark"))
+        args += kind.speculative_args(experiment.speculative_config())
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
