@@ -43,7 +43,7 @@ def _explain(exc: OSError, path: Path) -> str:
 def within(root: Path, path: Path, what: str = "a file") -> Path:
     """``path`` if it resolves inside ``root`` (symlinks followed, so a link that leads out
     is refused), else raise ResultsError. Every write under a results folder or an export
-    folder goes through it; the names in the path are checked before (config.check_name)."""
+    folder goes through it; the names in the path are checked before (e2e.names.check_name)."""
     root_real = Path(os.path.realpath(root))
     real = Path(os.path.realpath(path))
     if real != root_real and root_real not in real.parents:

@@ -20,7 +20,8 @@ from planted import files_under, holds
 from typer.testing import CliRunner
 
 from e2e.cli import app
-from e2e.config import check_name, load_experiment, parse_cpus
+from e2e.config import load_experiment
+from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
 from e2e.load._sse import StreamFailed, check_usage

@@ -249,8 +249,8 @@ def shared_cores(slots: list[DuetSlot], names: list[str]) -> list[str]:
     physical core (sysfs topology). The config refuses the same logical CPUs outright."""
     from itertools import combinations
 
-    from e2e.config import parse_cpus
     from e2e.host import physical_core
+    from e2e.names import parse_cpus
 
     lines = []
     for (i, a), (j, b) in combinations(enumerate(slots), 2):
