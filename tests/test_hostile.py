@@ -425,7 +425,7 @@ def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
     arguments as vLLM does) with secrets in args, env and the API key: grep every file."""
     import fakevllm
 
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
     from e2e.session._session import SessionOptions, run_unit
     from e2e.session._tinymodel import build_tiny_llama
 

@@ -191,7 +191,7 @@ FACES = {
         "Servers", "SessionOptions", "Workloads", "check_units", "model_path", "plugin_check",
         "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
-        "run_unit", "server_launch", "source_facts"],
+        "run_unit", "server_launch", "source_facts", "speculative_config"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
         "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",

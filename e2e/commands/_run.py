@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import JsonOpt, Measurement, measurement_flags, unreachable_concurrency
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.console import err, guard, print_run, say
 
 __all__ = ["run"]

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e.session import check_units, server_launch
-from e2e.config import Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import Unit
 from e2e.results import unit_state
 
 __all__ = ["describe_plan"]

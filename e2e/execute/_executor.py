@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from e2e.console import Say
-from e2e.config import Unit
+from e2e.plan import Unit
 from e2e.execute._progress import ProgressClock
 from e2e.results import unit_state
 

@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.config import ExecutorConfig, Experiment, Unit
+from e2e.config import ExecutorConfig, Experiment
+from e2e.plan import Unit
 from e2e.console import Say
 from e2e.errors import ConfigError, E2EError
 from e2e.execute._progress import ProgressClock
@@ -195,7 +196,7 @@ class UnitInterrupted(KeyboardInterrupt):
 
 
 def _record_of(unit: Unit, data: bytes) -> Any:
-    from e2e.config import EvalSpec
+    from e2e.plan import EvalSpec
 
     if isinstance(unit, EvalSpec):
         from e2e.gsm8k.records import ArmResult

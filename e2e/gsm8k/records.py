@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from e2e.config import EvalSpec
+from e2e.plan import EvalSpec
 from e2e.redact import scrub
 from e2e.results import PluginInfo, ServerInfo, SpecCounters
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.console import Say
-from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
+from e2e.config import Experiment
+from e2e.plan import EvalSpec, GSM8K_CONCURRENCY
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k import store

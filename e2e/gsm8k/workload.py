@@ -13,7 +13,7 @@ from typing import Any
 
 from e2e.console import Say
 from e2e.arms import ServerLaunch
-from e2e.config import EvalSpec
+from e2e.plan import EvalSpec
 from e2e.errors import ResultsError
 from e2e.gsm8k import store
 from e2e.gsm8k.agreement import FLEXIBLE, STRICT, acceptance_length, accuracy, parse_samples

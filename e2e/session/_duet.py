@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.config import DuetSlot, DuetSpec, Experiment
+from e2e.config import DuetSlot, Experiment
+from e2e.plan import DuetSpec
 from e2e.errors import E2EError, ServerError
 from e2e.results import DuetInfo, RunRecord, new_partial_dir
 from e2e.shield import shielded

@@ -30,7 +30,8 @@ from pydantic import BaseModel
 
 from e2e.arms import ServerLaunch
 from e2e.redact import Redactor
-from e2e.config import DuetSpec, Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import DuetSpec, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text

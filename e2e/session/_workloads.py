@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from e2e.arms import ServerLaunch
-from e2e.config import EvalSpec, Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import EvalSpec, Unit
 from e2e.gsm8k.workload import GSM8KWorkload
 from e2e.load import LoadWorkload
 
