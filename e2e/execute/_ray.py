@@ -352,11 +352,11 @@ class _Blocks:
         self.queue: deque[tuple[int, list[Unit], str | None, int]] = deque()
         self.running: dict[Any, _Flight] = {}
         self.stopping = False
-        todo = {unit.unit_id for _, unit, _ in ledger.todo}
+        tried = {unit.unit_id: attempts for _, unit, attempts in ledger.todo}  # not done yet
         for index, block in enumerate(blocks(units), 1):
             left = []
-            for unit in (u for u in block if u.unit_id in todo):
-                if ledger.attempts(unit) >= ledger.max_attempts:
+            for unit in (u for u in block if u.unit_id in tried):
+                if tried[unit.unit_id] >= ledger.max_attempts:
                     ledger.ended(unit)  # its attempts were spent before: given up, as on one host
                 else:
                     left.append(unit)
