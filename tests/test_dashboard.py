@@ -16,13 +16,12 @@ from typer.testing import CliRunner
 
 import chromium
 from conftest import ROOT
-from e2e.gsm8k.records import SampleVerdict
-from e2e.gsm8k.store import VERDICTS_FILE, write_verdicts
 from e2e.nightly.assess import assess_night, read_samples
 from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, NightCell
 from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
 from e2e.nightly.store import open_store
+from e2e.results import VERDICTS_FILE, SampleVerdict, write_verdicts
 
 STEP = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")   # judged at 2 %
 FLAT = CellKey("load", "main", 4, "base", "server_tpot_ms_mean")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from e2e.analysis import (GSM8KReport, acceptance_length, compare_verdicts, mcnemar_exact,
+                          summarize_gsm8k, verdict_accuracy)
 from e2e.errors import ResultsError
-from e2e.gsm8k.agreement import acceptance_length, accuracy, compare, mcnemar_exact, parse_samples
-from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
-from e2e.gsm8k.render import render_csv, render_markdown
-from e2e.gsm8k.summary import GSM8KReport, summarize
-from e2e.results._records import SpecCounters
+from e2e.gsm8k.lmeval import parse_samples
+from e2e.render import gsm8k_csv, gsm8k_markdown
+from e2e.results import ArmResult, EvalInfo, SampleVerdict, SpecCounters
 
 DATA = Path(__file__).parent / "data" / "gsm8k_samples"
 
@@ -30,8 +30,8 @@ def test_parse_samples_one_verdict_per_doc():
     assert [v.doc_id for v in main] == list(range(12))
     assert [v.doc_id for v in main if v.strict] == [0, 1, 8, 10]
     assert [v.doc_id for v in main if v.flexible] == [0, 1, 2, 8, 10]
-    assert accuracy(main) == pytest.approx(4 / 12)
-    assert accuracy(main, flexible=True) == pytest.approx(5 / 12)
+    assert verdict_accuracy(main) == pytest.approx(4 / 12)
+    assert verdict_accuracy(main, flexible=True) == pytest.approx(5 / 12)
 
 
 def test_parse_samples_rejects_duplicates_and_missing_strict():
@@ -67,7 +67,7 @@ def test_mcnemar_rejects_negative():
 
 
 def test_compare_pr_against_main():
-    a = compare(load("main.jsonl"), load("pr.jsonl"), arm_name="pr")
+    a = compare_verdicts(load("main.jsonl"), load("pr.jsonl"), arm_name="pr")
     assert (a.n, a.same) == (12, 6)
     assert a.reference_only_correct == ()
     assert a.arm_only_correct == (2, 3, 4, 5, 6, 7)
@@ -76,7 +76,7 @@ def test_compare_pr_against_main():
 
 
 def test_compare_repeat_of_main_is_the_noise_floor():
-    a = compare(load("main.jsonl"), load("main_repeat.jsonl"), arm_name="main (repeat)")
+    a = compare_verdicts(load("main.jsonl"), load("main_repeat.jsonl"), arm_name="main (repeat)")
     assert (a.n, a.same) == (12, 10)
     assert a.reference_only_correct == (0,)
     assert a.arm_only_correct == (9,)
@@ -86,12 +86,12 @@ def test_compare_repeat_of_main_is_the_noise_floor():
 
 def test_compare_refuses_different_prompts():
     with pytest.raises(ResultsError, match=r"different prompts for 1 document.*\[5\]"):
-        compare(load("main.jsonl"), load("pr_other_prompt.jsonl"), arm_name="pr")
+        compare_verdicts(load("main.jsonl"), load("pr_other_prompt.jsonl"), arm_name="pr")
 
 
 def test_compare_refuses_different_documents():
     with pytest.raises(ResultsError, match="same documents"):
-        compare(load("main.jsonl"), load("pr.jsonl")[:10], arm_name="pr")
+        compare_verdicts(load("main.jsonl"), load("pr.jsonl")[:10], arm_name="pr")
 
 
 def test_acceptance_length_from_counter_deltas():
@@ -106,8 +106,9 @@ def _result(label: str, arm: str, occurrence: int, verdicts, acceptance=None, sp
     return ArmResult(
         experiment="exp", label=label, arm=arm, occurrence=occurrence, spec_mode=spec, limit=None,
         concurrency=4, data={"kind": "local"}, lm_eval_version="0.4.13", lm_eval_argv=["x"],
-        base_url="http://h", model="m", n=len(verdicts), accuracy_strict=accuracy(verdicts),
-        accuracy_flexible=accuracy(verdicts, flexible=True), acceptance_length=acceptance,
+        base_url="http://h", model="m", n=len(verdicts),
+        accuracy_strict=verdict_accuracy(verdicts),
+        accuracy_flexible=verdict_accuracy(verdicts, flexible=True), acceptance_length=acceptance,
         started_at="t", finished_at="t", wall_s=1.0)
 
 
@@ -120,7 +121,7 @@ def _report():
         arms = [(_result("pr", "pr", 1, pr, acc and 1.75, spec), pr),
                 (_result("main.r2", "main", 2, repeat, acc, spec), repeat),
                 (_result("main", "main", 1, main, acc, spec), main)]
-        sections.append(summarize(info, arms))
+        sections.append(summarize_gsm8k(info, arms))
     return GSM8KReport(sections=tuple(sections))
 
 
@@ -136,13 +137,13 @@ def test_summary_orders_main_then_repeat_then_arms():
 def test_summary_warns_without_repeat_of_main():
     main = load("main.jsonl")
     info = EvalInfo(experiment="exp", spec_mode="base", limit=12, data={}, lm_eval_version="0.4.13")
-    section = summarize(info, [(_result("main", "main", 1, main), main)])
+    section = summarize_gsm8k(info, [(_result("main", "main", 1, main), main)])
     assert any("no repeat of main" in w for w in section.warnings)
     assert any("--limit 12" in w for w in section.warnings)
 
 
 def test_markdown_has_reference_layout_and_agreement_lines():
-    text = render_markdown(_report()).decode()
+    text = gsm8k_markdown(_report()).decode()
     lines = text.splitlines()
     assert "| spec mode | main | main (repeat) | pr |" in lines
     assert "| base | 0.3333 (4/12) | 0.3333 (4/12) | 0.8333 (10/12) |" in lines
@@ -156,7 +157,7 @@ def test_markdown_has_reference_layout_and_agreement_lines():
 
 
 def test_csv_rows():
-    rows = list(csv.DictReader(io.StringIO(render_csv(_report()).decode())))
+    rows = list(csv.DictReader(io.StringIO(gsm8k_csv(_report()).decode())))
     assert [(r["spec_mode"], r["label"]) for r in rows] == [
         ("base", "main"), ("base", "main.r2"), ("base", "pr"),
         ("dspark", "main"), ("dspark", "main.r2"), ("dspark", "pr")]

@@ -12,8 +12,8 @@ import pytest
 from planted import Planted
 
 from e2e.config import load_experiment
-from e2e.gsm8k import store
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+from e2e.results import read_arm
 
 pytest.importorskip("lm_eval")
 DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k").resolve()
@@ -39,7 +39,7 @@ def test_gsm8k_main_and_pr_with_speculator(tmp_path, capfd):
     for arm in section.arms:
         # n-gram drafts on the tiny model's repetitive output move the counters
         assert arm.acceptance_length is not None and arm.acceptance_length >= 1.0
-        result = store.read_arm(plan.eval_dir / arm.label)
+        result = read_arm(plan.eval_dir / arm.label)
         assert result.plugin.check == "passed" and result.plugin.mode == "inject"
         assert result.provenance["server_env"]["engine_version"] == "0.32.0"
         assert "--speculative-config" in result.server.argv

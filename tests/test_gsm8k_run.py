@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from e2e.config import load_experiment
 from e2e.errors import ConfigError, LoadError, ResultsError
-from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import find_output
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+from e2e.results import arm_is_complete, read_arm, read_verdicts
 from scripted import Scripted
 
 SAMPLES = Path(__file__).parent / "data" / "gsm8k_samples"
@@ -92,7 +92,7 @@ def test_every_arm_on_its_own_server_and_report(experiment, tmp_path, data):
     assert section.arms[2].agreement.same == 6
     for label in p.labels:
         assert (p.eval_dir / label / "server.log").read_text().startswith("fake server")
-        assert len(store.read_verdicts(p.eval_dir / label / "verdicts.jsonl")) == 12
+        assert len(read_verdicts(p.eval_dir / label / "verdicts.jsonl")) == 12
     md = (tmp_path / "results" / "default" / "gsm8k" / "gsm8k.md").read_text()
     assert "pr matches main's verdict on 6 of 12; repeat 10" in md
     assert (tmp_path / "results" / "default" / "gsm8k" / "gsm8k.csv").read_text().count("\n") == 4
@@ -104,16 +104,16 @@ def test_resume_skips_finished_arms_and_redoes_a_failed_one(experiment, tmp_path
     with pytest.raises(ResultsError, match="main.r2 invalid after 1 attempt.*lm-eval exited"):
         run_gsm8k(p, fake.runner(), max_attempts=1)
     assert fake.stopped == 3  # every server was stopped, the failed arm's too; pr still ran
-    assert store.is_complete(p.eval_dir / "main")
-    failed = store.read_arm(p.eval_dir / "main.r2")  # the failed attempt is kept, as invalid
+    assert arm_is_complete(p.eval_dir / "main")
+    failed = read_arm(p.eval_dir / "main.r2")  # the failed attempt is kept, as invalid
     assert not failed.valid and "lm-eval exited" in failed.invalid_reasons[0]
-    assert not store.is_complete(p.eval_dir / "main.r2")
+    assert not arm_is_complete(p.eval_dir / "main.r2")
 
     fake = Fake(["main_repeat.jsonl"])
     run_gsm8k(p, fake.runner())
     assert fake.served == [("main", False)]  # only the failed arm is made again
-    assert store.read_arm(p.eval_dir / "main.r2").occurrence == 2
-    assert store.read_arm(p.eval_dir / "main.r2").valid
+    assert read_arm(p.eval_dir / "main.r2").occurrence == 2
+    assert read_arm(p.eval_dir / "main.r2").valid
     assert (p.eval_dir / ".attempts" / "main.r2.1" / "arm.json").is_file()  # nothing lost
 
 
@@ -136,7 +136,7 @@ def test_dspark_records_acceptance_length(experiment, tmp_path, data):
     assert fake.served == [("main", True), ("pr", True)]
     # counters scraped before and after each eval: 10 more drafts, 8 more accepted
     assert [a.acceptance_length for a in report.sections[0].arms] == [pytest.approx(1.8)] * 2
-    result = store.read_arm(tmp_path / "results" / "default" / "gsm8k" / "dspark-n12" / "pr")
+    result = read_arm(tmp_path / "results" / "default" / "gsm8k" / "dspark-n12" / "pr")
     assert result.counters_after.drafts - result.counters_before.drafts == 10
 
 
@@ -180,4 +180,4 @@ def test_a_relative_results_folder_gives_lm_eval_absolute_paths(experiment, tmp_
     job = fake.jobs[0]
     assert job.include_path.is_absolute() and job.output_dir.is_absolute()
     arm = tmp_path / "results" / "default" / "gsm8k" / "base-n12" / "main"
-    assert store.is_complete(arm) and (arm / "task" / "e2e_gsm8k_local.yaml").is_file()
+    assert arm_is_complete(arm) and (arm / "task" / "e2e_gsm8k_local.yaml").is_file()

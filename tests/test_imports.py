@@ -80,7 +80,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_lazy_imports():
     graph = import_graph()
     assert "e2e.session" in graph["e2e.commands._run"]  # imported inside the command's body
-    assert "e2e.gsm8k.store" in graph["e2e.gsm8k.run"]    # from e2e.gsm8k import store
+    # "from e2e.kernels import host_cost", inside a function
+    assert "e2e.kernels.host_cost" in graph["e2e.kernels.micro"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -95,23 +96,25 @@ def test_nothing_imports_the_command_line():
 
 # --- layers ---------------------------------------------------------------------------------
 # Each module's layer, by the longest matching prefix. A module may import its own layer and
-# the layers before it, never a later one. gsm8k, nightly and interop are features that cut
-# across stages, so their modules are placed one by one.
+# the layers before it, never a later one. nightly and interop are features that cut across
+# stages, so their modules are placed one by one; gsm8k is a pipeline (its records,
+# statistics and renderers are results', analysis' and render's), but for the three modules
+# that hand names on to nightly. e2e.kernels.step_bench is also a command line (python -m ...)
+# that writes step.md through e2e.render.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.shield", "e2e.kinds",
                     "e2e.slo", "e2e.redact", "e2e.markup", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
-    ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.task",
-                 "e2e.gsm8k.agreement")),
-    ("analysis", ("e2e.analysis", "e2e.gsm8k.summary", "e2e.gsm8k.store", "e2e.nightly.cells",
+    ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.store")),
+    ("analysis", ("e2e.analysis", "e2e.gsm8k.agreement", "e2e.nightly.cells",
                   "e2e.nightly.changepoints")),
     ("host", ("e2e.host",)),
-    ("load", ("e2e.load", "e2e.gsm8k.lmeval", "e2e.gsm8k.workload")),
+    ("load", ("e2e.load",)),
     ("session", ("e2e.session",)),
-    ("render", ("e2e.render", "e2e.gsm8k.render", "e2e.gsm8k", "e2e.nightly.render",
+    ("render", ("e2e.render", "e2e.kernels.step_bench", "e2e.nightly.render",
                 "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
                 "e2e.interop")),
     ("execute", ("e2e.execute",)),
-    ("pipeline", ("e2e.pipeline", "e2e.capacity", "e2e.gsm8k.run", "e2e.nightly", "e2e.nightly.assess",
+    ("pipeline", ("e2e.pipeline", "e2e.capacity", "e2e.gsm8k", "e2e.nightly", "e2e.nightly.assess",
                   "e2e.nightly.run", "e2e.nightly.bisect")),
     ("commands", ("e2e.commands", "e2e.cli")),
 ]
@@ -161,24 +164,31 @@ def test_only_the_commands_import_typer():
 
 FACES = {
     "e2e.results": [
-        "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState",
-        "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
-        "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-        "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit",
-        "last_look_confidence", "load_records", "new_partial_dir", "next_attempt_dir",
-        "next_repeat", "read_looks", "read_requests", "read_run", "record_name", "resume_state",
-        "unit_dir", "unit_state", "utc_now", "write_looks", "write_requests", "write_run",
-        "writing"],
+        "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation",
+        "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM",
+        "GSM8K_SCHEMA_VERSION", "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo",
+        "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS", "RequestRecord",
+        "RunMetrics", "RunRecord", "SampleVerdict", "SegmentMetrics", "ServerInfo",
+        "ServerMemory", "SpecCounters", "VERDICTS_FILE", "WorkloadInfo", "arm_is_complete",
+        "eval_dir_name", "finalize", "finalize_unit", "gsm8k_dir", "last_look_confidence",
+        "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat", "read_arm",
+        "read_eval_info", "read_evaluations", "read_looks", "read_requests", "read_run",
+        "read_verdicts", "record_name", "resume_state", "unit_dir", "unit_state",
+        "utc_now", "write_eval_info", "write_looks", "write_requests", "write_run",
+        "write_verdicts", "writing"],
     "e2e.analysis": [
-        "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
-        "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
-        "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric",
-        "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost",
-        "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute",
-        "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
-        "format_advice", "headline_for", "headline_metric", "look_at", "median_range", "metric",
-        "parse_effect", "position_key", "position_of", "primary_metric", "run_costs",
-        "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
+        "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell",
+        "Comparison", "Components", "DEFAULT_CONFIDENCE", "DEFAULT_POWER",
+        "DEFAULT_SPENDING", "Design", "GSM8KArm", "GSM8KReport", "GSM8KSection",
+        "HEADLINE", "Look", "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS",
+        "Metric", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning",
+        "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary",
+        "acceptance_length", "attribute", "burst_affected", "compare_runs",
+        "compare_verdicts", "components", "equivalence_of", "estimate_of", "format_advice",
+        "gsm8k_report", "headline_for", "headline_metric", "look_at", "mcnemar_exact",
+        "median_range", "metric", "parse_effect", "position_key", "position_of",
+        "primary_metric", "run_costs", "runs_advice", "runs_needed", "select",
+        "server_twin", "spent_alpha", "summarize", "summarize_gsm8k", "verdict_accuracy",
         "verdict_for"],
     "e2e.host": [
         "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
@@ -193,9 +203,12 @@ FACES = {
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
         "run_unit", "server_launch", "source_facts", "speculative_config"],
     "e2e.render": [
-        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
-        "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
-        "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"],
+        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT",
+        "build_report", "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json",
+        "gsm8k_markdown", "host_cost_markdown", "micro_markdown", "micro_plot",
+        "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
+        "report_json", "run_json", "steps_markdown", "unit_markdown", "verdict_icon",
+        "write_gsm8k_report", "write_micro", "write_steps"],
     "e2e.execute": [
         "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit",
         "describe_cluster_plan", "describe_plan", "executor_from"],

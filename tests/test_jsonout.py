@@ -10,8 +10,8 @@ import pytest
 
 from e2e.analysis._aggregate import summarize
 from e2e.plan import RunSpec
-from e2e.gsm8k.records import ArmResult, EvalInfo, SampleVerdict
-from e2e.gsm8k.summary import GSM8KReport, summarize as summarize_gsm8k
+from e2e.results import ArmResult, EvalInfo, SampleVerdict
+from e2e.analysis import GSM8KReport, summarize_gsm8k
 from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
 

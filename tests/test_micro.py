@@ -21,9 +21,8 @@ from e2e.kernels.micro import (
     make_inputs,
     median_of_runs,
     parse_int_list,
-    render_markdown,
-    render_plot,
 )
+from e2e.render import host_cost_markdown, micro_markdown, micro_plot, steps_markdown, write_micro
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,13 +79,63 @@ def test_render_markdown_and_plot():
     result = _result({1: {"main": (100.0, 9.0), "inplace": (60.0, 6.0), "fused": (20.0, 3.0),
                           FLOOR: (18.0, 1.0)}})
     result["targets"] = check_targets(result)
-    md = render_markdown(result)
+    md = micro_markdown(result)
     assert "| rows | main eager | inplace eager | fused eager | empty eager |" in md
     assert "| 1 | 100.0 | 60.0 | 20.0 | 18.0 | 9.00 | 6.00 | 3.00 | 1.00 |" in md
     assert "Test GPU" in md and "median of runs 2–4" in md
-    png = render_plot(result)
+    png = micro_plot(result)
     if png is not None:
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_reports_show_every_entry_the_kernels_measure_in_their_order():
+    """e2e.render names the results' entries itself (it must not import torch): a result
+    keyed by the kernels' own names shows each of them, in the kernels' order."""
+    from e2e.kernels import host_cost, step_bench
+
+    names = ("main", "inplace", "fused", FLOOR, FLOOR_DIRECT)
+    result = _result({1: {p: (10.0, 1.0) for p in names}})
+    assert ("| rows | " + " | ".join(f"{p} eager" for p in names) + " | "
+            + " | ".join(f"{p} graph" for p in names) + " |") in micro_markdown(result).splitlines()
+    m = {**{i: 2.0 for i in host_cost.ITEMS}, **{p: 1.0 for p in host_cost.PARTS}}
+    host = {"runs": 1, "calls": 1, "shapes": [{"name": "1 rows", "median_us": m, "meta_over_empty": 1.0}],
+            "target": {"what": "x", "worst_ratio": 1.0, "worst_shape": "1 rows", "met": True}}
+    lines = host_cost_markdown(host).splitlines()
+    assert lines[4] == "| shape | " + " | ".join(host_cost.ITEMS) + " | meta / empty | meta / main |"
+    assert lines[6] == "| 1 rows | " + " | ".join(["2.00"] * len(host_cost.ITEMS)) + " | 1.00 | 1.00 |"
+    step = _step_result(meta_graph=3.0)
+    step["target"] = step_bench.check_step_target(step)
+    assert "| shape | " + " | ".join(step_bench.WAYS) + " |" in steps_markdown(step).splitlines()
+
+
+def test_the_kernels_and_their_reports_need_no_pydantic(tmp_path):
+    """On the GPU host (torch, Triton; no pydantic): e2e.kernels imports, and the reports of
+    e2e micro and python -m e2e.kernels.step_bench are written, without the report's stack."""
+    code = f"""
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("pydantic", "pydantic_core", "pandas", "scipy"):
+            raise ImportError("blocked " + name)
+sys.meta_path.insert(0, Block())
+import e2e.kernels, e2e.kernels.micro, e2e.kernels.host_cost, e2e.kernels.step_bench
+from e2e.render import write_micro, write_steps
+result, step = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+write_micro(result, {str(tmp_path)!r})
+text, _ = write_steps(step, {str(tmp_path)!r})
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "pandas", "scipy")))
+"""
+    result = _result({1: {"main": (10.0, 1.0), FLOOR: (5.0, 0.5)}})
+    step = _step_result(meta_graph=3.0)
+    step["target"] = {"what": "x", "worst_ratio": 0.3, "worst_shape": "8 rows", "bound": 0.35,
+                      "met": True}
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(result), json.dumps(step)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.split() == ["[]"]
+    assert (tmp_path / "micro.md").read_text() == micro_markdown(result)
+    assert (tmp_path / "step.md").read_text() == steps_markdown(step)
 
 
 def test_inputs_are_deterministic_and_have_the_negative_fraction():
@@ -149,10 +198,10 @@ def test_micro_command_rejects_bad_options(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_micro_on_gpu_counts_and_graphs(tmp_path):
-    from e2e.kernels.micro import run_micro, write_outputs
+    from e2e.kernels.micro import run_micro
 
     result = run_micro(MicroSpec(rows=(1, 64), runs=2, report_from=2, calls=20, graph_calls=5), log=lambda m: None)
-    write_outputs(result, tmp_path)
+    write_micro(result, tmp_path)
     for shape in result["shapes"]:
         assert all(shape["correct"].values())
         counts = shape["counts"]
@@ -195,11 +244,11 @@ def test_step_target_reads_only_1_to_32_rows():
 
 
 def test_step_table_renders_per_build_and_per_step():
-    from e2e.kernels.step_bench import check_step_target, render_steps
+    from e2e.kernels.step_bench import check_step_target
 
     result = _step_result(meta_graph=3.0)
     result["target"] = check_step_target(result)
-    md = render_steps(result)
+    md = steps_markdown(result)
     assert "| 8 rows | 50.0 | 50.0 | 50.0 | 20.0 | 10.0 | 10.0 | 10.0 | 3.00 | 0.30 |" in md
     assert "| 70.0 | 70.0 | 70.0 | 21.0 |" in md  # x 7 builds per V4.1 step
     assert "Every way matched main" in md and ": met." in md

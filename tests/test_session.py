@@ -10,10 +10,10 @@ import json
 import pytest
 
 from e2e.plan import EvalSpec, RunSpec
+from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session._session import SessionOptions, run_unit
 from e2e.results._store import unit_state
 from e2e.session._tinymodel import resolve_model
-from e2e.session import Workloads
 from scripted import Scripted
 
 GSM8K = dict(limit=3, concurrency=2)
@@ -30,7 +30,7 @@ def tiny() -> str:
 
 def options(scripted: Scripted, **kw) -> SessionOptions:
     return SessionOptions(progress=False, servers=scripted.servers,
-                          workloads=Workloads(lmeval=never_called, check=lambda: "0.4.13"), **kw)
+                          workloads=GSM8KWorkloads(lmeval=never_called, check=lambda: "0.4.13"), **kw)
 
 
 def test_gsm8k_arm_without_applied_settings_is_refused_like_a_load_run(default_experiment,
@@ -71,7 +71,7 @@ def test_gsm8k_and_load_records_carry_the_same_blocks(default_experiment, tmp_pa
         raise LoadError("lm-eval exited with status 1 (scripted)")
 
     opts = SessionOptions(progress=False, servers=scripted.servers,
-                          workloads=Workloads(lmeval=sample_lmeval, check=lambda: "0.4.13"))
+                          workloads=GSM8KWorkloads(lmeval=sample_lmeval, check=lambda: "0.4.13"))
     _, run = run_unit(default_experiment, load, tmp_path, opts)  # no HTTP server: load fails
     _, arm = run_unit(default_experiment, gsm8k, tmp_path, opts)
     assert arm.invalid_reasons == ["lm-eval exited with status 1 (scripted)"]
@@ -99,7 +99,7 @@ def test_no_plugin_check_is_explicit_and_recorded(default_experiment, tmp_path, 
         raise LoadError("reached lm-eval")
 
     opts = SessionOptions(progress=False, servers=scripted.servers, plugin_check=False,
-                          workloads=Workloads(lmeval=failing, check=lambda: "0.4.13"))
+                          workloads=GSM8KWorkloads(lmeval=failing, check=lambda: "0.4.13"))
     _, arm = run_unit(default_experiment, gsm8k, tmp_path, opts)
     assert arm.invalid_reasons == ["reached lm-eval"]  # not refused: the check was skipped
     assert arm.plugin.check == "skipped" and "--no-plugin-check" in arm.plugin.detail
@@ -126,7 +126,7 @@ def test_a_second_ctrl_c_while_writing_loses_nothing(default_experiment, tmp_pat
 
     monkeypatch.setattr(session, "provenance", impatient)
     opts = SessionOptions(progress=False, servers=Scripted(model=tiny).servers,
-                          workloads=Workloads(lmeval=interrupted, check=lambda: "0.4.13"))
+                          workloads=GSM8KWorkloads(lmeval=interrupted, check=lambda: "0.4.13"))
     unit = EvalSpec(arm="main", dspark=False, **GSM8K)
     with pytest.raises(KeyboardInterrupt):
         run_unit(default_experiment, unit, tmp_path, opts)

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from e2e.commands._unit import Column, caught, render_matrix
+from e2e.commands._unit import Column, caught
+from e2e.render import unit_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +39,7 @@ def test_a_mutant_no_test_catches_is_reported():
     results = {"pr": {"a.py::t1": "passed", "a.py::t2": "failed"},
                "m": {"a.py::t1": "passed", "a.py::t2": "failed"}}
     assert caught(results, cols[1]) == []  # t2 fails on the arm too: not the mutant's doing
-    md = render_matrix(cols, results)
+    md = unit_markdown(cols, results, {"m": caught(results, cols[1])})
     assert "mutant **m**" in md and "**not caught by any test**" in md
     assert "| a.py::t2 | **FAIL** | **FAIL** |" in md
 

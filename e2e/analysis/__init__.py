@@ -8,6 +8,10 @@ from e2e.analysis._aggregate import (
     Summary, metric, select, summarize
 )
 from e2e.analysis._attribution import Attribution, attribute
+from e2e.analysis._gsm8k import (
+    Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
+    gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
+)
 from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
 from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
@@ -22,14 +26,15 @@ from e2e.analysis._stats import (
 )
 
 __all__ = [
-    "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison", "Components",
-    "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
-    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "REPORTED_POSITIONS",
-    "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice",
-    "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute", "burst_affected",
-    "compare_runs", "components", "equivalence_of", "estimate_of", "format_advice",
-    "headline_for", "headline_metric", "look_at", "median_range", "metric", "parse_effect",
-    "position_key", "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed",
-    "select",
-    "server_twin", "spent_alpha", "summarize", "verdict_for"
+    "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison",
+    "Components", "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design",
+    "GSM8KArm", "GSM8KReport", "GSM8KSection", "HEADLINE", "Look", "MAX_ACCEPTANCE_MOVE",
+    "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "REPORTED_POSITIONS", "RESOLUTION_SD",
+    "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP",
+    "Settlement", "Spending", "Summary", "acceptance_length", "attribute", "burst_affected",
+    "compare_runs", "compare_verdicts", "components", "equivalence_of", "estimate_of",
+    "format_advice", "gsm8k_report", "headline_for", "headline_metric", "look_at",
+    "mcnemar_exact", "median_range", "metric", "parse_effect", "position_key", "position_of",
+    "primary_metric", "run_costs", "runs_advice", "runs_needed", "select", "server_twin",
+    "spent_alpha", "summarize", "summarize_gsm8k", "verdict_accuracy", "verdict_for"
 ]

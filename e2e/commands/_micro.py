@@ -1,4 +1,5 @@
-"""``e2e micro``: the packing paths' micro-benchmark (the work is in ``e2e.kernels.micro``)."""
+"""``e2e micro``: the packing paths' micro-benchmark (measured by ``e2e.kernels.micro`` and
+``e2e.kernels.step_bench``, written by ``e2e.render``)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def micro_command(
 
     def body() -> None:
         from e2e.kernels.micro import (BENCH_PATHS, DEFAULT_ROWS, MicroSpec, parse_int_list,
-                                       render_markdown, run_micro, write_outputs)
+                                       run_micro)
+        from e2e.render import micro_markdown, write_micro
 
         spec = MicroSpec(rows=parse_int_list(rows, DEFAULT_ROWS), cols=cols, runs=runs,
                          report_from=report_from, calls=calls, graph_calls=graph_calls,
@@ -57,18 +59,20 @@ def micro_command(
             load_triton_paths()
             ops = load_ops(vllm_ops)
         result = run_micro(spec, log=say, ops=ops)
-        written = write_outputs(result, out)
+        written = write_micro(result, out)
         step_text = None
         if per_step:
-            from e2e.kernels.step_bench import StepSpec, measure_and_write
+            from e2e.kernels.step_bench import StepSpec, measure_steps
+            from e2e.render import write_steps
 
             step_rows = tuple(r for r in spec.rows if r <= 384) or (1,)
-            _, step_text, step_written = measure_and_write(
-                out, StepSpec(rows=step_rows, runs=spec.runs, report_from=spec.report_from,
-                              graph_calls=spec.graph_calls),
+            step_result = measure_steps(
+                StepSpec(rows=step_rows, runs=spec.runs, report_from=spec.report_from,
+                         graph_calls=spec.graph_calls),
                 ops_file=vllm_ops, dry_run=dry_run, log=say)
+            step_text, step_written = write_steps(step_result, out)
             written += step_written
-        output.print(render_markdown(result), highlight=False, markup=False, soft_wrap=True)
+        output.print(micro_markdown(result), highlight=False, markup=False, soft_wrap=True)
         if step_text:
             output.print(step_text, highlight=False, markup=False, soft_wrap=True)
         output.print("wrote " + ", ".join(str(p) for p in written), highlight=False,

@@ -59,14 +59,15 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
             confidence: float | None = None, format_: str = "markdown",
             link: str | None = None, max_bytes: int | None = None) -> None:
     from e2e.errors import ConfigError
-    from e2e.gsm8k import load_report, render_csv, render_markdown
+    from e2e.analysis import gsm8k_report
     from e2e.paths import atomic_write_bytes
-    from e2e.render import build_report
+    from e2e.render import build_report, gsm8k_csv, gsm8k_markdown
+    from e2e.results import read_evaluations
 
     if format_ not in ("markdown", "github"):
         raise ConfigError(f"--format {format_!r}: give markdown or github")
     folder = Path(folder)
-    gsm8k = load_report(folder.parent, folder.name) if folder.is_dir() else None
+    gsm8k = gsm8k_report(read_evaluations(folder.parent, folder.name)) if folder.is_dir() else None
     output = None
     if gsm8k is None or any(folder.glob("*/run.json")):  # else only GSM8K results here
         output = build_report(folder, report_from_run=report_from_run, baseline=baseline,
@@ -74,8 +75,8 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
     if json_:
         from e2e.render import dumps, gsm8k_json, report_json
 
-        # e2e.render._report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
-        # e2e.gsm8k for one with GSM8K results only
+        # the load report for a folder with load runs (its GSM8K evaluations under "gsm8k"),
+        # the GSM8K report alone for one with GSM8K results only
         document = report_json(output.summary) if output is not None else gsm8k_json(gsm8k)
         if output is not None and gsm8k is not None:
             document["gsm8k"] = gsm8k_json(gsm8k)
@@ -93,9 +94,9 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
         console.print(visible(output.markdown), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]report written to {output.report_dir}[/]", highlight=False)
     if gsm8k is not None:
-        text = render_markdown(gsm8k)
+        text = gsm8k_markdown(gsm8k)
         atomic_write_bytes(folder / "report" / "gsm8k.md", text)
-        atomic_write_bytes(folder / "report" / "gsm8k.csv", render_csv(gsm8k))
+        atomic_write_bytes(folder / "report" / "gsm8k.csv", gsm8k_csv(gsm8k))
         console.print(visible(text.decode()), highlight=False, markup=False, soft_wrap=True)
         err.print(f"[dim]GSM8K report written to {folder / 'report'}[/]", highlight=False)
 

@@ -5,7 +5,7 @@ arm's plugin settings in ``E2E_UNIT_SETTINGS``, its name in ``E2E_UNIT_ARM``) an
 ``[[unit.mutants]]`` entry (an arm with a setting forced and/or a function made a no-op,
 ``E2E_UNIT_NOOP``), each in a fresh ``pytest`` process, and renders which test fails on which
 column and whether each mutant is caught (at least one test fails that passes on the mutant's
-arm). Writes ``unit.json`` and ``unit.md`` under ``--out``.
+arm). Writes ``unit.json`` and ``unit.md`` (``e2e.render.unit_markdown``) under ``--out``.
 
 What it does not do (yet): run a vLLM tree's own tests against each arm's build; the tests
 run with the driver's Python against e2e's plugin (the CPU default's arms share one build).
@@ -29,7 +29,7 @@ import typer
 from e2e.errors import ConfigError, E2EError
 from e2e.shield import shielded
 
-__all__ = ["Column", "columns", "run_column", "caught", "render_matrix", "unit_command"]
+__all__ = ["Column", "columns", "run_column", "caught", "unit_command"]
 
 
 @dataclass(frozen=True)
@@ -158,31 +158,6 @@ def caught(results: dict[str, dict[str, str]], column: Column) -> list[str]:
                   if o == "failed" and base.get(t) == "passed")
 
 
-def render_matrix(cols: list[Column], results: dict[str, dict[str, str]]) -> str:
-    """Markdown: one row per test, one column per arm / mutant, then each mutant's verdict."""
-    tests = sorted({t for r in results.values() for t in r})
-    mark = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", None: "—"}
-    head = [c.name + (f" (mutant of {c.arm})" if c.mutant else "") for c in cols]
-    lines = ["# Unit validation matrix", "",
-             "| test | " + " | ".join(head) + " |", "|---|" + "---|" * len(cols)]
-    for t in tests:
-        lines.append(f"| {t} | " + " | ".join(mark[results[c.name].get(t)] for c in cols) + " |")
-    lines.append("")
-    for c in cols:
-        failed = sum(o == "failed" for o in results[c.name].values())
-        if c.mutant:
-            hit = caught(results, c)
-            what = ", ".join(filter(None, [
-                f"plugin {json.dumps(c.settings, sort_keys=True)}",
-                f"{c.noop} made a no-op" if c.noop else None]))
-            lines.append(f"- mutant **{c.name}** ({what}): " + (
-                f"caught by {len(hit)} test(s): {', '.join(hit)}" if hit
-                else "**not caught by any test**"))
-        else:
-            lines.append(f"- arm {c.name}: {failed} of {len(results[c.name])} tests fail")
-    return "\n".join(lines) + "\n"
-
-
 def unit_command(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Experiment config (TOML).")] = None,
     arms: Annotated[str | None, typer.Option(help="Arms, comma-separated [default: \\[unit] arms, "
@@ -202,6 +177,7 @@ def unit_command(
 def _unit(config, arms, tests, out) -> int:
     from e2e.config import load_experiment
     from e2e.paths import atomic_write_json, atomic_write_text
+    from e2e.render import unit_markdown
 
     experiment = load_experiment(config)
     cols = columns(experiment, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
@@ -212,10 +188,10 @@ def _unit(config, arms, tests, out) -> int:
     for c in cols:
         typer.echo(f"running {len(files)} test file(s) on {c.name}", err=True)
         results[c.name] = run_column(c, files)
-    text = render_matrix(cols, results)
+    mutants = {c.name: caught(results, c) for c in cols if c.mutant}
+    text = unit_markdown(cols, results, mutants)
     doc = {"schema_version": 1, "experiment": experiment.name, "tests": files,
-           "columns": [c.__dict__ for c in cols], "results": results,
-           "mutants": {c.name: caught(results, c) for c in cols if c.mutant}}
+           "columns": [c.__dict__ for c in cols], "results": results, "mutants": mutants}
     atomic_write_json(out / "unit.json", doc)
     atomic_write_text(out / "unit.md", text)
     typer.echo(text)

@@ -198,7 +198,7 @@ def _record_of(unit: Unit, data: bytes) -> Any:
     from e2e.plan import EvalSpec
 
     if isinstance(unit, EvalSpec):
-        from e2e.gsm8k.records import ArmResult
+        from e2e.results import ArmResult
 
         return ArmResult.model_validate_json(data)
     from e2e.results import RunRecord

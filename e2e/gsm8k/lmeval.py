@@ -1,4 +1,5 @@
-"""Run lm-eval (pinned 0.4.13) as a subprocess against one arm's server, and find its output.
+"""Run lm-eval (pinned 0.4.13) as a subprocess against one arm's server, find its output and
+read its sample log into per-document verdicts (``parse_samples``).
 
 The command is ``python -m lm_eval run --model local-completions`` with
 ``tokenizer_backend=None,tokenized_requests=False`` (no tokenizer download; prompts go as
@@ -16,21 +17,25 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from e2e.errors import BuildError, LoadError, ResultsError
 from e2e.gsm8k.task import TaskSource
+from e2e.results import SampleVerdict
 
-__all__ = ["LM_EVAL_VERSION", "NUM_FEWSHOT", "SEED", "MAX_RETRIES", "LmEvalJob", "LmEvalOutput",
-           "check_lm_eval", "lmeval_argv", "lmeval_env", "run_lmeval", "find_output"]
+__all__ = ["LM_EVAL_VERSION", "NUM_FEWSHOT", "SEED", "MAX_RETRIES", "STRICT", "FLEXIBLE",
+           "LmEvalJob", "LmEvalOutput", "check_lm_eval", "lmeval_argv", "lmeval_env",
+           "run_lmeval", "find_output", "parse_samples"]
 
 LM_EVAL_VERSION = "0.4.13"
 NUM_FEWSHOT = 5
 SEED = 1234
 MAX_RETRIES = 3
+STRICT = "strict-match"
+FLEXIBLE = "flexible-extract"
 
 
 @dataclass(frozen=True)
@@ -157,3 +162,44 @@ def find_output(output_dir: Path, task: str) -> LmEvalOutput:
         raise ResultsError(f"{results[0]}: unreadable lm-eval results ({exc})") from exc
     return LmEvalOutput(results=task_results, samples_path=Path(samples[0]),
                         results_path=Path(results[0]))
+
+
+def _verdict(value: Any, where: str) -> bool:
+    if isinstance(value, bool) or value in (0, 1, 0.0, 1.0):
+        return bool(value)
+    raise ResultsError(f"{where}: exact_match is {value!r}, expected 0 or 1")
+
+
+def parse_samples(rows: Iterable[Mapping[str, Any]], *, source: str = "sample log") -> tuple[SampleVerdict, ...]:
+    """Turn lm-eval's ``--log_samples`` rows (one per document per filter) into one verdict
+    per document, sorted by ``doc_id``. Every document needs a strict-match row; a document
+    whose filters carry different prompt hashes, or a repeated (doc, filter) row, is an error."""
+    by_doc: dict[int, dict[str, tuple[str, bool]]] = {}
+    for line_no, row in enumerate(rows, 1):
+        where = f"{source}, row {line_no}"
+        try:
+            doc_id, prompt_hash, filter_name = row["doc_id"], row["prompt_hash"], row["filter"]
+            value = row["exact_match"]
+        except (KeyError, TypeError) as exc:
+            raise ResultsError(f"{where}: missing field {exc}; is this an lm-eval "
+                               "--log_samples file of a GSM8K task?") from None
+        if not isinstance(doc_id, int) or isinstance(doc_id, bool) or doc_id < 0:
+            raise ResultsError(f"{where}: doc_id {doc_id!r} is not a document index")
+        filters = by_doc.setdefault(doc_id, {})
+        if filter_name in filters:
+            raise ResultsError(f"{where}: doc {doc_id} appears twice for filter {filter_name!r}")
+        filters[filter_name] = (str(prompt_hash), _verdict(value, where))
+    verdicts = []
+    for doc_id in sorted(by_doc):
+        filters = by_doc[doc_id]
+        if STRICT not in filters:
+            raise ResultsError(f"{source}: doc {doc_id} has no {STRICT!r} row "
+                               f"(filters: {', '.join(sorted(filters))})")
+        hashes = {h for h, _ in filters.values()}
+        if len(hashes) != 1:
+            raise ResultsError(f"{source}: doc {doc_id} has different prompt hashes per filter")
+        flexible = filters.get(FLEXIBLE)
+        verdicts.append(SampleVerdict(doc_id=doc_id, prompt_hash=filters[STRICT][0],
+                                      strict=filters[STRICT][1],
+                                      flexible=flexible[1] if flexible else None))
+    return tuple(verdicts)

@@ -14,22 +14,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.console import Say
+from e2e.analysis import GSM8KReport, gsm8k_report
 from e2e.config import Experiment
-from e2e.plan import EvalSpec, GSM8K_CONCURRENCY
+from e2e.console import Say
+from e2e.plan import GSM8K_CONCURRENCY, EvalSpec
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
-from e2e.gsm8k import store
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval
-from e2e.gsm8k.records import REFERENCE_ARM, EvalInfo, label_occurrence
-from e2e.gsm8k.render import render_csv, render_markdown
-from e2e.gsm8k.summary import GSM8KReport
 from e2e.gsm8k.task import TaskSource, resolve_data
+from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.pipeline import execute
+from e2e.render import write_gsm8k_report
+from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
+                         read_evaluations, write_eval_info)
 from e2e.session import Servers, SessionOptions
-from e2e.session import Workloads
 
-__all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k", "write_gsm8k_report"]
+__all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
 
 DEFAULT_CONCURRENCY = GSM8K_CONCURRENCY
 
@@ -75,8 +75,17 @@ class GSM8KPlan:
 
     @property
     def eval_dir(self) -> Path:
-        return (store.gsm8k_dir(self.results, self.experiment.name)
-                / store.eval_dir_name(self.spec_mode, self.limit))
+        return (gsm8k_dir(self.results, self.experiment.name)
+                / eval_dir_name(self.spec_mode, self.limit))
+
+
+def _label_occurrence(label: str) -> tuple[str, int]:
+    """``("main", 2)`` for ``main.r2`` (an arm's second server), ``("main", 1)`` for ``main``:
+    the inverse of ``EvalSpec.label``."""
+    arm, sep, rest = label.rpartition(".r")
+    if sep and arm and rest.isdigit() and int(rest) >= 2:
+        return arm, int(rest)
+    return label, 1
 
 
 def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int | None,
@@ -88,11 +97,11 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
         raise ConfigError("--arms is empty; give e.g. --arms main,main,pr")
     for name in names:
         experiment.arm(name)
-        if label_occurrence(name)[1] != 1:
+        if _label_occurrence(name)[1] != 1:
             raise ConfigError(f"arm name {name!r} looks like a repeat label ('<arm>.r<k>'); rename it")
-    if REFERENCE_ARM not in names:
-        raise ConfigError(f"--arms must include {REFERENCE_ARM!r}: every arm's verdicts are "
-                          f"compared with it (got {', '.join(names)})")
+    if GSM8K_REFERENCE_ARM not in names:
+        raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
+                          f"are compared with it (got {', '.join(names)})")
     if dspark:
         experiment.speculator("dspark")
         experiment.refuse_pinned("GSM8K")
@@ -106,7 +115,7 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
 
 def _prepare_eval(plan: GSM8KPlan, version: str) -> EvalInfo:
     """Create or reopen the evaluation folder; refuse to mix data sources or lm-eval versions."""
-    existing = store.read_eval_info(plan.eval_dir)
+    existing = read_eval_info(plan.eval_dir)
     data = plan.source.describe()
     if existing is not None:
         if existing.data != data or existing.lm_eval_version != version:
@@ -119,7 +128,7 @@ def _prepare_eval(plan: GSM8KPlan, version: str) -> EvalInfo:
     else:
         info = EvalInfo(experiment=plan.experiment.name, spec_mode=plan.spec_mode,
                         limit=plan.limit, data=data, lm_eval_version=version, arms=plan.labels)
-    store.write_eval_info(plan.eval_dir, info)
+    write_eval_info(plan.eval_dir, info)
     return info
 
 
@@ -135,10 +144,10 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
     _prepare_eval(plan, version)
     session = SessionOptions(plugin_check=plugin_check, progress=progress, say=runner.log,
                              servers=runner.servers,
-                             workloads=Workloads(lmeval=runner.lmeval, check=runner.check))
+                             workloads=GSM8KWorkloads(lmeval=runner.lmeval, check=runner.check))
     outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
                       session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
-    report = store.load_report(plan.results, plan.experiment.name)
+    report = gsm8k_report(read_evaluations(plan.results, plan.experiment.name))
     if report is not None:
         write_gsm8k_report(plan.results, plan.experiment.name, report)
     if outcome.given_up:
@@ -151,6 +160,3 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
         raise ResultsError(f"no GSM8K results under {plan.eval_dir}")
     return report
 
-
-def write_gsm8k_report(results: Path, experiment: str, report: GSM8KReport) -> list[Path]:
-    return list(store.write_report(results, experiment, render_markdown(report), render_csv(report)))

@@ -1,28 +1,34 @@
 """A GSM8K evaluation as a server-session workload: lm-eval (pinned) against the unit's fresh
 server, its sample log turned into per-document verdicts, the arm's record (``arm.json``,
 ``verdicts.jsonl``). The session around it starts and checks the server, scrapes /metrics
-before and after (the acceptance length over the eval) and writes the provenance."""
+before and after (the acceptance length over the eval) and writes the provenance.
+
+The pipeline hands the session ``GSM8KWorkloads`` (``SessionOptions.workloads``): an
+``EvalSpec`` gets a ``GSM8KWorkload``, any other unit the session's own workload."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.console import Say
+from e2e.analysis import acceptance_length, verdict_accuracy
 from e2e.arms import ServerLaunch
-from e2e.plan import EvalSpec
+from e2e.console import Say
+from e2e.config import Experiment
+from e2e.plan import EvalSpec, Unit
 from e2e.errors import ResultsError
-from e2e.gsm8k import store
-from e2e.gsm8k.agreement import FLEXIBLE, STRICT, acceptance_length, accuracy, parse_samples
-from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, lmeval_argv, run_lmeval
-from e2e.gsm8k.records import ArmResult, SampleVerdict
+from e2e.gsm8k.lmeval import (FLEXIBLE, STRICT, LmEvalJob, LmEvalOutput, check_lm_eval,
+                              lmeval_argv, parse_samples, run_lmeval)
 from e2e.gsm8k.task import resolve_data, write_local_task
 from e2e.metrics import spec_counters
+from e2e.results import VERDICTS_FILE, ArmResult, SampleVerdict, write_verdicts
+from e2e.session import Workloads
 
-__all__ = ["GSM8KWorkload"]
+__all__ = ["GSM8KWorkload", "GSM8KWorkloads"]
 
 
 def _read_samples(path: Path) -> list[dict[str, Any]]:
@@ -77,7 +83,7 @@ class GSM8KWorkload:
         before = spec_counters(info.metrics_before, kind) if info.metrics_before else None
         after = spec_counters(info.metrics_after, kind) if info.metrics_after else None
         length = acceptance_length(before, after) if spec.dspark else None
-        ours = accuracy(verdicts) if verdicts else None
+        ours = verdict_accuracy(verdicts) if verdicts else None
         if output is not None and verdicts:
             theirs = output.results.get(f"exact_match,{STRICT}")
             if isinstance(theirs, (int, float)) and ours is not None and abs(theirs - ours) > 1e-9:
@@ -91,7 +97,7 @@ class GSM8KWorkload:
         if not verdicts and not info.reasons:
             info.reasons.append("lm-eval produced no verdicts")
         if verdicts:
-            store.write_verdicts(folder / store.VERDICTS_FILE, verdicts)
+            write_verdicts(folder / VERDICTS_FILE, verdicts)
         results = output.results if output is not None else {}
         return ArmResult(
             experiment=info.experiment, label=spec.label, arm=spec.arm, occurrence=spec.repeat,
@@ -100,7 +106,7 @@ class GSM8KWorkload:
             lm_eval_argv=lmeval_argv(self.job) if self.job else [],
             base_url=info.server.base_url, model=self.launch.model, n=len(verdicts),
             accuracy_strict=ours or 0.0,
-            accuracy_flexible=accuracy(verdicts, flexible=True) if verdicts else None,
+            accuracy_flexible=verdict_accuracy(verdicts, flexible=True) if verdicts else None,
             lm_eval_results={k: v for k, v in results.items()
                              if isinstance(v, (int, float, str))
                              and (STRICT in k or FLEXIBLE in k or k == "sample_len")},
@@ -109,3 +115,18 @@ class GSM8KWorkload:
             wall_s=round(self.wall_s, 3), warnings=warnings, spec=spec, config=info.config,
             arm_settings=info.arm_settings, server=info.server, provenance=info.provenance,
             plugin=info.plugin, valid=not info.reasons, invalid_reasons=info.reasons)
+
+
+@dataclass(frozen=True)
+class GSM8KWorkloads(Workloads):
+    """The session's workloads with GSM8K's. ``lmeval`` and ``check`` reach lm-eval (replaced
+    in tests by scripted ones); None means the real lm-eval."""
+
+    lmeval: Callable | None = None
+    check: Callable[[], str] | None = None
+
+    def __call__(self, experiment: Experiment, unit: Unit, launch: ServerLaunch, options):
+        if isinstance(unit, EvalSpec):
+            return GSM8KWorkload(unit, launch, api_key=experiment.server.api_key,
+                                 lmeval=self.lmeval, check=self.check, say=options.say)
+        return super().__call__(experiment, unit, launch, options)

@@ -16,7 +16,7 @@ replaced by nothing), the launch with its key and pointers (``_launch`` on prepa
 arguments), the runner alone with integer pointers (the driver launch), the runner given
 tensors (the launcher then calls ``data_ptr()`` and asks the driver about each of the 11),
 and Triton's JIT dispatch on prepared arguments (binding and specialisation, then the
-launch). Differences of these give the breakdown in ``render_markdown``.
+launch). Differences of these give the breakdown in ``e2e.render.host_cost_markdown``.
 
 ``TARGET``: ``meta`` eager at most 2.0× ``empty`` (both measured here, side by side).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-__all__ = ["TARGET", "ITEMS", "PARTS", "measure", "render_markdown"]
+__all__ = ["TARGET", "ITEMS", "PARTS", "measure"]
 
 TARGET = 2.0
 ITEMS = ("empty", "empty-direct", "meta", "meta-jit", "main")
@@ -147,43 +147,3 @@ def measure(device, *, ops=None, runs: int = 5, calls: int = 1000, dry_run: bool
                        "bound": TARGET, "worst_ratio": round(worst["meta_over_empty"], 3),
                        "worst_shape": worst["name"],
                        "met": worst["meta_over_empty"] <= TARGET}}
-
-
-def _f(v: float | None) -> str:
-    return "—" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
-
-
-def render_markdown(host: dict) -> str:
-    """The host-cost table, the breakdown of one ``meta`` call, and the target."""
-    lines = ["## Host cost of one eager build (the one launch)", "",
-             f"µs per call on the host, median of {host['runs']} interleaved runs of "
-             f"{host['calls']} calls, all in one process. `empty`: an empty Triton kernel "
-             "through Triton's JIT dispatch; `empty-direct`: through a cached runner; `meta`: "
-             "`swa_decode_meta` as the builder calls it; `meta-jit`: the same through the JIT "
-             "on every call; `main`: vLLM 0.32's decode build (— where vLLM's ops were not "
-             "given).", "",
-             "| shape | " + " | ".join(ITEMS) + " | meta / empty | meta / main |",
-             "|---" + "|---:" * (len(ITEMS) + 2) + "|"]
-    for s in host["shapes"]:
-        m = s["median_us"]
-        main = m.get("main")
-        lines.append(f"| {s['name']} | " + " | ".join(_f(m.get(i)) for i in ITEMS)
-                     + f" | {s['meta_over_empty']:.2f} | "
-                     + (f"{m['meta'] / main:.2f}" if main else "—") + " |")
-    lines += ["", "Where one `meta` call's host time goes (µs; differences of the parts, each "
-              "timed alone):", "",
-              "| shape | wrapper Python | key and pointers | driver launch (runner) | "
-              "what int pointers save | Triton's binding and specialisation |",
-              "|---|---:|---:|---:|---:|---:|"]
-    for s in host["shapes"]:
-        m = s["median_us"]
-        runner, tensors = m.get("runner (int pointers)"), m.get("runner (tensors)")
-        key = None if runner is None else m["launch"] - runner
-        saved = None if runner is None or tensors is None else tensors - runner
-        binding = None if tensors is None else m["jit dispatch"] - tensors
-        lines.append(f"| {s['name']} | {_f(m['wrapper'])} | {_f(key)} | {_f(runner)} | "
-                     f"{_f(saved)} | {_f(binding)} |")
-    t = host["target"]
-    lines += ["", f"Target: {t['what']}: worst {t['worst_ratio']:.2f} ({t['worst_shape']}), "
-              f"{'met' if t['met'] else '**not met**'}."]
-    return "\n".join(lines) + "\n"

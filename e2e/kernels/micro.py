@@ -4,11 +4,11 @@ Pipeline: options → ``MicroSpec`` → inputs per shape (the same indices and l
 every path; ``frac_negative`` of entries −1) → correctness check of every path against the
 torch reference → op counts (``torch.profiler``) → ``runs`` interleaved runs of ``calls``
 eager calls and ``calls`` graph-replayed calls per (shape, path) → median of runs
-``report_from``..``runs`` → JSON, Markdown, PNG under ``--out``.
+``report_from``..``runs`` → the result dict (micro.json), which ``e2e.render`` writes with its
+Markdown and PNG under ``--out`` (``write_micro``).
 
-The statistics (``median_of_runs``, ``check_targets``) and renderers (``render_markdown``,
-``render_plot``) are pure functions of the result dict; timing lives in
-``e2e.kernels.bench``. ``--dry-run`` runs everything on the CPU under ``TRITON_INTERPRET=1``
+The statistics (``median_of_runs``, ``check_targets``) are pure functions of the result dict;
+timing lives in ``e2e.kernels.bench``. ``--dry-run`` runs everything on the CPU under ``TRITON_INTERPRET=1``
 (no graph timings, no op counts): a functional check, not a measurement.
 
 The host cost of one eager call of the one-launch build (``e2e.kernels.host_cost``: beside
@@ -26,16 +26,13 @@ import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from e2e.errors import ConfigError, E2EError
-from e2e.paths import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 __all__ = [
     "SCHEMA_VERSION", "DEFAULT_ROWS", "BENCH_PATHS", "MicroSpec", "make_inputs",
-    "median_of_runs", "fmt_number", "check_targets", "render_markdown", "render_plot", "run_micro",
-    "write_outputs", "parse_int_list", "FLOOR", "FLOOR_DIRECT",
+    "median_of_runs", "check_targets", "run_micro", "parse_int_list", "FLOOR", "FLOOR_DIRECT",
 ]
 
 SCHEMA_VERSION = 2
@@ -43,7 +40,6 @@ DEFAULT_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384)
 BENCH_PATHS = ("main", "inplace", "fused")
 FLOOR = "empty"  # an empty Triton launch through Triton's JIT dispatch: the floor
 FLOOR_DIRECT = "empty-direct"  # the same kernel through the paths' direct runner
-FLOORS = (FLOOR, FLOOR_DIRECT)
 
 
 @dataclass(frozen=True)
@@ -127,102 +123,6 @@ def check_targets(result: dict) -> list[dict]:
         targets.append({"target": name, "bound": bound, "worst_ratio": worst, "worst_rows": worst_rows,
                         "met": worst <= bound})
     return targets
-
-
-def fmt_number(v: float | None) -> str:
-    return "—" if v is None else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
-
-
-def render_markdown(result: dict) -> str:
-    """The result as Markdown: environment, µs-per-call table, op counts, targets."""
-    env, spec = result["environment"], result["spec"]
-    names = list(spec["paths"]) + [f for f in FLOORS if any(f in s["median_us"] for s in result["shapes"])]
-    lines = [
-        f"# Packing micro-benchmark ({env.get('gpu') or env['device']})",
-        "",
-        f"{spec['cols']} columns, {spec['frac_negative'] * 100:g} % of entries −1, same inputs on every path; "
-        f"µs per call, median of runs {spec['report_from']}–{spec['runs']}; eager: {spec['calls']} calls "
-        f"per run (host clock); graph: {spec['graph_calls']} calls per CUDA graph, replayed "
-        f"{max(1, spec['calls'] // spec['graph_calls'])}× per run (CUDA events). `{FLOOR}` is an empty "
-        f"Triton kernel launched through Triton's JIT dispatch (the floor); `{FLOOR_DIRECT}` the same kernel "
-        "through the cached compiled-kernel runner the paths use.",
-        "",
-        f"torch {env['torch']}, Triton {env['triton']}, CUDA {env.get('cuda')}, driver {env.get('driver')}, "
-        f"Python {env['python']}.",
-        "",
-    ]
-    if spec.get("dry_run"):
-        lines += ["**Dry run** (CPU, `TRITON_INTERPRET=1`): a functional check, not a measurement.", ""]
-    header = ["rows"] + [f"{n} eager" for n in names] + [f"{n} graph" for n in names]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---:|" * len(header)]
-    for shape in result["shapes"]:
-        med = shape["median_us"]
-        cells = [str(shape["rows"])]
-        cells += [fmt_number(med.get(n, {}).get("eager")) for n in names]
-        cells += [fmt_number(med.get(n, {}).get("graph")) for n in names]
-        lines.append("| " + " | ".join(cells) + " |")
-    counted = [s for s in result["shapes"] if s.get("counts")]
-    if counted:
-        lines += ["", "Per call, from `torch.profiler` (kernels / device copies / memsets / allocations);"
-                  " identical at every shape unless a range is shown:", "",
-                  "| path | kernels | copies | memsets | allocations |", "|---|---:|---:|---:|---:|"]
-        for n in names:
-            cols = []
-            for key in ("kernels", "copies", "memsets", "allocations"):
-                vals = sorted({s["counts"][n][key] for s in counted if n in s["counts"]})
-                cols.append("—" if not vals else (f"{vals[0]:g}" if len(vals) == 1 else f"{vals[0]:g}–{vals[-1]:g}"))
-            lines.append(f"| {n} | " + " | ".join(cols) + " |")
-    bad = [f"{s['rows']} rows: {', '.join(p for p, ok in s['correct'].items() if not ok)}"
-           for s in result["shapes"] if not all(s["correct"].values())]
-    lines += ["", "Every path matched the torch reference at every shape." if not bad
-              else "**Wrong results**: " + "; ".join(bad)]
-    if result.get("targets"):
-        lines += ["", "| target | worst ratio | at rows | bound | met |", "|---|---:|---:|---:|---|"]
-        for t in result["targets"]:
-            lines.append(f"| {t['target']} | {t['worst_ratio']:.2f} | {t['worst_rows']} | {t['bound']:g} | "
-                         f"{'yes' if t['met'] else '**no**'} |")
-    if result.get("host"):
-        from e2e.kernels import host_cost
-
-        lines += ["", host_cost.render_markdown(result["host"]).rstrip("\n")]
-    for warning in result.get("warnings", []):
-        lines += ["", f"> warning: {warning}"]
-    return "\n".join(lines) + "\n"
-
-
-def render_plot(result: dict) -> bytes | None:
-    """PNG bytes: µs per call against rows, eager and graph side by side; None without
-    matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    import io
-
-    names = list(result["spec"]["paths"]) + list(FLOORS)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, mode in zip(axes, ("eager", "graph")):
-        for n in names:
-            pts = [(s["rows"], s["median_us"].get(n, {}).get(mode)) for s in result["shapes"]]
-            pts = [(r, v) for r, v in pts if v is not None]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", linestyle="--" if n in FLOORS else "-", label=n)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel(f"rows (× {result['spec']['cols']} columns)")
-        ax.set_ylabel("µs per call")
-        ax.set_title(f"{mode} ({result['environment'].get('gpu') or result['environment']['device']})")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend()
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
 
 
 # --------------------------------------------------------------------------- measuring
@@ -363,16 +263,3 @@ def run_micro(spec: MicroSpec, log=print, *, ops=None) -> dict:
         if not all(s["correct"].values()):
             result["warnings"].append(f"wrong results at {s['rows']} rows: {s['correct']}")
     return result
-
-
-def write_outputs(result: dict, out: Path) -> list[Path]:
-    """Write ``micro.json``, ``micro.md`` and (with matplotlib) ``micro.png`` atomically."""
-    out = Path(out)
-    written = [out / "micro.json", out / "micro.md"]
-    atomic_write_json(written[0], result)
-    atomic_write_text(written[1], render_markdown(result))
-    png = render_plot(result)
-    if png is not None:
-        written.append(out / "micro.png")
-        atomic_write_bytes(written[2], png)
-    return written

@@ -16,7 +16,8 @@ then ``runs`` interleaved runs of ``calls`` eager builds (host clock) and graph 
 ``graph_calls`` builds (CUDA events); medians of runs ``report_from``..``runs``; launches,
 copies, memsets and allocations per build from ``torch.profiler``. Per step = per build ×
 builds per step. What it leaves out: vLLM's Python around the ops (the builder's dataclass,
-``split_decodes_and_prefills``), the same on every way.
+``split_decodes_and_prefills``), the same on every way. ``measure_steps`` returns the result
+(step.json); ``e2e.render`` writes it with its Markdown (``write_steps``).
 
     E2E_VLLM_OPS=vllm032_ops.py python -m e2e.kernels.step_bench --out DIR   # on the GPU
     (or ``e2e micro --per-step``)
@@ -29,10 +30,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.kernels.micro import fmt_number, median_of_runs
+from e2e.kernels.micro import median_of_runs
 
-__all__ = ["WAYS", "STEP_BUILDS", "StepSpec", "run_steps", "render_steps", "check_step_target",
-           "load_ops", "measure_and_write"]
+__all__ = ["WAYS", "STEP_BUILDS", "StepSpec", "run_steps", "check_step_target", "load_ops",
+           "measure_steps"]
 
 WAYS = ("main", "pr", "fused", "meta")
 STEP_BUILDS = {"V4.1": 7, "V4": 3}
@@ -181,40 +182,6 @@ def check_step_target(result: dict) -> dict:
             "met": None if worst is None else worst[0] <= TARGET}
 
 
-def render_steps(result: dict) -> str:
-    """Markdown: µs per build (eager, graph), µs per V4.1 / V4 step in a graph, op counts."""
-    k41, k4 = result["step_builds"]["V4.1"], result["step_builds"]["V4"]
-    lines = ["## The whole decode SWA metadata build (window + packing)", "",
-             "µs per build; per step = per build × builds per step "
-             f"(V4.1: {k41}, V4: {k4}); `meta` beyond 32 rows is `pr`'s sequence.", "",
-             "| shape | " + " | ".join(f"{w} eager" for w in WAYS) + " | "
-             + " | ".join(f"{w} graph" for w in WAYS) + " | meta/main graph | "
-             + " | ".join(f"{w} V4.1 step (graph)" for w in WAYS) + " |",
-             "|---" * (2 + 3 * len(WAYS)) + "|"]
-    for s in result["shapes"]:
-        m = s["median_us"]
-        ratio = (m["meta"]["graph"] / m["main"]["graph"]
-                 if m["meta"]["graph"] and m["main"]["graph"] else None)
-        lines.append(f"| {s['name']} | " + " | ".join(fmt_number(m[w]["eager"]) for w in WAYS) + " | "
-                     + " | ".join(fmt_number(m[w]["graph"]) for w in WAYS) + f" | {fmt_number(ratio)} | "
-                     + " | ".join(fmt_number(m[w]["graph"] and m[w]["graph"] * k41) for w in WAYS)
-                     + " |")
-    lines += ["", "Per build, from `torch.profiler` (kernels / copies / memsets / allocations):",
-              "", "| shape | " + " | ".join(WAYS) + " |", "|---" * (1 + len(WAYS)) + "|"]
-    for s in result["shapes"]:
-        c = s["counts"]
-        lines.append(f"| {s['name']} | " + " | ".join(
-            (f"{c[w]['kernels']:g} / {c[w]['copies']:g} / {c[w]['memsets']:g} / "
-             f"{c[w]['allocations']:g}") if w in c else "—" for w in WAYS) + " |")
-    bad = [s["name"] for s in result["shapes"] if not all(s["correct"].values())]
-    lines += ["", "Every way matched main at every shape." if not bad
-              else f"**Wrong results** at: {', '.join(bad)}"]
-    t = result["target"]
-    lines += ["", f"Target: {t['what']}: worst {t['worst_ratio']} ({t['worst_shape']}), "
-              f"bound {t['bound']}: {'met' if t['met'] else 'NOT met'}."]
-    return "\n".join(lines) + "\n"
-
-
 def load_ops(ops_file: Path | None = None):
     """vLLM's ops (``e2e.kernels.vllm_ops``): from ``ops_file`` (or ``$E2E_VLLM_OPS``), else
     from the installed vLLM. Raises ``E2EError`` (exit 2) with what to do when neither works."""
@@ -236,15 +203,14 @@ def load_ops(ops_file: Path | None = None):
             "SERVER_ENV_PYTHON --out FILE`") from None
 
 
-def measure_and_write(out: Path, spec: StepSpec, *, ops_file: Path | None = None,
-                      dry_run: bool = False, log=print) -> tuple[dict, str, list[Path]]:
-    """Run the per-step table and write ``step.json`` / ``step.md`` under ``out``
-    atomically. ``dry_run``: CPU under ``TRITON_INTERPRET=1``, one call, no graphs."""
+def measure_steps(spec: StepSpec, *, ops_file: Path | None = None, dry_run: bool = False,
+                  log=print) -> dict:
+    """Run the per-step table; its result with the environment it ran in. ``dry_run``: CPU
+    under ``TRITON_INTERPRET=1``, one call, no graphs."""
     import torch
 
     from e2e.errors import E2EError
     from e2e.kernels import load_triton_paths
-    from e2e.paths import atomic_write_json, atomic_write_text
 
     if dry_run:
         device = torch.device("cpu")
@@ -264,13 +230,7 @@ def measure_and_write(out: Path, spec: StepSpec, *, ops_file: Path | None = None
                              "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
                              "vllm_ops": getattr(ops, "VLLM_VERSION", None),
                              "dry_run": dry_run}
-    text = render_steps(result)
-    if dry_run:
-        text = "**Dry run** (CPU, `TRITON_INTERPRET=1`): a functional check, not a measurement.\n\n" + text
-    written = [Path(out) / "step.json", Path(out) / "step.md"]
-    atomic_write_json(written[0], result)
-    atomic_write_text(written[1], text)
-    return result, text, written
+    return result
 
 
 def _main(argv: list[str]) -> int:
@@ -283,13 +243,14 @@ def _main(argv: list[str]) -> int:
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     from e2e.errors import E2EError
+    from e2e.render import write_steps  # step.json and step.md (the standard library alone)
 
     try:
         spec = StepSpec(rows=tuple(int(r) for r in args.rows.split(",")), runs=args.runs,
                         calls=args.calls)
-        _, text, _ = measure_and_write(args.out, spec, ops_file=args.vllm_ops,
-                                       dry_run=args.dry_run,
-                                       log=lambda m: print(m, file=sys.stderr, flush=True))
+        result = measure_steps(spec, ops_file=args.vllm_ops, dry_run=args.dry_run,
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        text, _ = write_steps(result, args.out)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,19 +1,43 @@
 """Every writer of bytes for a report: Markdown, CSV, PNG, JSON, HTML (``report/index.html``)
 and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
-results folder, aggregates and writes them.
+results folder, aggregates and writes them. GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
+``gsm8k_json``, and ``write_gsm8k_report`` beside its evaluations. The kernels' reports
+(``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...) and ``e2e
+unit``'s matrix (``unit_markdown``).
+
+The kernels' writers and the unit matrix need the standard library alone, and load with this
+face: ``python -m e2e.kernels.step_bench`` runs on GPU hosts that have torch and Triton but
+not the report's stack (pydantic, pandas, SciPy). Every other name loads its module, with
+the others of the report, the first time it is asked for (``__getattr__``).
 """
 
-from e2e.render._json import dumps, gsm8k_json, report_json, run_json
-from e2e.render._report import ReportOutput, build_report
-from e2e.render._csv import render_csv
-from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT, fit_comment,
-                                render_github, verdict_icon)
-from e2e.render._html import render_html
-from e2e.render._markdown import render_markdown
-from e2e.render._plots import render_plots
+from e2e.render._kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
+                                 write_micro, write_steps)
+from e2e.render._unit import unit_markdown
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
-    "dumps", "fit_comment", "gsm8k_json", "render_csv", "render_github", "render_html",
-    "render_markdown", "render_plots", "report_json", "run_json", "verdict_icon"
+    "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
+    "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
+    "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
+    "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro", "write_steps"
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The report's writers, loaded together the first time one is asked for."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from e2e.render._csv import render_csv
+    from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,
+                                    fit_comment, render_github, verdict_icon)
+    from e2e.render._gsm8k import gsm8k_csv, gsm8k_markdown, write_gsm8k_report
+    from e2e.render._html import render_html
+    from e2e.render._json import dumps, gsm8k_json, report_json, run_json
+    from e2e.render._markdown import render_markdown
+    from e2e.render._plots import render_plots
+    from e2e.render._report import ReportOutput, build_report
+
+    loaded = {k: v for k, v in locals().items() if k in __all__}
+    globals().update(loaded)
+    return loaded[name]

@@ -19,6 +19,7 @@ from e2e.analysis import Comparison, Summary, headline_metric, metric
 from e2e.markup import md_text
 from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
                                    load_column, pinned_sentence)
+from e2e.render._table import md_row
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
            "verdict_icon", "fit_comment"]
@@ -53,7 +54,7 @@ def _where(w, summary) -> str:
 
 
 def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return md_row(c.replace("|", "\\|").replace("\n", " ") for c in cells)
 
 
 def fit_comment(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit: int,

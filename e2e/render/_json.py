@@ -16,9 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import Summary
-from e2e.gsm8k.agreement import Agreement
-from e2e.gsm8k.summary import ArmSummary, GSM8KReport, Section
+from e2e.analysis import Agreement, GSM8KArm, GSM8KReport, GSM8KSection, Summary
 from e2e.results import RunRecord
 
 __all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]
@@ -145,14 +143,14 @@ def _agreement(a: Agreement | None) -> dict[str, Any] | None:
             "arm_only_correct": list(a.arm_only_correct), "p_value": a.p_value}
 
 
-def _arm(a: ArmSummary) -> dict[str, Any]:
+def _arm(a: GSM8KArm) -> dict[str, Any]:
     return {"label": a.label, "arm": a.arm, "occurrence": a.occurrence, "name": a.name,
             "n": a.n, "correct": a.correct, "accuracy_strict": a.accuracy_strict,
             "accuracy_flexible": a.accuracy_flexible, "acceptance_length": a.acceptance_length,
             "agreement": _agreement(a.agreement)}
 
 
-def _section(s: Section) -> dict[str, Any]:
+def _section(s: GSM8KSection) -> dict[str, Any]:
     return {"experiment": s.experiment, "spec_mode": s.spec_mode, "limit": s.limit,
             "title": s.title, "data_kind": s.data_kind, "arms": [_arm(a) for a in s.arms],
             "warnings": list(s.warnings)}

@@ -16,6 +16,7 @@ from e2e.analysis import headline_metric
 from e2e.markup import md_text
 from e2e.render._forest import comparison_plot_names
 from e2e.render._plots import per_position_plot_name, positions_in
+from e2e.render._table import md_row
 from e2e.analysis import (
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
@@ -174,7 +175,7 @@ def _metric_name(m: Metric, spec_mode: str | None = None) -> str:
 
 
 def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return md_row(c.replace("|", "\\|") for c in cells)
 
 
 class _Markers:

@@ -1,11 +1,17 @@
-"""What e2e writes and reads back: the typed records (``run.json``, requests) and the results
-store (one folder per unit, made by one atomic rename).
+"""What e2e writes and reads back: the typed records (``run.json``, requests; GSM8K's
+``arm.json``, ``eval.json``, verdicts) and the results store (one folder per unit, made by one
+atomic rename).
 """
 
 from e2e.results._records import (
     BurstSummary, ClientStats, DuetInfo, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
     PlacementInfo, ServerMemory, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
     RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo
+)
+from e2e.results._gsm8k import (
+    GSM8K_REFERENCE_ARM, GSM8K_SCHEMA_VERSION, VERDICTS_FILE, ArmResult, EvalInfo, Evaluation,
+    SampleVerdict, arm_is_complete, eval_dir_name, gsm8k_dir, read_arm, read_eval_info,
+    read_evaluations, read_verdicts, write_eval_info, write_verdicts
 )
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
@@ -16,11 +22,15 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "BurstSummary", "ClientStats", "DuetInfo", "GPUDevice", "GPUProcess", "GPUState", "HostNoise",
-    "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement",
-    "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "SegmentMetrics", "ServerInfo",
-    "ServerMemory", "SpecCounters", "WorkloadInfo", "finalize", "finalize_unit", "last_look_confidence", "load_records",
-    "new_partial_dir", "next_attempt_dir", "next_repeat", "read_looks", "read_requests",
-    "read_run", "record_name", "resume_state", "unit_dir", "unit_state", "utc_now",
-    "write_looks", "write_requests", "write_run", "writing"
+    "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation",
+    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
+    "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
+    "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
+    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters",
+    "VERDICTS_FILE", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
+    "finalize_unit", "gsm8k_dir", "last_look_confidence", "load_records", "new_partial_dir",
+    "next_attempt_dir", "next_repeat", "read_arm", "read_eval_info", "read_evaluations",
+    "read_looks", "read_requests", "read_run", "read_verdicts", "record_name", "resume_state",
+    "unit_dir", "unit_state", "utc_now", "write_eval_info", "write_looks", "write_requests",
+    "write_run", "write_verdicts", "writing"
 ]

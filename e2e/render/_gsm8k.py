@@ -1,4 +1,6 @@
-"""The GSM8K report as Markdown and CSV bytes; no I/O.
+"""The GSM8K report as Markdown and CSV bytes (``gsm8k_markdown``, ``gsm8k_csv``), and
+``write_gsm8k_report``, which writes both beside the evaluations
+(``results/<experiment>/gsm8k/gsm8k.md`` and ``gsm8k.csv``).
 
 The table follows the reference layout: one row per spec mode (strict-match accuracy), one
 more per spec mode with a speculator (its acceptance length), one column per arm with main
@@ -10,10 +12,14 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
-from e2e.gsm8k.summary import ArmSummary, GSM8KReport, Section
+from e2e.analysis import GSM8KArm, GSM8KReport, GSM8KSection
+from e2e.paths import atomic_write_bytes
+from e2e.render._table import md_row, md_rule
+from e2e.results import gsm8k_dir
 
-__all__ = ["render_markdown", "render_csv", "agreement_line"]
+__all__ = ["gsm8k_markdown", "gsm8k_csv", "write_gsm8k_report"]
 
 _FLIPPED_SHOWN = 20
 
@@ -27,7 +33,7 @@ def _columns(report: GSM8KReport) -> list[str]:
     return names
 
 
-def _accuracy(arm: ArmSummary) -> str:
+def _accuracy(arm: GSM8KArm) -> str:
     return f"{arm.accuracy_strict:.4f} ({arm.correct}/{arm.n})"
 
 
@@ -35,7 +41,7 @@ def _p(value: float) -> str:
     return f"{value:.3g}" if value >= 1e-3 else f"{value:.1e}"
 
 
-def agreement_line(section: Section, arm: ArmSummary) -> str | None:
+def _agreement_line(section: GSM8KSection, arm: GSM8KArm) -> str | None:
     """"pr matches main's verdict on 1265 of 1319; repeat 1259 (...)" for one arm."""
     a = arm.agreement
     if a is None:
@@ -50,30 +56,30 @@ def agreement_line(section: Section, arm: ArmSummary) -> str | None:
             f"{len(a.arm_only_correct)}, exact McNemar p = {_p(a.p_value)})")
 
 
-def _flipped(arm: ArmSummary) -> str:
+def _flipped(arm: GSM8KArm) -> str:
     ids = arm.agreement.flipped if arm.agreement else ()
     shown = ", ".join(str(d) for d in ids[:_FLIPPED_SHOWN])
     more = f" and {len(ids) - _FLIPPED_SHOWN} more (see the CSV)" if len(ids) > _FLIPPED_SHOWN else ""
     return (shown + more) if ids else "none"
 
 
-def render_markdown(report: GSM8KReport) -> bytes:
+def gsm8k_markdown(report: GSM8KReport) -> bytes:
     columns = _columns(report)
     out = ["## GSM8K (5-shot, strict-match, greedy)", ""]
-    out.append("| spec mode | " + " | ".join(columns) + " |")
-    out.append("|---|" + "---:|" * len(columns))
+    out.append(md_row(["spec mode", *columns]))
+    out.append(md_rule(["---"] + ["---:"] * len(columns)))
     for section in report.sections:
         by_name = {a.name: a for a in section.arms}
         cells = [_accuracy(by_name[c]) if c in by_name else "" for c in columns]
-        out.append(f"| {section.title} | " + " | ".join(cells) + " |")
+        out.append(md_row([section.title, *cells]))
         if section.spec_mode != "base":
             cells = [f"{by_name[c].acceptance_length:.3f}"
                      if c in by_name and by_name[c].acceptance_length is not None else
                      ("n/a" if c in by_name else "") for c in columns]
-            out.append(f"| {section.title} acceptance length | " + " | ".join(cells) + " |")
+            out.append(md_row([f"{section.title} acceptance length", *cells]))
     for section in report.sections:
         out += ["", f"**{section.title}** (data: {section.data_kind})", ""]
-        lines = [agreement_line(section, arm) for arm in section.arms]
+        lines = [_agreement_line(section, arm) for arm in section.arms]
         out += [f"- {line}" for line in lines if line]
         if not any(lines):
             out.append("- no agreement to show (needs main and another arm)")
@@ -91,7 +97,7 @@ _CSV_FIELDS = ["experiment", "spec_mode", "limit", "data", "label", "arm", "occu
                "mcnemar_p", "flipped_doc_ids"]
 
 
-def render_csv(report: GSM8KReport) -> bytes:
+def gsm8k_csv(report: GSM8KReport) -> bytes:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(_CSV_FIELDS)
@@ -111,3 +117,13 @@ def render_csv(report: GSM8KReport) -> bytes:
                 " ".join(str(d) for d in a.flipped) if a else "",
             ])
     return buffer.getvalue().encode("utf-8")
+
+
+def write_gsm8k_report(results: Path, experiment: str, report: GSM8KReport) -> list[Path]:
+    """Write ``gsm8k.md`` and ``gsm8k.csv`` under ``results/<experiment>/gsm8k/``
+    atomically; return their paths."""
+    root = gsm8k_dir(results, experiment)
+    paths = [root / "gsm8k.md", root / "gsm8k.csv"]
+    atomic_write_bytes(paths[0], gsm8k_markdown(report))
+    atomic_write_bytes(paths[1], gsm8k_csv(report))
+    return paths
