@@ -45,7 +45,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from e2e.host._affinity import parse_cpus
+from e2e.names import parse_cpus
 from e2e.session._server import free_port
 
 try:

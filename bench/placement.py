@@ -27,7 +27,7 @@ from pathlib import Path
 from e2e.session import _server as server_module
 from e2e.host._affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
 from e2e.load._bursts import burst_summary
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.host._noise import noise, snapshot, with_descendants
 from e2e.session._session import SessionOptions, run_unit
 from e2e.results._store import next_repeat, read_requests

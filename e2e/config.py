@@ -1,68 +1,39 @@
-"""The experiment config: TOML files validated once into immutable pydantic models.
+"""The experiment config: the schema of its TOML, validated once into immutable pydantic models.
 
 Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file into an
-``Experiment`` and ``RunSpec.resolve`` merges it with a command's flags.
+``Experiment`` (``e2e.console.validated`` says what is wrong, key by key), ``override``
+narrows it with a command's flags, and ``e2e.plan`` makes its units.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
 import re
-import sys
-import tomllib
-import types
-import typing
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_validator,
                       model_validator)
 
+from e2e.console import validated
 from e2e.errors import ConfigError, E2EError
+from e2e.names import did_you_mean, number_tag, parse_cpus, safe_name
+from e2e.paths import read_toml
 from e2e.plugin.settings import PluginSettings
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, copied, remember, scrub
 
-__all__ = [
-    "GitSource",
-    "BuildSpec",
-    "ServerConfig",
-    "LoadConfig",
-    "SharedPrefix",
-    "TraceReplay",
-    "MultiTurn",
-    "WorkloadConfig",
-    "ArmConfig",
-    "ExecutorConfig",
-    "DuetSlot",
-    "DuetConfig",
-    "Experiment",
-    "RunSpec",
-    "EvalSpec",
-    "DuetSpec",
-    "Unit",
-    "comparable_settings",
-    "DEFAULT_CONFIG",
-    "load_experiment",
-    "read_toml",
-    "describe_validation_error",
-    "safe_name",
-    "check_name",
-    "default_profile",
-    "defaulted_load_keys",
-    "SHAPE_KEYS",
-    "did_you_mean",
-    "number_tag",
-    "MAX_REPEATS",
-    "MAX_CONCURRENCY",
-    "MAX_PROMPTS",
-]
+__all__ = ["Experiment", "GitSource", "BuildSpec", "ServerConfig", "LoadConfig", "SharedPrefix",
+           "TraceReplay", "MultiTurn", "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig",
+           "ExecutorConfig", "DuetSlot", "DuetConfig", "PositiveInt", "CpuList", "plugin_settings",
+           "PIN_KEY", "PIN_BASELINE", "check_pin", "DEFAULT_CONFIG", "load_experiment",
+           "parse_experiment", "MAX_REPEATS", "MAX_CONCURRENCY", "MAX_PROMPTS", "MAX_WINDOWS",
+           "MAX_RATE", "default_profile", "SHAPE_KEYS",
+           "defaulted_load_keys"]
 
 DEFAULT_CONFIG = "default.toml"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 # Bounds on counts a config or a flag gives: far above any real use, far below what would
@@ -72,45 +43,9 @@ MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
 MAX_WINDOWS = 64
 MAX_RATE = 1e9  # requests/s: far above any server; a rate's digits name a run's folder
-MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
-NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
-             "'..' (names are data, never paths: each names a folder under results/)")
 
 
-def safe_name(value: str, what: str = "name") -> str:
-    """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError.
-    The one rule for every name that becomes part of a path: arm, experiment, run id, label."""
-    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
-        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else (
-            repr(value[:60]) + f"... ({len(value)} characters)")
-        raise ValueError(f"{what} {shown} must be {NAME_RULE}")
-    return value
-
-
-def number_tag(value: float) -> str:
-    """A number as it appears in a run id or a cell name: ``:g`` (6 significant digits),
-    but never in exponent notation, whose ``+`` no name may hold (``3.68e+06`` is
-    ``3680000``, ``1e-06`` is ``0.000001``)."""
-    text = f"{value:g}"
-    if "e" not in text:
-        return text
-    from decimal import Decimal
-
-    return format(Decimal(text), "f")
-
-
-def check_name(value: str, what: str = "name") -> str:
-    """``safe_name`` for a flag or a file's field: a ConfigError (exit 2) naming the rule."""
-    try:
-        return safe_name(value, what)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _cpus(value: str | None) -> str | None:
-    """A CPU set as the config gives it ('0', '0-3', '0,2'), checked; None: unpinned."""
-    if value is None:
-        return None
+def _cpus(value: str) -> str:
     try:
         parse_cpus(value)
     except E2EError as exc:
@@ -118,33 +53,8 @@ def _cpus(value: str | None) -> str | None:
     return value
 
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-def parse_cpus(text: str) -> frozenset[int]:
-    """A CPU list as Linux writes it (``cpuset(7)`` "list format"): ``"0"``, ``"0-1"``,
-    ``"0,2"``, ``"0-3,6"``. Raises ConfigError for anything else (empty, negative, reversed
-    ranges, stray characters)."""
-    cores: set[int] = set()
-    parts = [p.strip() for p in str(text).split(",")]
-    if not text or not str(text).strip() or any(not p for p in parts):
-        raise ConfigError(f"CPU set {text!r} is empty or has an empty item; write cores like "
-                          "'0', '0-1' or '0,2'")
-    for part in parts:
-        match = _RANGE.match(part)
-        if not match:
-            raise ConfigError(f"CPU set {text!r}: {part!r} is not a core number or a range "
-                              "'a-b'; write cores like '0', '0-1' or '0,2'")
-        low = int(match.group(1))
-        high = int(match.group(2)) if match.group(2) is not None else low
-        if high < low:
-            raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
-        if high >= MAX_CPU:
-            raise ConfigError(f"CPU set {text!r}: core {high} is beyond any host (cores are "
-                              f"numbered below {MAX_CPU}); write cores like '0', '0-1' or '0,2'")
-        cores.update(range(low, high + 1))
-    return frozenset(cores)
-
+CpuList = Annotated[str, AfterValidator(_cpus)]
+"""A CPU set as the config gives it ('0', '0-3', '0,2'), checked (None where allowed: unpinned)."""
 
 
 class _Strict(BaseModel):
@@ -274,7 +184,7 @@ class ServerConfig(_Strict):
     lock_wait_s: Annotated[float, Field(ge=0)] = Field(
         0.0, description="How long to wait for another e2e's server to finish, or for another "
         "e2e writing runs into the same results folder (0: refuse).")
-    cpus: str | None = Field(
+    cpus: CpuList | None = Field(
         None, description="CPU set for the server's processes, e.g. '0' or '0-3' (--server-cpus); "
         "the OS refusing it runs unpinned, recorded.")
     require_quiet: Annotated[float, Field(gt=0)] | None = Field(
@@ -291,11 +201,6 @@ class ServerConfig(_Strict):
         "(every value of such a name is also scrubbed from any text e2e writes or prints); "
         "a pattern of one's own adds to the default, it never replaces it.",
     )
-
-    @field_validator("cpus")
-    @classmethod
-    def _server_cpus(cls, value: str | None) -> str | None:
-        return _cpus(value)
 
     @field_validator("secret_pattern")
     @classmethod
@@ -404,7 +309,7 @@ class LoadConfig(_Strict):
         50_000_000, description="The most prompt tokens one run may draw (every window's and "
         "the warmup's; the load generator holds them all, about 40 bytes a token).")
     seed: int = 0
-    cpus: str | None = Field(
+    cpus: CpuList | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
         "refusing it runs unpinned, recorded.")
     workers: PositiveInt = Field(
@@ -423,11 +328,6 @@ class LoadConfig(_Strict):
     workload: WorkloadConfig | None = Field(
         None, description="What the measured requests look like: None, the reference load; "
         "a shared-prefix or a trace workload (docs/load.md, 'Workloads').")
-
-    @field_validator("cpus")
-    @classmethod
-    def _load_cpus(cls, value: str | None) -> str | None:
-        return _cpus(value)
 
     @field_validator("slo")
     @classmethod
@@ -500,21 +400,12 @@ class DuetSlot(_Strict):
     ``env`` is added to its server's environment (e.g. ``CUDA_VISIBLE_DEVICES`` on a GPU host)
     and ``port`` is its server's port (0: a free one)."""
 
-    name: str | None = Field(None, description="Default: slot<i> (its index).")
-    server_cpus: str | None = None
-    client_cpus: str | None = None
+    name: Annotated[str, AfterValidator(lambda v: safe_name(v, "duet slot name"))] | None = Field(
+        None, description="Default: slot<i> (its index).")
+    server_cpus: CpuList | None = None
+    client_cpus: CpuList | None = None
     env: EnvTable = Field(default_factory=dict)  # checked as server.env is
     port: Annotated[int, Field(ge=0, le=65535)] = 0
-
-    @field_validator("server_cpus", "client_cpus")
-    @classmethod
-    def _slot_cpus(cls, value: str | None) -> str | None:
-        return _cpus(value)
-
-    @field_validator("name")
-    @classmethod
-    def _slot_name(cls, value: str | None) -> str | None:
-        return None if value is None else safe_name(value, "duet slot name")
 
 
 def _default_slots() -> list[DuetSlot]:
@@ -607,28 +498,8 @@ def default_profile(speculators: dict[str, Any]) -> str | None:
     return next(iter(speculators), None)
 
 
-def did_you_mean(word: str, known) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelt ``word`` (difflib),
-    else ''."""
-    import difflib
-
-    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def pinned_of(config: dict | None, name: str | None = None) -> float | None:
-    """The pinned acceptance length of a record's config snapshot (``[speculators.<name>]
-    pinned``; ``name`` None: the snapshot's default profile), or None."""
-    speculators = ((config or {}).get("speculators") or {}) if isinstance(config, dict) else {}
-    if not isinstance(speculators, dict):
-        return None
-    profile = speculators.get(name or default_profile(speculators) or "")
-    pin = profile.get(PIN_KEY) if isinstance(profile, dict) else None
-    return float(pin) if isinstance(pin, (int, float)) and not isinstance(pin, bool) else None
-
-
 class Experiment(_Strict):
-    name: str
+    name: Annotated[str, AfterValidator(lambda v: safe_name(v, "experiment name"))]
     server: ServerConfig
     arms: dict[str, ArmConfig] = Field(min_length=1)
     speculators: dict[str, dict[str, Any]] = Field(
@@ -647,11 +518,6 @@ class Experiment(_Strict):
     duet: DuetConfig = Field(default_factory=DuetConfig, exclude=True)
     # What `e2e unit` runs; not part of what a run measures, so left out of dumps too.
     unit: UnitConfig = Field(default_factory=UnitConfig, exclude=True)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return safe_name(value, "experiment name")
 
     @field_validator("arms")
     @classmethod
@@ -711,11 +577,8 @@ class Experiment(_Strict):
             return self
         raw = self.model_dump(mode="json")
         raw[section].update(values)
-        try:
-            return Experiment.model_validate(raw).model_copy(
-                update={"executor": self.executor, "duet": self.duet, "unit": self.unit})
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, "command-line flags", Experiment)) from None
+        return validated(Experiment, raw, "command-line flags").model_copy(
+            update={"executor": self.executor, "duet": self.duet, "unit": self.unit})
 
     def arm(self, name: str) -> ArmConfig:
         try:
@@ -784,22 +647,6 @@ class Experiment(_Strict):
                 f"{what}'s answers would be synthetic; run {what} with a profile without "
                 f"`{PIN_KEY}`, or without the speculator")
 
-    def speculative_config(self, name: str | None = None) -> dict[str, Any]:
-        """The vLLM ``speculative_config`` of the profile: as given, but a pinned profile runs
-        vLLM's synthetic rejection sampling at that acceptance length
-        (``rejection_sample_method = "synthetic"``, ``synthetic_acceptance_length``)."""
-        name = name or self.default_speculator
-        profile = dict(self.speculator(name))
-        pin = profile.pop(PIN_KEY, None)
-        if pin is None:
-            return profile
-        if not isinstance(pin, (int, float)) or isinstance(pin, bool):
-            raise ConfigError(f"speculators.{name}.{PIN_KEY} = {pin!r} is not resolved to a "
-                              "length yet (e2e sweep and e2e run resolve \"baseline\")")
-        profile.update(rejection_sample_method="synthetic",
-                       synthetic_acceptance_length=float(pin))
-        return profile
-
     def pinned_to(self, length: float, name: str | None = None, *,
                   rename: bool = True) -> Experiment:
         """A copy whose profile ``name`` pins acceptance at ``length`` (checked as in the
@@ -814,378 +661,8 @@ class Experiment(_Strict):
             "speculators": {**self.speculators, name: profile}})
 
 
-class RunSpec(_Strict):
-    """A load unit: an arm, the reference load at one concurrency, one spec mode, one repeat
-    (its round in a sweep). Its folder is ``<experiment>/<run_id>`` and its record run.json."""
-
-    kind: ClassVar[str] = "load"
-
-    arm: str
-    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
-    dspark: bool
-    prompts: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
-    input_len: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
-    output_len: Annotated[int, Field(gt=1, le=MAX_PROMPTS)]
-    seed: Annotated[int, Field(ge=-(2**63), lt=2**63)]
-    warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
-    repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
-    windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = 1  # load windows in one server
-    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE,
-                                         allow_inf_nan=False)] | None = None  # open loop
-    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
-    duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round
-    slot: Annotated[int, Field(ge=0, le=64)] | None = None  # its slot in that duet
-    workload: WorkloadConfig | None = None  # None: the reference load
-
-    @field_validator("arm")
-    @classmethod
-    def _arm(cls, value: str) -> str:
-        return safe_name(value, "arm name")
-
-    @model_validator(mode="after")
-    def _workload_fits(self) -> RunSpec:
-        shape = self.workload
-        if isinstance(shape, SharedPrefix) and shape.prefix_len >= self.input_len:
-            raise ValueError(f"shared-prefix workload: prefix_len {shape.prefix_len} must be "
-                             f"shorter than input_len {self.input_len} (each request needs a "
-                             "suffix of its own)")
-        if isinstance(shape, MultiTurn) and self.request_rate is not None:
-            raise ValueError("a multi-turn workload is a closed loop of conversations: leave "
-                             "request_rate out")
-        return self
-
-    @property
-    def spec_mode(self) -> str:
-        return "dspark" if self.dspark else "base"
-
-    @property
-    def cell(self) -> str:
-        loop = "" if self.request_rate is None else f"-rate{number_tag(self.request_rate)}"
-        shape = "" if self.workload is None else f"-{self.workload.tag}"
-        return f"{self.arm}-c{self.concurrency}{loop}{shape}-{self.spec_mode}"
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.cell}-r{self.repeat}" + (f"-d{self.duet}" if self.duet else "")
-
-    @property
-    def unit_id(self) -> str:
-        return self.run_id
-
-    @property
-    def sides(self) -> tuple[RunSpec, ...]:
-        """The load runs this unit makes: itself (a duet's are its sides)."""
-        return (self,)
-
-    def describe(self) -> str:
-        loop = (f"concurrency {self.concurrency}" if self.request_rate is None else
-                f"open loop {self.request_rate:g} req/s (burstiness {self.burstiness:g}"
-                + (f", at most {self.max_concurrency} in flight)" if self.max_concurrency else ")"))
-        windows = f" x {self.windows} windows" if self.windows > 1 else ""
-        if isinstance(self.workload, TraceReplay):
-            cap = (f", at most {self.max_concurrency} in flight" if self.max_concurrency
-                   else "")
-            return (f"{self.prompts} requests{windows} of {self.workload.describe()}{cap}, "
-                    f"seed {self.seed}, {self.warmup_requests} warmup")
-        shape = "" if self.workload is None else f" ({self.workload.describe()})"
-        return (f"{self.prompts} prompts{windows} x {self.input_len} in / {self.output_len} out"
-                f"{shape}, {loop}, seed {self.seed}, {self.warmup_requests} warmup")
-
-    @classmethod
-    def resolve(
-        cls,
-        experiment: Experiment,
-        *,
-        arm: str,
-        concurrency: int,
-        dspark: bool,
-        prompts: int | None = None,
-        input_len: int | None = None,
-        output_len: int | None = None,
-        seed: int | None = None,
-        repeat: int = 1,
-    ) -> RunSpec:
-        """Merge a command's flags over the experiment's defaults, validated once."""
-        experiment.arm(arm)
-        if dspark:
-            experiment.speculator()
-        load = experiment.load
-        workload = load.workload
-        if isinstance(workload, SharedPrefix):
-            prompts = workload.groups * workload.per_group
-        elif isinstance(workload, MultiTurn):
-            prompts = workload.sessions * workload.turns
-        elif isinstance(workload, TraceReplay) and prompts is None:
-            from e2e.traces import read_trace  # reads and checks the trace (bounded)
-
-            prompts = len(read_trace(workload.path, block_size=workload.block_size,
-                                     max_requests=workload.max_requests).requests)
-        try:
-            return cls(
-                arm=arm,
-                concurrency=concurrency,
-                dspark=dspark,
-                prompts=prompts if prompts is not None else load.prompts_per_concurrency * concurrency,
-                input_len=input_len if input_len is not None else load.input_len,
-                output_len=output_len if output_len is not None else load.output_len,
-                seed=seed if seed is not None else load.seed,
-                warmup_requests=load.warmup_requests,
-                repeat=repeat,
-                windows=load.windows,
-                request_rate=load.request_rate,
-                burstiness=load.burstiness,
-                max_concurrency=load.max_concurrency,
-                workload=workload,
-            )
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, "command-line flags", cls)) from None
-
-
-GSM8K_CONCURRENCY = 32  # requests lm-eval keeps in flight, by default
-
-
-class EvalSpec(_Strict):
-    """A GSM8K unit: an arm's ``repeat``-th fresh server running one lm-eval GSM8K evaluation
-    (5-shot, strict-match, greedy) of the first ``limit`` test documents (None: all) with
-    ``concurrency`` requests in flight, on ``data`` (a folder of train/test JSONL; None: the
-    hub dataset). Its folder is ``<experiment>/gsm8k/<spec mode>-<n|all>/<label>``."""
-
-    kind: ClassVar[str] = "gsm8k"
-
-    arm: str
-    dspark: bool
-    limit: PositiveInt | None
-    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
-    data: str | None = None
-    repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
-
-    @field_validator("arm")
-    @classmethod
-    def _arm(cls, value: str) -> str:
-        return safe_name(value, "arm name")
-
-    @property
-    def spec_mode(self) -> str:
-        return "dspark" if self.dspark else "base"
-
-    @property
-    def label(self) -> str:
-        """``main`` for an arm's first server, ``main.r2`` for its second, ..."""
-        return self.arm if self.repeat == 1 else f"{self.arm}.r{self.repeat}"
-
-    @property
-    def eval_name(self) -> str:
-        return f"{self.spec_mode}-{'all' if self.limit is None else f'n{self.limit}'}"
-
-    @property
-    def cell(self) -> str:
-        return f"gsm8k-{self.eval_name}-{self.arm}"
-
-    @property
-    def unit_id(self) -> str:
-        return f"gsm8k-{self.eval_name}-{self.label}"
-
-    @property
-    def sides(self) -> tuple[EvalSpec, ...]:
-        return (self,)
-
-    def describe(self) -> str:
-        docs = "all" if self.limit is None else str(self.limit)
-        return (f"GSM8K 5-shot, {docs} docs, concurrency {self.concurrency}, "
-                f"data {self.data or 'hub'}")
-
-
-class DuetSpec(_Strict):
-    """A duet: the load units of ``sides`` (one per slot, in slot order) run at the same
-    time, each on its own fresh server (``e2e.session.run_duet``). Every side is a RunSpec with
-    its ``duet`` (this duet's index in its round) and ``slot`` set; each writes its own folder
-    and run.json. Done when every side is; a retry reruns every side (they must be measured
-    together). A sweep's sides share their round; a capacity search's (``e2e.capacity``) are
-    open-loop runs, each at its own arm's next rate and repeat."""
-
-    kind: ClassVar[str] = "duet"
-
-    sides: tuple[RunSpec, ...] = Field(min_length=2)
-
-    @model_validator(mode="after")
-    def _one_duet(self) -> DuetSpec:
-        first = self.sides[0]
-        for i, side in enumerate(self.sides):
-            if (side.duet, side.slot, side.concurrency, side.dspark) != \
-                    (first.duet, i, first.concurrency, first.dspark) or side.duet is None:
-                raise ValueError("a duet's sides share their duet, concurrency and spec mode, "
-                                 "and side i sits in slot i")
-        if self.mixed and any(s.request_rate is None for s in self.sides):
-            raise ValueError("a duet's sides share their round unless every side is an "
-                             "open-loop run at its own rate (a capacity search's)")
-        return self
-
-    @property
-    def mixed(self) -> bool:
-        """The sides differ in round or rate (a capacity search's duet)."""
-        return len({(s.repeat, s.request_rate) for s in self.sides}) > 1
-
-    @property
-    def arm(self) -> str:
-        return "+".join(s.arm for s in self.sides)
-
-    @property
-    def arms(self) -> tuple[str, ...]:
-        return tuple(s.arm for s in self.sides)
-
-    @property
-    def repeat(self) -> int:
-        return self.sides[0].repeat
-
-    @property
-    def concurrency(self) -> int:
-        return self.sides[0].concurrency
-
-    @property
-    def dspark(self) -> bool:
-        return self.sides[0].dspark
-
-    @property
-    def spec_mode(self) -> str:
-        return self.sides[0].spec_mode
-
-    @property
-    def index(self) -> int:
-        return int(self.sides[0].duet or 0)
-
-    @property
-    def unit_id(self) -> str:
-        s = self.sides[0]
-        if self.mixed:  # each side its own rate and round: named by its sides' run ids
-            digest = hashlib.sha256(" ".join(x.run_id for x in self.sides).encode()).hexdigest()
-            return f"duet-c{s.concurrency}-mixed-{s.spec_mode}-{digest[:12]}-d{self.index}"
-        loop = "" if s.request_rate is None else f"-rate{number_tag(s.request_rate)}"
-        return f"duet-c{s.concurrency}{loop}-{s.spec_mode}-r{s.repeat}-d{self.index}"
-
-    @property
-    def cell(self) -> str:
-        return self.unit_id
-
-    def describe(self) -> str:
-        if self.mixed:
-            return "together: " + "; ".join(f"{s.arm}@slot{s.slot} r{s.repeat} {s.describe()}"
-                                            for s in self.sides)
-        return (f"{' + '.join(f'{s.arm}@slot{s.slot}' for s in self.sides)} together: "
-                + self.sides[0].describe())
-
-
-Unit = RunSpec | EvalSpec | DuetSpec
-"""A unit of work: what one fresh server does (a load run or a GSM8K evaluation), or a duet:
-several load runs at once, one server per slot."""
-
-# Keys of a config snapshot that change how a run is operated, not what it measures.
-_OPERATIONAL = {"server": ("startup_timeout_s", "stop_grace_s", "lock_wait_s", "port",
-                           "require_quiet", "quiet_sample_s", "quiet_wait_s", "secret_pattern"),
-                "load": ("request_timeout_s", "stall_timeout_s", "max_schedule_s",
-                         "max_prompt_tokens")}
-
-
-def comparable_settings(config: dict[str, Any], arm: str | None = None) -> dict[str, Any]:
-    """What of an experiment config (``Experiment.model_dump(mode="json")``) must be equal for
-    two runs to measure the same thing: the server settings and speculators without the
-    operational keys (timeouts, lock wait, port), and with ``arm`` that arm's settings
-    without its description. Runs whose comparable settings differ are never averaged."""
-    server = dict(config.get("server") or {})
-    for key in _OPERATIONAL["server"]:
-        server.pop(key, None)
-    out: dict[str, Any] = {"server": server, "speculators": config.get("speculators") or {}}
-    if arm is not None:
-        settings = dict((config.get("arms") or {}).get(arm) or {})
-        settings.pop("description", None)
-        out["arm"] = settings
-    return out
-
-
-def _field_type(model: type[BaseModel], key: str) -> Any:
-    field = model.model_fields.get(key)
-    return field.annotation if field else None
-
-
-def _unwrap(tp: Any) -> Any:
-    """The model class inside Optional[...] / Annotated[...], or the type itself."""
-    origin = typing.get_origin(tp)
-    if origin is Annotated:
-        return _unwrap(typing.get_args(tp)[0])
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(tp):
-            inner = _unwrap(arg)
-            if isinstance(inner, type) and issubclass(inner, BaseModel):
-                return inner
-    return tp
-
-
-def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """Walk ``loc`` (a pydantic error location) down from ``root`` to the model it names."""
-    current: Any = root
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            current = _field_type(current, str(part))
-        elif typing.get_origin(current) is dict:
-            current = typing.get_args(current)[1]
-        else:
-            return None
-    current = _unwrap(current)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-MAX_ERRORS_SHOWN = 20
-
-
-def describe_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
-    """One line per error: the key's dotted path, what is wrong, and for an unknown key
-    the keys allowed there."""
-    lines = [f"{source}: invalid configuration"]
-    errors = exc.errors()
-    for error in errors[:MAX_ERRORS_SHOWN]:  # 200,000 unknown keys printed 27 MB
-        loc = tuple(error["loc"])
-        key = ".".join(str(p) for p in loc) or "(top level)"
-        if error["type"] == "extra_forbidden":
-            parent = _model_at(root, loc[:-1])
-            allowed = ", ".join(parent.model_fields) if parent else "?"
-            hint = did_you_mean(loc[-1], parent.model_fields) if parent else ""
-            lines.append(f"  {key}: unknown key{hint}; allowed here: {allowed}")
-        elif error["type"] == "missing":
-            lines.append(f"  {key}: required key is missing")
-        else:
-            got = error.get("input")
-            shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
-            if len(shown) > 60:
-                shown = shown[:57] + "..."
-            lines.append(f"  {key}: {error['msg']} (got {shown})")
-    if len(errors) > MAX_ERRORS_SHOWN:
-        lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more errors")
-    return "\n".join(lines)
-
-
 def default_config_path() -> Path:
     return Path(str(resources.files("e2e") / "configs" / DEFAULT_CONFIG))
-
-
-MAX_CONFIG_BYTES = 4 << 20  # a config is kilobytes; anything past this (or endless) is refused
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file as a dict; a missing, unreadable or malformed file is a ConfigError."""
-    from e2e.paths import read_bounded
-
-    if not Path(path).exists():
-        raise ConfigError(f"{path}: no such config file")
-    try:  # bounded: --config /dev/zero is bad input, not 23 GB of memory
-        return tomllib.loads(read_bounded(path, MAX_CONFIG_BYTES,
-                                          expect="a config file").decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not a config: its tables or arrays nest too deeply") from None
 
 
 SHAPE_KEYS = ("input_len", "output_len", "prompts_per_concurrency", "concurrencies",
@@ -1210,13 +687,6 @@ def load_experiment(path: Path | str | None = None) -> Experiment:
 
 
 def parse_experiment(raw: dict[str, Any], *, source: str = "<config>") -> Experiment:
-    try:
-        return Experiment.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, source, Experiment)) from None
-    except (TypeError, ValueError, RecursionError) as exc:  # pragma: no cover - defensive
-        raise ConfigError(f"{source}: invalid configuration: {exc}") from None
+    """``raw`` (a config's tables) validated; a ConfigError naming ``source`` otherwise."""
+    return validated(Experiment, raw, source)
 
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    raise ImportError("e2e needs Python 3.11 or newer (tomllib)")

@@ -3,29 +3,38 @@
 One ``guard`` for every command: an e2e error prints one clear message and exits with its
 code (1; 2 for bad input), Ctrl-C and SIGTERM stop the server (the session's ``finally``) and
 exit 130 keeping what finished. Commands that must never read "1" for an unexpected failure
-(the nightly: 1 means "regression") pass ``error_exit`` and ``unexpected_exit``.
+(the nightly: 1 means "regression") pass ``error_exit`` and ``unexpected_exit``. A config
+file or flags that do not validate are a ConfigError (``validated``) whose message
+``describe_validation_error`` writes: one line per key, with the keys allowed where one is
+unknown.
 """
 
 from __future__ import annotations
 
 import re
 import signal
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from e2e.errors import E2EError
+from e2e.errors import ConfigError, E2EError
+from e2e.names import did_you_mean
 from e2e.redact import scrub
 
-__all__ = ["Say", "out", "err", "say", "guard", "print_run", "visible", "EXIT_INTERRUPTED"]
+__all__ = ["Say", "out", "err", "say", "guard", "print_run", "visible", "describe_validation_error",
+           "validated", "EXIT_INTERRUPTED"]
 
 EXIT_INTERRUPTED = 130
 out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 Say = Callable[[str], None]  # where a command's progress lines go (``say`` on the terminal)
 
 
@@ -152,3 +161,76 @@ def print_run(folder: Path, record: Any, brief: bool = False, console: Console =
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         console.print(f"  {key:<{width}}  {value}", highlight=False)
+
+
+def _field_type(model: type[BaseModel], key: str) -> Any:
+    field = model.model_fields.get(key)
+    return field.annotation if field else None
+
+
+def _unwrap(tp: Any) -> Any:
+    """The model class inside Optional[...] / Annotated[...], or the type itself."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            inner = _unwrap(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return tp
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk ``loc`` (a pydantic error location) down from ``root`` to the model it names."""
+    current: Any = root
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            current = _field_type(current, str(part))
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+MAX_ERRORS_SHOWN = 20
+
+
+def describe_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
+    """One line per error: the key's dotted path, what is wrong, and for an unknown key
+    the keys allowed there."""
+    lines = [f"{source}: invalid configuration"]
+    errors = exc.errors()
+    for error in errors[:MAX_ERRORS_SHOWN]:  # 200,000 unknown keys printed 27 MB
+        loc = tuple(error["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            parent = _model_at(root, loc[:-1])
+            allowed = ", ".join(parent.model_fields) if parent else "?"
+            hint = did_you_mean(loc[-1], parent.model_fields) if parent else ""
+            lines.append(f"  {key}: unknown key{hint}; allowed here: {allowed}")
+        elif error["type"] == "missing":
+            lines.append(f"  {key}: required key is missing")
+        else:
+            got = error.get("input")
+            shown = repr(got) if not isinstance(got, (dict, list)) else type(got).__name__
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            lines.append(f"  {key}: {error['msg']} (got {shown})")
+    if len(errors) > MAX_ERRORS_SHOWN:
+        lines.append(f"  ... and {len(errors) - MAX_ERRORS_SHOWN} more errors")
+    return "\n".join(lines)
+
+
+def validated(model: type[M], raw: Any, source: str) -> M:
+    """``raw`` (a config file's tables, or flags merged over them) as ``model``; anything
+    wrong is one ConfigError naming ``source`` and each bad key (``describe_validation_error``)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, source, model)) from None
+    except (TypeError, ValueError, RecursionError) as exc:  # pragma: no cover - defensive
+        raise ConfigError(f"{source}: invalid configuration: {exc}") from None

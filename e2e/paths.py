@@ -1,4 +1,5 @@
-"""Where e2e keeps what it builds (server environments, the tiny model) and how it writes files.
+"""Where e2e keeps what it builds (server environments, the tiny model), how it reads the files
+a user gives (bounded: ``read_bounded``, ``read_toml``) and how it writes files.
 
 Every result file is written atomically: to a temporary file in the same folder, flushed and
 fsynced, then renamed over the target, so a crash or Ctrl-C leaves the old file or the new
@@ -14,6 +15,7 @@ import json
 import os
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
            "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
-           "read_bounded", "MAX_READ_BYTES", "no_links", "umask", "as_umask_allows", "flocked"]
+           "read_bounded", "MAX_READ_BYTES", "read_toml", "no_links", "umask", "as_umask_allows", "flocked"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
 
@@ -43,7 +45,7 @@ def _explain(exc: OSError, path: Path) -> str:
 def within(root: Path, path: Path, what: str = "a file") -> Path:
     """``path`` if it resolves inside ``root`` (symlinks followed, so a link that leads out
     is refused), else raise ResultsError. Every write under a results folder or an export
-    folder goes through it; the names in the path are checked before (config.check_name)."""
+    folder goes through it; the names in the path are checked before (e2e.names.check_name)."""
     root_real = Path(os.path.realpath(root))
     real = Path(os.path.realpath(path))
     if real != root_real and root_real not in real.parents:
@@ -108,6 +110,24 @@ def read_bounded(path: Path, limit: int = MAX_READ_BYTES, *,
         raise ConfigError(f"{path} is larger than {limit >> 20} MiB (or endless): give "
                           f"{expect}")
     return data
+
+
+MAX_CONFIG_BYTES = 4 << 20  # a config is kilobytes; anything past this (or endless) is refused
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable or malformed file is a ConfigError."""
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such config file")
+    try:  # bounded: --config /dev/zero is bad input, not 23 GB of memory
+        return tomllib.loads(read_bounded(path, MAX_CONFIG_BYTES,
+                                          expect="a config file").decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a config: its tables or arrays nest too deeply") from None
 
 
 @contextlib.contextmanager

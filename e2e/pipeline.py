@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e import analysis
-from e2e.config import Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import FolderOrder, folder_order, make_plan, record_order

@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, parse_cpus,
-                          pin_process, pinned_process, spawn_pinned)
+from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, pin_process,
+                                pinned_process, spawn_pinned)
+from e2e.names import parse_cpus
 from e2e.errors import ConfigError
 
 ONLINE = sorted(os.sched_getaffinity(0))

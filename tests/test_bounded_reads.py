@@ -146,7 +146,7 @@ def test_config_from_dev_zero_is_bad_input():
 
 
 def test_a_deeply_nested_config_is_bad_input(tmp_path):
-    from e2e.config import read_toml
+    from e2e.paths import read_toml
 
     path = tmp_path / "deep.toml"
     path.write_text("x = " + "[" * 50_000 + "]" * 50_000 + "\n")

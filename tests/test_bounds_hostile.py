@@ -20,7 +20,9 @@ from typer.testing import CliRunner
 
 from e2e.capacity import round_rate
 from e2e.cli import app
-from e2e.config import RunSpec, load_experiment, safe_name
+from e2e.config import load_experiment
+from e2e.plan import RunSpec
+from e2e.names import safe_name
 from e2e.errors import ConfigError
 from e2e.session import check_units
 

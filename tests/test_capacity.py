@@ -335,7 +335,7 @@ def test_in_duets_every_unit_runs_beside_the_other_arm_and_the_search_is_the_sam
 
 
 def test_a_capacity_duet_names_its_sides_and_a_sweeps_duet_keeps_its_round():
-    from e2e.config import DuetSpec, RunSpec
+    from e2e.plan import DuetSpec, RunSpec
 
     base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)
     side = lambda arm, rate, repeat, slot: RunSpec.model_validate(  # noqa: E731
@@ -473,7 +473,7 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
 
 def test_a_duet_round_pairs_the_next_units_and_fills_or_waits():
     from e2e.capacity._run import _duets
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
 
     base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)
     unit = lambda arm, rate, repeat=1: RunSpec.model_validate(  # noqa: E731

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from e2e.analysis._aggregate import summarize
 from e2e.cli import app
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_json
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo

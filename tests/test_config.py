@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.config import RunSpec, load_experiment
+from e2e.config import load_experiment
+from e2e.plan import RunSpec
 from e2e.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +132,8 @@ def test_dspark_needs_a_profile(tmp_path):
 
 def test_the_secret_pattern_is_not_part_of_what_a_run_measures():
     # a newer e2e's broader default pattern must not split a folder's runs into two cells
-    from e2e.config import comparable_settings, load_experiment
+    from e2e.config import load_experiment
+    from e2e.plan import comparable_settings
 
     raw = load_experiment().model_dump(mode="json")
     other = {**raw, "server": {**raw["server"], "secret_pattern": "(?i)(token)"}}

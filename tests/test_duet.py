@@ -22,7 +22,8 @@ import pytest
 
 import fakevllm
 from e2e.analysis import summarize
-from e2e.config import DuetConfig, DuetSlot, DuetSpec
+from e2e.config import DuetConfig, DuetSlot
+from e2e.plan import DuetSpec
 from e2e.pipeline import sweep
 from e2e.plan import duet_rounds, make_plan
 from e2e.results import load_records
@@ -329,7 +330,7 @@ def test_two_slots_cannot_share_a_name_or_a_port():
 
 
 def test_a_hold_keeps_an_open_loop_side_as_loaded_as_it_was_measured(default_experiment):
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
     from e2e.load._workload import HOLD_S, hold_batch
 
     closed = RunSpec.resolve(default_experiment, arm="main", concurrency=4, dspark=False, repeat=1)

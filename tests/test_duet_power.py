@@ -67,7 +67,8 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     import datetime as dt
 
     from e2e.analysis import format_advice, runs_advice, summarize
-    from e2e.config import DuetConfig, DuetSpec
+    from e2e.config import DuetConfig
+    from e2e.plan import DuetSpec
     from e2e.plan import make_plan
     from e2e.results._records import RunMetrics, RunRecord, ServerInfo
 

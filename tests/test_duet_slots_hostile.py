@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from conftest import ROOT
 from e2e.cli import app
-from e2e.config import DuetConfig, DuetSlot, parse_experiment, read_toml
+from e2e.config import DuetConfig, DuetSlot, parse_experiment
+from e2e.paths import read_toml
 from e2e.errors import ConfigError
 from e2e.session._duet import shared_cores
 

@@ -67,7 +67,7 @@ def test_a_late_first_arrival_is_a_warning_in_the_printed_summary(default_experi
     from rich.console import Console
     from test_workloads import TRACE, Counters, echo, scripted_servers
 
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
     from e2e.console import print_run
     from e2e.session import SessionOptions, run_unit
     from e2e.session._tinymodel import resolve_model

@@ -20,7 +20,8 @@ from planted import files_under, holds
 from typer.testing import CliRunner
 
 from e2e.cli import app
-from e2e.config import check_name, load_experiment, parse_cpus
+from e2e.config import load_experiment
+from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
 from e2e.load._sse import StreamFailed, check_usage
@@ -424,7 +425,7 @@ def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
     arguments as vLLM does) with secrets in args, env and the API key: grep every file."""
     import fakevllm
 
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
     from e2e.session._session import SessionOptions, run_unit
     from e2e.session._tinymodel import build_tiny_llama
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS, _peaks,
                                     ImportOptions, export_dir, import_file, read_results,

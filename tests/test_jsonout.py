@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from e2e.analysis._aggregate import summarize
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.results import ArmResult, EvalInfo, SampleVerdict
 from e2e.analysis import GSM8KReport, summarize_gsm8k
 from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json

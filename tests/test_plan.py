@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.errors import ConfigError
 from e2e.execute._executor import LocalExecutor
 from e2e.execute._progress import format_eta
@@ -150,10 +150,10 @@ def test_a_new_folder_draws_its_own_order_seed_and_keeps_it(tmp_path, default_ex
     """Two new folders of one config get different order seeds (drawn) and so different arm
     orders, with the same load (prompt) seed in every run's spec; a folder keeps its recorded
     seed on resume, and a different --order-seed for it is an error, not a reordering."""
-    import e2e.plan as plan_mod
+    import secrets
 
     drawn = iter([11, 12])
-    monkeypatch.setattr(plan_mod.secrets, "randbelow", lambda n: next(drawn))
+    monkeypatch.setattr(secrets, "randbelow", lambda n: next(drawn))
     a, b = (folder_order(tmp_path / name, default_experiment) for name in ("a", "b"))
     assert (a.seed, a.source, b.seed, b.source) == (11, "drawn", 12, "drawn")
     plans = [make_plan(default_experiment, concurrencies=[1], spec_modes=[False], runs=4,

@@ -107,7 +107,7 @@ def test_a_run_meeting_a_squatter_is_invalid_and_measures_nothing(tmp_path, squa
                               str(build_tiny_llama(tmp_path / "model")), start_s=30)
     port = _server.free_port()
     exp = exp.model_copy(update={"server": exp.server.model_copy(update={"port": port})})
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
 
     spec = RunSpec.resolve(exp, arm="main", concurrency=1, dspark=False)
     folder, record = run_unit(exp, spec, tmp_path / "results", SessionOptions(progress=False))
@@ -128,7 +128,7 @@ def test_a_real_vllm_server_meeting_a_squatter_is_refused(tmp_path, squat, defau
     exp = small(default_experiment, prompts_per_concurrency=1)
     port = _server.free_port()
     exp = exp.model_copy(update={"server": exp.server.model_copy(update={"port": port})})
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
 
     spec = RunSpec.resolve(exp, arm="main", concurrency=1, dspark=False)
     folder, record = run_unit(exp, spec, tmp_path / "results", SessionOptions(progress=False))

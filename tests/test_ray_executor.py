@@ -384,6 +384,28 @@ def test_gsm8k_arms_run_as_one_block_and_come_back_whole(world, tmp_path):
     assert measured(tmp_path / "ray") == measured(tmp_path / "local")
 
 
+def test_a_unit_whose_attempts_were_spent_before_is_given_up_as_on_one_host(world, tmp_path):
+    """One rule for both executors (their one bookkeeper): a unit whose attempts an earlier
+    invocation spent is not run again and is given up; the rest of its block runs."""
+    from e2e.execute._ray import keep_failed_attempt
+
+    experiment = world["experiment"]
+    units = plan(experiment, runs=1)[:2]  # one block
+    spent = units[1]
+    outcomes = {}
+    for name, executor in (("ray", RayExecutor()), ("local", LocalExecutor())):
+        for attempt in (1, 2):  # two attempts whose workers died: both count
+            keep_failed_attempt(tmp_path / name, experiment.name, spent, {
+                "unit_id": spent.unit_id, "attempt": attempt, "valid": False, "reason": "planted"})
+        assert unit_state(tmp_path / name, experiment.name, spent).attempts == 2
+        outcomes[name] = execute(experiment, units, tmp_path / name, executor=executor,
+                                 max_attempts=2, session=SessionOptions(progress=False))
+    for outcome in outcomes.values():
+        assert outcome.given_up == [spent.unit_id] and not outcome.skipped
+        assert [r.run_id for r in outcome.ran] == [units[0].run_id] and outcome.ran[0].valid
+    assert not (tmp_path / "ray" / experiment.name / spent.run_id).exists()  # never run again
+
+
 def test_a_node_killed_mid_unit_the_unit_completes_on_the_other(world, tmp_path):
     """Runs last in this module: it removes the second node (and adds one back)."""
     experiment, cluster = world["experiment"], world["cluster"]

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from e2e.analysis import summarize, warning_lines
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.render import render_github, render_markdown
 from e2e.render._forest import forest_figure
 from e2e.results import ClientStats, HostNoise

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from e2e.config import EvalSpec, RunSpec
+from e2e.plan import EvalSpec, RunSpec
 from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session._session import SessionOptions, run_unit
 from e2e.results._store import unit_state

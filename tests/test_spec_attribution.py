@@ -10,7 +10,7 @@ import pytest
 
 from e2e import metrics as m
 from e2e.analysis import position_key, summarize
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.interop.vllm_bench import check_result, to_result, to_run, ImportOptions
 from e2e.render import render_github, render_markdown, render_plots, report_json
 from e2e.results import SpecCounters

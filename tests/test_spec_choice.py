@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from e2e.cli import app
-from e2e.config import default_config_path, load_experiment, parse_experiment, pinned_of
+from e2e.config import default_config_path, load_experiment, parse_experiment
+from e2e.plan import pinned_of
+from e2e.session import speculative_config
 from e2e.errors import ConfigError
 
 runner = CliRunner()
@@ -122,14 +124,14 @@ def test_spec_name_serves_that_profile_and_records_it(tmp_path):
     narrowed = experiment.with_speculator("eagle")
     snapshot = narrowed.model_dump(mode="json")
     assert snapshot["speculators"] == {"eagle": EAGLE}  # the record names what ran
-    assert narrowed.speculative_config() == EAGLE
+    assert speculative_config(narrowed) == EAGLE
 
 
 def test_a_lone_profile_of_another_name_is_the_default(tmp_path):
     config = _config(tmp_path, {"eagle": EAGLE}, "eagle")
     experiment = load_experiment(config)
     assert experiment.default_speculator == "eagle"
-    assert experiment.speculative_config() == EAGLE
+    assert speculative_config(experiment) == EAGLE
     result = runner.invoke(app, ["sweep", "-c", str(config), "--dry-run", "--arms", "main",
                                  "--concurrency", "1", "--results", str(tmp_path / "r")])
     assert result.exit_code == 0 and any("-dspark-" in u for u in _units(result.output))
@@ -138,7 +140,7 @@ def test_a_lone_profile_of_another_name_is_the_default(tmp_path):
         experiment.with_speculator("dspark")
     assert pinned_of({"speculators": {"eagle": {**EAGLE, "pinned": 3.0}}}) == 3.0
     pinned = experiment.pinned_to(3.0)
-    assert pinned.pinned() == 3.0 and pinned.speculative_config()["synthetic_acceptance_length"] == 3.0
+    assert pinned.pinned() == 3.0 and speculative_config(pinned)["synthetic_acceptance_length"] == 3.0
 
 
 def test_run_takes_spec_too(tmp_path):

@@ -14,7 +14,8 @@ from e2e.analysis import _compare
 from e2e.analysis import _model
 from e2e.analysis._aggregate import metric, summarize
 from e2e.analysis._stats import ModelRun, cell_model, folder_rho
-from e2e.config import DuetConfig, DuetSpec
+from e2e.config import DuetConfig
+from e2e.plan import DuetSpec
 from e2e.plan import make_plan
 from e2e.render._json import report_json
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo

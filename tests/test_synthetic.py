@@ -13,6 +13,7 @@ import pytest
 
 from e2e.config import load_experiment, parse_experiment
 from e2e.errors import ConfigError
+from e2e.session import speculative_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "tests" / "standins" / "vllm032_synthetic.py"
@@ -28,11 +29,11 @@ def _raw(**profile):
 
 def test_a_pinned_profile_runs_vllms_synthetic_sampling_at_that_length():
     experiment = parse_experiment(_raw(pinned=3.2))
-    config = experiment.speculative_config("dspark")
+    config = speculative_config(experiment, "dspark")
     assert config["rejection_sample_method"] == "synthetic"
     assert config["synthetic_acceptance_length"] == 3.2
     assert "pinned" not in config and config["method"] == "ngram"
-    plain = load_experiment().speculative_config("dspark")
+    plain = speculative_config(load_experiment(), "dspark")
     assert "rejection_sample_method" not in plain and "pinned" not in plain
 
 
@@ -275,7 +276,7 @@ def test_a_pinned_run_on_the_cpu_default_holds_acceptance_at_the_pin(default_exp
     never the third."""
     import e2e.session._session as session
     from conftest import small
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
 
     experiment = small(default_experiment).pinned_to(3.0)
     spec = RunSpec.resolve(experiment, arm="main", concurrency=1, dspark=True, prompts=2,

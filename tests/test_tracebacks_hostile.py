@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from e2e.config import parse_experiment, read_toml
+from e2e.config import parse_experiment
+from e2e.paths import read_toml
 from e2e.errors import ConfigError
 from e2e.session._server import free_port
 

@@ -17,7 +17,7 @@ import pytest
 from scripted import Scripted
 from sse_server import ScriptedServer, chunk, sse, stream, usage
 
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.errors import ConfigError
 from e2e.load import WARMUP_NOTE, traffic
 from e2e.load._cache import reset_prefix_cache

@@ -10,7 +10,8 @@ import pytest
 
 import e2e.session._session as session
 from conftest import small
-from e2e.config import RunSpec, SharedPrefix, TraceReplay
+from e2e.config import SharedPrefix, TraceReplay
+from e2e.plan import RunSpec
 from e2e.load._cache import reset_prefix_cache
 from e2e.results._store import read_requests
 from e2e.session import Servers

@@ -4,7 +4,7 @@ Pure (no I/O), deterministic, and it returns one immutable ``Summary`` that ever
 reads (and that the nightly judges). A *cell* is all runs of one (arm, concurrency, spec mode)
 made with the same workload (input and output length, prompts, seed, the workload's kind and
 parameters, the arrival process, the warmup: ``_frame.WORKLOAD_FIELDS``) and the same server
-settings (``e2e.config.comparable_settings``); runs that differ in any of these are
+settings (``e2e.plan.comparable_settings``); runs that differ in any of these are
 never averaged: ``summarize`` refuses them, naming the field (``_frame.comparable`` checks;
 ``select`` keeps one kind). A cell's figure for a metric is the median (range) of the
 *reported* runs: valid runs whose repeat number is at least ``report_from_run`` (earlier ones
@@ -34,7 +34,9 @@ from e2e.analysis._summary import (
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
     SegmentRow, Summary, WorkloadRow, metric, position_of
 )
-from e2e.config import default_profile, did_you_mean, pinned_of
+from e2e.config import default_profile
+from e2e.names import did_you_mean
+from e2e.plan import pinned_of
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 

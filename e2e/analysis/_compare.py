@@ -12,7 +12,7 @@ from e2e.analysis import _stats as stats
 from e2e.analysis._components import components
 from e2e.analysis._frame import _host
 from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, metric
-from e2e.config import comparable_settings
+from e2e.plan import comparable_settings
 from e2e.results import RunRecord
 
 __all__ = ["compare", "aa_arms", "slots", "times", "estimate_of", "primary_metric"]

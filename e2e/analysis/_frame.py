@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
-from e2e.config import TraceReplay, comparable_settings, did_you_mean
+from e2e.config import TraceReplay
+from e2e.names import did_you_mean
+from e2e.plan import comparable_settings
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 

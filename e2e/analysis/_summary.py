@@ -81,7 +81,7 @@ def metric(key: str) -> Metric:
     try:
         return _BY_KEY[key]
     except KeyError:
-        from e2e.config import did_you_mean
+        from e2e.names import did_you_mean
 
         raise KeyError(f"unknown metric {key!r}{did_you_mean(key, _BY_KEY)}; known: "
                        f"{', '.join(_BY_KEY)}") from None

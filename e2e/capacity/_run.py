@@ -29,7 +29,8 @@ from e2e.capacity._criterion import Objective, margin, margin_terms
 from e2e.capacity._estimate import Capacity, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
 from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
-from e2e.config import DuetSpec, Experiment, RunSpec
+from e2e.config import Experiment
+from e2e.plan import DuetSpec, RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded

@@ -20,7 +20,8 @@ __all__ = ["bisect_command", "load_bisect_config"]
 
 def load_bisect_config(path: Path):
     """(experiment, [nightly] settings or None) of an experiment or nightly TOML."""
-    from e2e.config import load_experiment, read_toml
+    from e2e.config import load_experiment
+    from e2e.paths import read_toml
     from e2e.nightly.settings import load_nightly
 
     if "nightly" in read_toml(path):

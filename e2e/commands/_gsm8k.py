@@ -10,7 +10,8 @@ import typer
 
 from e2e.commands._options import (ConfigOpt, ExecutorOpt, FormatOpt, JsonOpt, QuietOpt,
                                    ResultsOpt, SpecOpt, csv_list, output_format, spec_name)
-from e2e.config import GSM8K_CONCURRENCY, load_experiment
+from e2e.config import load_experiment
+from e2e.plan import GSM8K_CONCURRENCY
 from e2e.console import err, guard, out, print_run, say
 
 __all__ = ["gsm8k_command"]

@@ -180,7 +180,8 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
         return experiment.pinned_to(length)
     import statistics
 
-    from e2e.config import default_profile, pinned_of
+    from e2e.config import default_profile
+    from e2e.plan import pinned_of
     from e2e.results import load_records
 
     def records_in(folder: Path):
@@ -303,7 +304,8 @@ def with_duet(experiment, duet: bool | None, swap: bool | None = None):
     file's table is: a ConfigError naming the problem)."""
     from pydantic import ValidationError
 
-    from e2e.config import DuetConfig, describe_validation_error
+    from e2e.config import DuetConfig
+    from e2e.console import describe_validation_error
     from e2e.errors import ConfigError
 
     changes = {k: v for k, v in (("enabled", duet), ("swap", swap)) if v is not None}

@@ -48,7 +48,7 @@ def _only(items: list[str] | None) -> dict[str, str]:
 def _check_only_value(key: str, value: str) -> None:
     """A value of the kind the field holds (--only output_len=abc is a mistake to name, not
     a selection of nothing)."""
-    from e2e.config import RunSpec
+    from e2e.plan import RunSpec
     from e2e.errors import ConfigError
 
     if key == "spec_mode":

@@ -10,7 +10,7 @@ import typer
 from e2e.commands._options import (FormatOpt, JsonOpt, Measurement, QuietOpt,
                                    measurement_flags, output_format, spec_name,
                                    unreachable_concurrency)
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.console import err, guard, print_run, say
 
 __all__ = ["run"]

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 from e2e.session import check_units, describe_source, server_launch
-from e2e.config import Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import Unit
 from e2e.results import unit_state
 
 __all__ = ["describe_arms", "describe_plan", "plan_header", "build_line"]

@@ -8,42 +8,28 @@ arms in the plan's balanced order) and a ``run_unit`` function (the server sessi
 * reports progress for the whole plan: done/total and an ETA from the units made so far;
 * with ``fail_fast``, stops at the first unit given up.
 
-``LocalExecutor`` runs units one after another on this host. The interface is the seam a
-cluster executor plugs into: it must keep the same contract (the driver's results folder is
-the one source of truth; units are whole folders).
+That bookkeeping is one ``Ledger`` (``e2e.execute._progress``) that every executor drives; an
+executor only decides where and when each attempt runs. ``LocalExecutor`` runs units one
+after another on this host. The interface is the seam a cluster executor plugs into: it must
+keep the same contract (the driver's results folder is the one source of truth; units are
+whole folders).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from e2e.console import Say
-from e2e.config import Unit
-from e2e.execute._progress import ProgressClock
-from e2e.results import unit_state
+from e2e.plan import Unit
+from e2e.execute._progress import Ledger, OnUnit, Outcome, complete
 
 __all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "blocks",
            "block_key", "complete", "SessionUnit"]
 
 RunUnit = Callable[[Unit], "tuple[Path, Any] | list[tuple[Path, Any]]"]
-OnUnit = Callable[[Path, Any], None]
-
-
-@dataclass
-class Outcome:
-    """What an execution did: records made, units skipped (done already) and given up."""
-
-    ran: list[Any] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    given_up: list[str] = field(default_factory=list)
-    stopped_early: bool = False
-
-    @property
-    def invalid(self) -> list[Any]:
-        return [r for r in self.ran if not r.valid]
 
 
 class Executor(Protocol):
@@ -60,42 +46,18 @@ class LocalExecutor:
             max_attempts: int = 2, fail_fast: bool = False,
             on_unit: OnUnit = lambda folder, record: None,
             say: Say = lambda message: None) -> Outcome:
-        outcome = Outcome()
-        states = [unit_state(results, experiment, u) for u in units]
-        clock = ProgressClock(to_make=sum(not s.done and s.attempts < max_attempts
-                                          for s in states))
-        total = len(units)
-        for i, (unit, state) in enumerate(zip(units, states), 1):
-            if state.done:
-                outcome.skipped.append(unit.unit_id)
-                continue
-            attempts = state.attempts
-            tried = attempts < max_attempts  # a unit whose attempts are spent costs no time
+        ledger = Ledger(experiment, units, results, max_attempts=max_attempts,
+                        fail_fast=fail_fast, on_unit=on_unit, say=say)
+        for i, unit, attempts in ledger.todo:
             while attempts < max_attempts:
                 attempts += 1
-                clock.start()
-                say(f"[{i}/{total}] {unit.unit_id} (attempt {attempts} of {max_attempts}) · "
-                    f"{clock.status(len(outcome.skipped), total)}")
-                made = written(run_unit(unit))
-                for folder, record in made:
-                    outcome.ran.append(record)
-                    on_unit(folder, record)
-                if complete(unit, [record for _, record in made]):
-                    clock.done += 1
+                ledger.started(unit, attempts, f"[{i}/{ledger.total}] {unit.unit_id}")
+                if ledger.made(unit, written(run_unit(unit))):
                     break
-            clock.made += tried
-            if not unit_state(results, experiment, unit).done:
-                outcome.given_up.append(unit.unit_id)
-                if fail_fast:
-                    outcome.stopped_early = True
-                    break
-        return outcome
-
-
-
-def complete(unit: Unit, records: Sequence[Any]) -> bool:
-    """Whether ``records`` are a valid record of every run the unit makes (a duet's sides)."""
-    return len(records) == len(unit.sides) and all(r.valid for r in records)
+            ledger.ended(unit)
+            if ledger.stopped:
+                break
+        return ledger.outcome
 
 
 def written(result) -> list[tuple[Path, Any]]:

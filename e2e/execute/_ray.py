@@ -38,17 +38,17 @@ import socket
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.config import ExecutorConfig, Experiment, Unit
+from e2e.config import ExecutorConfig, Experiment
+from e2e.plan import Unit
 from e2e.console import Say
 from e2e.errors import ConfigError, E2EError
-from e2e.execute._progress import ProgressClock
-from e2e.execute._executor import (Executor, LocalExecutor, OnUnit, Outcome, RunUnit, SessionUnit,
-                          blocks, complete)
+from e2e.execute._executor import Executor, LocalExecutor, RunUnit, SessionUnit, blocks
+from e2e.execute._progress import Ledger, OnUnit, Outcome, complete
 from e2e.paths import atomic_write_bytes, atomic_write_json, within
 from e2e.plugin._source import package_dir, plugin_sha256
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
@@ -195,7 +195,7 @@ class UnitInterrupted(KeyboardInterrupt):
 
 
 def _record_of(unit: Unit, data: bytes) -> Any:
-    from e2e.config import EvalSpec
+    from e2e.plan import EvalSpec
 
     if isinstance(unit, EvalSpec):
         from e2e.results import ArmResult
@@ -336,9 +336,139 @@ class _Flight:
     index: int
     units: list[Unit]
     current: Started | None = None
-    finished: set[str] = field(default_factory=set)
     strikes: int = 0  # earlier tasks of this block that died before starting a unit
     started: bool = False
+
+
+class _Blocks:
+    """The driver's side of one execution on the cluster: the blocks waiting for a host, the
+    tasks in flight, and each message a task sends, into the ``Ledger`` (which keeps the
+    attempts, the units given up and the progress, as on one host)."""
+
+    def __init__(self, executor: RayExecutor, ledger: Ledger, session: SessionUnit,
+                 units: Sequence[Unit]) -> None:
+        self.executor, self.ledger, self.session = executor, ledger, session
+        self.by_id = {u.unit_id: u for u in units}
+        self.queue: deque[tuple[int, list[Unit], str | None, int]] = deque()
+        self.running: dict[Any, _Flight] = {}
+        self.stopping = False
+        tried = {unit.unit_id: attempts for _, unit, attempts in ledger.todo}  # not done yet
+        for index, block in enumerate(blocks(units), 1):
+            left = []
+            for unit in (u for u in block if u.unit_id in tried):
+                if tried[unit.unit_id] >= ledger.max_attempts:
+                    ledger.ended(unit)  # its attempts were spent before: given up, as on one host
+                else:
+                    left.append(unit)
+            if left:
+                self.queue.append((index, left, None, 0))
+
+    def submit(self) -> None:
+        """Every queued block to the cluster, each unit with the attempts it has made."""
+        while self.queue:
+            index, todo, avoid, strikes = self.queue.popleft()
+            pairs = [(u, self.ledger.attempts(u)) for u in todo]
+            gen = self.executor._submit(self.session, pairs, self.ledger.max_attempts, avoid)
+            self.running[gen] = _Flight(index, todo, strikes=strikes)
+
+    def step(self, timeout: float) -> None:
+        """Take in the next message of a task that has one (waiting up to ``timeout``)."""
+        import ray
+
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=timeout)
+        for gen in ready:
+            flight = self.running[gen]
+            try:
+                message = ray.get(next(gen))
+            except StopIteration:
+                del self.running[gen]
+                continue
+            except ray.exceptions.RayTaskError as exc:  # e2e's own error on the host
+                del self.running[gen]
+                cause = exc.cause
+                raise (cause if isinstance(cause, E2EError) else exc) from None
+            except ray.exceptions.RayError as exc:  # worker or node died, task cancelled
+                del self.running[gen]
+                if not self.stopping:
+                    self._fault(flight, exc)
+                continue
+            self._take(flight, message)
+
+    def _take(self, flight: _Flight, message: Started | Finished) -> None:
+        unit, ledger = self.by_id[message.unit_id], self.ledger
+        if isinstance(message, Started):
+            flight.current, flight.started = message, True
+            ledger.started(unit, message.attempt, f"{unit.unit_id} on {message.hostname}",
+                           f"node {message.node_id[:8]}, pid {message.pid}, "
+                           f"block {flight.index}; ")
+            return
+        facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,
+                 "block": flight.index, "round": getattr(unit, "repeat", None),
+                 "attempt": message.attempt}
+        written = finalize_remote(ledger.results, ledger.experiment, unit, message, facts)
+        flight.current = None
+        if ledger.made(unit, written) or message.attempt >= ledger.max_attempts:
+            ledger.ended(unit)
+
+    def _fault(self, flight: _Flight, exc: BaseException) -> None:
+        """The task died with its worker or node: the attempt in flight is kept as a
+        failure, the block's remaining units go back to the queue."""
+        ledger = self.ledger
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        current = flight.current
+        if current is not None:
+            unit = self.by_id[current.unit_id]
+            why = f"the Ray task died mid-unit: {reason}"
+            for side in unit.sides:  # a duet's every side
+                keep_failed_attempt(ledger.results, ledger.experiment, side, {
+                    "unit_id": side.unit_id, "run_id": side.unit_id,
+                    "attempt": current.attempt, "spec": side.model_dump(mode="json"),
+                    "valid": False, "reason": why, "invalid_reasons": [why], "at": utc_now(),
+                    "executor": {"kind": "ray", "node_id": current.node_id,
+                                 "hostname": current.hostname, "block": flight.index}})
+            ledger.say(f"{unit.unit_id}: attempt {current.attempt} lost on {current.hostname} "
+                       f"(node {current.node_id[:8]}): {reason}")
+        left = []
+        for unit in (u for u in flight.units if not ledger.is_over(u)):
+            if ledger.attempts(unit) >= ledger.max_attempts:
+                ledger.ended(unit)
+            else:
+                left.append(unit)
+        strikes = 0 if flight.started else flight.strikes + 1
+        if strikes >= 3:
+            raise E2EError(f"the Ray tasks of block {flight.index} died 3 times before "
+                           f"starting a unit ({reason}); check that every host has e2e "
+                           f"installed ({_INSTALL}, the same version as here)")
+        if left and not ledger.stopped:
+            self.queue.append((flight.index, left, current.node_id if current else None, strikes))
+
+    def stop(self) -> None:
+        """Cancel every task (KeyboardInterrupt in its worker: the session stops its server)
+        and wait until they ended, taking in units that finish meanwhile."""
+        import ray
+
+        self.stopping = True
+
+        def wait(seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while self.running and time.monotonic() < deadline:
+                try:
+                    self.step(1.0)
+                except Exception:  # noqa: BLE001 - stopping anyway; the first error is raised
+                    continue
+
+        flag, wait_s = self.executor._flag, self.executor.stop_wait_s
+        try:
+            if flag is not None:  # each worker stops its unit and sends it back
+                flag.stop.remote()
+                wait(wait_s / 2)
+            for gen in list(self.running):  # a worker that did not: cancelled (what it yields is lost)
+                ray.cancel(gen)
+            wait(wait_s / 2)
+        except KeyboardInterrupt:  # a second Ctrl-C: do not wait
+            pass
+        for gen in list(self.running):
+            ray.cancel(gen, force=True)
 
 
 def _with_executor(record: Any, facts: dict) -> Any:
@@ -484,178 +614,37 @@ class RayExecutor:
             raise ConfigError("the Ray executor runs the server session on other hosts and "
                               "needs it as a value: pass e2e.execute._executor.SessionUnit(experiment, "
                               "results, options) as run_unit (e2e.pipeline.execute does)")
-        import ray
-
         self._connect()
         self.check_hosts()
         self._driver_plugin = driver_plugin()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        here = ray.get_runtime_context().get_node_id()  # the flag lives and dies with the driver
-        self._flag = ray.remote(num_cpus=0)(StopFlag).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
-        results = Path(results)
-        outcome = Outcome()
-        by_id = {u.unit_id: u for u in units}
-        queue: deque[tuple[int, list[Unit], str | None, int]] = deque()
-        for index, block in enumerate(blocks(units), 1):
-            todo = []
-            for unit in block:
-                if unit_state(results, experiment, unit).done:
-                    outcome.skipped.append(unit.unit_id)
-                else:
-                    todo.append(unit)
-            if todo:
-                queue.append((index, todo, None, 0))
-        total = len(units)
-        to_make = total - len(outcome.skipped)
-        clock = ProgressClock(to_make=to_make)
-        clock.start()
-        running: dict[Any, _Flight] = {}
-
-        def attempts_of(unit: Unit) -> int:
-            return unit_state(results, experiment, unit).attempts
-
-        def submit_queued() -> None:
-            while queue:
-                index, todo, avoid, strikes = queue.popleft()
-                pairs = [(u, attempts_of(u)) for u in todo]
-                gen = self._submit(run_unit, pairs, max_attempts, avoid)
-                running[gen] = _Flight(index, todo, strikes=strikes)
-
-        def give_up(unit: Unit) -> None:
-            if unit.unit_id not in outcome.given_up:
-                outcome.given_up.append(unit.unit_id)
-            if fail_fast:
-                outcome.stopped_early = True
-
-        def handle(flight: _Flight, message: Any) -> None:
-            unit = by_id[message.unit_id]
-            if isinstance(message, Started):
-                flight.current, flight.started = message, True
-                say(f"{unit.unit_id} on {message.hostname} (node {message.node_id[:8]}, pid "
-                    f"{message.pid}, block {flight.index}; attempt {message.attempt} of "
-                    f"{max_attempts}) · "
-                    f"{clock.status(len(outcome.skipped), total)}")
-                return
-            facts = {"kind": "ray", "node_id": message.node_id, "hostname": message.hostname,
-                     "block": flight.index, "round": getattr(unit, "repeat", None),
-                     "attempt": message.attempt}
-            written = finalize_remote(results, experiment, unit, message, facts)
-            flight.current = None
-            for folder, record in written:
-                outcome.ran.append(record)
-                on_unit(folder, record)
-            if _all_valid(unit, [r for _, r in written]):
-                clock.done += 1
-                clock.made += 1
-                flight.finished.add(unit.unit_id)
-            elif message.attempt >= max_attempts:
-                clock.made += 1
-                flight.finished.add(unit.unit_id)
-                give_up(unit)
-
-        def fault(flight: _Flight, exc: BaseException) -> None:
-            """The task died with its worker or node: the attempt in flight is kept as a
-            failure, the block's remaining units go back to the queue."""
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            current = flight.current
-            if current is not None:
-                unit = by_id[current.unit_id]
-                why = f"the Ray task died mid-unit: {reason}"
-                for side in unit.sides:  # a duet's every side
-                    keep_failed_attempt(results, experiment, side, {
-                        "unit_id": side.unit_id, "run_id": side.unit_id,
-                        "attempt": current.attempt, "spec": side.model_dump(mode="json"),
-                        "valid": False, "reason": why, "invalid_reasons": [why], "at": utc_now(),
-                        "executor": {"kind": "ray", "node_id": current.node_id,
-                                     "hostname": current.hostname, "block": flight.index}})
-                say(f"{unit.unit_id}: attempt {current.attempt} lost on {current.hostname} "
-                    f"(node {current.node_id[:8]}): {reason}")
-            left = []
-            for unit in flight.units:
-                if unit.unit_id in flight.finished:
-                    continue
-                st = unit_state(results, experiment, unit)
-                if st.done:
-                    continue
-                if st.attempts >= max_attempts:
-                    clock.made += 1
-                    give_up(unit)
-                else:
-                    left.append(unit)
-            strikes = 0 if flight.started else flight.strikes + 1
-            if strikes >= 3:
-                raise E2EError(f"the Ray tasks of block {flight.index} died 3 times before "
-                               f"starting a unit ({reason}); check that every host has e2e "
-                               f"installed ({_INSTALL}, the same version as here)")
-            if left and not outcome.stopped_early:
-                queue.append((flight.index, left, current.node_id if current else None, strikes))
-
-        def step(timeout: float) -> None:
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=timeout)
-            for gen in ready:
-                flight = running[gen]
-                try:
-                    message = ray.get(next(gen))
-                except StopIteration:
-                    del running[gen]
-                    continue
-                except ray.exceptions.RayTaskError as exc:  # e2e's own error on the host
-                    del running[gen]
-                    cause = exc.cause
-                    raise (cause if isinstance(cause, E2EError) else exc) from None
-                except ray.exceptions.RayError as exc:  # worker or node died, task cancelled
-                    del running[gen]
-                    if not stopping:
-                        fault(flight, exc)
-                    continue
-                handle(flight, message)
-
-        stopping = False
+        self._flag = self._stop_flag()
+        ledger = Ledger(experiment, units, results, max_attempts=max_attempts,
+                        fail_fast=fail_fast, on_unit=on_unit, say=say)
+        ledger.clock.start()  # the cluster's pace counts from here
+        cluster = _Blocks(self, ledger, run_unit, units)
         checked = time.monotonic()
         try:
-            while queue or running:
-                if outcome.stopped_early:
-                    break
-                submit_queued()
-                step(self.poll_s)
-                if running and time.monotonic() - checked > 10:
+            while (cluster.queue or cluster.running) and not ledger.stopped:
+                cluster.submit()
+                cluster.step(self.poll_s)
+                if cluster.running and time.monotonic() - checked > 10:
                     checked = time.monotonic()
                     self.check_hosts()  # every host gone: fail, keeping what finished
         except BaseException:
-            stopping = True
-            self._stop(running, step)
+            cluster.stop()
             raise
-        if running:  # fail_fast: stop the rest
-            stopping = True
-            self._stop(running, step)
-        return outcome
+        if cluster.running:  # fail_fast: stop the rest
+            cluster.stop()
+        return ledger.outcome
 
-    def _stop(self, running: dict, step: Callable[[float], None]) -> None:
-        """Cancel every task (KeyboardInterrupt in its worker: the session stops its server)
-        and wait until they ended, taking in units that finish meanwhile."""
+    def _stop_flag(self) -> Any:
+        """The run's StopFlag actor, on the driver's node: it lives and dies with the driver."""
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        def wait(seconds: float) -> None:
-            deadline = time.monotonic() + seconds
-            while running and time.monotonic() < deadline:
-                try:
-                    step(1.0)
-                except Exception:  # noqa: BLE001 - stopping anyway; the first error is raised
-                    continue
-
-        try:
-            if self._flag is not None:  # each worker stops its unit and sends it back
-                self._flag.stop.remote()
-                wait(self.stop_wait_s / 2)
-            for gen in list(running):  # a worker that did not: cancelled (what it yields is lost)
-                ray.cancel(gen)
-            wait(self.stop_wait_s / 2)
-        except KeyboardInterrupt:  # a second Ctrl-C: do not wait
-            pass
-        for gen in list(running):
-            ray.cancel(gen, force=True)
+        here = ray.get_runtime_context().get_node_id()
+        return ray.remote(num_cpus=0)(StopFlag).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
 
 
 def executor_from(config: ExecutorConfig, flag: str | None = None) -> Executor:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.analysis import GSM8KReport, gsm8k_report
-from e2e.config import GSM8K_CONCURRENCY, EvalSpec, Experiment
+from e2e.config import Experiment
 from e2e.console import Say
+from e2e.plan import GSM8K_CONCURRENCY, EvalSpec
 from e2e.errors import ConfigError, ResultsError
 from e2e.execute import Executor
 from e2e.gsm8k.lmeval import LmEvalJob, LmEvalOutput, check_lm_eval, run_lmeval

@@ -18,7 +18,8 @@ from typing import Any
 from e2e.analysis import acceptance_length, verdict_accuracy
 from e2e.arms import ServerLaunch
 from e2e.console import Say
-from e2e.config import EvalSpec, Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import EvalSpec, Unit
 from e2e.errors import ResultsError
 from e2e.gsm8k.lmeval import (FLEXIBLE, STRICT, LmEvalJob, LmEvalOutput, check_lm_eval,
                               lmeval_argv, parse_samples, run_lmeval)

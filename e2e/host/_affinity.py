@@ -1,6 +1,5 @@
 """CPU placement: which cores the server's processes and the load generator may run on.
 
-    parse_cpus("0-1,3")            -> frozenset({0, 1, 3})   (ConfigError for bad text)
     pin_process(cpus)              -> Placement   the load generator: every thread of this
                                                   process, now (threads made later inherit it)
     pinned_process(cpus)           -> context manager: pin_process for the block, then every
@@ -12,6 +11,8 @@
                                                   moved onto ``cpus`` now (a duet's swap)
     describe_affinity(pid)         -> list[int]   cores any thread of pid's process group may use
     group_placement(pid)           -> list[ProcessPlacement]  the same, per process
+
+A CPU set is given in Linux's list format (``"0-1,3"``), read by ``e2e.names.parse_cpus``.
 
 Method: Linux keeps one CPU mask per thread (``sched_setaffinity``); a thread's children and
 threads inherit its mask at fork/clone. ``spawn_pinned`` narrows only the *calling thread's*
@@ -31,12 +32,12 @@ import os
 from collections.abc import Iterator
 
 
-from e2e.config import parse_cpus
 from e2e.host import _procfs as procfs
 from e2e.host._procfs import physical_core
+from e2e.names import parse_cpus
 from e2e.results import Placement, ProcessPlacement
 
-__all__ = ["parse_cpus", "format_cpus", "pin_process", "repin_group",
+__all__ = ["format_cpus", "pin_process", "repin_group",
            "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity",
            "physical_core", "spread_cores"]
 

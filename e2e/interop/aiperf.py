@@ -306,7 +306,8 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     """AIPerf's export as one e2e run (pure). The arm is ``--arm`` (AIPerf records none);
     the concurrency ``--concurrency``, else the summary's profiling phase's;
     the lengths the flags', else the most common among the requests."""
-    from e2e.config import RunSpec, describe_validation_error
+    from e2e.plan import RunSpec
+    from e2e.console import describe_validation_error
 
     all_records = [_Record.model_validate(r) for r in doc["records"]]
     measured = [r for r in all_records if r.metadata.benchmark_phase == "profiling"]

@@ -220,7 +220,8 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     """One benchmark of a GuideLLM report as an e2e run (pure). The arm is ``--arm``; the
     concurrency ``--concurrency``, else a concurrent (or synchronous) strategy's streams; the
     lengths the flags', else the most common among the successful requests."""
-    from e2e.config import RunSpec, describe_validation_error
+    from e2e.plan import RunSpec
+    from e2e.console import describe_validation_error
 
     bench = _Benchmark.model_validate(doc["benchmark"])
     if doc.get("count", 1) > 1:

@@ -39,7 +39,10 @@ import numpy as np
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
                       create_model)
 
-from e2e.config import MAX_CONCURRENCY, RunSpec, check_name, describe_validation_error
+from e2e.config import MAX_CONCURRENCY
+from e2e.plan import RunSpec
+from e2e.console import describe_validation_error
+from e2e.names import check_name
 from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import MAX_POSITIONS, per_position_rates, request_tpot_s

@@ -16,7 +16,8 @@ from pathlib import Path
 from e2e import metrics as m
 from e2e.console import Say
 from e2e.arms import ServerLaunch
-from e2e.config import LoadConfig, RunSpec, pinned_of
+from e2e.config import LoadConfig
+from e2e.plan import RunSpec, pinned_of
 from e2e.load._cache import FRESH, CacheState, reset_prefix_cache
 from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic

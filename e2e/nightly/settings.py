@@ -26,8 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from e2e.analysis import METRICS, Metric
 from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
-from e2e.config import (Experiment, describe_validation_error, parse_experiment, plugin_settings,
-                        read_toml)
+from e2e.config import Experiment, parse_experiment, plugin_settings
+from e2e.console import describe_validation_error
+from e2e.paths import read_toml
 from e2e.errors import ConfigError
 from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_metric
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from e2e.config import EvalSpec
+from e2e.plan import EvalSpec
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, atomic_write_json, atomic_write_text, read_bounded
 from e2e.redact import scrub

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from e2e.config import RunSpec
+from e2e.plan import RunSpec
 from e2e.redact import scrub
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",

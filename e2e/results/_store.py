@@ -34,7 +34,8 @@ import pandas as pd
 
 from pydantic import ValidationError
 
-from e2e.config import DuetSpec, EvalSpec, Unit, check_name
+from e2e.plan import DuetSpec, EvalSpec, Unit
+from e2e.names import check_name
 from e2e.errors import ConfigError, NoSuchResults, ResultsBusyError, ResultsError
 from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, flocked,
                        no_links, read_bounded, replace_dir, within)

@@ -4,7 +4,7 @@
 
 from e2e.session._bounds import check_units
 from e2e.session._builds import describe_source, prepare, python_path, resolve_git, resolve_python
-from e2e.session._launch import server_launch
+from e2e.session._launch import server_launch, speculative_config
 from e2e.session._plugin_check import plugin_check
 from e2e.session._provenance import provenance, source_facts
 from e2e.session._duet import run_duet
@@ -16,5 +16,5 @@ __all__ = [
     "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
     "plugin_check", "prepare",
     "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
-    "server_launch", "source_facts"
+    "server_launch", "source_facts", "speculative_config"
 ]

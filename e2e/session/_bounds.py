@@ -39,7 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.config import Experiment, LoadConfig, MultiTurn, RunSpec, SharedPrefix, TraceReplay, Unit
+from e2e.config import Experiment, LoadConfig, MultiTurn, SharedPrefix, TraceReplay
+from e2e.plan import RunSpec, Unit
 from e2e.errors import ConfigError
 
 __all__ = ["Schedule", "check_units", "schedule_s", "schedule_limit_s", "prompt_tokens",

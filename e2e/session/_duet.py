@@ -1,7 +1,7 @@
 """Arms measured together in time: a duet runs k server sessions at once, one per slot.
 
     run_duet(experiment, duet, results)
-        one child process per side (forked: the session as it is), each in its slot
+        one child process per side (forked: ``run_side``, the session's steps), each in its slot
         (server CPUs, load-generator CPUs, extra env, port, its own server lock)
           -> fresh server -> /health -> plugin check -> warmup
           -> the barrier: every side ready (a side that failed ends the wait for all)
@@ -35,12 +35,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.config import DuetSlot, DuetSpec, Experiment
+from pydantic import BaseModel
+
+from e2e.config import DuetSlot, Experiment
 from e2e.errors import E2EError, ServerError
+from e2e.plan import DuetSpec, RunSpec
 from e2e.results import DuetInfo, RunRecord, new_partial_dir
+from e2e.session._session import Session, SessionOptions
 from e2e.shield import shielded
 
-__all__ = ["Together", "run_duet"]
+__all__ = ["Together", "run_duet", "run_side"]
 
 _POLL_S = 0.005
 
@@ -202,12 +206,51 @@ class Together:
             + (f"; {'; '.join(failed)}" if failed else "")]
 
 
-def _side(experiment, unit, results, options, together: Together, conn) -> None:
-    """A side's process: the server session with its slot and the rendezvous; sends back
-    (folder, record as JSON) or (None, reason)."""
-    from dataclasses import replace
+def run_side(experiment: Experiment, unit: RunSpec, results: Path, options: SessionOptions,
+             together: Together) -> tuple[Path, BaseModel]:
+    """One side's server session (``e2e.session._session.Session``'s steps, as ``run_unit``
+    takes them) in its slot, meeting its partners between the steps: ready after the warmup,
+    go once its counters and host snapshot are read, then its load held until every side is
+    done measuring (with ``swap``, also between load windows). A side that fails lets its
+    partners go on without it."""
+    session = Session.open(experiment, unit, results, options, slot=together.place,
+                           root_pid=together.root_pid, slot_name=together.slot_name)
+    workload, info = session.workload, session.info
+    moved: list[list[int]] = []  # the server's cores in each load window (a swap)
+    with session.recording(), session.serve() as server:
+        workload.warmup(server)
+        together.arrive()  # every side's server is up and warm: start together
+        session.watch(server)
+        if together.swap and hasattr(workload, "between_windows"):
+            moved.append(info.placement.server_cores or [] if info.placement else [])
 
-    from e2e.session._session import run_unit
+            def between(w: int) -> str | None:
+                client, cores = together.turn(w, lambda: workload.keep_busy(server),
+                                              getattr(server, "pgid", None), say=session.say)
+                moved.append(cores)
+                return client
+
+            workload.between_windows = between
+        together.arrive("go")
+        began, ended = session.measure(server)
+        session.after(server)
+        together.measured(began, ended)
+        held = together.hold(lambda: workload.keep_busy(server), say=session.say)
+        info.duet, more = together.info(held_s=held, windows=getattr(unit, "windows", None))
+        if info.duet.window_slots is not None and hasattr(workload, "between_windows"):
+            info.duet = info.duet.model_copy(update={"window_server_cores": moved})
+        info.reasons += more
+    if info.reasons:  # partners stop waiting for this side
+        together.abandon(info.reasons[0])
+        if info.duet is None:
+            info.duet = together.info()[0]
+    return session.finish()
+
+
+def _side(experiment, unit, results, options, together: Together, conn) -> None:
+    """A side's process: its server session (``run_side``); sends back (folder, record as
+    JSON) or (None, reason)."""
+    from dataclasses import replace
 
     # Ctrl-C at the terminal reaches every process of e2e's group: the driver turns it into
     # one SIGTERM per side, so that each side stops its server once, in its own order.
@@ -220,9 +263,8 @@ def _side(experiment, unit, results, options, together: Together, conn) -> None:
     code = 0
     try:
         say = options.say
-        side_options = replace(options, together=together,
-                               say=lambda m: say(f"[{together.slot_name}] {m}"))
-        folder, record = run_unit(experiment, unit, results, side_options)
+        side_options = replace(options, say=lambda m: say(f"[{together.slot_name}] {m}"))
+        folder, record = run_side(experiment, unit, results, side_options, together)
         conn.send((str(folder), record.model_dump_json()))
     except KeyboardInterrupt:
         code = 130
@@ -249,8 +291,8 @@ def shared_cores(slots: list[DuetSlot], names: list[str]) -> list[str]:
     physical core (sysfs topology). The config refuses the same logical CPUs outright."""
     from itertools import combinations
 
-    from e2e.config import parse_cpus
     from e2e.host import physical_core
+    from e2e.names import parse_cpus
 
     lines = []
     for (i, a), (j, b) in combinations(enumerate(slots), 2):
@@ -271,7 +313,7 @@ def shared_cores(slots: list[DuetSlot], names: list[str]) -> list[str]:
 
 
 def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
-             options) -> list[tuple[Path, RunRecord]]:
+             options: SessionOptions) -> list[tuple[Path, RunRecord]]:
     """Run ``duet``'s sides at once, one per slot (module docstring); returns every side's
     (folder, record) that was written, in slot order. Raises KeyboardInterrupt after every
     side stopped when interrupted."""

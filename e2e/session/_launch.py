@@ -7,14 +7,17 @@ import json
 import os
 from pathlib import Path
 
+from typing import Any
+
 from e2e.arms import ARM_ENV, PIN_ENV, PLUGIN_ENV, ServerLaunch
-from e2e.config import Experiment
+from e2e.config import PIN_KEY, Experiment
+from e2e.errors import ConfigError
 from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
 from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
 from e2e.session._tinymodel import model_path, resolve_model
 
-__all__ = ["server_launch"]
+__all__ = ["server_launch", "speculative_config"]
 
 
 def server_launch(
@@ -40,7 +43,7 @@ def server_launch(
     kind = KINDS[server.kind]
     pinned = experiment.pinned() if dspark else None
     if dspark:
-        args += kind.speculative_args(experiment.speculative_config())
+        args += kind.speculative_args(speculative_config(experiment))
     if server.api_key:
         args += ["--api-key", server.api_key]
     env = {**server.env, **settings.env, ARM_ENV: arm}
@@ -60,3 +63,21 @@ def server_launch(
                         host=server.host, model=model, model_hash=model_hash,
                         api_key=server.api_key, build=build_info, kind=kind,
                         plugin=tree.describe())
+
+
+def speculative_config(experiment: Experiment, name: str | None = None) -> dict[str, Any]:
+    """The vLLM ``speculative_config`` of the profile ``name`` (None: the experiment's
+    default speculator): as given, but a pinned profile runs vLLM's synthetic rejection
+    sampling at that acceptance length (``rejection_sample_method = "synthetic"``,
+    ``synthetic_acceptance_length``)."""
+    name = name or experiment.default_speculator
+    profile = dict(experiment.speculator(name))
+    pin = profile.pop(PIN_KEY, None)
+    if pin is None:
+        return profile
+    if not isinstance(pin, (int, float)) or isinstance(pin, bool):
+        raise ConfigError(f"speculators.{name}.{PIN_KEY} = {pin!r} is not resolved to a "
+                          "length yet (e2e sweep and e2e run resolve \"baseline\")")
+    profile.update(rejection_sample_method="synthetic",
+                   synthetic_acceptance_length=float(pin))
+    return profile

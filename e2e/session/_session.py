@@ -4,24 +4,25 @@
         resolve the arm's launch once (build, model, argv, environment)
         -> a fresh server in its own process group (``e2e.session._server.serve``) -> /health
         -> the plugin check (mandatory; ``--no-plugin-check`` is an explicit, recorded choice)
-        -> workload warmup -> [a duet's barrier] -> /metrics before -> the workload
-        -> /metrics after -> [a duet side: the same load, unmeasured, until its partners are done]
+        -> workload warmup -> /metrics before -> the workload -> /metrics after
         -> stop the process group
         -> the unit's folder, with its record (spec, redacted config, server argv and
            environment, provenance, plugin mode), finalized atomically
 
-Load runs and GSM8K evaluations are two workloads inside it (``e2e.load._workload``,
-``e2e.gsm8k.workload``). Whatever happens, the folder is written with what was measured and
-why the unit is invalid if it is; Ctrl-C (or SIGTERM) stops the server, writes what finished
-and re-raises.
+Each step is a method of ``Session``, which a duet side (``e2e.session._duet``) calls too, in
+the same order, meeting its partners between them. Load runs and GSM8K evaluations are two
+workloads inside it (``e2e.load._workload``, ``e2e.gsm8k.workload``). Whatever happens, the
+folder is written with what was measured and why the unit is invalid if it is; Ctrl-C (or
+SIGTERM) stops the server, writes what finished and re-raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +31,8 @@ from pydantic import BaseModel
 
 from e2e.arms import ServerLaunch
 from e2e.redact import Redactor
-from e2e.config import DuetSpec, Experiment, Unit
+from e2e.config import DuetSlot, Experiment
+from e2e.plan import DuetSpec, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
@@ -48,8 +50,8 @@ from e2e.shield import shielded
 from e2e.results import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
 from e2e.session._workloads import Workloads
 
-__all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "run_unit",
-           "redacted_config", "servers_for"]
+__all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "Session",
+           "run_unit", "redacted_config", "servers_for"]
 
 
 
@@ -107,7 +109,6 @@ class SessionOptions:
     say: Say = lambda message: None
     servers: Servers | None = None  # None: fresh servers, or the config's external one
     workloads: Callable[..., Workload] | None = None  # None: e2e.load._workload.Workloads()
-    together: Any = None  # a duet's side (e2e.session._duet.Together): its slot, the rendezvous
 
 
 def servers_for(experiment: Experiment) -> Servers:
@@ -194,112 +195,149 @@ def run_unit(experiment: Experiment, unit: Unit, results: Path,
     too). Raises ServerBusyError (nothing written) when another e2e holds the host."""
     if isinstance(unit, DuetSpec):
         raise TypeError("a duet runs through e2e.session.run_duet (SessionUnit does)")
-    say = options.say
-    together = options.together
-    check_units(experiment, [unit])  # before anything is built, drawn or started
-    servers = options.servers or servers_for(experiment)
-    launch = servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=say)
-    slot = together.place if together is not None else None
-    if slot is not None and slot.env:  # the slot's env, e.g. its GPU
-        launch = replace(launch, env={**launch.env, **slot.env})
-    own_root = together.root_pid if together is not None else os.getpid()
-    placed = _placed(experiment, slot)  # a duet side's CPUs and port
-    workload = (options.workloads or Workloads())(placed, unit, launch, options)
-    partial = new_partial_dir(results, experiment.name, unit.unit_id)
-    redactor = experiment.redactor(launch.api_key)
-    info = UnitInfo(experiment=experiment.name, unit=unit, config=redacted_config(experiment),
-                    launch=launch, started_at=utc_now(),
-                    server=_server_info(launch, [] if launch.external else launch.argv(0),
-                                        launch.host if launch.external else f"http://{launch.host}",
-                                        redactor))
-    arm = experiment.arm(unit.arm)
-    interrupted: BaseException | None = None
-    try:
-        say(f"measuring the external server {redactor.url(launch.host)} as arm {unit.arm}"
-            if launch.external
-            else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
-                 f"speculator); log: {partial / 'server.log'}")
-        server_options = replace(ServerOptions.of(placed.server), own_root=own_root,
-                                 slot=(None if together is None else together.slot_name))
-        with servers.serve(launch, partial / "server.log", server_options) as server:
-            info.server = _server_info(launch, server.argv, server.base_url, redactor)
-            info.plugin = _plugin(server.log_path, arm.plugin, options.plugin_check, launch)
+    session = Session.open(experiment, unit, results, options)
+    with session.recording(), session.serve() as server:
+        session.workload.warmup(server)
+        session.watch(server)
+        session.measure(server)
+        session.after(server)
+    return session.finish()
+
+
+class Session:
+    """One unit's server session, step by step (module docstring): ``open`` resolves the
+    launch and the workload, ``serve`` starts the server and checks its plugin, ``watch``
+    reads what comes before the measured load, ``measure`` runs it, ``after`` reads what
+    comes after, ``finish`` writes the unit's folder; ``recording`` turns whatever goes wrong
+    between into the reason the unit is invalid. ``slot`` is a duet side's place (its CPUs,
+    port and env) and ``root_pid`` the duet's driver, whose descendants are e2e's own."""
+
+    def __init__(self, experiment: Experiment, unit: Unit, results: Path,
+                 options: SessionOptions, slot: DuetSlot | None = None,
+                 root_pid: int | None = None, slot_name: str | None = None) -> None:
+        self.experiment, self.unit, self.results, self.options = experiment, unit, results, options
+        self.say = options.say
+        self.servers = options.servers or servers_for(experiment)
+        launch = self.servers.launch(experiment, unit.arm, dspark=unit.dspark, progress=self.say)
+        if slot is not None and slot.env:  # the slot's env, e.g. its GPU
+            launch = replace(launch, env={**launch.env, **slot.env})
+        self.launch = launch
+        self.root_pid = root_pid if root_pid is not None else os.getpid()
+        self.slot_name = slot_name
+        self.placed = _placed(experiment, slot)  # a duet side's CPUs and port
+        self.workload = (options.workloads or Workloads())(self.placed, unit, launch, options)
+        self.partial = new_partial_dir(results, experiment.name, unit.unit_id)
+        self.redactor = experiment.redactor(launch.api_key)
+        self.info = UnitInfo(
+            experiment=experiment.name, unit=unit, config=redacted_config(experiment),
+            launch=launch, started_at=utc_now(),
+            server=_server_info(launch, [] if launch.external else launch.argv(0),
+                                launch.host if launch.external else f"http://{launch.host}",
+                                self.redactor))
+        self.arm = experiment.arm(unit.arm)
+        self.interrupted: BaseException | None = None
+        self._serving: list[int] = []
+        self._host_before: Any = None
+
+    @classmethod
+    def open(cls, experiment: Experiment, unit: Unit, results: Path, options: SessionOptions,
+             **place: Any) -> Session:
+        """The unit's session, its bounds checked before anything is built, drawn or started."""
+        check_units(experiment, [unit])
+        return cls(experiment, unit, results, options, **place)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Whatever goes wrong inside becomes a reason the unit is invalid (its folder is still
+        written by ``finish``); Ctrl-C and a bug are raised again after that. A busy host
+        (another e2e's server) leaves no folder and is raised at once."""
+        try:
+            yield
+        except ServerBusyError:
+            shutil.rmtree(self.partial, ignore_errors=True)  # nothing ran: leave no folder
+            raise
+        except KeyboardInterrupt as exc:
+            self.interrupted = exc
+            self.info.reasons.append("interrupted (Ctrl-C or SIGTERM) before the workload finished")
+        except E2EError as exc:
+            self.info.reasons.append(str(exc))
+        except Exception as exc:  # a bug or a value nobody checked: the record first, then it
+            self.interrupted = exc
+            self.info.reasons.append(f"failed unexpectedly: {type(exc).__name__}: {exc}")
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[ServerHandle]:
+        """The unit's server, its plugin checked (a failed check is a ServerError); stopped,
+        its process group with it, when the block ends."""
+        launch, unit, info = self.launch, self.unit, self.info
+        self.say(f"measuring the external server {self.redactor.url(launch.host)} as arm {unit.arm}"
+                 if launch.external
+                 else f"starting the {unit.arm} server ({'with' if unit.dspark else 'without'} "
+                      f"speculator); log: {self.partial / 'server.log'}")
+        server_options = replace(ServerOptions.of(self.placed.server), own_root=self.root_pid,
+                                 slot=self.slot_name)
+        with self.servers.serve(launch, self.partial / "server.log", server_options) as server:
+            info.server = _server_info(launch, server.argv, server.base_url, self.redactor)
+            info.plugin = _plugin(server.log_path, self.arm.plugin, self.options.plugin_check,
+                                  launch)
             if info.plugin.check == "failed":
                 raise ServerError(f"arm settings not applied: {info.plugin.detail}")
-            workload.warmup(server)
-            if together is not None:  # every side's server is up and warm: start together
-                together.arrive()
-            info.metrics_before = server.scrape_metrics()
-            info.placement = _placement(server)
-            # an external server on this host is the server under test, not interference
-            serving = server.local_pids() if hasattr(server, "local_pids") else []
-            host_before = snapshot()
-            if together is not None:
-                if together.swap and hasattr(workload, "between_windows"):
-                    moved: list[list[int]] = [info.placement.server_cores or []
-                                              if info.placement else []]
+            yield server
 
-                    def between(w: int) -> str | None:
-                        client, cores = together.turn(w, lambda: workload.keep_busy(server),
-                                                      getattr(server, "pgid", None), say=say)
-                        moved.append(cores)
-                        return client
+    def watch(self, server) -> None:
+        """Just before the measured load: the server's counters, where its processes may run,
+        and what the host is doing."""
+        self.info.metrics_before = server.scrape_metrics()
+        self.info.placement = _placement(server)
+        # an external server on this host is the server under test, not interference
+        self._serving = server.local_pids() if hasattr(server, "local_pids") else []
+        self._host_before = snapshot()
 
-                    workload.between_windows = between
-                together.arrive("go")
-            began = time.monotonic()
-            try:
-                workload.measure(server, partial)
-            finally:  # own = e2e, its server and client processes (those started meanwhile too;
-                # in a duet every side's, all descendants of the duet's driver)
-                ended = time.monotonic()
-                host_after = snapshot()
-                info.placement = _with_memory(info.placement, server)
-                info.host_noise = noise(host_before, host_after, own_pids=with_descendants(
-                    host_after, {os.getpid(), own_root, getattr(server, "pgid", os.getpid()),
-                                 *serving}))
-            if server.alive():
-                info.metrics_after = server.scrape_metrics()
-            else:
-                info.reasons.append("the server exited during the workload")
-            others = server.strangers() if hasattr(server, "strangers") else None
-            if others:  # e.g. a program that bound the port beside it with SO_REUSEPORT
-                info.reasons.append(f"another program listened on the server's port during the "
-                                    f"load ({'; '.join(others)}): some requests may have been "
-                                    "answered by it, not by the server")
-            if together is not None:
-                together.measured(began, ended)
-                held = together.hold(lambda: workload.keep_busy(server), say=say)
-                info.duet, more = together.info(held_s=held, windows=getattr(unit, "windows", None))
-                if info.duet.window_slots is not None and hasattr(workload, "between_windows"):
-                    info.duet = info.duet.model_copy(update={"window_server_cores": moved})
-                info.reasons += more
-    except ServerBusyError:
-        shutil.rmtree(partial, ignore_errors=True)  # nothing ran: leave no folder
-        raise
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-        info.reasons.append("interrupted (Ctrl-C or SIGTERM) before the workload finished")
-    except E2EError as exc:
-        info.reasons.append(str(exc))
-    except Exception as exc:  # a bug or a value nobody checked: the record first, then it
-        interrupted = exc
-        info.reasons.append(f"failed unexpectedly: {type(exc).__name__}: {exc}")
-    if together is not None and info.reasons:  # partners stop waiting for this side
-        together.abandon(info.reasons[0])
-        if info.duet is None:
-            info.duet = together.info()[0]
-    with shielded():  # a second Ctrl-C must not lose what finished
-        info.provenance = provenance(launch.python, launch.build)
-        info.finished_at = utc_now()
-        record = workload.record(info, partial)
-        if info.metrics_before:
-            atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
-        if info.metrics_after:
-            atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
-        _scrub_log(partial / "server.log", redactor)  # a server may log its arguments
-        atomic_write_json(partial / record_name(unit), record.model_dump(mode="json"))
-        folder = finalize_unit(partial, unit_dir(results, experiment.name, unit))
-    if interrupted is not None:
-        raise interrupted
-    return folder, record
+    def measure(self, server) -> tuple[float, float]:
+        """The measured load; returns when it began and ended (``time.monotonic``). Whatever
+        happens, what else used the host meanwhile is recorded: own = e2e, its server and
+        client processes (those started meanwhile too; in a duet every side's, all
+        descendants of the duet's driver)."""
+        began = time.monotonic()
+        try:
+            self.workload.measure(server, self.partial)
+        finally:
+            ended = time.monotonic()
+            host_after = snapshot()
+            self.info.placement = _with_memory(self.info.placement, server)
+            self.info.host_noise = noise(self._host_before, host_after, own_pids=with_descendants(
+                host_after, {os.getpid(), self.root_pid, getattr(server, "pgid", os.getpid()),
+                             *self._serving}))
+        return began, ended
+
+    def after(self, server) -> None:
+        """Just after the measured load: the server's counters, or why the run is invalid."""
+        info = self.info
+        if server.alive():
+            info.metrics_after = server.scrape_metrics()
+        else:
+            info.reasons.append("the server exited during the workload")
+        others = server.strangers() if hasattr(server, "strangers") else None
+        if others:  # e.g. a program that bound the port beside it with SO_REUSEPORT
+            info.reasons.append(f"another program listened on the server's port during the "
+                                f"load ({'; '.join(others)}): some requests may have been "
+                                "answered by it, not by the server")
+
+    def finish(self) -> tuple[Path, BaseModel]:
+        """The unit's folder with its record, finalized atomically (a second Ctrl-C cannot cut
+        it short); then an interruption or a bug caught by ``recording`` is raised again."""
+        info, partial = self.info, self.partial
+        with shielded():  # a second Ctrl-C must not lose what finished
+            info.provenance = provenance(self.launch.python, self.launch.build)
+            info.finished_at = utc_now()
+            record = self.workload.record(info, partial)
+            if info.metrics_before:
+                atomic_write_text(partial / "metrics_before.prom", info.metrics_before)
+            if info.metrics_after:
+                atomic_write_text(partial / "metrics_after.prom", info.metrics_after)
+            _scrub_log(partial / "server.log", self.redactor)  # a server may log its arguments
+            atomic_write_json(partial / record_name(self.unit), record.model_dump(mode="json"))
+            folder = finalize_unit(partial, unit_dir(self.results, self.experiment.name, self.unit))
+        if self.interrupted is not None:
+            raise self.interrupted
+        return folder, record

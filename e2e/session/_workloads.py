@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from e2e.arms import ServerLaunch
-from e2e.config import EvalSpec, Experiment, Unit
+from e2e.config import Experiment
+from e2e.plan import EvalSpec, Unit
 from e2e.load import LoadWorkload
 
 __all__ = ["Workloads"]

@@ -34,8 +34,9 @@ import numpy as np
 
 from itertools import combinations
 
-from e2e.config import DuetSpec, Experiment, RunSpec
+from e2e.config import Experiment
 from e2e.errors import ConfigError
+from e2e.plan._units import DuetSpec, RunSpec
 
 __all__ = ["make_plan", "rounds", "williams", "round_orders", "duet_rounds", "Order",
            "ORDER_FILE", "FolderOrder", "claim_order", "folder_order", "order_of", "record_order",

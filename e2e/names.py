@@ -1,0 +1,92 @@
+"""What a config or a flag writes that e2e turns into a name or a set of cores, checked once.
+
+    safe_name(value, what)  -> value   a name that may become a folder under results/ (an arm,
+                                       an experiment, a run id, a label); ValueError otherwise
+    check_name(value, what) -> value   the same for a flag or a file's field: a ConfigError
+    number_tag(value)       -> str     a number as it appears inside such a name
+    parse_cpus("0-1,3")     -> frozenset({0, 1, 3})   Linux's CPU list format; ConfigError
+
+Names are data, never paths: every name that becomes part of a path passes ``safe_name``
+first (``e2e.paths.within`` then checks where the path resolves).
+"""
+
+from __future__ import annotations
+
+import re
+
+from e2e.errors import ConfigError
+
+__all__ = ["NAME_RULE", "MAX_CPU", "safe_name", "check_name", "number_tag", "parse_cpus",
+           "did_you_mean"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
+             "'..' (names are data, never paths: each names a folder under results/)")
+MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
+
+
+def safe_name(value: str, what: str = "name") -> str:
+    """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError.
+    The one rule for every name that becomes part of a path: arm, experiment, run id, label."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else (
+            repr(value[:60]) + f"... ({len(value)} characters)")
+        raise ValueError(f"{what} {shown} must be {NAME_RULE}")
+    return value
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """``safe_name`` for a flag or a file's field: a ConfigError (exit 2) naming the rule."""
+    try:
+        return safe_name(value, what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def number_tag(value: float) -> str:
+    """A number as it appears in a run id or a cell name: ``:g`` (6 significant digits),
+    but never in exponent notation, whose ``+`` no name may hold (``3.68e+06`` is
+    ``3680000``, ``1e-06`` is ``0.000001``)."""
+    text = f"{value:g}"
+    if "e" not in text:
+        return text
+    from decimal import Decimal
+
+    return format(Decimal(text), "f")
+
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """A CPU list as Linux writes it (``cpuset(7)`` "list format"): ``"0"``, ``"0-1"``,
+    ``"0,2"``, ``"0-3,6"``. Raises ConfigError for anything else (empty, negative, reversed
+    ranges, stray characters)."""
+    cores: set[int] = set()
+    parts = [p.strip() for p in str(text).split(",")]
+    if not text or not str(text).strip() or any(not p for p in parts):
+        raise ConfigError(f"CPU set {text!r} is empty or has an empty item; write cores like "
+                          "'0', '0-1' or '0,2'")
+    for part in parts:
+        match = _RANGE.match(part)
+        if not match:
+            raise ConfigError(f"CPU set {text!r}: {part!r} is not a core number or a range "
+                              "'a-b'; write cores like '0', '0-1' or '0,2'")
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) is not None else low
+        if high < low:
+            raise ConfigError(f"CPU set {text!r}: range {part!r} runs backwards; write '{high}-{low}'")
+        if high >= MAX_CPU:
+            raise ConfigError(f"CPU set {text!r}: core {high} is beyond any host (cores are "
+                              f"numbered below {MAX_CPU}); write cores like '0', '0-1' or '0,2'")
+        cores.update(range(low, high + 1))
+    return frozenset(cores)
+
+
+def did_you_mean(word: str, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` to a misspelt ``word`` (difflib),
+    else ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
