@@ -29,6 +29,8 @@ from e2e.render._report import build_report  # noqa: E402
 from e2e.session._session import SessionOptions  # noqa: E402
 from e2e.results._store import unit_state  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 START_S = 0.5  # each fake server takes this long to become healthy: a unit's fixed duration
 
 
