@@ -310,7 +310,7 @@ def test_executor_from_config_and_flag(default_experiment):
     assert experiment.executor.address == "head:6379"
     assert experiment.override("load", seed=5).executor == experiment.executor
     raw["executor"] = {"kind": "ray", "adress": "x"}
-    with pytest.raises(ConfigError, match="executor.adress: unknown key; allowed here: kind"):
+    with pytest.raises(ConfigError, match=r"executor.adress: unknown key \(did you mean 'address'\?\); allowed here: kind"):
         parse_experiment(raw)
 
 
