@@ -106,8 +106,8 @@ def test_nothing_imports_the_command_line():
 # that hand names on to nightly. e2e.kernels.step_bench is also a command line (python -m ...)
 # that writes step.md through e2e.render.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.shield", "e2e.kinds",
-                    "e2e.slo", "e2e.redact", "e2e.markup", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
+    ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.kinds",
+                    "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
     ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.store")),
     ("analysis", ("e2e.analysis", "e2e.gsm8k.agreement", "e2e.nightly.cells",
                   "e2e.nightly.changepoints")),
@@ -206,11 +206,11 @@ FACES = {
         "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
         "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
-        "run_unit", "server_launch", "source_facts", "speculative_config"],
+        "run_unit", "server_launch", "shielded", "source_facts", "speculative_config"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
         "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
-        "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
+        "md_text", "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
         "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
         "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
         "write_steps"],
