@@ -40,7 +40,7 @@ def default_experiment() -> Experiment:
 @pytest.fixture(scope="session")
 def server_python(default_experiment) -> Path:
     """The managed server environment (created on first use)."""
-    from e2e.session._builds import resolve_python
+    from e2e.session import resolve_python
 
     return resolve_python(default_experiment.server.build)
 

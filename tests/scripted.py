@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.arms import ServerLaunch
-from e2e.session._session import Servers
+from e2e.session import Servers
 
 
 def applied_line(arm: str, settings: dict) -> str:

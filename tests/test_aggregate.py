@@ -9,7 +9,7 @@ import pytest
 
 from e2e.analysis._aggregate import METRICS, Summary, runs_frame, summarize
 from e2e.plan import RunSpec
-from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+from e2e.results import RunMetrics, RunRecord, ServerInfo
 
 ARMS_CONFIG = {
     "main": {"description": "the engine as it is", "plugin": {"packing": "main"}},
@@ -364,7 +364,7 @@ def test_headline_pairs_key_runs_by_round_and_host_as_the_report_does() -> None:
 def test_an_infinite_metric_is_left_out_with_a_warning_naming_the_run(tmp_path):
     """A run.json with an infinite metric (made by hand or by another tool) is reported: the
     value is left out of its cell, the warning names the run, the run's other metrics count."""
-    from e2e.render._report import build_report
+    from e2e.render import build_report
     from test_render import write_results
 
     records = [make_record(arm, 1, k, tpot=5.0 + 0.01 * k) for arm in ("main", "pr")

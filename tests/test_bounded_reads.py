@@ -155,7 +155,7 @@ def test_a_deeply_nested_config_is_bad_input(tmp_path):
 
 
 def test_a_run_json_that_is_dev_zero_is_skipped_and_named(tmp_path):
-    from e2e.results._store import load_records, read_run
+    from e2e.results import load_records, read_run
 
     run = tmp_path / "exp" / "main-c1-base-r1"
     run.mkdir(parents=True)
@@ -168,7 +168,7 @@ def test_a_run_json_that_is_dev_zero_is_skipped_and_named(tmp_path):
 
 def test_a_run_json_that_is_a_fifo_is_skipped_at_once(tmp_path):
     """A named pipe with no writer would block a plain open() forever: refused unread."""
-    from e2e.results._store import load_records
+    from e2e.results import load_records
 
     run = tmp_path / "exp" / "main-c1-base-r1"
     run.mkdir(parents=True)

@@ -15,7 +15,7 @@ import pytest
 from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
                         stream_spread)
 from e2e.load._generator import LoadSpec, drive
-from e2e.results._records import RequestRecord
+from e2e.results import RequestRecord
 from e2e.session._server import free_port
 
 

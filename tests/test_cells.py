@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis._aggregate import summarize
+from e2e.analysis import summarize
 from e2e.cli import app
 from e2e.plan import RunSpec
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_json
-from e2e.results._records import RunMetrics, RunRecord, ServerInfo
-from e2e.render._report import build_report
+from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.render import build_report
 from e2e.session._session import redacted_config
 
 

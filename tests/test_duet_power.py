@@ -70,7 +70,7 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec
     from e2e.plan import make_plan
-    from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+    from e2e.results import RunMetrics, RunRecord, ServerInfo
 
     arms = ["main", "b", "c", "d"]
     exp = default_experiment.model_copy(update={
@@ -120,7 +120,7 @@ def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
 
     from e2e.analysis import summarize
     from e2e.plan import make_plan
-    from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+    from e2e.results import RunMetrics, RunRecord, ServerInfo
 
     arms, concs = ["main", "flag-off", "pr"], [1, 4]
     rng = np.random.default_rng(11)

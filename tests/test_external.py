@@ -108,7 +108,7 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     assert not [p for p in record["host_noise"]["top_other"] if p["pid"] in ours]
     assert record["host_noise"]["own_cpu_s"] > 0.0
     assert not any(f"pid {proc.pid}" in w for w in record["warnings"])
-    from e2e.results._store import read_requests
+    from e2e.results import read_requests
 
     requests = read_requests(folder / "requests.parquet")
     assert {r.prompt_tokens for r in requests} == {1031}

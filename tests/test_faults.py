@@ -194,7 +194,7 @@ def test_secrets_are_redacted():
 
 def test_missing_model_is_a_clear_error_before_any_server(tmp_path, default_experiment):
     from e2e.plan import RunSpec
-    from e2e.session._session import SessionOptions, run_unit
+    from e2e.session import SessionOptions, run_unit
 
     experiment = default_experiment.model_copy(update={"server": default_experiment.server.model_copy(
         update={"model": str(tmp_path / "no-model"), "build": default_experiment.server.build.model_copy(

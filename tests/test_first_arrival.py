@@ -70,7 +70,7 @@ def test_a_late_first_arrival_is_a_warning_in_the_printed_summary(default_experi
     from e2e.plan import RunSpec
     from e2e.console import print_run
     from e2e.session import SessionOptions, run_unit
-    from e2e.session._tinymodel import resolve_model
+    from e2e.session import resolve_model
 
     waits = []
     sleep_until = _stream._sleep_until

@@ -164,7 +164,7 @@ def test_repeats_in_a_config_are_bounded(tmp_path):
 def test_a_cpu_set_beyond_any_host_is_refused_and_the_applied_set_is_the_real_one():
     with pytest.raises(ConfigError, match="beyond any host"):
         parse_cpus("0-99999")
-    from e2e.host._affinity import pin_process
+    from e2e.host import pin_process
 
     before = os.sched_getaffinity(0)
     try:
@@ -256,7 +256,7 @@ def test_fuzz_an_import_document_is_checked_or_refused(doc):
 
 @pytest.mark.slow
 def test_the_same_result_imported_again_leaves_the_verdict_unchanged(tmp_path):
-    from e2e.render._report import build_report
+    from e2e.render import build_report
 
     once, many = tmp_path / "once", tmp_path / "many"
     for results, times in ((once, 1), (many, 4)):
@@ -429,7 +429,7 @@ def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
     import fakevllm
 
     from e2e.plan import RunSpec
-    from e2e.session._session import SessionOptions, run_unit
+    from e2e.session import SessionOptions, run_unit
     from e2e.session._tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))

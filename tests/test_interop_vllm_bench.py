@@ -19,9 +19,10 @@ from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS, _peaks,
                                     ImportOptions, export_dir, import_file, read_results,
                                     to_result, to_run)
 from e2e.metrics import summarize_run
-from e2e.results._records import RequestRecord, RunRecord, ServerInfo, SpecCounters
-from e2e.render._report import build_report
-from e2e.results._store import REQUESTS, finalize, new_partial_dir, read_requests, read_run, write_requests, write_run
+from e2e.results import RequestRecord, RunRecord, ServerInfo, SpecCounters
+from e2e.render import build_report
+from e2e.results import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
+                         write_requests, write_run)
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"
@@ -410,7 +411,7 @@ def test_peaks_by_vllms_formula_match_its_files(path: Path, peaks: tuple[float, 
 def test_export_of_an_open_loop_run() -> None:
     """An open loop's cap (not the closed loop's streams) is vLLM's max_concurrency, and a
     queue time runs from the request's arrival in the seeded schedule to its send."""
-    from e2e.load._arrivals import arrival_times
+    from e2e.load import arrival_times
 
     record, requests = e2e_run()
     spec = record.spec.model_copy(update={"request_rate": 2.0, "burstiness": 0.5,

@@ -18,7 +18,7 @@ from sse_server import HEAD, PerConnection, ScriptedServer, chunk, framed, good,
 from e2e.load._generator import LoadSpec, drive
 from e2e.load._workload import _retried_warning
 from e2e.results import RequestRecord
-from e2e.results._store import read_requests, write_requests
+from e2e.results import read_requests, write_requests
 
 PAUSE_S = 0.3  # the server waits this long before it closes a reused connection
 

@@ -66,7 +66,7 @@ def test_two_client_processes_on_one_clock():
 
 
 def test_open_loop_over_two_processes_sends_the_one_schedule():
-    from e2e.load._arrivals import arrival_times
+    from e2e.load import arrival_times
 
     with ScriptedServer(fast) as server:
         spec = LoadSpec(base_url=server.base_url, model="m", prompts=[[1] * 4] * 200,

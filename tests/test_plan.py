@@ -9,7 +9,7 @@ import pytest
 
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError
-from e2e.execute._executor import LocalExecutor
+from e2e.execute import LocalExecutor
 from e2e.execute._progress import format_eta
 from e2e.plan import (
     ORDER_FILE,
@@ -20,9 +20,9 @@ from e2e.plan import (
     round_orders,
     williams,
 )
-from e2e.results._records import RunRecord, ServerInfo
-from e2e.results._store import finalize, new_partial_dir, write_run
-from e2e.results._store import unit_state as _unit_state
+from e2e.results import RunRecord, ServerInfo
+from e2e.results import finalize, new_partial_dir, write_run
+from e2e.results import unit_state as _unit_state
 
 
 def test_rounds_interleave_in_the_williams_order(default_experiment):
@@ -264,7 +264,7 @@ def test_resume_skips_done_and_retries_invalid_up_to_the_limit(tmp_path, default
 
 
 def test_dry_run_describes_every_run_without_starting(tmp_path, default_experiment):
-    from e2e.execute._describe import describe_plan
+    from e2e.execute import describe_plan
 
     plan = make_plan(default_experiment, concurrencies=[1], spec_modes=[True], runs=1)
     text = "\n".join(describe_plan(default_experiment, plan, tmp_path))

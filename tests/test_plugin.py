@@ -18,7 +18,7 @@ from e2e.kernels.reference import reference_ragged
 from e2e.plugin.inject import (CPU_PATHS, Injector, cpu_pack_inplace, cpu_pack_main,
                                swa_window_indices)
 from e2e.plugin.settings import PluginSettings, SettingsError
-from e2e.session._plugin_check import plugin_check
+from e2e.session import plugin_check
 from standins import vllm033_rocm as standin
 
 PR = {"packing": "inplace", "draft_update": True}

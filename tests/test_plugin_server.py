@@ -10,7 +10,7 @@ import pytest
 import e2e.session._session as session
 from conftest import small
 from e2e.plan import RunSpec
-from e2e.session._plugin_check import plugin_check
+from e2e.session import plugin_check
 
 pytestmark = pytest.mark.server
 

@@ -149,7 +149,7 @@ def test_whatever_is_planted_the_folder_is_exact(home, plants):
 
 def test_servers_write_no_bytecode_into_the_folder(home):
     from e2e.config import load_experiment
-    from e2e.session._launch import server_launch
+    from e2e.session import server_launch
 
     launch = server_launch(load_experiment(), "main", dspark=False, python=Path(sys.executable),
                            dry=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 from e2e.session import _builds
-from e2e.session._provenance import source_facts
+from e2e.session import source_facts
 
 
 def _git(root, *args):

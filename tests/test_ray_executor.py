@@ -25,9 +25,9 @@ from e2e.execute._executor import LocalExecutor, SessionUnit, blocks  # noqa: E4
 from e2e.pipeline import execute  # noqa: E402
 from e2e.plan import make_plan  # noqa: E402
 from e2e.execute._ray import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
-from e2e.render._report import build_report  # noqa: E402
-from e2e.session._session import SessionOptions  # noqa: E402
-from e2e.results._store import unit_state  # noqa: E402
+from e2e.render import build_report
+from e2e.session import SessionOptions
+from e2e.results import unit_state
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -294,7 +294,7 @@ def test_a_worker_killed_mid_unit_is_retried_on_the_other_host(world, tmp_path):
 
 def test_executor_from_config_and_flag(default_experiment):
     from e2e.config import parse_experiment
-    from e2e.execute._ray import executor_from
+    from e2e.execute import executor_from
 
     assert isinstance(executor_from(ExecutorConfig(), None), LocalExecutor)
     assert isinstance(executor_from(ExecutorConfig(kind="ray"), "local"), LocalExecutor)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from e2e.metrics import summarize_run
-from e2e.results._records import RequestRecord
-from e2e.results._store import REQUESTS, load_records, unit_state, write_requests
+from e2e.results import RequestRecord
+from e2e.results import REQUESTS, load_records, unit_state, write_requests
 from test_aggregate import make_record
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from e2e.analysis._aggregate import Summary, summarize
+from e2e.analysis import Summary, summarize
 from e2e.errors import ResultsError
-from e2e.results._records import RunRecord
+from e2e.results import RunRecord
 from e2e.render import render_csv, render_markdown, render_plots
 from e2e.render._forest import comparison_plot_names
 from e2e.render._markdown import (
@@ -21,7 +21,7 @@ from e2e.render._markdown import (
     format_pct,
     format_value,
 )
-from e2e.render._report import build_report
+from e2e.render import build_report
 from test_aggregate import make_record
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier

@@ -35,14 +35,14 @@ VERSIONS = ("deepseek_v41", "deepseek_v4")
 
 @pytest.fixture(scope="module")
 def real_python(default_experiment) -> Path:
-    from e2e.session._builds import python_path
+    from e2e.session import python_path
 
     path = python_path(default_experiment.server.build)
     if not path.exists():
         if os.environ.get("E2E_SKIP_SERVER_TESTS"):
             pytest.skip(f"the server environment is not built ({path}) and "
                         "E2E_SKIP_SERVER_TESTS is set; any server test or `e2e run` builds it")
-        from e2e.session._builds import resolve_python
+        from e2e.session import resolve_python
 
         path = resolve_python(default_experiment.server.build)  # as the server tests do
     probe = subprocess.run(

@@ -17,7 +17,7 @@ from conftest import small
 from e2e.plan import RunSpec
 from e2e.session._server import group_alive
 from e2e.results._records import SCHEMA_VERSION
-from e2e.results._store import read_requests, read_run
+from e2e.results import read_requests, read_run
 
 pytestmark = pytest.mark.server
 OPTIONS = session.SessionOptions(progress=False)

@@ -13,7 +13,7 @@ from scipy import stats as sp
 from typer.testing import CliRunner
 
 from e2e.analysis import _stats as stats
-from e2e.analysis._aggregate import summarize
+from e2e.analysis import summarize
 from e2e.errors import ConfigError
 from e2e.analysis import parse_effect, runs_advice
 from e2e.commands._plan import plan_target_effect

@@ -12,13 +12,13 @@ import pytest
 
 from e2e.analysis import _compare
 from e2e.analysis import _model
-from e2e.analysis._aggregate import metric, summarize
+from e2e.analysis import metric, summarize
 from e2e.analysis._stats import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
 from e2e.plan import make_plan
-from e2e.render._json import report_json
-from e2e.results._records import RunMetrics, RunRecord, ServerInfo
+from e2e.render import report_json
+from e2e.results import RunMetrics, RunRecord, ServerInfo
 
 ARMS = ["main", "b", "c", "d", "e"]
 

@@ -138,13 +138,13 @@ def test_the_wrapped_kernel_calls_vllms_own_without_synthetic_mode():
 
 @pytest.fixture(scope="module")
 def server_python(default_experiment) -> Path:
-    from e2e.session._builds import python_path
+    from e2e.session import python_path
 
     path = python_path(default_experiment.server.build)
     if not path.exists():
         if os.environ.get("E2E_SKIP_SERVER_TESTS"):
             pytest.skip(f"the server environment is not built ({path})")
-        from e2e.session._builds import resolve_python
+        from e2e.session import resolve_python
 
         path = resolve_python(default_experiment.server.build)
     return path

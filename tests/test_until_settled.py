@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from e2e.analysis._sequential import boundaries, spent_alpha
-from e2e.execute._executor import Outcome
+from e2e.execute import Outcome
 from e2e.pipeline import load_looks, sweep_until_settled
 from e2e.results import LOOKS_FILE
-from e2e.results._records import RunMetrics, RunRecord, ServerInfo
-from e2e.results._store import finalize, new_partial_dir, unit_state, write_run
+from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results import finalize, new_partial_dir, unit_state, write_run
 from e2e.session._session import SessionOptions, redacted_config
 
 
@@ -166,7 +166,7 @@ def test_looks_persist_and_a_second_invocation_continues_the_spending(default_ex
     assert [k.boundary for k in again[:3]] == pytest.approx(list(exact), abs=1e-6)
     assert again[-1].cumulative == pytest.approx(0.05) and s2.stop
     # e2e report renders at the last look's confidence and says so
-    from e2e.render._report import build_report
+    from e2e.render import build_report
 
     out = build_report(tmp_path / "default")
     assert out.summary.confidence == pytest.approx(again[-1].confidence)

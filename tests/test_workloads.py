@@ -220,7 +220,7 @@ def scripted_servers(model: str, http: ScriptedServer, metrics, *, external: boo
 
 @pytest.fixture(scope="module")
 def tiny() -> str:
-    from e2e.session._tinymodel import resolve_model
+    from e2e.session import resolve_model
 
     return resolve_model("e2e:tiny-llama")[0]
 
@@ -366,7 +366,7 @@ def test_a_session_sends_its_turns_in_order_after_the_think_time(default_experim
                                  servers=scripted_servers(tiny, http, lambda: ""))
         folder, record = run_unit(experiment, unit, tmp_path, options)
     assert record.valid, record.invalid_reasons
-    from e2e.results._store import read_requests
+    from e2e.results import read_requests
 
     done = {r.index: r for r in read_requests(folder / "requests.parquet")}
     assert [done[i].prompt_tokens for i in range(9)] == [20, 34, 48] * 3
