@@ -14,7 +14,7 @@ from e2e.arms import ServerLaunch
 from e2e.session._builds import managed_env_dir, prepare
 from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
-from e2e.session._server import start
+from e2e.session import start
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

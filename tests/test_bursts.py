@@ -14,9 +14,9 @@ import pytest
 
 from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
                         stream_spread)
-from e2e.load._generator import LoadSpec, drive
+from e2e.load import LoadSpec, drive
 from e2e.results import RequestRecord
-from e2e.session._server import free_port
+from e2e.session import free_port
 
 
 def _record(index: int, chunks: list[float], *, send: float = 0.0, end: float | None = None,

@@ -398,7 +398,7 @@ def test_capacity_through_real_sessions_stops_at_its_bounds(tmp_path, monkeypatc
     --max-rate, one it never meets at --min-rate, each saying so in capacity.json."""
     import fakevllm
 
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
@@ -435,7 +435,7 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
 
     from e2e.config import DuetConfig, DuetSlot, Experiment
     from e2e.session import SessionOptions
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),

@@ -63,7 +63,7 @@ def test_a_duet_plan_holds_each_round_of_each_cell(tmp_path):
 
 def _duet_experiment(root: Path, *, name: str = "duet", pr_env: dict | None = None,
                      slots: list[DuetSlot] | None = None):
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     exp = fakevllm.experiment(fakevllm.install(root / "fake"), str(build_tiny_llama(root / "model")),
                               name=name, pid_dir=root / "pids")
@@ -249,7 +249,7 @@ def test_ctrl_c_stops_every_side(home):
 def test_a_plain_server_waiting_for_the_host_is_not_passed_by_duets(home):
     import threading
 
-    from e2e.session._server import server_lock
+    from e2e.session import server_lock
 
     got: dict[str, float] = {}
     start = time.monotonic()

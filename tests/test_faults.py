@@ -27,7 +27,7 @@ from e2e.redact import REDACTED, Redactor
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError, ResultsError, ServerBusyError, ServerStartError
 from e2e.kinds import VLLM
-from e2e.session._server import group_alive, server_lock, start
+from e2e.session import group_alive, server_lock, start
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

@@ -16,7 +16,7 @@ import e2e.session._session as session
 import e2e.load._workload as workload
 from conftest import ROOT, small
 from e2e.plan import RunSpec
-from e2e.session._server import group_alive
+from e2e.session import group_alive
 from e2e.results import read_requests
 
 pytestmark = pytest.mark.server

@@ -11,7 +11,7 @@ import pytest
 from sse_server import ScriptedServer, good, stream
 
 from e2e.load import _stream
-from e2e.load._generator import LoadOutcome, LoadSpec, run_measured_load
+from e2e.load import LoadOutcome, LoadSpec, run_measured_load
 from e2e.load._workload import FIRST_LATE_MS, _first_lateness_s
 from e2e.results import RequestRecord
 

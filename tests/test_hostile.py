@@ -24,7 +24,7 @@ from e2e.config import load_experiment
 from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
-from e2e.load._sse import StreamFailed, check_usage
+from e2e.load import StreamFailed, check_usage
 from e2e.metrics import parse_samples
 from e2e.redact import REDACTED, Redactor, remember, scrub
 from e2e.session._external import parse_base_url
@@ -430,7 +430,7 @@ def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
 
     from e2e.plan import RunSpec
     from e2e.session import SessionOptions, run_unit
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()))

@@ -200,13 +200,16 @@ FACES = {
         "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
         "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
-        "INTERFERENCE_SHARE", "LoadWorkload", "Traffic", "WARMUP_NOTE", "WARN_SHARE",
-        "arrival_times", "traffic"],
+        "INTERFERENCE_SHARE", "LoadOutcome", "LoadSpec", "LoadWorkload", "SSEStream",
+        "StreamFailed", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "check_usage",
+        "drive", "make_prompts", "reset_prefix_cache", "run_measured_load", "traffic",
+        "vocabulary"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
-        "plugin_check", "prepare",
+        "Servers", "SessionOptions", "Workloads", "build_tiny_llama", "check_units",
+        "describe_source", "free_port", "group_alive", "model_path", "plugin_check", "prepare",
         "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
-        "run_unit", "server_launch", "shielded", "source_facts", "speculative_config"],
+        "run_unit", "serve", "server_launch", "server_lock", "shielded", "source_facts",
+        "speculative_config", "start"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
         "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
@@ -238,7 +241,7 @@ def test_each_face_exports_what_it_says():
 
 # Test files that import a private module of e2e (``e2e.x._y``) reach past a stage's face: what
 # they need should become public or move to a face. The ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 66
+PRIVATE_IMPORT_CEILING = 55
 
 
 def private_importers() -> list[str]:

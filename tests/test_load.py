@@ -16,8 +16,8 @@ import pytest
 from sse_server import ScriptedServer, chunk, framed, good, sse, stream, usage
 
 from e2e.errors import ConfigError
-from e2e.load._generator import LoadSpec, drive, make_prompts
-from e2e.load._sse import SSEStream, StreamFailed
+from e2e.load import LoadSpec, drive, make_prompts
+from e2e.load import SSEStream, StreamFailed
 
 
 def run(respond, n=2, concurrency=2, **kw):

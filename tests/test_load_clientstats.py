@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load._generator import LoadSpec, run_measured_load
+from e2e.load import LoadSpec, run_measured_load
 from e2e.load._clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from sse_server import HEAD, PerConnection, ScriptedServer, chunk, framed, good, sse, stream, usage
 
-from e2e.load._generator import LoadSpec, drive
+from e2e.load import LoadSpec, drive
 from e2e.load._workload import _retried_warning
 from e2e.results import RequestRecord
 from e2e.results import read_requests, write_requests

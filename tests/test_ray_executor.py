@@ -44,7 +44,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     saved = os.environ.get("E2E_HOME")
     os.environ["E2E_HOME"] = str(root / "driver-home")
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     model = build_tiny_llama()
     pids = root / "pids"

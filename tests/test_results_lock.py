@@ -121,7 +121,7 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         from e2e.pipeline import sweep
-        from e2e.session._tinymodel import build_tiny_llama
+        from e2e.session import build_tiny_llama
 
         exp = fakevllm.experiment(tmp_path / "fake", str(build_tiny_llama(tmp_path / "m2")))
         exp = exp.model_copy(update={"server": exp.server.model_copy(update={"lock_wait_s": 0})})

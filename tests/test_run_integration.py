@@ -15,7 +15,7 @@ import e2e.session._session as session
 import e2e.load._workload as workload
 from conftest import small
 from e2e.plan import RunSpec
-from e2e.session._server import group_alive
+from e2e.session import group_alive
 from e2e.results._records import SCHEMA_VERSION
 from e2e.results import read_requests, read_run
 

@@ -73,7 +73,7 @@ def test_too_few_windows_give_no_components(values):
 
 @pytest.fixture(scope="module")
 def windowed(tmp_path_factory):
-    from e2e.session._tinymodel import build_tiny_llama
+    from e2e.session import build_tiny_llama
 
     root = tmp_path_factory.mktemp("windows")
     saved = os.environ.get("E2E_HOME")
@@ -147,7 +147,7 @@ def test_a_folder_of_runs_without_windows_reads_as_before(tmp_path, windowed):
 
 
 def test_windows_whose_requests_all_failed_combine_to_rate_zero_not_an_error():
-    from e2e.load._generator import LoadOutcome
+    from e2e.load import LoadOutcome
     from e2e.load._workload import _combined
     from e2e.results import ClientStats
 

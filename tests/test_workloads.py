@@ -20,8 +20,8 @@ from sse_server import ScriptedServer, chunk, sse, stream, usage
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError
 from e2e.load import WARMUP_NOTE, traffic
-from e2e.load._cache import reset_prefix_cache
-from e2e.load._generator import LoadSpec, make_prompts, run_measured_load
+from e2e.load import reset_prefix_cache
+from e2e.load import LoadSpec, make_prompts, run_measured_load
 from e2e.session import Servers, SessionOptions, run_unit
 from e2e.traces import read_trace
 
@@ -252,7 +252,7 @@ def test_a_trace_run_records_its_workload_segments_and_hit_rate(default_experime
     measured = sent[1:]  # the warmup first
     assert sorted(len(b["prompt"]) for b in measured) == sorted(r.input_length for r in trace.requests)
     assert sorted(b["max_tokens"] for b in measured) == sorted(r.output_length for r in trace.requests)
-    from e2e.load._generator import vocabulary
+    from e2e.load import vocabulary
 
     vocab, specials = vocabulary(tiny)
     t = traffic(unit, vocab_size=vocab, exclude=specials)  # the hash is of what was sent

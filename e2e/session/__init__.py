@@ -9,13 +9,15 @@ from e2e.session._plugin_check import plugin_check
 from e2e.session._provenance import provenance, source_facts
 from e2e.session._duet import run_duet
 from e2e.session._session import Servers, SessionOptions, run_unit
+from e2e.session._server import free_port, group_alive, serve, server_lock, start
 from e2e.session._shield import shielded
 from e2e.session._workloads import Workloads
-from e2e.session._tinymodel import model_path, resolve_model
+from e2e.session._tinymodel import build_tiny_llama, model_path, resolve_model
 
 __all__ = [
-    "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
-    "plugin_check", "prepare",
-    "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
-    "server_launch", "shielded", "source_facts", "speculative_config"
+    "Servers", "SessionOptions", "Workloads", "build_tiny_llama", "check_units",
+    "describe_source", "free_port", "group_alive", "model_path", "plugin_check", "prepare",
+    "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
+    "run_unit", "serve", "server_launch", "server_lock", "shielded", "source_facts",
+    "speculative_config", "start"
 ]
