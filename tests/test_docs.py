@@ -11,9 +11,9 @@ import runpy
 import shlex
 from pathlib import Path
 
-import click
 import pytest
 import typer.main
+from typer._click.exceptions import BadParameter, UsageError  # typer vendors its click
 
 from e2e.commands import app
 
@@ -148,10 +148,10 @@ def command_lines(page: Path) -> list[list[str]]:
     return out
 
 
-def _command(argv: list[str]) -> tuple[click.Command, str, list[str]]:
-    command: click.Command = typer.main.get_group(app)
+def _command(argv: list[str]):
+    command = typer.main.get_group(app)
     path = ["e2e"]
-    while isinstance(command, click.Group) and argv and argv[0] in command.commands:
+    while hasattr(command, "commands") and argv and argv[0] in command.commands:
         path.append(argv[0])
         command, argv = command.commands[argv[0]], argv[1:]
     return command, " ".join(path), argv
@@ -162,14 +162,14 @@ def parse(argv: list[str]) -> dict:
     eager flags aside), without running it. A path that must exist on the reader's machine
     (a results folder, a config of their own) is the one error not counted."""
     command, name, rest = _command(argv)
-    assert not isinstance(command, click.Group), f"`{' '.join(argv)}`: no such command"
+    assert not hasattr(command, "commands"), f"`e2e {' '.join(argv)}`: no such command"
     try:
         return command.make_context(name, list(rest)).params
-    except click.BadParameter as exc:
+    except BadParameter as exc:
         if "does not exist" in str(exc.message):
             return {}
         raise AssertionError(f"`e2e {' '.join(argv)}`: {exc.format_message()}") from None
-    except click.UsageError as exc:
+    except UsageError as exc:
         raise AssertionError(f"`e2e {' '.join(argv)}`: {exc.format_message()}") from None
 
 
