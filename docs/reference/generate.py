@@ -123,6 +123,11 @@ def _default(field: Any) -> str:
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
         return f'`"{value}"`'
+    if isinstance(value, list) and value and all(hasattr(v, "model_dump") for v in value):
+        tables = [", ".join(f'{k} = "{x}"' if isinstance(x, str) else f"{k} = {x}"
+                            for k, x in v.model_dump(exclude_defaults=True).items())
+                  for v in value]
+        return "`[" + ", ".join("{" + t + "}" for t in tables) + "]`"
     if isinstance(value, (list, dict)) and not value:
         return "`[]`" if isinstance(value, list) else "`{}`"
     return f"`{value!r}`".replace("'", '"') if isinstance(value, (list, dict)) else f"`{value}`"
