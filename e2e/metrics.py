@@ -230,14 +230,16 @@ def summarize_run(
     counters_before: SpecCounters | None = None,
     counters_after: SpecCounters | None = None,
     server_tpot_s: float | None = None,
+    per_window: int | None = None,
 ) -> RunMetrics:
-    """The per-run summary of the measured requests (warmups excluded by the caller)."""
+    """The per-run summary of the measured requests (warmups excluded by the caller);
+    ``per_window``: the requests of each load window (``run_duration_s``)."""
     ok = [r for r in records if r.ok]
     ttft = [r.first_token_s - r.send_s for r in ok]  # type: ignore[operator]
     e2el = [r.end_s - r.send_s for r in ok]  # type: ignore[operator]
     tpot = [t for t in (request_tpot_s(r) for r in ok) if t is not None]
     itl = [b - a for r in ok for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:])]
-    duration = run_duration_s(records)
+    duration = run_duration_s(records, per_window)
     output_tokens = sum(r.completion_tokens or 0 for r in ok)
     length = rate = positions = None
     if counters_before is not None and counters_after is not None:
@@ -331,10 +333,20 @@ class Goodput:
     missed: dict[str, int] = field(default_factory=dict)
 
 
-def run_duration_s(records: Sequence[RequestRecord]) -> float:
-    """A run's duration: its first send to its last end (what summarize_run reports)."""
+def run_duration_s(records: Sequence[RequestRecord], per_window: int | None = None) -> float:
+    """A run's duration: its first send to its last end (what summarize_run reports). A run
+    measured in load windows of ``per_window`` requests each (request ``i`` in window ``i //
+    per_window``) lasts the sum of its windows' spans: between two windows a duet's side waits
+    for its partner, and that wait is not time its load ran (counted, a side's throughput
+    would be its slower partner's)."""
     if not records:
         return 0.0
+    if per_window:
+        windows: dict[int, list[RequestRecord]] = {}
+        for r in records:
+            windows.setdefault(r.index // per_window, []).append(r)
+        if len(windows) > 1:
+            return sum(run_duration_s(part) for part in windows.values())
     start = min(r.send_s for r in records)
     end = max((r.end_s for r in records if r.end_s is not None), default=start)
     return max(end - start, 0.0)

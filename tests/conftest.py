@@ -45,60 +45,13 @@ def server_python(default_experiment) -> Path:
     return resolve_python(default_experiment.server.build)
 
 
-# The fast tier, ``pytest -m "not server and not slow"``: every test that starts a Ray cluster,
-# a PostgreSQL server, Chromium, a managed environment or real vLLM kernels, or that took more
-# than about 1.5 s on the 2-core development host (``pytest -m "not server" --durations=0``,
-# 2026-12-01), is marked ``slow`` here, by module, by the fixture that makes it slow, or by
-# name. A new slow test belongs here (or gets ``@pytest.mark.slow``); CI runs everything.
-SLOW_MODULES = {
-    "test_rocm_real", "test_ray_executor", "test_ray_host_plugin", "test_store_nightly",
-    "test_unit_command", "test_windows", "test_builds", "test_micro", "test_load_openloop",
-    "test_load_workers", "test_dashboard", "test_gsm8k_task", "test_faults",
-    "test_report_github", "test_render",
-}
+# The fast tier, ``pytest -m "not server and not slow"``: a test that starts a Ray cluster, a
+# PostgreSQL server, Chromium, a managed environment or real vLLM kernels, or that takes more
+# than about 1.5 s on a 2-core host (``pytest -m "not server" --durations=0``), carries
+# ``@pytest.mark.slow`` (a whole module: ``pytestmark = pytest.mark.slow``). Tests that use
+# one of the slow fixtures below, or drive Chromium, are marked here; CI runs everything.
 SLOW_FIXTURES = {"postgres", "hostile_site", "world", "site", "windowed", "real_python"}
 SLOW_PARAMS = ("postgresql",)  # a test parametrized over stores: its PostgreSQL case
-SLOW_TESTS = {
-    "test_scripted_server_burst_is_flagged_and_paced_stream_is_not",
-    "test_only_reports_one_workload_and_never_mixes",
-    "test_a_fixed_step_stops_failing_and_a_pinned_night_accepts_it",
-    "test_a_one_night_outlier_is_not_a_change_point",
-    "test_an_outlier_tonight_is_judged_night_against_night_only",
-    "test_slow_drift_is_a_change_point_at_its_first_night_and_a_regression",
-    "test_every_arm_on_its_own_server_and_report",
-    "test_resume_skips_finished_arms_and_redoes_a_failed_one",
-    "test_a_run_writes_no_planted_secret_anywhere",
-    "test_an_external_server_that_echoes_the_key_leaks_nothing",
-    "test_the_same_result_imported_again_leaves_the_verdict_unchanged",
-    "test_every_import_goes_down_the_layers", "test_nothing_imports_the_command_line",
-    "test_only_the_commands_import_typer", "test_the_graph_sees_lazy_imports",
-    "test_report_renders_an_imported_run_beside_e2e_runs",
-    "test_fused_multi_program_and_chunked", "test_random_shapes",
-    "test_a_signal_mid_load_interrupts_it", "test_a_run_records_its_retried_requests",
-    "test_gsm8k_subset_gives_one_value_per_server", "test_the_whole_chain_flags_a_slower_build",
-    "test_importing_the_plugin_from_the_copy_loads_nothing_else_of_e2e",
-    "test_require_quiet_refuses_before_any_server_naming_the_hog",
-    "test_gsm8k_and_load_records_carry_the_same_blocks",
-    "test_gsm8k_arm_without_applied_settings_is_refused_like_a_load_run",
-    "test_a_a_3_vs_3_at_1_percent_noise_is_not_over_confident",
-    "test_why_not_a_bootstrap_of_medians_scipy_is_over_confident_at_3_vs_3",
-    "test_mde_gives_about_80_percent_power_by_simulation",
-    "test_a_nightly_with_a_store_it_cannot_reach_fails_before_running",
-    "test_a_writer_killed_mid_night_leaves_the_store_as_it_was",
-    "test_history_command_on_the_default_sqlite_store",
-    "test_two_writers_at_once_both_land_and_nothing_doubles",
-    "test_one_launch_matches_its_reference", "test_random_batches_match_their_reference",
-    "test_looks_persist_and_a_second_invocation_continues_the_spending",
-    "test_noise_too_large_to_settle_stops_at_max_runs",
-    "test_the_pipeline_plans_executes_and_reports",
-    "test_busy_client_is_flagged", "test_the_baseline_is_main_whatever_the_arm_order",
-    "test_arm_order_is_baseline_then_config_order",
-    "test_an_infinite_metric_is_left_out_with_a_warning_naming_the_run",
-    "test_every_command_help_reads_as_sentences", "test_two_nights_of_gsm8k_judged_per_document",
-    "test_dspark_records_acceptance_length",
-    "test_an_unusable_e2e_home_is_bad_input_without_a_traceback",
-    "test_many_unknown_keys_print_a_screen",
-}
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -113,8 +66,6 @@ def pytest_terminal_summary(terminalreporter):
 
 def _slow(item) -> bool:
     if "chromium" in item.name:
-        return True
-    if item.module.__name__ in SLOW_MODULES or item.originalname in SLOW_TESTS:
         return True
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         return True

@@ -138,6 +138,7 @@ def test_ms_per_verify_step_falls_back_to_tpot_times_acceptance() -> None:
     assert s.cell("main", 1, "dspark", "ms_per_verify_step").median == pytest.approx(6.0)
 
 
+@pytest.mark.slow
 def test_arm_order_is_baseline_then_config_order() -> None:
     recs = []
     for arm in ["pr", "flag-off", "main-repeat", "main"]:
@@ -359,6 +360,7 @@ def test_headline_pairs_key_runs_by_round_and_host_as_the_report_does() -> None:
     assert arm[(2, "a")] == pytest.approx(math.sqrt(5.8 * 5.6))
 
 
+@pytest.mark.slow
 def test_an_infinite_metric_is_left_out_with_a_warning_naming_the_run(tmp_path):
     """A run.json with an infinite metric (made by hand or by another tool) is reported: the
     value is left out of its cell, the warning names the run, the run's other metrics count."""

@@ -16,6 +16,8 @@ from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
 from e2e.session._server import start
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 FAKE_SERVER = textwrap.dedent('''
     """A stand-in for vLLM's OpenAI server: answers /health, reports its version."""
     import argparse, http.server, json

@@ -162,6 +162,7 @@ def _serve(port: int, interval_s: float) -> None:
 
 
 
+@pytest.mark.slow
 def test_scripted_server_burst_is_flagged_and_paced_stream_is_not():
     port, interval = free_port(), 0.02
     server = mp.get_context("spawn").Process(target=_serve, args=(port, interval), daemon=True)

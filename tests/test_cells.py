@@ -53,6 +53,7 @@ def test_two_output_lengths_are_refused_naming_the_field(mixed):
     assert "--only output_len=VALUE" in message
 
 
+@pytest.mark.slow
 def test_only_reports_one_workload_and_never_mixes(mixed):
     long = build_report(mixed, only={"output_len": "509"}).summary
     short = build_report(mixed, only={"output_len": "128"}).summary

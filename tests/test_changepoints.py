@@ -60,6 +60,7 @@ def play(tmp_path, levels, cfg=None, pinned=None):
     return out
 
 
+@pytest.mark.slow
 def test_slow_drift_is_a_change_point_at_its_first_night_and_a_regression(tmp_path):
     # ten steady nights, then five nights each 0.8 % slower (4 % in all)
     levels = [10.0] * 10 + [10.0 * 1.008**k for k in range(1, 6)]
@@ -84,6 +85,7 @@ def test_slow_drift_is_a_change_point_at_its_first_night_and_a_regression(tmp_pa
     assert "| no | **regression** |" in text  # night-vs-night did not catch it
 
 
+@pytest.mark.slow
 def test_a_one_night_outlier_is_not_a_change_point(tmp_path):
     levels = [10.0] * 6 + [10.8] + [10.0] * 6
     nights = play(tmp_path, levels)
@@ -92,12 +94,14 @@ def test_a_one_night_outlier_is_not_a_change_point(tmp_path):
     assert (nights[-1].status, nights[-1].exit_code) == ("pass", 0)
 
 
+@pytest.mark.slow
 def test_an_outlier_tonight_is_judged_night_against_night_only(tmp_path):
     nights = play(tmp_path, [10.0] * 9 + [10.8])
     assert nights[-1].changes == ()
     assert nights[-1].verdicts[0].verdict == "regressed" and nights[-1].exit_code == 1
 
 
+@pytest.mark.slow
 def test_a_fixed_step_stops_failing_and_a_pinned_night_accepts_it(tmp_path):
     fixed = play(tmp_path / "a", [10.0] * 8 + [10.6] * 4 + [10.0] * 4)
     assert [c.regression for c in fixed[-1].changes] == [False, False]
@@ -124,6 +128,7 @@ def test_too_short_a_history_has_no_change_points():
 
 # --- the baseline arm by name --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
     from e2e.nightly.run import night_report
     from e2e.results._store import write_run

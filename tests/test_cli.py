@@ -27,6 +27,7 @@ def test_version_names_the_release_and_the_checkout():
         assert "(commit " in result.output
 
 
+@pytest.mark.slow
 def test_every_command_help_reads_as_sentences():
     """No docstring line break inside a sentence reaches a help text (the list in ``e2e
     --help`` wrapped descriptions mid-sentence)."""

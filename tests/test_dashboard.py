@@ -23,6 +23,8 @@ from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
 from e2e.nightly.store import open_store
 from e2e.results import VERDICTS_FILE, SampleVerdict, write_verdicts
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 STEP = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")   # judged at 2 %
 FLAT = CellKey("load", "main", 4, "base", "server_tpot_ms_mean")
 EXTRA = CellKey("load", "main", 1, "base", "ttft_ms_mean")           # recorded, not judged

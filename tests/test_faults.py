@@ -29,6 +29,8 @@ from e2e.errors import ConfigError, ResultsError, ServerBusyError, ServerStartEr
 from e2e.kinds import VLLM
 from e2e.session._server import group_alive, server_lock, start
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 DEFAULT = tomllib.loads((ROOT / "configs" / "default.toml").read_text())
 
 

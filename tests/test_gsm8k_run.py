@@ -77,6 +77,7 @@ def plan(experiment, tmp_path, data, arms="main,main,pr", **kw):
                         results=tmp_path / "results", **kw)
 
 
+@pytest.mark.slow
 def test_every_arm_on_its_own_server_and_report(experiment, tmp_path, data):
     fake = Fake(["main.jsonl", "main_repeat.jsonl", "pr.jsonl"])
     p = plan(experiment, tmp_path, data)
@@ -98,6 +99,7 @@ def test_every_arm_on_its_own_server_and_report(experiment, tmp_path, data):
     assert (tmp_path / "results" / "default" / "gsm8k" / "gsm8k.csv").read_text().count("\n") == 4
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_arms_and_redoes_a_failed_one(experiment, tmp_path, data):
     p = plan(experiment, tmp_path, data)
     fake = Fake(["main.jsonl", "main_repeat.jsonl", "pr.jsonl"], fail_at=1)
@@ -130,6 +132,7 @@ def test_different_prompts_between_arms_is_an_error(experiment, tmp_path, data):
         run_gsm8k(plan(experiment, tmp_path, data, arms="main,pr"), fake.runner())
 
 
+@pytest.mark.slow
 def test_dspark_records_acceptance_length(experiment, tmp_path, data):
     fake = Fake(["main.jsonl", "pr.jsonl"])
     report = run_gsm8k(plan(experiment, tmp_path, data, arms="main,pr", dspark=True), fake.runner())

@@ -15,6 +15,8 @@ import pytest
 from e2e.errors import ConfigError
 from e2e.gsm8k.task import LOCAL_TASK, STOCK_TASK, local_task_yaml, resolve_data, write_local_task
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 lm_eval = pytest.importorskip("lm_eval")
 yaml = pytest.importorskip("yaml")
 

@@ -254,6 +254,7 @@ def test_fuzz_an_import_document_is_checked_or_refused(doc):
         assert math.isfinite(float(checked[key]))
 
 
+@pytest.mark.slow
 def test_the_same_result_imported_again_leaves_the_verdict_unchanged(tmp_path):
     from e2e.render._report import build_report
 
@@ -387,6 +388,7 @@ def test_a_remembered_secret_is_scrubbed_from_any_text_and_every_record():
     assert Redactor().argv(["--x", "prefix-sk-PLANTED-777"]) == ["--x", f"prefix-{REDACTED}"]
 
 
+@pytest.mark.slow
 def test_an_external_server_that_echoes_the_key_leaks_nothing(tmp_path, monkeypatch):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -420,6 +422,7 @@ def test_an_external_server_that_echoes_the_key_leaks_nothing(tmp_path, monkeypa
     assert holds(tmp_path, "SECRET123") == []
 
 
+@pytest.mark.slow
 def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
     """A real session (the scripted vLLM process of tests/fakevllm.py, which logs its
     arguments as vLLM does) with secrets in args, env and the API key: grep every file."""

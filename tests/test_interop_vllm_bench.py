@@ -342,6 +342,7 @@ def write_e2e_run(results: Path, repeat: int, tpot: float) -> None:
     finalize(partial, results, "exp", spec.run_id)
 
 
+@pytest.mark.slow
 def test_report_renders_an_imported_run_beside_e2e_runs(tmp_path: Path) -> None:
     for repeat, tpot in ((1, 9.0), (2, 2.5), (3, 2.6)):
         write_e2e_run(tmp_path, repeat, tpot)

@@ -91,6 +91,7 @@ def test_reference_known_example():
 SHAPES = [(1, 1), (1, 128), (2, 3), (5, 16), (16, 128), (17, 128), (37, 130), (100, 128), (9, 300)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PATH_NAMES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_random_shapes(name, shape):
@@ -129,6 +130,7 @@ def test_edges(name):
     assert_matches_reference(name, wide.t().contiguous().t(), wlens)
 
 
+@pytest.mark.slow
 def test_fused_multi_program_and_chunked():
     """Force the fused kernel into many tiny programs (a long look-back chain) and column
     chunks narrower than W, on shapes cheap enough for the interpreter; the look-back

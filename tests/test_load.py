@@ -312,6 +312,7 @@ with ScriptedServer(respond, process=True) as server:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_load_interrupts_it(tmp_path, signum):
     """Ctrl-C (or SIGTERM, which e2e's commands turn into Ctrl-C) while the client is busy

@@ -59,6 +59,7 @@ def test_light_load_is_not_saturated():
     assert c.core_share < 0.5 and c.loop_lag_ms_p99 < SATURATED_LAG_MS and c.chunks == 80
 
 
+@pytest.mark.slow
 def test_busy_client_is_flagged():
     def hog(record):  # on_done runs on the client's event loop: 150 ms of CPU each
         end = time.process_time() + 0.15

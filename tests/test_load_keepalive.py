@@ -147,6 +147,7 @@ def test_the_run_says_how_many_requests_were_retried():
     assert _retried_warning(3).startswith("3 requests were retried")
 
 
+@pytest.mark.slow
 def test_a_run_records_its_retried_requests(tmp_path, monkeypatch):
     """``e2e run`` against a server that closes every reused connection as the next stream
     comes: the run stays valid, requests.parquet marks the retried requests and run.json

@@ -13,6 +13,8 @@ from sse_server import ScriptedServer, good, stream
 from e2e.load._generator import LoadSpec, run_measured_load
 from e2e.load._arrivals import arrival_times
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 
 async def quick(payload, writer):
     await stream(writer, good(payload["max_tokens"]))

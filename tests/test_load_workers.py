@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
+
 from sse_server import ScriptedServer, good, stream
 
 from e2e.load._generator import LoadSpec, drive, run_measured_load
 from e2e.load._workers import merge, split
+
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
 
 async def fast(payload, writer):

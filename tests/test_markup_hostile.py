@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from e2e.analysis import ReportWarning, summarize
-from e2e.markup import md_text
+from e2e.render import md_text
 from e2e.render import render_github, render_html, render_markdown
 from test_aggregate import make_record
 

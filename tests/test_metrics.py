@@ -51,6 +51,18 @@ def test_summary_by_hand():
     assert s.acceptance_length is None and s.ms_per_verify_step is None
 
 
+def test_a_run_in_windows_lasts_its_windows_not_the_wait_between_them():
+    # two windows of two requests; between them the side waited 5 s for its duet partner
+    records = [rec(0, 0.0, 0.1, 1.0, 10), rec(1, 0.0, 0.1, 2.0, 10),
+               rec(2, 7.0, 7.1, 8.0, 10), rec(3, 7.0, 7.1, 9.0, 10)]
+    windowed = m.summarize_run(records, per_window=2)
+    assert windowed.duration_s == pytest.approx(4.0)  # 2 s + 2 s
+    assert windowed.output_throughput_tok_s == pytest.approx(40 / 4.0)
+    assert windowed.request_throughput_req_s == pytest.approx(4 / 4.0)
+    assert m.summarize_run(records).duration_s == pytest.approx(9.0)  # one span, wait included
+    assert m.summarize_run(records[:2], per_window=2).duration_s == pytest.approx(2.0)
+
+
 def test_failed_requests_are_not_averaged():
     records = [rec(0, 0.0, 0.2, 2.2, 5), rec(1, 0.0, 0.3, None, None, error="reset")]
     s = m.summarize_run(records)

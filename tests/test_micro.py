@@ -24,6 +24,8 @@ from e2e.kernels.micro import (
 )
 from e2e.render import host_cost_markdown, micro_markdown, micro_plot, steps_markdown, write_micro
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 REPO = Path(__file__).resolve().parents[1]
 
 

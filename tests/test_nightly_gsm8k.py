@@ -26,6 +26,7 @@ def cfg(tmp_path):
     return parse_nightly(raw)
 
 
+@pytest.mark.slow
 def test_gsm8k_subset_gives_one_value_per_server(cfg, tmp_path):
     results = tmp_path / "results"
     root = results / "nightly" / "2026-01-01"
@@ -57,6 +58,7 @@ def test_failed_gsm8k_arm_is_reported_and_blocks_a_pass(cfg, tmp_path):
     assert j.status == "incomplete" and j.exit_code == 2
 
 
+@pytest.mark.slow
 def test_two_nights_of_gsm8k_judged_per_document(cfg, tmp_path):
     """Night 1 answers 10 of 12, night 2 (same documents) 4 of 12: judged document by
     document from the arm folders' verdicts.jsonl that the cells name."""

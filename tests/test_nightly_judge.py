@@ -191,6 +191,7 @@ def test_append_replaces_a_rerun_night_and_keeps_the_others(tmp_path) -> None:
     assert not list(path.parent.glob(".history.parquet.*"))  # no temporary file left
 
 
+@pytest.mark.slow
 def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
     """Night 1 (no baseline) passes, night 2 (same build) passes against it, night 3 (a
     slower build) regresses against night 2; the summary names the cell and both nights."""

@@ -81,6 +81,7 @@ def test_the_copy_is_content_addressed_and_made_again_when_altered(home, tmp_pat
     assert server_pythonpath(tree, None) == str(tree.folder)
 
 
+@pytest.mark.slow
 def test_importing_the_plugin_from_the_copy_loads_nothing_else_of_e2e(home):
     """The copy holds only PARTS: every module the plugin (inject and ROCm modes) and the
     kernels import must be among them, or the server would import it from elsewhere (or

@@ -12,6 +12,8 @@ import time
 
 from typer.testing import CliRunner
 
+import pytest
+
 from conftest import ROOT
 from e2e.analysis._aggregate import summarize
 from e2e.load._bursts import BurstSummary
@@ -22,6 +24,7 @@ HOG = ("import sys, time\nopen('/proc/self/comm', 'w').write('e2e-cli-hog')\n"
        "deadline = time.monotonic() + 20\nwhile time.monotonic() < deadline: pass\n")
 
 
+@pytest.mark.slow
 def test_require_quiet_refuses_before_any_server_naming_the_hog(tmp_path):
     config = tmp_path / "c.toml"
     text = (ROOT / "configs" / "default.toml").read_text()

@@ -29,6 +29,8 @@ from e2e.render._report import build_report  # noqa: E402
 from e2e.session._session import SessionOptions  # noqa: E402
 from e2e.results._store import unit_state  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 START_S = 0.5  # each fake server takes this long to become healthy: a unit's fixed duration
 
 
@@ -308,7 +310,7 @@ def test_executor_from_config_and_flag(default_experiment):
     assert experiment.executor.address == "head:6379"
     assert experiment.override("load", seed=5).executor == experiment.executor
     raw["executor"] = {"kind": "ray", "adress": "x"}
-    with pytest.raises(ConfigError, match="executor.adress: unknown key; allowed here: kind"):
+    with pytest.raises(ConfigError, match=r"executor.adress: unknown key \(did you mean 'address'\?\); allowed here: kind"):
         parse_experiment(raw)
 
 

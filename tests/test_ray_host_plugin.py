@@ -23,6 +23,8 @@ pytest.importorskip("ray")
 import e2e  # noqa: E402
 from e2e.plugin._source import plugin_sha256  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 ROOT = Path(e2e.__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 

@@ -24,6 +24,8 @@ from e2e.render._markdown import (
 from e2e.render._report import build_report
 from test_aggregate import make_record
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 GOLDEN = Path(__file__).parent / "golden"
 
 # mean TPOT of runs 1-4 per arm and concurrency (median TPOT is 1 % lower), without speculator

@@ -19,6 +19,8 @@ from e2e.render import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT, rende
 from test_aggregate import make_record
 from test_render import calibration_records, write_results
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 MD = MarkdownIt("commonmark").enable("table")
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "tests" / "standins" / "vllm032_real.py"
 ARMS = ("main", "pr", "flag-off", "fused", "mono")

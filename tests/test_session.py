@@ -33,6 +33,7 @@ def options(scripted: Scripted, **kw) -> SessionOptions:
                           workloads=GSM8KWorkloads(lmeval=never_called, check=lambda: "0.4.13"), **kw)
 
 
+@pytest.mark.slow
 def test_gsm8k_arm_without_applied_settings_is_refused_like_a_load_run(default_experiment,
                                                                         tmp_path, tiny):
     scripted = Scripted(applies=False, model=tiny)
@@ -60,6 +61,7 @@ def test_gsm8k_arm_without_applied_settings_is_refused_like_a_load_run(default_e
         assert (state.done, state.attempts) == (False, 1)
 
 
+@pytest.mark.slow
 def test_gsm8k_and_load_records_carry_the_same_blocks(default_experiment, tmp_path, tiny):
     scripted = Scripted(applies=True, model=tiny)
     load = RunSpec.resolve(default_experiment, arm="pr", concurrency=1, dspark=False, prompts=2)
@@ -113,7 +115,7 @@ def test_a_second_ctrl_c_while_writing_loses_nothing(default_experiment, tmp_pat
     import signal
 
     import e2e.session._session as session
-    from e2e.shield import shielded
+    from e2e.session import shielded
 
     def interrupted(job, log_path):
         raise KeyboardInterrupt

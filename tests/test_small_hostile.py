@@ -20,6 +20,7 @@ def test_a_missing_results_folder_is_bad_input(tmp_path, monkeypatch, args):
     assert "no such results folder" in result.output
 
 
+@pytest.mark.slow
 def test_many_unknown_keys_print_a_screen(tmp_path):
     config = tmp_path / "many.toml"
     config.write_text("".join(f"k{i} = 1\n" for i in range(200_000)))

@@ -128,6 +128,7 @@ def _aa_false_alarm_rate(n: int, sigma: float, sims: int, seed: int) -> float:
     return called / sims
 
 
+@pytest.mark.slow
 def test_a_a_3_vs_3_at_1_percent_noise_is_not_over_confident() -> None:
     # nominal 5 %; Welch at equal variances is slightly conservative
     rate = _aa_false_alarm_rate(3, 0.01, 3000, seed=1)
@@ -144,6 +145,7 @@ def test_detects_a_3_percent_change_with_3_runs_at_half_percent_noise() -> None:
     assert hits / 300 > 0.9
 
 
+@pytest.mark.slow
 def test_why_not_a_bootstrap_of_medians_scipy_is_over_confident_at_3_vs_3() -> None:
     """The rejected alternative: scipy's percentile bootstrap of the ratio of medians calls an
     A/A pair different about 10 % of the time at a nominal 95 % (it reduces to 'complete

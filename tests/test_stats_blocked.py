@@ -125,6 +125,7 @@ def test_holm_by_hand() -> None:
     assert holm([]) == []
 
 
+@pytest.mark.slow
 def test_mde_gives_about_80_percent_power_by_simulation() -> None:
     rng = np.random.default_rng(5)
     n, sigma = 6, 0.02

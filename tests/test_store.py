@@ -135,6 +135,7 @@ _KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_night_leaves_the_store_as_it_was(url, tmp_path):
     with open_store(url, tmp_path) as store:
         j, rows = night("2026-01-01")
@@ -170,6 +171,7 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_night", [False, True])
 def test_two_writers_at_once_both_land_and_nothing_doubles(url, tmp_path, same_night):
     if same_night:
@@ -299,6 +301,7 @@ def test_postgres_password_comes_from_the_environment_only(postgres, tmp_path, m
         assert [n.date for n in store.nights()] == ["2026-01-01"]
 
 
+@pytest.mark.slow
 def test_history_command_on_the_default_sqlite_store(tmp_path):
     """`e2e history` with no server: the default store under --results."""
     from typer.testing import CliRunner
@@ -345,6 +348,7 @@ def test_a_dry_run_creates_no_store(tmp_path):
     assert "baseline: none" in dry.output and not results.exists()
 
 
+@pytest.mark.slow
 def test_a_nightly_with_a_store_it_cannot_reach_fails_before_running(tmp_path, monkeypatch):
     """Exit 2 at once, the password masked, no run made (not after hours of runs)."""
     import socket

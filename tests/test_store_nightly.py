@@ -27,6 +27,8 @@ import fakevllm
 import pgcluster
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 TABLES = ["nights", "night_cells", "verdicts", "builds"]
 
 

@@ -48,6 +48,7 @@ def reference_mismatches(b: meta_check.Batch) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_one_launch_matches_its_reference(name):
     b = next(x for x in meta_check.batches(seed=1, device=DEVICE, random_cases=0) if x.name == name)
@@ -55,6 +56,7 @@ def test_one_launch_matches_its_reference(name):
     assert reference_mismatches(b) == []
 
 
+@pytest.mark.slow
 def test_random_batches_match_their_reference():
     cases = [b for b in meta_check.batches(seed=2, device=DEVICE, random_cases=3)
              if b.name.startswith("random")]

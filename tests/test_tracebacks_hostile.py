@@ -46,6 +46,7 @@ def test_an_unresolvable_host_is_a_config_error():
         free_port("no.such.host.invalid")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("home", ["/proc/e2e-home", "/dev/null/e2e"])
 def test_an_unusable_e2e_home_is_bad_input_without_a_traceback(tmp_path, home):
     proc = subprocess.run([sys.executable, "-m", "e2e.cli", "run", "--results", str(tmp_path),

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from e2e.commands._unit import Column, caught
 from e2e.render import unit_markdown
+
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -67,6 +67,7 @@ def test_a_clear_difference_settles_at_the_first_look(default_experiment, tmp_pa
     assert 0.02 < 1 - settlement.look_confidence < 0.025
 
 
+@pytest.mark.slow
 def test_noise_too_large_to_settle_stops_at_max_runs(default_experiment, tmp_path):
     executor, settlement, lines = run(default_experiment, tmp_path,
                                       {"main": 3.0, "pr": 3.03}, noise=0.2, max_runs=6)
@@ -88,6 +89,7 @@ def test_max_runs_below_the_first_look_is_refused(default_experiment, tmp_path):
         run(default_experiment, tmp_path, {"main": 3.0, "pr": 3.0}, noise=0.01, max_runs=3)
 
 
+@pytest.mark.slow
 def test_the_pipeline_plans_executes_and_reports(default_experiment, tmp_path):
     """pipeline.sweep: plan -> executor -> results folder -> aggregate -> render."""
     from e2e.pipeline import sweep
@@ -140,6 +142,7 @@ class Interrupted(KnownValues):
         return super().run(experiment, units, results, run_unit, **kwargs)
 
 
+@pytest.mark.slow
 def test_looks_persist_and_a_second_invocation_continues_the_spending(default_experiment, tmp_path):
     level = {"main": 3.0, "pr": 3.03}
     kw = dict(arms=list(level), concurrencies=[1], spec_modes=[False],

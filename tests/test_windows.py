@@ -21,6 +21,8 @@ from e2e.pipeline import sweep
 from e2e.render import build_report
 from e2e.results import load_records
 
+pytestmark = pytest.mark.slow  # the whole module is the slow tier
+
 
 def simulate(rng, servers: int, windows: int, between: float, within: float, first: float = 0.0):
     level = rng.normal(0.0, between, servers)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from e2e.analysis import _stats as stats
 from e2e.analysis._components import components
 from e2e.analysis._frame import _host
-from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, metric
+from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, label_of, metric
 from e2e.plan import comparable_settings
 from e2e.results import RunRecord
 
@@ -180,7 +180,7 @@ def compare(
         if min(c.values + base.values) <= 0:
             warnings.append(ReportWarning(
                 "a value is zero or negative; no ratio", c.arm, c.concurrency, c.spec_mode, c.metric,
-                detail=metric(c.metric).label))
+                detail=label_of(c.metric)))
             continue
         pairs.append((c, base))
 

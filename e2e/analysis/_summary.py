@@ -77,6 +77,13 @@ METRICS: tuple[Metric, ...] = (
 _BY_KEY = {m.key: m for m in METRICS}
 
 
+def label_of(key: str) -> str:
+    """A metric's label where it is one of ``METRICS``, else its key (the nightly also judges
+    figures that are not report metrics, e.g. ``burst_share``)."""
+    found = _BY_KEY.get(key)
+    return found.label if found is not None else key
+
+
 def metric(key: str) -> Metric:
     try:
         return _BY_KEY[key]

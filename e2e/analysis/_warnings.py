@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis._summary import ReportWarning, Summary, metric
+from e2e.analysis._summary import ReportWarning, Summary, label_of
 
 __all__ = ["WarningLine", "warning_lines"]
 
@@ -45,7 +45,7 @@ def warning_lines(summary: Summary) -> tuple[WarningLine, ...]:
         if w.arm is None:
             continue
         details = places.setdefault(_place(summary, w), [])
-        detail = w.detail if w.cause else (metric(w.metric).label if w.metric else None)
+        detail = w.detail if w.cause else (label_of(w.metric) if w.metric else None)
         if detail and detail not in details:
             details.append(detail)
     return tuple(

@@ -27,7 +27,7 @@ from typing import Annotated
 import typer
 
 from e2e.errors import ConfigError, E2EError
-from e2e.shield import shielded
+from e2e.session import shielded
 
 __all__ = ["Column", "columns", "run_column", "caught", "unit_command"]
 

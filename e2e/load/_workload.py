@@ -147,7 +147,9 @@ class LoadWorkload:
                        if scraped else None)
         summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
                                   counters_after=after if spec.dspark else None,
-                                  server_tpot_s=server_tpot) if finished else None
+                                  server_tpot_s=server_tpot,
+                                  per_window=spec.prompts if spec.windows > 1 else None,
+                                  ) if finished else None
         reasons = info.reasons
         if not reasons or finished:  # a server that never served has its reason already
             if spec.workload is None:

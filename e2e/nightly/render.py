@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.markup import md_text
+from e2e.render import md_text
 from e2e.nightly.judge import CellVerdict, Judgement, NightCell
 from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
 

@@ -13,12 +13,13 @@ the others of the report, the first time it is asked for (``__getattr__``).
 
 from e2e.render._kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
                                  write_micro, write_steps)
+from e2e.render._markup import md_text
 from e2e.render._unit import unit_markdown
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
     "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
-    "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
+    "md_text", "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
     "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
     "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
     "write_steps"

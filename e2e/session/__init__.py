@@ -9,6 +9,7 @@ from e2e.session._plugin_check import plugin_check
 from e2e.session._provenance import provenance, source_facts
 from e2e.session._duet import run_duet
 from e2e.session._session import Servers, SessionOptions, run_unit
+from e2e.session._shield import shielded
 from e2e.session._workloads import Workloads
 from e2e.session._tinymodel import model_path, resolve_model
 
@@ -16,5 +17,5 @@ __all__ = [
     "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "model_path",
     "plugin_check", "prepare",
     "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
-    "server_launch", "source_facts", "speculative_config"
+    "server_launch", "shielded", "source_facts", "speculative_config"
 ]

@@ -42,7 +42,7 @@ from e2e.errors import E2EError, ServerError
 from e2e.plan import DuetSpec, RunSpec
 from e2e.results import DuetInfo, RunRecord, new_partial_dir
 from e2e.session._session import Session, SessionOptions
-from e2e.shield import shielded
+from e2e.session._shield import shielded
 
 __all__ = ["Together", "run_duet", "run_side"]
 

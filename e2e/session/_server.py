@@ -34,7 +34,7 @@ from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartErr
 from e2e.host import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home, flocked
 from e2e.session._http import METRICS_LIMIT, fetch
-from e2e.shield import shielded
+from e2e.session._shield import shielded
 
 __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
            "group_alive", "reap_leftover"]

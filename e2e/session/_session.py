@@ -46,7 +46,7 @@ from e2e.host import noise, snapshot, with_descendants
 from e2e.results import HostNoise
 from e2e.session._server import ServerOptions
 from e2e.session._servers import ServerHandle, Servers
-from e2e.shield import shielded
+from e2e.session._shield import shielded
 from e2e.results import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
 from e2e.session._workloads import Workloads
 
