@@ -297,7 +297,7 @@ class LoadConfig(_Strict):
         "concurrency prompts) is run this many times back to back in one fresh server, each "
         "window with its own prompts. The run's metrics are over all of them; run.json keeps "
         "each window's, and the report splits the noise into between-server and within-server "
-        "parts (docs/statistics.md).")
+        "parts (docs/explanation/statistics.md).")
     request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
     stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
     max_schedule_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
@@ -327,7 +327,7 @@ class LoadConfig(_Strict):
         "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
     workload: WorkloadConfig | None = Field(
         None, description="What the measured requests look like: None, the reference load; "
-        "a shared-prefix or a trace workload (docs/load.md, 'Workloads').")
+        "a shared-prefix or a trace workload (docs/explanation/load.md, 'Workloads').")
 
     @field_validator("slo")
     @classmethod
@@ -379,7 +379,7 @@ class UnitConfig(_Strict):
 class ExecutorConfig(_Strict):
     """``[executor]``: where a plan's units run. ``local`` (this host, one unit at a time) or
     ``ray`` (every host of a Ray cluster that offers ``resource``, one unit per host at a time;
-    see docs/cluster.md). Operational only: never part of a record's config snapshot."""
+    see docs/how-to/cluster.md). Operational only: never part of a record's config snapshot."""
 
     kind: Literal["local", "ray"] = "local"
     address: str | None = Field(
@@ -464,7 +464,7 @@ class DuetConfig(_Strict):
 
 PIN_KEY = "pinned"
 """e2e's key in a speculator profile: hold acceptance at this length (module docstring of
-``e2e.config``; docs/statistics.md, "Acceptance held fixed")."""
+``e2e.config``; docs/explanation/statistics.md, "Acceptance held fixed")."""
 PIN_BASELINE = "baseline"
 
 

@@ -15,7 +15,7 @@ mean TPOT (``ms_per_verify_step``, as ``e2e run`` prints it), or the server's ow
 ``RunMetrics.server_tpot_ms_mean`` from ``vllm:request_time_per_output_token_seconds``
 (``server_ms_per_verify_step``). On a small busy host the API server can deliver a whole
 stream in one burst; the client's TPOT then understates decode time and cannot see a
-per-step delay (docs/plugin.md), while the server's can. The server-built twin is an explicit
+per-step delay (docs/explanation/plugin.md), while the server's can. The server-built twin is an explicit
 choice on top of the rule (the nightly's ``verify_step_from = "server"``, recorded with its
 verdict) or the burst rule's (a run's ``burst_share`` above the limit: ``burst_affected``).
 The server's histogram gives its mean only, so the twin of either TPOT is its mean.

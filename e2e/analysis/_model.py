@@ -75,7 +75,7 @@ MIN_AR1_DF = 4
 correlation is the folder's or the calibration's, not the cell's own). At 3 df (the default
 config's 3 arms in two interleaved cells) the term's approximations (Satterthwaite df, the
 worst case over ρ) cost coverage, 93.6 % against OLS's 95.0 % at ρ 0, and gained nothing
-(``bench/stats_design_simulation.py --only ar1 --designs default``, docs/statistics.md)."""
+(``bench/stats_design_simulation.py --only ar1 --designs default``, docs/explanation/statistics.md)."""
 
 MIN_FOLDER_AR1_DF = 40
 """The AR(1) correlation is estimated from the folder (REML summed over its headline cells)
@@ -86,7 +86,7 @@ calibration's correlation (``CALIBRATED_AR1_RHO``) is used instead."""
 
 CALIBRATED_AR1_RHO = 0.48
 """The lag-1 correlation of consecutive servers' levels measured on this host's calibration
-(rank autocorrelation 0.48, p = 0.036, 19 pairs: docs/statistics.md, "Real CPU calibration"):
+(rank autocorrelation 0.48, p = 0.036, 19 pairs: docs/explanation/statistics.md, "Real CPU calibration"):
 the AR(1) term's correlation where the folder has too few residual df to estimate its own."""
 
 AR1_GRID = tuple(round(0.05 * i, 2) for i in range(19))

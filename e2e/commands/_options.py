@@ -49,7 +49,7 @@ JsonOpt = Annotated[bool, typer.Option(
 OutputFormat = Literal["text", "json"]
 FormatOpt = Annotated[Optional[OutputFormat], typer.Option(
     "--format", help="What to print: text, or json (one JSON document on stdout, human text "
-    "on stderr; keys in docs/json.md). \\[default: text]", show_default=False)]
+    "on stderr; keys in docs/reference/json.md). \\[default: text]", show_default=False)]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress lines or bars.")]
 ServerCpusOpt = Annotated[Optional[str], typer.Option(
     "--server-cpus", help="CPU set for the server's processes, e.g. 0 (default: the config's "
@@ -90,7 +90,7 @@ StoreConfigOpt = Annotated[Optional[Path], typer.Option(
     "configs/nightly.toml).", dir_okay=False)]
 ExecutorOpt = Annotated[Optional[Literal["local", "ray"]], typer.Option(
     "--executor", help="Where units run: local (this host) or ray (a Ray cluster, one unit per "
-    "host; see docs/cluster.md). Default: the config's \\[executor] kind.")]
+    "host; see docs/how-to/cluster.md). Default: the config's \\[executor] kind.")]
 NoPluginCheckOpt = Annotated[bool, typer.Option(
     "--no-plugin-check", help="Do not require the worker's e2e-plugin line before measuring "
     "(for engines without e2e's plugin); recorded in every record as plugin.check = skipped.")]

@@ -146,7 +146,7 @@ def report(
         "--format", help="What to print: markdown (the report), github (a pull-request "
                          "comment: the verdicts first, under GitHub's 64 KB limit, also written "
                          "to report/github.md) or json (one JSON document on stdout, the report "
-                         "on stderr; keys in docs/json.md).")] = "markdown",
+                         "on stderr; keys in docs/reference/json.md).")] = "markdown",
     json_: JsonOpt = False,
     link: Annotated[Optional[str], typer.Option(
         "--link", help="URL of the full report, linked from the github comment.")] = None,

@@ -653,7 +653,7 @@ def executor_from(config: ExecutorConfig, flag: str | None = None) -> Executor:
     kind = flag if flag is not None else config.kind
     if kind not in ("local", "ray"):
         raise ConfigError(f"--executor {kind!r}: give 'local' (this host) or 'ray' (a Ray "
-                          "cluster, see docs/cluster.md)")
+                          "cluster, see docs/how-to/cluster.md)")
     if kind == "local":
         return LocalExecutor()
     try:

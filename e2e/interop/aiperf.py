@@ -16,7 +16,7 @@ The format is AIPerf's (checked on aiperf 0.13.0, ``aiperf.common.models.record_
 command line). Each request becomes a ``RequestRecord``: send = its start minus the first
 start, first token = send + TTFT, chunks = the first token then each inter-chunk latency
 added in turn, end = send + request latency; e2e's statistics are then computed from those
-records as for its own runs. What differs from e2e's definitions is in docs/interop.md.
+records as for its own runs. What differs from e2e's definitions is in docs/how-to/interop.md.
 Only ``profiling`` records are measured (AIPerf's warmup records are left out).
 """
 

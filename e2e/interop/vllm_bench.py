@@ -11,7 +11,7 @@ on vLLM 0.32): scalar summary keys always, the per-request arrays (``input_lens`
 ``output_lens``, ``ttfts``, ``itls``, ``start_times``, ``generated_texts``, ``errors``) only
 with ``--save-detailed``, and any ``--metadata KEY=VALUE`` pair as a top-level key.
 
-What maps to what, and where vLLM's definitions differ from e2e's, is in docs/interop.md (the
+What maps to what, and where vLLM's definitions differ from e2e's, is in docs/how-to/interop.md (the
 table there is ``SUMMARY_KEYS`` below). In short: TTFT, TPOT (excluding the first token:
 (latency - TTFT) / (output tokens - 1), output tokens from the server's usage), inter-chunk
 latency and the percentile method (numpy linear) are the same in both; vLLM's latency ends at
@@ -668,7 +668,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         if native:
             record = run.record.model_copy(update={"warnings": [*run.record.warnings, (
                 f"joins cell {cell} with e2e's own runs ({', '.join(native)}): its figures are "
-                f"{_tool_of(run.record)}'s (docs/interop.md says where they differ); give --arm "
+                f"{_tool_of(run.record)}'s (docs/how-to/interop.md says where they differ); give --arm "
                 "to keep it apart")]})
             run = ImportedRun(record=record, requests=run.requests)
         partial = new_partial_dir(results, options.experiment, run.record.run_id)

@@ -26,7 +26,7 @@ with a negative number, so every program derives every row's count from the leng
 before it, and writes its row (dense and ragged; a row with a negative block ranks its
 entries with a scan). A single program holding the whole tile was measured first: 7.5 µs
 at 32 rows in a CUDA graph (0.52x main), against 2.4-3.0 µs for this design
-(docs/kernels.md).
+(docs/explanation/kernels.md).
 
 It covers decode batches of up to ``MAX_ROWS`` (32) tokens and rows up to ``MAX_WIDTH``
 (256) wide; ``covers(n, width)`` says whether a batch is covered. Other batches take the

@@ -21,7 +21,7 @@ helper, ``_tile``, so there is one implementation of the filtering:
   always start clean. This spreads the work over ``ceil(N / ROWS)`` programs instead of
   one program holding the whole tile (which spills and serialises at 384 rows), without
   the redundant re-counting of earlier rows that an earlier version did (13 µs at 384 rows
-  in a graph, against 3.9 µs now; docs/kernels.md). Rows wider than ``BW`` loop over
+  in a graph, against 3.9 µs now; docs/explanation/kernels.md). Rows wider than ``BW`` loop over
   column chunks. Nothing past ``indptr[N]`` is written. One fused launch in flight per
   device at a time (the workspace is shared).
 
@@ -256,7 +256,7 @@ def fused_config(n: int, w: int) -> tuple[int, int, int, int, bool, int]:
 
     Up to 16 rows: one program owns them all (no look-back). More: 4 rows per program
     (more if that would exceed ``_MAX_BLOCKS`` programs) chained by a decoupled look-back.
-    Chosen with ``python -m e2e.kernels.tune`` on an H200 (docs/kernels.md)."""
+    Chosen with ``python -m e2e.kernels.tune`` on an H200 (docs/explanation/kernels.md)."""
     cfg = _FUSED.get((n, w))
     if cfg is None:
         bw = min(max(_pow2(w), 16), 128)

@@ -3,7 +3,7 @@
 For each row count, times every candidate ``(ROWS, num_warps)`` inside a CUDA
 graph (device µs per call, median of 3) beside the in-place path, checks each against the
 torch reference, and prints one line per (rows, config), best first per shape. The winners
-are written into ``triton_paths.fused_config`` by hand, with the table in docs/kernels.md.
+are written into ``triton_paths.fused_config`` by hand, with the table in docs/explanation/kernels.md.
 """
 
 from __future__ import annotations

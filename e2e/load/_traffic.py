@@ -7,7 +7,7 @@ length is exact), its ``max_tokens``, its send time (None: the closed loop at th
 concurrency, or ``request_rate``'s gamma schedule) and the segment it belongs to (the part of
 the run it is reported with). It is a pure function of the spec (and for a trace, the trace
 file's bytes), so every arm gets the same one; ``Traffic.sha256`` hashes all of it and lands in
-run.json. Kinds (``spec.workload``; docs/load.md, "Workloads"):
+run.json. Kinds (``spec.workload``; docs/explanation/load.md, "Workloads"):
 
 - **reference** (``workload`` None): ``spec.prompts`` uniform random prompts of exactly
   ``input_len`` tokens (``make_prompts``), ``output_len`` each.
