@@ -90,7 +90,7 @@ def build_line(source: dict) -> str:
     if kind == "git":
         commit = source.get("commit")
         text = (f"git {source['repo']}@{source['ref']} → "
-                + (f"{commit[:12]}" + ("" if source.get("resolved") == "resolved"
+                + (f"{commit[:12]}" + ("" if source.get("resolved") == "in the local repository"
                                        else f" ({source['resolved']})")
                    if commit else f"? ({source['resolved']})"))
     elif kind == "wheel":

@@ -313,7 +313,7 @@ def _peek_git(source: GitSource) -> tuple[str | None, str]:
         for candidate in candidates:
             with contextlib.suppress(BuildError):
                 return _git("rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}",
-                            cwd=path), "resolved"
+                            cwd=path), "in the local repository"
         return None, f"not a commit in {source.repo}: fix build.git.ref"
     mirror = e2e_home() / "repos" / hashlib.sha256(source.repo.encode()).hexdigest()[:12]
     if (mirror / ".git").exists() or (mirror / "HEAD").exists():
