@@ -169,3 +169,27 @@ def test_the_render_functions_carry_the_outputs_and_the_call(tmp_path):
     assert render_github(summary).splitlines()[6].startswith("- 🔴 **flag-off**")
     doc = report_json(summary)
     assert [m["call"] for m in doc["merge"]] == ["the A/A (yardstick)", "not safe to merge"]
+
+
+def test_a_few_divergent_prompts_beside_an_identical_aa_are_never_safe():
+    """Too few for the exact test (1 of 32 against 0 of 32), but not evidence of no change."""
+    from dataclasses import replace
+
+    from e2e.analysis import merge_calls, summarize, summarize_outputs
+
+    def one_off(i):
+        return changed(i) if i == 0 else answer(i)
+
+    records, outputs = [], {}
+    for repeat in (1, 2, 3):
+        for arm, fn in (("main", answer), ("main-repeat", answer), ("pr", one_off)):
+            r = make_record(arm, 1, repeat, tpot=10.0 * (1 + 0.01 * repeat))
+            records.append(r)
+            outputs[r.run_id] = {i: fn(i) for i in range(N)}
+    summary = summarize(records)
+    summary = replace(summary, outputs=summarize_outputs(records, outputs))
+    pr = next(c for c in merge_calls(summary) if c.arm == "pr")
+    assert pr.cells[0].outputs.verdict == "diverges as much as A/A"
+    assert pr.call == "not shown safe"
+    assert pr.reasons == ("c1 base: outputs diverges as much as A/A (1 of 32 prompts diverged, "
+                          "the A/A's none)",)

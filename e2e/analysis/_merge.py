@@ -7,8 +7,9 @@ Evidence per cell (concurrency, spec mode) of the arm, against the baseline:
   holds); anything else (inconclusive, too few runs, a verdict Holm undoes, no comparison)
   shows nothing.
 - **outputs**: the arm's output comparison against the baseline (``e2e.analysis._outputs``).
-  *Good*: identical, or diverges as much as A/A; *bad*: diverges more than A/A; anything else
-  (outputs not recorded, no A/A to judge against) shows nothing.
+  *Good*: identical, or diverges as much as an A/A that diverged itself; *bad*: diverges more
+  than A/A; anything else (outputs not recorded, no A/A to judge against, a few divergent
+  prompts beside an identical A/A, too few for the test) shows nothing.
 - **cache**: the two cells' prefix-cache hit rates. Flagged (they differ by more than their own
   run-to-run spread): the speed comparison may be the cache's, so it shows nothing.
 
@@ -74,8 +75,11 @@ def _speed_reads(comp: Comparison | None) -> str:
 def _outputs_reads(comp: OutputComparison | None) -> str:
     if comp is None:
         return UNKNOWN
-    if comp.verdict in (IDENTICAL, AS_AA):
+    if comp.verdict == IDENTICAL:
         return GOOD
+    if comp.verdict == AS_AA:  # good only where the A/A itself diverged: a few divergent
+        # prompts beside an identical A/A are too few for the test, not a sign of no change
+        return GOOD if any(y.diverged for y in comp.yardsticks) else UNKNOWN
     return BAD if comp.verdict == MORE_THAN_AA else UNKNOWN
 
 
@@ -106,7 +110,10 @@ def merge_calls(summary: Summary) -> tuple[MergeCall, ...]:
                 if cell.outputs_reads != GOOD:
                     reasons.append(f"{where}: " + (
                         NOT_RECORDED if out is None or out.verdict == NOT_RECORDED
-                        else f"outputs {out.verdict}"))
+                        else f"outputs {out.verdict}" + (
+                            f" ({len(out.agreement.diverged)} of {out.agreement.compared} "
+                            "prompts diverged, the A/A's none)"
+                            if out.verdict == AS_AA else "")))
                 if flagged:
                     reasons.append(f"{where}: prefix-cache hit rates differ")
         reads = [c.speed_reads for c in cells] + [c.outputs_reads for c in cells]
