@@ -443,7 +443,8 @@ def merge_section(summary: Summary, heading: str = "## Safe to merge?") -> list[
     lines = [heading, ""]
     lines += [merge_line(call, summary) for call in merge_calls(summary)]
     lines += ["", f"{CALL_ICONS[SAFE]} {SAFE}: every cell's headline is faster or equivalent and "
-              "its answers identical (or as different as an A/A that differs itself), with the prefix cache alike; "
+              "its answers identical (or as different as an A/A that differs itself), with the "
+              "prefix cache alike; "
               f"{CALL_ICONS[NOT_SAFE]} {NOT_SAFE}: a cell slower, or answers that diverge more "
               f"than the A/A's; {CALL_ICONS[NOT_SHOWN]} {NOT_SHOWN}: evidence missing or "
               "unclear (never read as safe). GSM8K and capacity are not part of this line.", ""]
