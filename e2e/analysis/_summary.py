@@ -361,6 +361,9 @@ class Summary:
     """(concurrency, spec mode, label) where the load is not a closed loop at that concurrency:
     an open loop's or a trace's arrival process (``poisson 3 req/s``, ``trace 2×``)."""
     workloads: tuple[WorkloadRow, ...] = ()
+    outputs: object | None = None  # an e2e.analysis._outputs.OutputsSummary (which imports this)
+    """The outputs compared prompt by prompt and the cells' prefix-cache hit rates
+    (``summarize_outputs``); None where nobody compared them (``e2e report`` does)."""
 
     @property
     def speculator_label(self) -> str:

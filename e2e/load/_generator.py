@@ -62,6 +62,9 @@ class LoadSpec:
     """Closed loop of conversations: each a list of prompt indices sent one after another
     (the next ``think_s`` after the last ended), ``concurrency`` sessions at once."""
     think_s: float = 0.0
+    record_outputs: bool = True
+    """Ask the server for each request's token ids (vLLM's ``return_token_ids``) and keep the
+    completion's in its record; a server that sends none records none."""
 
     def __post_init__(self) -> None:
         bad = []

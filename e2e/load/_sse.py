@@ -7,6 +7,14 @@ get that read's receipt time: they arrived together, so any later time would be 
 own queueing. Every ``data:`` payload is parsed with orjson (about 0.5 µs for a vLLM chunk), so
 a content chunk, the usage block, an error event and malformed data are told apart exactly,
 never by looking for substrings.
+
+Outputs: a request sent with ``return_token_ids`` (vLLM's completions API) gets each content
+chunk's new token ids in its choice's ``token_ids``, and the whole prompt once, in the first
+chunk's ``prompt_token_ids``. The stream keeps both as they come (a list extended per chunk,
+nothing decoded); ``output_ids`` checks them once, at the end: the prompt the server saw must
+be the one sent, and the ids must be the completion's (as many as ``usage`` counts). A stream
+any of whose content chunks carried no ``token_ids`` (a server that does not send them) has no
+recorded output, which is not an error.
 """
 
 from __future__ import annotations
@@ -16,9 +24,10 @@ from typing import Annotated
 from orjson import loads as _loads
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-__all__ = ["StreamFailed", "SSEStream", "Usage", "check_usage"]
+__all__ = ["StreamFailed", "SSEStream", "Usage", "check_usage", "output_ids"]
 
 MAX_TOKENS = 2**31 - 1
+MAX_TOKEN_ID = 2**31 - 1  # token ids are stored as int32
 MAX_EVENT = 16 << 20  # one SSE event (a chunk's JSON) larger than this is not a stream
 _Tokens = Annotated[StrictInt, Field(ge=0, le=MAX_TOKENS)]
 
@@ -51,10 +60,14 @@ class StreamFailed(Exception):
 class SSEStream:
     """The state of one stream: content chunk times, usage, whether ``[DONE]`` came."""
 
-    __slots__ = ("chunk_times", "usage", "done", "done_at", "last", "stalled", "_rest")
+    __slots__ = ("chunk_times", "usage", "done", "done_at", "last", "stalled", "_rest",
+                 "token_ids", "prompt_ids")
 
     def __init__(self, now: float = 0.0) -> None:
         self.chunk_times: list[float] = []
+        # the completion's token ids as they came; None once a content chunk carried none
+        self.token_ids: list[int] | None = []
+        self.prompt_ids: list | None = None  # the first chunk's prompt_token_ids
         self.usage: dict | None = None
         self.done = False
         self.done_at: float | None = None  # receipt time of the read that carried [DONE]
@@ -81,9 +94,11 @@ class SSEStream:
                     parsed = _loads(event[6:])
                 except ValueError:
                     raise StreamFailed(f"malformed SSE data: {event[6:86]!r}") from None
-                if type(parsed) is dict and "usage" not in parsed and parsed.get("choices"):
-                    self.chunk_times.append(now)
-                    continue
+                if type(parsed) is dict and "usage" not in parsed:
+                    choices = parsed.get("choices")
+                    if choices:
+                        self._content(choices, now)
+                        continue
             self._event(event, now)
             if self.done:
                 return
@@ -108,6 +123,18 @@ class SSEStream:
                 f"{len(self.chunk_times)} content chunks arrived"
             )
 
+    def _content(self, choices, now: float) -> None:
+        """A content chunk: its receipt time and, where it carries them, its token ids."""
+        choice = choices[0] if type(choices) is list else None
+        ids = choice.get("token_ids") if type(choice) is dict else None
+        if type(ids) is list and self.token_ids is not None:
+            self.token_ids += ids
+            if not self.chunk_times:  # vLLM sends the prompt with the first chunk only
+                self.prompt_ids = choice.get("prompt_token_ids")
+        else:
+            self.token_ids = None
+        self.chunk_times.append(now)
+
     def _event(self, event: bytes, now: float) -> None:
         if event.startswith(b"data:") and b"\n" not in event:
             payload = event[5:].strip()  # the usual one-line event
@@ -127,10 +154,34 @@ class SSEStream:
             raise StreamFailed(f"malformed SSE event: {payload[:80]!r}")
         choices = parsed.get("choices")
         if choices:
-            self.chunk_times.append(now)
+            self._content(choices, now)
         elif "error" in parsed or parsed.get("object") == "error":
             detail = parsed.get("error") or parsed.get("message") or parsed
             raise StreamFailed(f"server error: {str(detail)[:200]}")
         usage = parsed.get("usage")
         if usage:
             self.usage = usage
+
+
+def output_ids(stream: SSEStream, prompt, completion_tokens: int | None) -> tuple[int, ...] | None:
+    """The completion's token ids of a stream that ended cleanly, or None where they were not
+    recorded (a chunk without ``token_ids``, ids that are not token ids, or fewer or more of
+    them than ``completion_tokens``: then they are not the whole output). Raises StreamFailed
+    when the server echoed a prompt other than the one sent (``prompt``): it answered
+    another question than the one asked."""
+    ids = stream.token_ids
+    echoed = stream.prompt_ids
+    if echoed is not None and echoed != list(prompt):
+        if type(echoed) is not list:
+            raise StreamFailed("the server's prompt_token_ids is not a list of token ids")
+        at = next((k for k, (a, b) in enumerate(zip(echoed, prompt)) if a != b),
+                  min(len(echoed), len(prompt)))
+        raise StreamFailed(f"the server answered another prompt than the one sent "
+                           f"(prompt_token_ids: {len(echoed)} tokens, sent {len(prompt)}; they "
+                           f"differ from position {at})")
+    if not ids or completion_tokens is None or len(ids) != completion_tokens:
+        return None
+    for token in ids:
+        if type(token) is not int or not 0 <= token <= MAX_TOKEN_ID:
+            return None
+    return tuple(ids)

@@ -25,7 +25,7 @@ import orjson
 
 from e2e.load._conn import Endpoint, IdleClosed, Pool
 from e2e.load._clientstats import LagProbe, ProcessUsage, runqueue_wait_s
-from e2e.load._sse import SSEStream, StreamFailed, check_usage
+from e2e.load._sse import SSEStream, StreamFailed, check_usage, output_ids
 from e2e.results import RequestRecord
 
 __all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
@@ -51,7 +51,10 @@ class Shard:
 
 
 def _body(spec, prompt: Sequence[int], max_tokens: int | None = None) -> bytes:
-    return orjson.dumps({
+    """The request: greedy, exactly ``max_tokens`` tokens, streamed with usage; with
+    ``spec.record_outputs`` it asks vLLM for the token ids (``return_token_ids``: each chunk's
+    new ids, and the prompt once in the first chunk)."""
+    body = {
         "model": spec.model,
         "prompt": list(prompt),
         "max_tokens": spec.output_len if max_tokens is None else max_tokens,
@@ -59,7 +62,10 @@ def _body(spec, prompt: Sequence[int], max_tokens: int | None = None) -> bytes:
         "temperature": 0.0,
         "stream": True,
         "stream_options": {"include_usage": True},
-    })
+    }
+    if spec.record_outputs:
+        body["return_token_ids"] = True
+    return orjson.dumps(body)
 
 
 class _Watchdog:
@@ -94,7 +100,11 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
     that second send: the failed attempt is the connection's, not the server's latency, and
     is in no TTFT. Nothing else is retried: a fresh connection's failure is the server's, and
     a response that began is a measurement. The check costs nothing per chunk: it is made
-    only when a connection is lost."""
+    only when a connection is lost.
+
+    The record carries the completion's token ids where the server sent them
+    (``e2e.load._sse.output_ids``), None otherwise; a server that echoed another prompt than
+    the one sent fails the request."""
     clock = time.perf_counter
     send = clock() - t0 if sent is None else sent
     request = pool.endpoint.request(_body(spec, prompt, max_tokens))
@@ -105,6 +115,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
     task = asyncio.current_task()
     watchdog.watched[task] = stream
     conn = None
+    outputs = None
     try:
         async with asyncio.timeout(spec.request_timeout_s):
             conn = await pool.take()
@@ -122,6 +133,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
             stream.close(clock() - t0)
             pool.give_back(conn)  # only a response that ended cleanly leaves it reusable
             conn = None
+            outputs = output_ids(stream, prompt, stream.usage.get("completion_tokens"))
     except asyncio.CancelledError:
         if not stream.stalled:
             raise
@@ -158,6 +170,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
         status=status,
         error=error,
         retried=retried,
+        output_token_ids=outputs if error is None else None,
     )
 
 

@@ -17,6 +17,8 @@ the end of the line); the driver compares the hash with its own. Fields added la
   them; the line comes from the first builder constructed in a worker.
 - other builds (the CPU default): ``e2e.plugin.inject`` wraps the model runner; the line
   comes from the model runner's constructor, which runs only in a worker.
+- with ``perturb`` in the settings (either mode): ``e2e.plugin.perturb`` scales one layer's
+  output of the model the model runner loads, a known change to the answers.
 - with ``E2E_PINNED_ACCEPTANCE`` set (a pinned speculator, whatever the arm's settings):
   ``e2e.plugin.synthetic`` gives vLLM's CPU rejection kernels the synthetic branch they lack.
 
@@ -91,6 +93,11 @@ def register() -> None:
         _say(f"applied in worker (pid {os.getpid()}, {where}): arm={arm} {what} "
              f"| settings={text}{provenance_fields()}")
 
+    if settings.perturb:  # on the model, whatever the mode (e2e.plugin.perturb)
+        from e2e.plugin.perturb import patch_model_loading
+
+        when_imported(RUNNER_MODULE, lambda module: patch_model_loading(
+            module.GPUModelRunner, settings.perturb, _say))
     if rocm_build():
         from e2e.plugin.rocm import ROCM_MODULES, patch_rocm_module
 

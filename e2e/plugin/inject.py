@@ -142,7 +142,9 @@ class Injector:
                  else "draft steps rebuild dense indices and pack with the main structure")
         return (f"mode=inject packing={s.packing} -> {path}; packs_per_step={s.packs_per_step} "
                 f"window={s.window} draft_update={str(s.draft_update).lower()} ({draft}) "
-                f"step_delay_us={s.step_delay_us}")
+                f"step_delay_us={s.step_delay_us}"
+                + (f" perturb={s.perturb:g} (first layer's MLP output x (1 + {s.perturb:g}))"
+                   if s.perturb else ""))
 
     def on_step(self, runner: Any, scheduler_output: Any) -> int:
         """Do one decode step's packing work; returns the number of decode tokens (0: a

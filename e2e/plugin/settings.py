@@ -4,12 +4,14 @@ environment (``E2E_PLUGIN_SETTINGS``)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 __all__ = ["PluginSettings", "SettingsError", "PACKINGS", "canonical"]
 
 PACKINGS = ("main", "inplace", "fused", "torch", "meta")
-_KEYS = {"packing", "draft_update", "step_delay_us", "packs_per_step", "window"}
+_KEYS = {"packing", "draft_update", "step_delay_us", "packs_per_step", "window", "perturb"}
+MAX_PERTURB = 0.1
 
 
 class SettingsError(ValueError):
@@ -23,6 +25,7 @@ class PluginSettings:
     step_delay_us: int = 0         # calibration: busy wait per decode step (inject mode)
     packs_per_step: int = 7        # packing calls per decode step (DeepSeek-V4.1: 7)
     window: int = 128              # SWA window (inject mode)
+    perturb: float = 0.0           # calibration: scale the first layer's MLP output by 1 + this
 
     @classmethod
     def parse(cls, raw: str) -> tuple[PluginSettings, dict]:
@@ -51,7 +54,13 @@ class PluginSettings:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise SettingsError(f"{key} must be an integer >= {low}, got {value!r}")
             ints[key] = value
-        return cls(packing=packing, draft_update=draft_update, **ints), data
+        perturb = data.get("perturb", 0.0)
+        if (isinstance(perturb, bool) or not isinstance(perturb, (int, float))
+                or not math.isfinite(perturb) or not 0 <= perturb <= MAX_PERTURB):
+            raise SettingsError(f"perturb must be a number from 0 to {MAX_PERTURB:g} (a "
+                                f"relative change, e.g. 1e-3), got {perturb!r}")
+        return cls(packing=packing, draft_update=draft_update, perturb=float(perturb),
+                   **ints), data
 
 
 def canonical(data: dict) -> str:

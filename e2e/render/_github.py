@@ -1,9 +1,11 @@
 """GitHub renderer: a ``Summary`` -> a pull-request comment (GitHub-flavoured Markdown, no I/O).
 
 The comment carries a hidden marker (``COMMENT_MARKER``) so a workflow finds and updates its own
-comment instead of adding one per push; the verdicts first (the headline table with a verdict
-icon per comparison), then the warnings folded under one line with their count (one line per
-cause), every metric (folded), and the full report linked. It always fits GitHub's limits: a
+comment instead of adding one per push: first one line per arm that says whether it is safe
+to merge (speed, outputs, prefix cache: ``e2e.render._outputs``), then the verdicts (the
+headline table with a verdict icon per comparison), the outputs compared prompt by prompt
+(folded), the warnings folded under one line with their count (one line per cause), every
+metric (folded), and the full report linked. It always fits GitHub's limits: a
 comment body is at most 65,536 characters, a step summary at most 1 MiB; ``fit`` keeps whole
 sections (then whole table rows) while they fit in ``limit`` bytes of UTF-8 (bytes, never
 fewer than characters) and says what it left out, with the link.
@@ -19,7 +21,8 @@ from collections.abc import Sequence
 from e2e.analysis import Comparison, Summary, headline_metric, metric, warning_lines
 from e2e.render._markup import md_text
 from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
-                                   load_column, pinned_sentence)
+                                   load_column, merge_section, pinned_sentence)
+from e2e.render._outputs import outputs_section
 from e2e.render._table import md_row
 
 __all__ = ["COMMENT_MARKER", "COMMENT_LIMIT", "STEP_SUMMARY_LIMIT", "render_github",
@@ -133,6 +136,7 @@ def render_github(summary: Summary, *, link: str | None = None,
     """The report as one pull-request comment (``COMMENT_MARKER`` first), at most ``limit`` bytes."""
     compared = summary.compared_arms
     head = [COMMENT_MARKER, f"### {title or f'e2e report: {summary.experiment}'}", ""]
+    head += merge_section(summary, heading="#### Safe to merge?")
     c = summary.counts
     head.append(f"{c.reported} reported runs of {', '.join(summary.arms)} "
                 f"(baseline **{summary.baseline}**; {c.invalid} invalid, never used). "
@@ -175,6 +179,11 @@ def render_github(summary: Summary, *, link: str | None = None,
     headline += [(mode, conc, "acceptance_length") for mode in summary.spec_modes
                  if mode == "dspark" for conc in summary.concurrencies]
     sections: list[list[str]] = [["#### Headline", "", _row(header), align, *rows(headline), ""]]
+    answers = outputs_section(summary)
+    if answers:
+        sections.append(["<details><summary>Same answers, prompt by prompt</summary>", "",
+                         *(("#" + line) if line.startswith("##") else line for line in answers[2:]),
+                         "</details>", ""])
     split = [a for a in summary.attributions if a.source == "client"]
     if split:
         sections.append(["#### Verify step or acceptance", ""]

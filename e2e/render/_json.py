@@ -16,7 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import Agreement, GSM8KArm, GSM8KReport, GSM8KSection, Summary
+from e2e.analysis import (Agreement, CellCache, GSM8KArm, GSM8KReport, GSM8KSection,
+                          OutputAgreement, Summary, merge_calls)
 from e2e.results import RunRecord
 
 __all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]
@@ -131,7 +132,55 @@ def report_json(summary: Summary) -> dict[str, Any]:
         "warnings": [{"message": w.message, "arm": w.arm, "concurrency": w.concurrency,
                       "spec_mode": w.spec_mode, "metric": w.metric}
                      for w in summary.warnings],
+        **_outputs(summary),
     })
+
+
+def _output_agreement(a: OutputAgreement) -> dict[str, Any]:
+    return {"reference": a.reference, "reference_mode": a.reference_mode, "arm": a.arm,
+            "spec_mode": a.spec_mode, "concurrency": a.concurrency, "repeats": list(a.repeats),
+            "compared": a.compared, "identical": a.identical, "diverged": len(a.diverged),
+            "first_divergent_token": ({"median": a.position_median, "min": a.position_min,
+                                       "max": a.position_max} if a.diverged else None),
+            "divergences": [{"index": d.index, "position": d.position,
+                             "repeats": list(d.repeats)} for d in a.diverged]}
+
+
+def _hit_rate(c: CellCache) -> dict[str, Any]:
+    return {"arm": c.arm, "concurrency": c.concurrency, "spec_mode": c.spec_mode,
+            "rates": list(c.rates), "median": c.median, "low": c.low, "high": c.high}
+
+
+def _outputs(summary: Summary) -> dict[str, Any]:
+    """``outputs``, ``prefix_cache`` and ``merge`` (empty where outputs were not compared)."""
+    s = summary.outputs
+    if s is None:
+        return {}
+    return {
+        "outputs": {"confidence": s.confidence, "aa_arms": list(s.aa_arms), "n_tests": s.n_tests,
+                    "notes": list(s.notes), "comparisons": [
+                        {"kind": c.kind, "arm": c.arm, "concurrency": c.concurrency,
+                         "spec_mode": c.spec_mode, "verdict": c.verdict,
+                         "p_value": c.p_value, "p_holm": c.p_holm,
+                         **_output_agreement(c.agreement),
+                         "yardsticks": [_output_agreement(y) for y in c.yardsticks],
+                         "prefix_cache": (None if c.cache is None else {
+                             "reference": c.cache.reference.median,
+                             "arm": c.cache.other.median,
+                             "difference": c.cache.difference, "flagged": c.cache.flagged})}
+                        for c in s.comparisons]},
+        "prefix_cache": [_hit_rate(c) for c in s.caches],
+        "merge": [{"arm": m.arm, "call": m.call, "reasons": list(m.reasons), "cells": [
+            {"concurrency": e.concurrency, "spec_mode": e.spec_mode,
+             "speed": None if e.speed is None else {
+                 "metric": e.speed.metric, "pct": e.speed.pct, "verdict": e.speed.verdict,
+                 "interval_pct": ({"low": e.speed.interval[0], "high": e.speed.interval[1]}
+                                  if e.speed.interval is not None else None)},
+             "speed_reads": e.speed_reads,
+             "outputs": None if e.outputs is None else e.outputs.verdict,
+             "outputs_reads": e.outputs_reads, "cache_flagged": e.cache_flagged}
+            for e in m.cells]} for m in merge_calls(summary)],
+    }
 
 
 def _agreement(a: Agreement | None) -> dict[str, Any] | None:

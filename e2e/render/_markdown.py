@@ -15,9 +15,15 @@ from e2e import analysis
 from e2e.analysis import headline_metric
 from e2e.render._markup import md_text
 from e2e.render._forest import comparison_plot_names
+from e2e.render._outputs import CALL_ICONS, format_agreement, format_hit_rate, outputs_section, yardstick
 from e2e.render._plots import per_position_plot_name, positions_in
 from e2e.render._table import md_row
 from e2e.analysis import (
+    NOT_SAFE,
+    NOT_SHOWN,
+    SAFE,
+    MergeCall,
+    merge_calls,
     MAX_ACCEPTANCE_MOVE,
     MAX_SPREAD,
     MIN_RUNS,
@@ -29,7 +35,8 @@ from e2e.analysis import (
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence"]
+           "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence",
+           "merge_line", "merge_section"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -407,6 +414,50 @@ def _pictures(summary: Summary, plot_names: tuple[str, ...] | None) -> list[str]
     return out + [""]
 
 
+def merge_line(call: MergeCall, summary: Summary) -> str:
+    """One arm's line: its call, then speed, outputs and cache per cell (Markdown)."""
+    speed, outputs, cache = [], [], []
+    for cell in call.cells:
+        where = f"c{cell.concurrency} {cell.spec_mode}"
+        speed.append(f"{where} {format_comparison(cell.speed)}" if cell.speed is not None
+                     else f"{where} not measured")
+        out = cell.outputs
+        if out is None:
+            outputs.append(f"{where} outputs not recorded")
+        else:
+            stick = "" if out.kind == "aa" else f"; {yardstick(out)}"
+            outputs.append(f"{where} {out.verdict} ({format_agreement(out.agreement)}{stick})")
+        contrast = out.cache if out is not None else None
+        if contrast is None or (contrast.reference.median is None
+                                and contrast.other.median is None):
+            cache.append(f"{where} not measured")
+        else:
+            mark = ", differ by more than their spread" if contrast.flagged else ""
+            cache.append(f"{where} {summary.baseline} {format_hit_rate(contrast.reference)}, "
+                         f"{call.arm} {format_hit_rate(contrast.other)}{mark}")
+    if not call.cells:
+        speed = outputs = cache = ["not measured"]
+    return (f"- {CALL_ICONS[call.call]} **{md_text(call.arm)}**: {call.call} · "
+            f"speed: {'; '.join(speed)} · outputs: {md_text('; '.join(outputs))} · "
+            f"prefix cache: {md_text('; '.join(cache))}")
+
+
+def merge_section(summary: Summary, heading: str = "## Safe to merge?") -> list[str]:
+    """A line per arm compared with the baseline (none when the summary has no outputs
+    summary, i.e. nobody compared outputs)."""
+    if summary.outputs is None or not summary.compared_arms:
+        return []
+    lines = [heading, ""]
+    lines += [merge_line(call, summary) for call in merge_calls(summary)]
+    lines += ["", f"{CALL_ICONS[SAFE]} {SAFE}: every cell's headline is faster or equivalent and "
+              "its answers identical (or as different as an A/A that differs itself), with the "
+              "prefix cache alike; "
+              f"{CALL_ICONS[NOT_SAFE]} {NOT_SAFE}: a cell slower, or answers that diverge more "
+              f"than the A/A's; {CALL_ICONS[NOT_SHOWN]} {NOT_SHOWN}: evidence missing or "
+              "unclear (never read as safe). GSM8K and capacity are not part of this line.", ""]
+    return lines
+
+
 def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = None) -> str:
     """The whole report as Markdown text (ends with a newline). ``plot_names``: the PNG file
     names linked from the report (in ``plots/``); None links the forest and strip plots that
@@ -427,7 +478,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     lines.append("")
     if summary.pinned:
         lines += [pinned_sentence(summary), ""]
-
+    lines += merge_section(summary)
     lines += ["## Headline", ""]
     lines += _header(summary, ["concurrency", "metric"])
     body = 0
@@ -452,6 +503,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
     lines += _noise_section(summary)
     lines += _pictures(summary, plot_names)
     lines += workload_section(summary)
+    lines += outputs_section(summary)
 
     lines += ["## All metrics", ""]
     for mode in summary.spec_modes:

@@ -2,7 +2,8 @@
 
 The only stage here that touches files: it reads ``<results_dir>/*/run.json`` (folders without
 one are skipped: a run in progress or one that failed before writing), hands the records to
-``e2e.analysis._aggregate.summarize`` and the summary to each renderer, and writes what they return into
+``e2e.analysis._aggregate.summarize`` (and each run's recorded outputs, ``requests.parquet``, to
+``e2e.analysis.summarize_outputs``: the summary's ``outputs``) and the summary to each renderer, and writes what they return into
 ``<results_dir>/report/`` with atomic writes:
 
     report/report.md          the Markdown report
@@ -18,13 +19,14 @@ report's warnings.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from e2e.analysis import ReportWarning, Summary, equivalence_of, select, summarize
+from e2e.analysis import (ReportWarning, Summary, equivalence_of, select, summarize,
+                          summarize_outputs)
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.paths import atomic_write_bytes, no_links
-from e2e.results import load_records
+from e2e.results import load_outputs, load_records
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
@@ -97,6 +99,10 @@ def build_report(
                             extra_warnings=problems)
     except ValueError as exc:
         raise ResultsError(f"{results_dir}: {exc}") from exc
+    outputs, unreadable = load_outputs(results_dir, records)
+    summary = replace(summary, outputs=summarize_outputs(
+        records, outputs, baseline=baseline, confidence=summary.confidence),
+        warnings=(*summary.warnings, *(ReportWarning(m) for m in unreadable)))
 
     out_dir = results_dir / REPORT_DIR
     no_links(results_dir, out_dir / "plots", "the report")  # report/ and plots/ real folders

@@ -17,20 +17,20 @@ from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, wri
 from e2e.results._store import (
     load_records, resume_state, writing,
     REQUESTS, finalize, finalize_unit, new_partial_dir, next_attempt_dir, next_repeat,
-    read_requests, read_run, record_name, unit_dir, unit_state, utc_now, write_requests,
-    write_run
+    load_outputs, read_outputs, read_requests, read_run, record_name, unit_dir, unit_state,
+    utc_now, write_requests, write_run
 )
 
 __all__ = [
     "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation",
     "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
     "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
-    "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters",
-    "VERDICTS_FILE", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
-    "finalize_unit", "gsm8k_dir", "last_look_confidence", "load_records", "new_partial_dir",
+    "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "SampleVerdict",
+    "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "VERDICTS_FILE",
+    "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize", "finalize_unit",
+    "gsm8k_dir", "last_look_confidence", "load_outputs", "load_records", "new_partial_dir",
     "next_attempt_dir", "next_repeat", "read_arm", "read_eval_info", "read_evaluations",
-    "read_looks", "read_requests", "read_run", "read_verdicts", "record_name", "resume_state",
-    "unit_dir", "unit_state", "utc_now", "write_eval_info", "write_looks", "write_requests",
-    "write_run", "write_verdicts", "writing"
+    "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name",
+    "resume_state", "unit_dir", "unit_state", "utc_now", "write_eval_info", "write_looks",
+    "write_requests", "write_run", "write_verdicts", "writing"
 ]

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,13 +26,16 @@ __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "Ser
            "PluginInfo", "WorkloadInfo", "SegmentMetrics", "PlacementInfo", "RunRecord",
            "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
 refuse those keys: it now names the newer schema instead). 5: the spec's ``workload``, a
 run.json's ``workload`` block (what was sent, its hash, the cache state, the prefix cache's
 counters, per-segment metrics) and ``metrics.prefix_cache_hit_rate``; the spec-decode counters
 per draft position (``SpecCounters.accepted_per_pos``) and the run's per-position acceptance
-rates (``RunMetrics.acceptance_rates_per_pos``). Records of 1-4 read unchanged."""
+rates (``RunMetrics.acceptance_rates_per_pos``). Records of 1-4 read unchanged. 6: a request
+record's ``output_token_ids`` (requests.parquet's column of that name, list<int32>: the
+completion's token ids, null where not recorded); files of 1-5 have no such column and read
+as "outputs not recorded"."""
 
 
 class _Record(BaseModel):
@@ -203,6 +206,11 @@ class RequestRecord(_Record):
     retried: bool = Field(False, description=(
         "Sent a second time on a fresh connection: the reused keep-alive one closed before "
         "any byte of the response. Its times are the second send's."))
+    output_token_ids: tuple[Annotated[int, Field(ge=0, le=2**31 - 1)], ...] | None = Field(
+        None, description=(
+            "The completion's token ids, as the server streamed them (vLLM's "
+            "return_token_ids); None: not recorded (a failed request, a server that sent "
+            "none, an imported run, or a file written before outputs were recorded)."))
 
     @field_validator("error")
     @classmethod

@@ -44,6 +44,7 @@ from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["writing", "load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
            "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",
+           "read_outputs", "load_outputs",
            "write_run", "read_run", "iter_runs", "next_repeat", "utc_now"]
 
 RUN_JSON = "run.json"
@@ -237,27 +238,46 @@ def _untrusted(record: RunRecord, folder: Path) -> str | None:
     if record.metrics is None or "imported" in (record.provenance or {}) or not path.is_file():
         return None
     try:
-        rows = read_requests(path)
+        rows = read_requests(path, outputs=False)
     except Exception as exc:  # noqa: BLE001 (a damaged parquet is the answer, not a crash)
         return f"its requests.parquet cannot be read ({type(exc).__name__})"
     return disagreement(record.metrics, rows)
 
 
+OUTPUTS = "output_token_ids"
+
+
 def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:
-    frame = pd.DataFrame([r.model_dump() for r in records],
-                         columns=list(RequestRecord.model_fields))
+    """``requests.parquet``: one row per request; ``output_token_ids`` a list<int32> column
+    (null where not recorded)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pd.DataFrame([r.model_dump(exclude={OUTPUTS}) for r in records],
+                         columns=[k for k in RequestRecord.model_fields if k != OUTPUTS])
     frame["chunk_times_s"] = frame["chunk_times_s"].map(list)
+    table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
+        OUTPUTS, pa.array([r.output_token_ids for r in records], type=pa.list_(pa.int32())))
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
+    pq.write_table(table, buffer)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def read_requests(path: Path) -> list[RequestRecord]:
-    frame = pd.read_parquet(path)
+def read_requests(path: Path, *, outputs: bool = True) -> list[RequestRecord]:
+    """The records of a ``requests.parquet``; a file written before outputs were recorded
+    (no ``output_token_ids`` column) reads with every output None (not recorded), as does
+    every file with ``outputs=False`` (the column is not read: the timings' checks need
+    none of it)."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    frame = pq.read_table(path, columns=[c for c in names if outputs or c != OUTPUTS]).to_pandas()
     out = []
     for row in frame.to_dict("records"):
+        ids = row.pop(OUTPUTS, None)
         row = {k: (None if (not isinstance(v, (list, tuple)) and not hasattr(v, "__len__")
                             and pd.isna(v)) else v) for k, v in row.items()}
+        row[OUTPUTS] = None if ids is None else tuple(ids.tolist())
         row["chunk_times_s"] = tuple(float(x) for x in row["chunk_times_s"])
         for key in ("prompt_tokens", "completion_tokens", "status"):
             if row.get(key) is not None:
@@ -266,6 +286,41 @@ def read_requests(path: Path) -> list[RequestRecord]:
             row["retried"] = bool(row["retried"])
         out.append(RequestRecord.model_validate(row))
     return out
+
+
+def read_outputs(path: Path) -> dict[int, tuple[int, ...] | None]:
+    """A ``requests.parquet``'s outputs by request index (only those two columns are read);
+    every output None in a file written before outputs were recorded."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    table = pq.read_table(path, columns=["index"] + ([OUTPUTS] if OUTPUTS in names else []))
+    indices = table.column("index").to_pylist()
+    if OUTPUTS not in names:
+        return dict.fromkeys(indices)
+    return {i: None if ids is None else tuple(ids)
+            for i, ids in zip(indices, table.column(OUTPUTS).to_pylist())}
+
+
+def load_outputs(results_dir: Path, records: Sequence[RunRecord],
+                 ) -> tuple[dict[str, dict[int, tuple[int, ...] | None]], tuple[str, ...]]:
+    """Each run's outputs (``read_outputs`` of ``<results_dir>/<run id>/requests.parquet``),
+    by run id, and a message for each run whose file could not be read (its outputs then
+    count as not recorded). Imported runs have none to read."""
+    out: dict[str, dict[int, tuple[int, ...] | None]] = {}
+    problems: list[str] = []
+    for record in records:
+        if "imported" in (record.provenance or {}):
+            continue
+        path = Path(results_dir) / check_name(record.run_id, "run id") / REQUESTS
+        if not path.is_file():
+            continue
+        try:
+            out[record.run_id] = read_outputs(path)
+        except Exception as exc:  # noqa: BLE001 (a damaged parquet: outputs not recorded)
+            problems.append(f"{record.run_id}: its outputs cannot be read "
+                            f"({type(exc).__name__}); counted as not recorded")
+    return out, tuple(problems)
 
 
 def write_run(folder: Path, record: RunRecord) -> None:
