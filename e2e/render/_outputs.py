@@ -90,6 +90,6 @@ def outputs_section(summary: Summary) -> list[str]:
               f"{s.n_tests} test{'s' if s.n_tests != 1 else ''}, at "
               f"{s.confidence * 100:g} %. Hit rates: prefix-cache hits / queries over the "
               "measured load, median (min–max) over the cell's runs; “differ” when the two "
-              "differ by more than their own run-to-run range (docs/outputs.md).", ""]
+              "differ by more than their own run-to-run range (docs/explanation/outputs.md).", ""]
     lines += [f"- {md_text(note)}" for note in s.notes]
     return lines + ([""] if s.notes else [])
