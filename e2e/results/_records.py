@@ -15,9 +15,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from e2e.plan import RunSpec
 from e2e.redact import scrub
@@ -206,11 +206,12 @@ class RequestRecord(_Record):
     retried: bool = Field(False, description=(
         "Sent a second time on a fresh connection: the reused keep-alive one closed before "
         "any byte of the response. Its times are the second send's."))
-    output_token_ids: tuple[Annotated[int, Field(ge=0, le=2**31 - 1)], ...] | None = Field(
+    output_token_ids: tuple[StrictInt, ...] | None = Field(
         None, description=(
-            "The completion's token ids, as the server streamed them (vLLM's "
-            "return_token_ids); None: not recorded (a failed request, a server that sent "
-            "none, an imported run, or a file written before outputs were recorded)."))
+            "The completion's token ids (int32), as the server streamed them (vLLM's "
+            "return_token_ids; the load generator's decoder takes only ids from 0 to "
+            "2**31 - 1); None: not recorded (a failed request, a server that sent none, an "
+            "imported run, or a file written before outputs were recorded)."))
 
     @field_validator("error")
     @classmethod
