@@ -426,7 +426,9 @@ def merge_line(call: MergeCall, summary: Summary) -> str:
             outputs.append(f"{where} outputs not recorded")
         else:
             stick = "" if out.kind == "aa" else f"; {yardstick(out)}"
-            outputs.append(f"{where} {out.verdict} ({format_agreement(out.agreement)}{stick})")
+            detail = format_agreement(out.agreement)
+            outputs.append(f"{where} {out.verdict}" if detail == out.verdict and not stick
+                           else f"{where} {out.verdict} ({detail}{stick})")
         contrast = out.cache if out is not None else None
         if contrast is None or (contrast.reference.median is None
                                 and contrast.other.median is None):
