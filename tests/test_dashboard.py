@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import chromium
-from conftest import ROOT
+from conftest import ROOT, alone_nightly_raw
 from e2e.gsm8k.records import SampleVerdict
 from e2e.gsm8k.store import VERDICTS_FILE, write_verdicts
 from e2e.nightly.assess import assess_night, read_samples
@@ -33,7 +33,7 @@ GSM = CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC)
 
 
 def config():
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["nightly"].update(concurrencies=[1, 4], spec_modes=["base"],
                           thresholds={"base": {"server_tpot_ms_mean": 2.0}})
     raw["nightly"]["gsm8k"] = {"enabled": True, "limit": 50, "repeats": 2}

@@ -174,10 +174,11 @@ FACES = {
         "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric",
         "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost",
         "RunsAdvice", "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute",
-        "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
+        "boundaries", "burst_affected", "compare_runs", "components", "equivalence_of", "estimate_of",
         "format_advice", "headline_for", "headline_metric", "look_at", "median_range", "metric",
         "parse_effect", "position_key", "position_of", "primary_metric", "run_costs",
-        "runs_advice", "runs_needed", "select", "server_twin", "spent_alpha", "summarize",
+        "runs_advice", "runs_needed", "select", "server_twin", "spending_at", "spent_alpha",
+        "summarize",
         "verdict_for"],
     "e2e.host": [
         "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "pin_process",

@@ -16,7 +16,7 @@ from e2e.analysis._headline import (
     headline_metric, server_twin
 )
 from e2e.analysis._stats import (
-    DEFAULT_SPENDING, Look, Spending, look_at, spent_alpha,
+    DEFAULT_SPENDING, Look, Spending, boundaries, look_at, spending_at, spent_alpha,
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for
 )
@@ -26,10 +26,11 @@ __all__ = [
     "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "HEADLINE", "Look",
     "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "Metric", "REPORTED_POSITIONS",
     "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice",
-    "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute", "burst_affected",
+    "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "attribute", "boundaries",
+    "burst_affected",
     "compare_runs", "components", "equivalence_of", "estimate_of", "format_advice",
     "headline_for", "headline_metric", "look_at", "median_range", "metric", "parse_effect",
     "position_key", "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed",
     "select",
-    "server_twin", "spent_alpha", "summarize", "verdict_for"
+    "server_twin", "spending_at", "spent_alpha", "summarize", "verdict_for"
 ]
