@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--duets", type=int, default=8, help="duets a night before its first look")
     ap.add_argument("--max-duets", type=int, default=32)
     ap.add_argument("--history", type=int, default=20, help="history_nights")
-    ap.add_argument("--alpha", type=float, default=0.0025)
+    ap.add_argument("--alpha", type=float, default=0.002)
     ap.add_argument("--threshold", type=float, default=5.0)
     ap.add_argument("--effect", type=float, default=None, help="step size in %% (default: the "
                     "threshold)")

@@ -37,10 +37,10 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     # looks after 8 reported duets, then 8 more at a time up to 32 (runs 9, 17, 25, 33)
     assert cfg.looks.schedule() == (8, 16, 24, 32)
     assert [cfg.rounds_for(k) for k in cfg.looks.schedule()] == [9, 17, 25, 33]
-    assert (cfg.settings.history_nights, cfg.settings.alpha) == (20, 0.0025)
+    assert (cfg.settings.history_nights, cfg.settings.alpha) == (20, 0.002)
     # the headline rule: mean TPOT at concurrency 1, built from the server's TPOT (the
     # judge's server twin); the threshold is one this design resolves (docs/nightly.md)
-    assert cfg.threshold("base", "tpot_ms_mean", concurrency=1) == 6.5
+    assert cfg.threshold("base", "tpot_ms_mean", concurrency=1) == 7.0
     assert cfg.threshold("base", "tpot_ms_median", concurrency=1) is None
     assert cfg.settings.verify_step_from == "server"
     assert cfg.threshold("base", "ttft_ms_mean") is None
@@ -154,7 +154,7 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
     assert "up to 17, 25, 33" in result.output
     assert "resolves: main-vs-reference c1 base server_tpot_ms_mean: planned from the host's" \
         in result.output
-    assert "The 6.5 % threshold is resolved." in result.output
+    assert "The 7 % threshold is resolved." in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing
 
 

@@ -155,7 +155,7 @@ def test_a_call_needs_the_nights_level_and_half_the_threshold():
     history = _steady(10)
     big = _judge(history, _night([1.08, 1.09, 1.07, 1.085]))
     assert big.verdict == "regressed" and big.pct > 7
-    assert "p = " in big.reason and "0.0025 a night over 1 cell(s)" in big.reason
+    assert "p = " in big.reason and "0.002 a night over 1 cell(s)" in big.reason
     # 1 %: clearly beyond the runs' noise, but under half the 5 % threshold: not a call
     small = _judge(history, _night([1.01, 1.02, 1.00, 1.015]))
     assert small.verdict == "noise"
@@ -304,6 +304,7 @@ def test_a_night_that_looks_changed_waits_and_one_that_does_not_joins():
     nights["2026-01-05"] = ((1.08, 1.09, 1.07, 1.08), "undecided")   # +8 %, p tiny: waits
     got = _ratio(_history(nights), "2026-01-06")
     assert [d for d, _ in got.nights] == ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
+    assert got.suspect == "2026-01-05"  # if tonight looks changed too, the two are a call
 
 
 def test_one_improved_night_alone_does_not_start_a_new_level():
@@ -358,3 +359,22 @@ def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
     got = dict(_ratio(h, "2026-12-06", interference_max=0.9).nights)
     assert got["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
     assert got["2026-12-01"].interference == ()                     # none recorded
+
+
+def test_two_nights_in_a_row_that_look_changed_are_a_regression():
+    # a history whose nights spread 2 %: tonight's change is set where its p lies between
+    # the night's own level (0.002, spent over one look) and the 1 % of "looks changed"
+    rng = np.random.default_rng(3)
+    history = [(f"2026-01-{d:02d}", _night(np.exp(rng.normal(0, 0.02) + rng.normal(0, 0.01, 4)),
+                                          f"2026-01-{d:02d}")) for d in range(1, 11)]
+    base = np.array([1.0, 1.01, 0.99, 1.0])
+    fit = history_fit(base, [c.values for _, c in history])
+    se, df = math.sqrt(fit.var(4)), fit.df(4)
+    shift = float(student_t.isf(0.005, df)) * se - fit.d  # p = 0.005 on the worse side
+    tonight = _night(base * math.exp(shift))
+    rules = dataclasses.replace(RULES, alpha=0.002)
+    alone = _judge(history, tonight, rules=rules)
+    assert alone.verdict == "undecided" and alone.pct >= 2.5  # not called on its own
+    pair = _judge(history, tonight, rules=rules, hist_kw={"suspect": "2026-01-11"})
+    assert pair.verdict == "regressed"
+    assert "the night before (2026-01-11) looked changed too" in pair.reason

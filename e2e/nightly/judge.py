@@ -439,7 +439,7 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
              f"{look.call_level:.2g} ({rules.alpha:g} a night over {rules.cells} cell(s), "
              "spent over its looks)")
     more = not look.last
-    suspect = p_worse < SUSPECT_LEVEL and big
+    suspect = p_worse < SUSPECT_LEVEL / max(rules.cells, 1) and big
     if p_worse < look.call_level and big:
         name: VerdictName = "regressed"
         reason = f"{against}: {seen} at {at}; {level}"
@@ -450,7 +450,8 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
         name, more = "regressed", False
         reason = (f"{against}: {seen} at {at}, p = {p_worse:.2g}; the night before "
                   f"({hist.suspect}) looked changed too: two nights in a row at least half the "
-                  f"{threshold:g} % threshold with p under {SUSPECT_LEVEL:g} each")
+                  f"{threshold:g} % threshold with p under {SUSPECT_LEVEL:g} (over "
+                  f"{rules.cells} cell(s)) each")
     elif p_better < look.call_level and big:
         name, more = "improved", False
         reason = f"{against}: {seen} at {at}; {level}"

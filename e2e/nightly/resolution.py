@@ -19,6 +19,7 @@ the host's measured noise below.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from e2e.nightly.judge import HistoryFit, night_look
 __all__ = ["Noise", "HOST_DUETS", "HOST_ONE_AT_A_TIME", "noise_of", "power_at",
            "resolution", "rounds_needed", "MAX_ROUNDS", "design_lines"]
 
-MAX_ROUNDS = 200
+MAX_ROUNDS = 96
 """The most reported rounds a night is planned with (``rounds_needed``)."""
 
 
@@ -85,15 +86,19 @@ DRAWS = 20000
 """Simulated nights per power statement (fixed seed: the same answer every time)."""
 
 
-def power_at(change_pct: float, noise: Noise, looks: Looks, *, nights: int, alpha: float,
-             cells: int = 1, confidence: float = 0.95, threshold: float | None = None) -> float:
-    """The chance that a night of this design calls a true change of ``change_pct`` % by its
-    last look: the judge's own levels (``judge.night_look`` at each look), its statistic's
-    joint law (tonight's mean after k rounds against the history's, cov = V(later look), the
-    history's s²_m shared by every look as a scaled χ² on n − 1 df), a night stopping early
-    where its interval shows no change beyond ``threshold`` (default: the change). Simulated
-    (``DRAWS`` nights, fixed seed)."""
-    threshold = change_pct if threshold is None else threshold
+@dataclass(frozen=True)
+class _Design:
+    """A design's levels and its statistic's joint law, ready to read power at any change."""
+
+    call: np.ndarray    # the t quantile each look calls at
+    show: np.ndarray    # the t quantile of each look's interval end
+    e: np.ndarray       # DRAWS x looks: tonight's mean minus the history's, no change
+    se: np.ndarray      # DRAWS x looks: the standard error each draw's history estimates
+
+
+@functools.lru_cache(maxsize=256)
+def _design(noise: Noise, looks: Looks, nights: int, alpha: float, cells: int,
+            confidence: float) -> _Design:
     fit = _fit(noise, nights, looks.first)
     sched = looks.schedule()
     lv = [night_look(fit, k, looks, alpha=alpha / max(cells, 1), confidence=confidence)
@@ -106,33 +111,47 @@ def power_at(change_pct: float, noise: Noise, looks: Looks, *, nights: int, alph
     for j in range(len(sched) - 2, -1, -1):  # backwards: cov(e_i, e_j) = var of the later
         e[:, j] = e[:, j + 1] + rng.standard_normal(DRAWS) * math.sqrt(max(var[j] - var[j + 1], 0))
     scale = np.sqrt(rng.chisquare(df, DRAWS) / df)[:, None]     # s_m / σ_m, shared
-    theta = math.log(1.0 + change_pct / 100.0)
-    d = theta + e
-    se = np.sqrt(var)[None, :] * scale
-    call = ((d / se >= np.array([student_t.isf(x.call_level, df) for x in lv])[None, :])
-            & (np.expm1(d) * 100.0 >= threshold / 2.0))
-    shown = np.expm1(d + se * np.array([student_t.isf(x.show_level, df) for x in lv])[None, :])
-    stop = call | (shown * 100.0 <= threshold)
-    first = np.where(stop.any(axis=1), stop.argmax(axis=1), len(sched) - 1)
-    return float(call[np.arange(DRAWS), first].mean())
+    return _Design(call=np.array([student_t.isf(x.call_level, df) for x in lv]),
+                   show=np.array([student_t.isf(x.show_level, df) for x in lv]),
+                   e=e, se=np.sqrt(var)[None, :] * scale)
+
+
+def _power(d: _Design, change_pct: float, threshold: float) -> float:
+    theta = math.log1p(change_pct / 100.0)
+    x = theta + d.e
+    call = (x / d.se >= d.call[None, :]) & (np.expm1(x) * 100.0 >= threshold / 2.0)
+    stop = call | (np.expm1(x + d.se * d.show[None, :]) * 100.0 <= threshold)
+    first = np.where(stop.any(axis=1), stop.argmax(axis=1), d.e.shape[1] - 1)
+    return float(call[np.arange(len(first)), first].mean())
+
+
+def power_at(change_pct: float, noise: Noise, looks: Looks, *, nights: int, alpha: float,
+             cells: int = 1, confidence: float = 0.95, threshold: float | None = None) -> float:
+    """The chance that a night of this design calls a true change of ``change_pct`` % by its
+    last look: the judge's own levels (``judge.night_look`` at each look), its statistic's
+    joint law (tonight's mean after k rounds against the history's, cov = V(later look), the
+    history's s²_m shared by every look as a scaled χ² on n − 1 df), a night stopping early
+    where its interval shows no change beyond ``threshold`` (default: the change). Simulated
+    (``DRAWS`` nights, fixed seed)."""
+    d = _design(noise, looks, nights, alpha, max(cells, 1), confidence)
+    return _power(d, change_pct, change_pct if threshold is None else threshold)
 
 
 def resolution(noise: Noise, looks: Looks, *, nights: int, alpha: float, cells: int = 1,
                confidence: float = 0.95, power: float = 0.8) -> float | None:
     """The change in % a night of this design calls with ``power`` by its last look
     (``looks``: rounds a night), its history ``nights`` long, the night's ``alpha`` over
-    ``cells`` judged cells (``power_at``); None with fewer than 2 nights."""
+    ``cells`` judged cells (``power_at``, the threshold taken as the change); None with fewer
+    than 2 nights or beyond 400 %."""
     if nights < 2:
         return None
+    d = _design(noise, looks, nights, alpha, max(cells, 1), confidence)
     lo, hi = 0.01, 400.0
-    kw = dict(nights=nights, alpha=alpha, cells=cells, confidence=confidence)
-    if power_at(hi, noise, looks, **kw) < power:
+    if _power(d, hi, hi) < power:
         return None
-    for _ in range(40):  # bisection on ln(1 + change)
+    while hi - lo > 0.02:  # bisection on ln(1 + change)
         mid = math.expm1((math.log1p(lo / 100) + math.log1p(hi / 100)) / 2) * 100
-        lo, hi = (mid, hi) if power_at(mid, noise, looks, **kw) < power else (lo, mid)
-        if hi - lo < 0.05:
-            break
+        lo, hi = (mid, hi) if _power(d, mid, mid) < power else (lo, mid)
     return hi
 
 
@@ -141,13 +160,18 @@ def rounds_needed(threshold: float, noise: Noise, looks: Looks, *, nights: int, 
     """The fewest reported rounds a night's last look needs (its first and step as
     ``looks``) to resolve ``threshold`` %; None when even ``MAX_ROUNDS`` do not (the night
     part alone is too large for this many history nights)."""
+    kw = dict(nights=nights, alpha=alpha, cells=cells, confidence=confidence, power=power)
+    step = max(looks.step, 1)
+    top = looks.first + step * ((MAX_ROUNDS - looks.first) // step)
+    best = resolution(noise, Looks(looks.first, max(top - looks.first, 1), top), **kw)  # the most
+    if best is None or best > threshold:
+        return None
     last = looks.first
     while last <= MAX_ROUNDS:
-        got = resolution(noise, Looks(looks.first, looks.step, last), nights=nights,
-                         alpha=alpha, cells=cells, confidence=confidence, power=power)
+        got = resolution(noise, Looks(looks.first, step, last), **kw)
         if got is not None and got <= threshold:
             return last
-        last += max(looks.step, 1)
+        last += step
     return None
 
 

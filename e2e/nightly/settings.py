@@ -95,10 +95,11 @@ def nightly_metric(key: str) -> Metric:
             return m
     raise KeyError(f"unknown metric {key!r}; known: {', '.join(sorted(_LOAD_METRICS))}")
 _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
-DEFAULT_NIGHT_ALPHA = 0.0025
-"""A night's chance of a false regression over its judged ratio cells: 40 nights x 0.0025 =
-0.1, the most a series of 40 unchanged nights may be falsely failed (a bound: nights share
-their history, so the events overlap)."""
+DEFAULT_NIGHT_ALPHA = 0.002
+"""A night's chance of a false regression over its judged ratio cells: 40 nights x 0.002 =
+0.08, with the two-night rule's share (``judge.SUSPECT_LEVEL``) under the 0.1 a series of 40
+unchanged nights may be falsely failed (a bound: nights share their history, so the events
+overlap; bench/nightly_series_simulation.py measures it)."""
 
 
 class _Strict(BaseModel):
@@ -192,7 +193,7 @@ class NightlySettings(_Strict):
     alpha: Annotated[float, Field(gt=0, lt=0.5)] = Field(
         DEFAULT_NIGHT_ALPHA, description="With a reference arm: the chance that a night of an "
         "unchanged build is called regressed, all its judged ratio cells together (split "
-        "evenly over them) and spent over the night's looks (max_runs); 0.0025 keeps a series "
+        "evenly over them) and spent over the night's looks (max_runs); 0.002 keeps a series "
         "of 40 unchanged nights free of a false regression at least 90 % of the time.")
     max_runs: Annotated[int, Field(gt=0)] | None = Field(
         None, description="With a reference arm: a night whose ratio cell is not resolved "
