@@ -107,9 +107,11 @@ def capacity_command(
                 why = arm.given_up or (arm.step.why if arm.step else "") or arm.status
                 out.print(f"  {name}: no estimate: {why}", highlight=False)
                 continue
+            level = (f"{est.confidence * 100:g} %, given that the search closed it"
+                     if est.closed else f"{est.confidence * 100:g} %; open: the runs could "
+                     "not place that side")
             out.print(f"  {name}: {est.rate:.3g} req/s [{_bound(est.low)}, {_bound(est.high)}] "
-                      f"({est.confidence * 100:g} %; boundary {est.lo:g}-{est.hi:g} req/s, "
-                      f"{len([r for r in arm.runs if r['rate'] in (est.lo, est.hi)])} runs)",
+                      f"({level}; {est.method}; boundary {est.lo:g}-{est.hi:g} req/s)",
                       highlight=False)
         for name, (r, lo, hi) in result.ratios.items():
             out.print(f"  {name} / {result.baseline}: {r:.3f} [{_bound(lo)}, {_bound(hi)}]",
