@@ -1,5 +1,5 @@
 """`vllm bench serve --request-rate` over a dense grid of rates on e2e's server, and the
-capacity read off it with e2e's own rule, to check `e2e capacity` against (docs/load.md,
+capacity read off it with e2e's own rule, to check `e2e capacity` against (docs/explanation/load.md,
 "Capacity at an SLO").
 
 The grid is run ``--passes`` times, each pass in an order shuffled by a seed and split over

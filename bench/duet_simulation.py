@@ -1,7 +1,7 @@
 """Duets against one server at a time, simulated under this host's noise and analysed as e2e
 analyses them: A/A false calls per arm, power and MDE, at the same wall-clock budget.
 
-The noise, as measured on the 2-core development host (issue 32, docs/statistics.md):
+The noise, as measured on the 2-core development host (issue 32, docs/explanation/statistics.md):
 
     ln y = ln 2.75 ms + L(t) + s + slot + effect[arm]
 

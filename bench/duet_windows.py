@@ -1,4 +1,4 @@
-"""Per-window figures of a swapping duet folder (docs/statistics.md, "Swapping the sides' cores").
+"""Per-window figures of a swapping duet folder (docs/explanation/statistics.md, "Swapping the sides' cores").
 
     python bench/duet_windows.py RESULTS/calibration [SEQUENTIAL/calibration]
 

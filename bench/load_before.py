@@ -1,6 +1,6 @@
 """The load generator as it was before issue 18 (``drive()``: httpx ``aiter_lines`` + orjson),
 against bench/load_ceiling.py's scripted server, pinned to the first core: chunks/s and client
-CPU per chunk, for the before/after table in docs/load.md.
+CPU per chunk, for the before/after table in docs/explanation/load.md.
 
     git archive efc5986 e2e | (mkdir -p /tmp/before && tar -x -C /tmp/before)
     python bench/load_before.py /tmp/before [--requests 512] [--repeats 5]

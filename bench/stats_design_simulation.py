@@ -18,20 +18,19 @@ standard error, sqrt(p (1 − p) / n).
     nice -n 10 env PYTHONPATH=$PWD python bench/stats_design_simulation.py --only ar1 --rho 0.9 \
         --designs calibration5,default --orders fixed:1,folder --models ols,e2e --sims 250
     (the same with --only cells, ar1, looks, plan; each case's options in --help; the commands
-    behind docs/statistics.md's figures are listed there)
+    behind docs/explanation/statistics.md's figures are listed there)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import math
 import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as sp
-
 from e2e.analysis import _stats as stats
 from e2e.analysis._aggregate import estimate_of, metric, summarize
 from e2e.analysis._planning import runs_advice
@@ -322,43 +321,69 @@ def looks(exp, sims, seed, max_runs, effects):
     print()
 
 
-def plan_power(exp, sims, seed, target):
-    """`e2e plan`'s power statement: from a simulated calibration (5 arms, --runs 4, noise 1.25 %
-    per run), the effect each design is said to detect with 80 % power; its true power (the
-    noncentral t of the model's contrast at the true noise, exact for this model)."""
+def _test_power(exp, config, arms, rounds, sims, seed, rho, sigma=0.0125):
+    """e2e's own test in the calibration design at ``rounds`` reported rounds: ``sims`` sweeps
+    with no change, every non-baseline arm's comparison kept (its estimate, standard error,
+    df); a true change δ only shifts an estimate by ln(1 + δ) (the model's residuals, its
+    errors and df do not move with an arm's effect), so the test's power at δ is the share of
+    the kept comparisons that ``stats.call`` reads as slower once shifted."""
+    plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=rounds + 1)
+    rng = np.random.default_rng([seed, rounds, int(rho * 100)])
+    kept = []
+    for _ in range(sims):
+        s = summarize(sweep(rng, exp, plan, config, {}, sigma, rho), metrics=METRICS[:1])
+        for c in s.comparisons:
+            if c.arm != "main":
+                e = estimate_of(c)
+                if e is not None:
+                    kept.append(e)
+
+    def power(effect_pct: float) -> float:
+        shift = math.log1p(effect_pct / 100.0)
+        return float(np.mean([stats.call(dataclasses.replace(e, log_ratio=e.log_ratio + shift),
+                                         time_metric=True, confidence=0.95,
+                                         min_effect_pct=1.0) in ("slower",)
+                              for e in kept]))
+
+    return power, len(kept)
+
+
+def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5)):
+    """`e2e plan`'s power statement: from simulated calibrations (5 arms, --runs 4, noise 1.25 %
+    per run, independent or AR(1) in time), the effect `e2e plan` says each design detects with
+    80 % power (``runs_advice``), and e2e's own test's power at it (``_test_power``: the same
+    design at those rounds, the same noise)."""
     arms = ["main", "main-repeat", *DELAYS]
     plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=4)
     config = redacted_config(exp)
     sigma = 0.0125
     ks = (3, 5, 8, 12)
-    rng = np.random.default_rng(seed)
-    power = {(rule, k): [] for rule in ("upper", "median") for k in ks}
-    for _ in range(sims):
-        s = summarize(sweep(rng, exp, plan, config, {}, sigma), metrics=METRICS[:1])
-        adv = runs_advice(s, target, metrics=("tpot_ms_mean",))[0]
-        row = s.noise_row(1, "base", "tpot_ms_mean")
-        for k, effect in adv.detectable:
-            median = stats.detectable_effect(row.noise_pct / 100, k, method="model", arms=5,
-                                             slot=row.slot, noise_df=row.df)
-            for rule, eff in (("upper", effect), ("median", median)):
-                df = stats.design_df(k, method="model", arms=5, slot=row.slot)
-                se = math.sqrt(2.0) * sigma / math.sqrt(k)
-                ncp = math.log(1 + eff / 100) / se
-                crit = sp.t.ppf(0.975, df)
-                power[(rule, k)].append(float(sp.nct.sf(crit, df, ncp) + sp.nct.cdf(-crit, df, ncp)))
-    print(f"(5) `e2e plan`'s power statement: {sims} simulated calibrations (5 arms, --runs 4, "
-          "noise 1.25 % per run, independent runs); for each design the effect `e2e plan` says "
-          "it detects with 80 % power, and that design's true power at that effect")
+    print(f"(5) `e2e plan`'s power statement: {sims} simulated calibrations per row (5 arms, "
+          "--runs 4, noise 1.25 % per run; independent runs, or AR(1) over the runs' time "
+          "order); for each design the effect `e2e plan --target-effect "
+          f"{target:g}%` prints as detected with 80 % power, and e2e's own test's power at it "
+          f"({power_sims} sweeps of that design per row, every arm's comparison)")
     print()
-    print("| planned from | rounds | mean true power | true power under 80 % | under 50 % |")
-    print("|---|---:|---:|---:|---:|")
-    for rule in ("upper", "median"):
+    print("| noise | rounds | printed effect (median) | mean true power | true power under 80 % "
+          "| under 50 % |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for rho in rhos:
+        time_model("e2e")
+        rng = np.random.default_rng([seed, int(rho * 100)])
+        printed = {k: [] for k in ks}
+        for _ in range(sims):
+            s = summarize(sweep(rng, exp, plan, config, {}, sigma, rho), metrics=METRICS[:1])
+            adv = runs_advice(s, target, metrics=("tpot_ms_mean",))[0]
+            for k, effect in adv.detectable:
+                printed[k].append(effect)
         for k in ks:
-            p = np.asarray(power[(rule, k)])
+            power, n = _test_power(exp, config, arms, k, power_sims, seed, rho, sigma)
+            p = np.array([power(e) for e in printed[k] if e is not None])
             se = p.std(ddof=1) / math.sqrt(len(p))
-            label = ("80 % upper bound (after)" if rule == "upper" else "median-unbiased (before)")
-            print(f"| {label} | {k} | {p.mean() * 100:.1f} % ± {se * 100:.1f} | "
-                  f"{rate(int((p < 0.8).sum()), len(p))} | {rate(int((p < 0.5).sum()), len(p))} |")
+            label = "independent" if rho == 0 else f"AR(1) ρ {rho:g}"
+            print(f"| {label} | {k} | {np.median(printed[k]):.1f} % | {p.mean() * 100:.1f} % ± "
+                  f"{se * 100:.1f} | {rate(int((p < 0.8).sum()), len(p))} | "
+                  f"{rate(int((p < 0.5).sum()), len(p))} |", flush=True)
     print()
 
 
@@ -371,6 +396,9 @@ def main() -> None:
     ap.add_argument("--max-runs", type=int, default=6)
     ap.add_argument("--runs", type=int, default=4, help="ar1: runs per cell (1 warmup)")
     ap.add_argument("--target", type=float, default=5.0)
+    ap.add_argument("--power-sims", type=int, default=200,
+                    help="plan: sweeps of each design that measure the test's power")
+    ap.add_argument("--rhos", default="0,0.5", help="plan: AR(1) correlations of the noise")
     ap.add_argument("--comparisons", type=int, choices=[3, 6, 9, 12], default=12,
                     help="family: 3 delay arms x 1, 2, 3 or 4 concurrencies")
     ap.add_argument("--verdicts", default="equivalent,difference",
@@ -400,7 +428,8 @@ def main() -> None:
     elif args.only == "looks":
         looks(exp, args.sims, args.seed, args.max_runs, [float(x) for x in args.effects.split(",")])
     else:
-        plan_power(exp, args.sims, args.seed, args.target)
+        plan_power(exp, args.sims, args.seed, args.target, args.power_sims,
+                   tuple(float(x) for x in args.rhos.split(",")))
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

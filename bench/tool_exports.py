@@ -5,7 +5,7 @@ config (arm main, started and locked by e2e like any run's), then each tool agai
         --guidellm /tmp/guidellm-venv/bin/guidellm --out /tmp/tool-exports
 
 Each tool runs from its own environment (neither installs beside e2e's pinned packages: both
-would replace some, docs/interop.md says which), with the model folder as its tokenizer, a
+would replace some, docs/how-to/interop.md says which), with the model folder as its tokenizer, a
 few requests at concurrency 1, prompts of INPUT_LEN tokens and completions of OUTPUT_LEN
 (ignore_eos). What each ran is printed and written to <out>/commands.txt.
 """

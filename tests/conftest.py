@@ -23,6 +23,30 @@ def small(experiment: Experiment, **load) -> Experiment:
         "server": experiment.server.model_copy(update={"lock_wait_s": 900.0})})
 
 
+def alone_nightly_raw() -> dict:
+    """The embedded nightly without its reference arm: one arm, one server at a time, its
+    cells judged against the baseline night and change points (the design a config without
+    ``[nightly] reference`` still gets), on the matrix the embedded nightly had before it was
+    a reference duet (concurrency 1 and 4, both spec modes, 6 runs, 2 % thresholds)."""
+    import tomllib
+
+    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw["arms"].pop("reference")
+    raw["duet"]["enabled"] = False
+    raw.update(repeats=4)
+    raw["server"]["cpus"] = "0"
+    raw["load"].update(cpus="1", output_len=509, prompts_per_concurrency=32, concurrencies=[1, 4])
+    raw["load"].pop("windows")
+    night = raw["nightly"]
+    for key in ("reference", "max_runs", "history_nights", "alpha"):
+        night.pop(key)
+    night.update(arms=["main"], concurrencies=[1, 4], spec_modes=["base", "dspark"], runs=6,
+                 baseline="main", thresholds={"base": {"headline": 2.0},
+                                              "dspark": {"headline": 2.0}},
+                 changepoints={"enabled": True, "alpha": 0.05, "min_nights": 6})
+    return raw
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _ctrl_c_works():
     """Tests send themselves SIGINT (a Ctrl-C on a driver); a shell that ran the suite as a

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from e2e.capacity import (SearchSettings, Step, boundary, capacity, estimate, next_rates,
-                          objective_of, ratio, round_rate)
+from e2e.capacity import (MarginRun, SearchSettings, Step, boundary, capacity, estimate,
+                          next_rates, objective_of, ratio, round_rate)
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
 from e2e.execute import Outcome
@@ -98,7 +98,7 @@ def test_the_boundary_widens_until_the_repeats_means_fall_across_it():
 
 
 def test_under_server_noise_the_search_ends_with_means_either_side():
-    """Noise as large as the margin's change across the bracket (docs/load.md's fresh
+    """Noise as large as the margin's change across the bracket (docs/explanation/load.md's fresh
     servers): the first repeats' bracket often has both means on one side; the search widens
     until they fall across it, so the estimate can place the edge."""
     settings = SearchSettings(start=4.0, factor=1.5, resolution=0.2, repeats=3)
@@ -147,48 +147,88 @@ def test_the_goodput_margin_is_symmetric_about_the_edge_and_says_pass_exactly():
     assert math.isfinite(goodput_margin(0.0, 0.9, 120)) and goodput_margin(1.0, 0.9, 120) < 3
 
 
-def test_the_estimate_reads_the_crossing_and_its_interval_covers_it():
+def _runs(truth, rates, rng=None, *, slope=7.0, sd=0.8, cap=(-3.9, 1.36)):
+    """Runs whose latent margin is slope·ln(truth / rate) + N(0, sd), reported within the
+    goodput term's floor and ceiling (censored there), as the search would measure them."""
+    out = []
+    for r in rates:
+        m = slope * math.log(truth / r) + (rng.normal(0, sd) if rng is not None else 0.0)
+        c = "above" if m >= cap[1] else "below" if m <= cap[0] else ""
+        out.append(MarginRun(r, min(max(m, cap[0]), cap[1]), c))
+    return out
+
+
+RATES = [16.0, 10.7, 7.13, 8.73, 9.6] + [9.6, 10.7] * 3   # a search's: bracket, bisect, repeats
+
+
+def test_the_estimate_reads_the_line_over_every_run():
+    truth = 9.9
+    # no noise, a gentle edge: the runs near it lie on the line itself
+    est = estimate(_runs(truth, RATES, slope=2.0), lo=9.6, hi=10.7)
+    assert est.rate == pytest.approx(truth, rel=0.01) and est.closed
+    assert est.low <= truth <= est.high and est.high / est.low < 1.1
+    assert est.slope == pytest.approx(2.0, rel=0.05) and est.runs == len(RATES)
+    assert (est.lo, est.hi) == (9.6, 10.7) and "profile likelihood" in est.method
+    # margins far past the edge count only for their side: a steep edge (most runs beyond
+    # the band) still reads the crossing within a few %
+    steep = estimate(_runs(truth, RATES), lo=9.6, hi=10.7)
+    assert steep.rate == pytest.approx(truth, rel=0.03)
     rng = np.random.default_rng(1)
-    lo, hi, truth = 4.0, 4.6, 4.3
-    covered = 0
-    for i in range(200):
-        at_lo = list(math.log(truth / lo) + rng.normal(0, 0.03, 6))
-        at_hi = list(math.log(truth / hi) + rng.normal(0, 0.03, 6))
-        est = estimate(lo, hi, at_lo, at_hi, seed=i)
-        assert est.low <= est.rate <= est.high
-        covered += est.low <= truth <= est.high
-    assert 170 <= covered <= 200  # about 95 % (a bootstrap of 6 runs a little under)
-    exact = estimate(lo, hi, [math.log(truth / lo)] * 3, [math.log(truth / hi)] * 3)
-    assert exact.rate == pytest.approx(truth) and exact.low == pytest.approx(exact.high)
+    noisy = estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
+    assert noisy.low < noisy.rate < noisy.high
+    assert len(noisy.replicates) > 100 and list(noisy.replicates) == sorted(noisy.replicates)
 
 
-def test_a_boundary_the_repeats_cannot_place_gives_an_open_interval():
-    est = estimate(4.0, 4.6, [0.05, -0.3, 0.4], [0.3, -0.2, 0.02])  # no fall: noise only
-    assert est.high == math.inf or est.low == 0.0
+@pytest.mark.slow  # 150 estimates, ~30 s
+def test_the_interval_covers_the_median_server_at_its_level():
+    rng = np.random.default_rng(2)
+    truth, covered, closed = 9.9, 0, 0
+    for _ in range(150):
+        est = estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
+        if est.closed:
+            closed += 1
+            covered += est.low <= truth <= est.high
+    assert closed >= 50
+    assert covered / closed >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / closed)
 
 
-def test_the_other_rates_runs_close_an_interval_the_boundary_leaves_open():
-    lo, hi = [0.1, 0.1, 0.1], [0.05, -0.35, -0.1]  # hi's mean misses, its spread is wide
-    alone = estimate(4.0, 4.6, lo, hi)
-    assert alone.high == math.inf  # a replicate whose hi mean meets: above every rate
-    walked = estimate(4.0, 4.6, lo, hi, others={8.0: [-2.0], 2.0: [0.1], 4.0: lo})
-    assert walked.rate == pytest.approx(alone.rate)  # the point is the boundary's crossing
-    assert walked.low == pytest.approx(alone.low, rel=0.05) and 4.6 < walked.high < 8.0
-    # a boundary whose means both miss walks down to the rate below that meets
-    down = estimate(4.0, 4.6, [-0.2, -0.1, -0.15], [-0.3, -0.2, -0.25], others={2.0: [0.1]})
-    assert 2.0 < down.rate < 4.0 and down.low < down.rate < down.high < 4.6
+def test_censored_runs_bound_the_line_and_no_edge_gives_an_open_estimate():
+    # every run met every request or none: only which side of the edge each rate lies on
+    sharp = _runs(9.9, RATES, slope=60.0)
+    assert all(r.censored for r in sharp)
+    est = estimate(sharp, lo=9.6, hi=10.7)
+    assert 9.6 <= est.rate <= 10.7  # within the gap between the last pass and first miss
+    # no run near the edge says how far past the gap it may lie: the interval holds the gap,
+    # open where nothing bounds it
+    assert est.low <= 9.6 * 1.001 and est.high >= 10.7 / 1.001
+    above = estimate(_runs(100.0, [4.0, 6.0, 9.0]), lo=6.0, hi=9.0)  # every run meets
+    assert above.rate == math.inf and above.high == math.inf and not above.closed
+    below = estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)   # none does
+    assert below.rate == 0.0 and below.low == 0.0
+    with pytest.raises(ValueError):
+        estimate(_runs(9.9, [9.6, 10.7]), lo=9.6, hi=10.7)
+
+
+def test_a_side_the_runs_cannot_place_stays_open():
+    # runs that meet only a little above the edge and never miss by much above it: the
+    # upper side cannot be placed within the measured rates
+    runs = [MarginRun(4.0, 0.3), MarginRun(4.6, 0.05), MarginRun(4.6, -0.02),
+            MarginRun(4.0, 0.25), MarginRun(4.6, 0.1), MarginRun(4.6, -0.05)]
+    est = estimate(runs, lo=4.0, hi=4.6)
+    assert est.high == math.inf and not est.closed
 
 
 def test_the_ratio_of_two_arms():
-    a = estimate(4.0, 4.6, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
-    b = estimate(2.0, 2.3, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
+    rng = np.random.default_rng(3)
+    a = estimate(_runs(10.0, RATES, rng, sd=0.3), lo=9.6, hi=10.7)
+    b = estimate(_runs(5.0, [r / 2 for r in RATES], rng, sd=0.3), lo=4.8, hi=5.35)
     r, low, high = ratio(b, a)
-    assert r == pytest.approx(0.5) and low < 0.5 < high < 0.6
+    assert r == pytest.approx(b.rate / a.rate) and low < 0.5 < high < 0.7
 
 
 def test_the_ratio_of_an_open_capacity_is_open_not_an_error():
-    placed = estimate(4.0, 4.6, [0.1, 0.11, 0.09], [-0.03, -0.04, -0.02])
-    unplaced = estimate(4.0, 4.6, [-0.5, -0.4, -0.6], [-0.2, -0.3, -0.1])  # miss, no fall
+    placed = estimate(_runs(10.0, RATES), lo=9.6, hi=10.7)
+    unplaced = estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)  # misses everywhere
     assert unplaced.rate == 0.0
     r, low, high = ratio(placed, unplaced)
     assert r == math.inf and high == math.inf

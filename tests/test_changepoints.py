@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.assess import assess_night
 from e2e.nightly.changepoints import find_changes
 from e2e.nightly.history import append_night, history_path, night_rows
@@ -27,7 +27,7 @@ HEADLINE = CellKey("load", "main", 1, "base", "tpot_ms_mean")
 
 
 def config(**nightly):
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["nightly"].update(nightly)
     return parse_nightly(raw)
 
@@ -134,7 +134,7 @@ def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
     from e2e.results import write_run
     from test_aggregate import make_record
 
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["arms"] = {"pr": {"plugin": {"packing": "inplace"}}, **raw["arms"]}
     raw["nightly"]["arms"] = ["pr", "main"]
     cfg = parse_nightly(raw)

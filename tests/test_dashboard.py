@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import chromium
-from conftest import ROOT
+from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.assess import assess_night, read_samples
 from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, NightCell
@@ -34,7 +34,7 @@ GSM = CellKey("gsm8k", "main", 0, "base", GSM8K_METRIC)
 
 
 def config():
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["nightly"].update(concurrencies=[1, 4], spec_modes=["base"],
                           thresholds={"base": {"server_tpot_ms_mean": 2.0}})
     raw["nightly"]["gsm8k"] = {"enabled": True, "limit": 50, "repeats": 2}

@@ -99,10 +99,16 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     assert row.n_blocks == 4  # reported rounds (2-5), not the duets an arm met the baseline in
     a = next(x for x in runs_advice(s, 2.0) if x.metric == "tpot_ms_mean")
     assert a.slots == 2
-    noise = a.plan_noise_pct / 100
-    want = stats.runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot, slots=2)
-    assert a.reported_runs == want
-    assert want < stats.runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot)
+    # planned from the duet model's own standard error per round, on the duets' df: fewer
+    # rounds than the sequential formula on the same noise asks
+    se_round = a.plan_se_pct / 100
+    duet_df = lambda k: stats.design_df(k, method="model", arms=4, slot=row.slot, slots=2)  # noqa: E731
+    n = a.reported_runs
+    scale = row.df / duet_df(row.n_blocks)
+    assert stats.mde_log(se_round / math.sqrt(n), scale * duet_df(n)) <= math.log(1.02)
+    assert stats.mde_log(se_round / math.sqrt(n - 1), scale * duet_df(n - 1)) > math.log(1.02)
+    noise = a.noise_pct / 100
+    assert n < stats.runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot)
     text = format_advice(s, runs_advice(s, 2.0))
     assert "`--runs` counts rounds" in text
 
@@ -110,7 +116,7 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
 def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
     """The default config's 3 arms at c = 1 and 4 (two cells interleaved, 3 residual df a
     cell): e2e's interval is statsmodels' OLS of ln y on round + arm + slot with its t
-    quantile, so its coverage under independent normal noise is exact (docs/statistics.md,
+    quantile, so its coverage under independent normal noise is exact (docs/explanation/statistics.md,
     the default design's 4000 simulated sweeps)."""
     import datetime as dt
 

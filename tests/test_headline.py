@@ -64,4 +64,5 @@ def test_report_until_settled_nightly_and_bisect_agree(summary, default_experime
     nightly = load_nightly(None)
     assert nightly.settings.verify_step_from == "server"
     chosen, _, threshold = _defaults(nightly, concurrency, mode, None, None, None, None)
-    assert chosen == server_twin(expected) and threshold == 2.0
+    assert chosen == server_twin(expected)
+    assert threshold == nightly.settings.thresholds.get(mode, {}).get("headline", 2.0)

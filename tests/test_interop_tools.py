@@ -1,5 +1,5 @@
 """AIPerf's and GuideLLM's files imported as e2e runs (e2e.interop.aiperf, e2e.interop.guidellm):
-the real exports in tests/data (made by each tool against e2e's CPU server; docs/interop.md has
+the real exports in tests/data (made by each tool against e2e's CPU server; docs/how-to/interop.md has
 the commands) import valid, with e2e's figures equal to the tool's own, idempotently; a file
 that is not the tool's is bad input (exit 2) naming the line or key."""
 

@@ -1,5 +1,5 @@
 """vllm bench serve result files <-> e2e runs (e2e.interop.vllm_bench), on two real files made
-here with the CPU server (tests/data/vllm_bench, commands in docs/interop.md) and on hand-made
+here with the CPU server (tests/data/vllm_bench, commands in docs/how-to/interop.md) and on hand-made
 e2e runs. No server is started."""
 
 from __future__ import annotations

@@ -28,14 +28,20 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     data = raw()
     data.pop("nightly")
     assert Experiment.model_validate(data) == cfg.experiment
+    # tonight's build beside a pinned reference, in duets, judged on their ratio
     assert (cfg.arms, cfg.concurrencies, cfg.spec_modes, cfg.runs) == (
-        ("main",), (1, 4), ("base", "dspark"), 6)
-    # the headline rule: mean TPOT at concurrency 1, median above, ms per verify step with the
-    # speculator; this config builds it from the server's TPOT (the judge's server twin)
-    assert cfg.threshold("base", "tpot_ms_mean", concurrency=1) == 2.0
+        ("reference", "main"), (1,), ("base",), 9)
+    assert cfg.reference == "reference" and cfg.built_arms == ("main",)
+    assert cfg.experiment.duet.enabled and cfg.experiment.duet.swap
+    assert cfg.experiment.arm("reference").build is not None  # pinned, never upgraded
+    # looks after 8 reported duets, then 8 more at a time up to 32 (runs 9, 17, 25, 33)
+    assert cfg.looks.schedule() == (8, 16, 24, 32)
+    assert [cfg.rounds_for(k) for k in cfg.looks.schedule()] == [9, 17, 25, 33]
+    assert (cfg.settings.history_nights, cfg.settings.alpha) == (20, 0.002)
+    # the headline rule: mean TPOT at concurrency 1, built from the server's TPOT (the
+    # judge's server twin); the threshold is one this design resolves (docs/how-to/nightly.md)
+    assert cfg.threshold("base", "tpot_ms_mean", concurrency=1) == 7.0
     assert cfg.threshold("base", "tpot_ms_median", concurrency=1) is None
-    assert cfg.threshold("base", "tpot_ms_median", concurrency=4) == 2.0
-    assert cfg.threshold("dspark", "ms_per_verify_step") == 2.0
     assert cfg.settings.verify_step_from == "server"
     assert cfg.threshold("base", "ttft_ms_mean") is None
     assert not cfg.settings.gsm8k.enabled
@@ -51,8 +57,10 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     (lambda d: d["nightly"].update(baseline_night="yesterday"), "YYYY-MM-DD"),
     (lambda d: d["nightly"].update(baseline="2026-11-28"),
      'baseline now names the baseline arm .* baseline_night = "2026-11-28"'),
-    (lambda d: d["nightly"].update(baseline="pr", arms=["main", "main"][:1] + []) or
-     d["nightly"]["gsm8k"].update(enabled=True), "baseline arm 'pr'"),
+    (lambda d: (d["nightly"].update(baseline="pr", arms=["main"]), d["nightly"].pop("reference"),
+                d["nightly"]["gsm8k"].update(enabled=True)), "baseline arm 'pr'"),
+    (lambda d: d["nightly"].update(max_runs=5), r"max_runs \(5\) is below runs \(9\)"),
+    (lambda d: d["nightly"].update(alpha=0.7), "nightly.alpha"),
     (lambda d: d["nightly"]["gsm8k"].update(drop_pp=0.0), "replace it with min_drop_pp"),
     (lambda d: d["nightly"].update(verify_step_from="both"), "verify_step_from"),
     (lambda d: d["nightly"]["gsm8k"].update(repeats=1), "nightly.gsm8k.repeats"),
@@ -80,11 +88,13 @@ def test_config_hash_follows_what_is_measured_only() -> None:
     assert hashed(lambda d: d["nightly"]["gsm8k"].update(alpha=0.01, min_drop_pp=5)) == base
     assert hashed(lambda d: d["server"].update(lock_wait_s=0, startup_timeout_s=10)) == base
     # runs left to the experiment's repeats hashes as the same resolved plan
-    assert (hashed(lambda d: d.update(repeats=6) or d["nightly"].pop("runs"))
-            == hashed(lambda d: d.update(repeats=6)))
+    assert hashed(lambda d: d["nightly"].pop("runs")) == base  # runs = repeats = 9
+    # how far a night may extend and how its calls are judged: a history stays one history
+    assert hashed(lambda d: d["nightly"].update(max_runs=41, alpha=0.001,
+                                                history_nights=10)) == base
     # what a night measures changes it
     assert hashed(lambda d: d["load"].update(output_len=32)) != base
-    assert hashed(lambda d: d["nightly"].update(concurrencies=[1])) != base
+    assert hashed(lambda d: d["nightly"].update(concurrencies=[1, 4])) != base
     assert hashed(lambda d: d["nightly"].update(runs=3)) != base
     assert hashed(lambda d: d["nightly"]["gsm8k"].update(enabled=True)) != base
 
@@ -93,9 +103,10 @@ def test_arm_settings_merge_into_the_plugin_not_the_hash() -> None:
     cfg = load_nightly()
     overrides = parse_arm_settings(["step_delay_us=500", "packing=main", "draft_update=false"])
     assert overrides == {"step_delay_us": 500, "packing": "main", "draft_update": False}
-    exp = with_arm_settings(cfg.experiment, cfg.arms, overrides)
+    exp = with_arm_settings(cfg.experiment, cfg.built_arms, overrides)
     assert exp.arms["main"].plugin == {"packing": "main", "step_delay_us": 500,
                                        "draft_update": False}
+    assert exp.arms["reference"].plugin == {"packing": "main"}  # the pinned build: untouched
     assert cfg.experiment.arms["main"].plugin == {"packing": "main"}  # not mutated
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_arm_settings(["step_delay_us"])
@@ -104,7 +115,7 @@ def test_arm_settings_merge_into_the_plugin_not_the_hash() -> None:
                         ("step_delay_us=-5", "step_delay_us must be an integer >= 0"),
                         ("draft_update=true", "draft_update = true needs an in-place")):
         with pytest.raises(ConfigError, match=rf"--arm-setting on arm 'main': .*{words}"):
-            with_arm_settings(cfg.experiment, cfg.arms, parse_arm_settings([item]))
+            with_arm_settings(cfg.experiment, cfg.built_arms, parse_arm_settings([item]))
 
 
 def _app() -> typer.Typer:
@@ -134,9 +145,16 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
                                          "2026-01-02", "--dry-run",
                                          "--arm-setting", "step_delay_us=500"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("main-c") == 24  # 1 arm x 2 concurrencies x 2 modes x 6 runs
-    assert '"step_delay_us": 500' in result.output
+    assert result.output.count("main-c1-base-r") == 9  # 9 duets beside the reference
+    assert result.output.count("reference-c1-base-r") == 9
+    assert result.output.count('"step_delay_us": 500') == 9  # main's, not the reference's
     assert f"config hash {load_nightly().config_hash[:12]}; baseline: none" in result.output
+    # the looks, and what a night resolves (from the host's measured duets: no history yet)
+    assert "then while a ratio cell is not resolved" in result.output
+    assert "up to 17, 25, 33" in result.output
+    assert "resolves: main-vs-reference c1 base server_tpot_ms_mean: planned from the host's" \
+        in result.output
+    assert "The 7 % threshold is resolved." in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing
 
 

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.judge import Baseline, Rules, judge_night
 from e2e.nightly.run import expected_cells, gsm8k_cells
 from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
@@ -21,7 +21,7 @@ def cfg(tmp_path):
     data.mkdir()
     (data / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
     (data / "test.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["nightly"]["gsm8k"].update(enabled=True, limit=12, data=str(data))
     return parse_nightly(raw)
 

@@ -1,7 +1,8 @@
 """A cell relative to the reference judged against its ratio's history of nights (a
-prediction interval with the nights as a random effect), not against one night: the interval
-against the textbook formulas, its false-call rate simulated, the history's selection, and
-the judge's choice between history and baseline night. Pure: no server."""
+prediction interval with the nights as a random effect): the interval against the textbook
+formulas, its false-call rate simulated, the history's selection (its first nights, held
+nights, a confirmed improvement, a pin that holds), the night's looks and their levels, what
+a night says without a call, and a regression reported until it returns. Pure: no server."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student_t
 
-from e2e.nightly.history import append_night, cell_history, night_rows
-from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, Rules, history_interval,
-                               judge_night)
-from e2e.nightly.render import SummaryContext, render_summary
+from e2e.analysis import boundaries, spending_at
+from e2e.nightly.cells import Looks
+from e2e.nightly.history import night_rows, ratio_history
+from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, RatioHistory, Rules,
+                               history_fit, history_interval, judge_night, night_look)
+from e2e.nightly.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
-RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 2.0}}, reference="reference")
+RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")
+LOOKS = Looks(first=4, step=4, last=12)
 
 
 def _night(values, date="2026-01-01", key=REL) -> NightCell:
@@ -27,34 +31,38 @@ def _night(values, date="2026-01-01", key=REL) -> NightCell:
                      tuple(f"nightly/{date}/x/{key.arm}-r{k}" for k in range(2, 2 + len(values))))
 
 
-def test_nights_that_spread_more_than_their_runs_give_the_prediction_interval_of_a_night():
-    # four runs a night, tonight too: the interval is mean(tonight) − mean of night means
-    # ± t(n−1) · s_means · sqrt(1 + 1/n), the textbook prediction interval of a new mean
-    nights = [[1.00, 1.01, 0.99, 1.00], [1.10, 1.11, 1.09, 1.10], [0.95, 0.96, 0.94, 0.95],
-              [1.05, 1.04, 1.06, 1.05]]
-    tonight = [1.30, 1.31, 1.29, 1.30]
-    est = history_interval(tonight, nights, confidence=0.95)
-    means = np.array([np.log(n).mean() for n in nights])
-    d = np.log(tonight).mean() - means.mean()
-    half = student_t.ppf(0.975, 3) * means.std(ddof=1) * math.sqrt(1 + 1 / 4)
-    assert est.ratio == pytest.approx(math.exp(d))
-    assert est.low == pytest.approx(math.exp(d - half))
-    assert est.high == pytest.approx(math.exp(d + half))
-    assert est.method == "history"
+def _steady(n: int, start: int = 1, level: float = 1.0) -> list[tuple[str, NightCell]]:
+    """n nights of 4 runs around ``level`` (±1 %, a night part of about 0.5 %)."""
+    out = []
+    for i in range(n):
+        date = f"2026-01-{start + i:02d}"
+        shift = level * (1 + 0.005 * math.sin(i + 1))
+        out.append((date, _night([shift * x for x in (1.00, 1.01, 0.99, 1.005)], date)))
+    return out
 
 
-def test_nights_alike_pool_their_runs_noise():
-    # the nights' means spread less than their runs explain: the pooled within-night
-    # variance, its df, and tonight's mean against the history's mean of means
-    nights = [[1.00, 1.10, 0.90], [1.01, 1.09, 0.91], [0.99, 1.11, 0.92]]
-    tonight = [1.00, 1.12, 0.90]
-    est = history_interval(tonight, nights, confidence=0.9)
-    logs = [np.log(x) for x in [*nights, tonight]]
-    msw = sum(((x - x.mean()) ** 2).sum() for x in logs) / 8
-    d = logs[-1].mean() - np.mean([x.mean() for x in logs[:-1]])
-    half = student_t.ppf(0.95, 8) * math.sqrt(msw * (1 / 3 + (1 / 3) / 3))
-    assert est.low == pytest.approx(math.exp(d - half))
-    assert est.high == pytest.approx(math.exp(d + half))
+# --- the interval -----------------------------------------------------------------------
+
+def test_the_interval_is_the_textbook_prediction_interval_of_a_new_nights_mean():
+    # four runs a night, tonight too: mean(tonight) − mean of night means
+    # ± t(n−1) · s_means · sqrt(1 + 1/n), whatever the nights' spread
+    for nights in ([[1.00, 1.01, 0.99, 1.00], [1.10, 1.11, 1.09, 1.10], [0.95, 0.96, 0.94, 0.95],
+                    [1.05, 1.04, 1.06, 1.05]],
+                   [[1.00, 1.10, 0.90, 1.0], [1.01, 1.09, 0.91, 1.0], [1.02, 1.11, 0.92, 1.0],
+                    [0.99, 1.12, 0.93, 0.98]]):
+        tonight = [1.30, 1.31, 1.29, 1.30]
+        est = history_interval(tonight, nights, confidence=0.95)
+        means = np.array([np.log(n).mean() for n in nights])
+        d = np.log(tonight).mean() - means.mean()
+        s2 = means.var(ddof=1) * (1 + 1 / 4)
+        msw = sum(((np.log(x) - np.log(x).mean()) ** 2).sum() for x in [*nights, tonight]) / 15
+        floor = msw * (1 / 4 + (1 / 4) / 4)  # no night part: the runs' own noise
+        half = student_t.ppf(0.975, 3) * math.sqrt(max(s2, floor))
+        assert est.ratio == pytest.approx(math.exp(d))
+        assert est.low == pytest.approx(math.exp(d - half))
+        assert est.high == pytest.approx(math.exp(d + half))
+        assert est.method == "history"
+    assert history_fit(tonight, nights).df(4) == 3  # n − 1: not the pooled runs' 15
 
 
 def test_too_little_to_judge_against_is_refused():
@@ -66,9 +74,9 @@ def test_too_little_to_judge_against_is_refused():
 
 @pytest.mark.parametrize("nights, spread", [(4, 0.0), (4, 2.0), (10, 1.0)])
 def test_false_calls_at_or_under_nominal(nights, spread):
-    # A/A nights, 4 runs a night (per-duet log-ratio sd 6 %, as measured), night-to-night sd
-    # `spread` × the sd of a night's mean: tonight's interval excludes no change in at most
-    # 5 % of nights, within three Monte Carlo standard errors (1500 nights: ± 0.56 points)
+    # A/A nights, 4 runs a night (per-duet log-ratio sd 6 %), night-to-night sd `spread` ×
+    # the sd of a night's mean: tonight's interval excludes no change in at most 5 % of
+    # nights, within three Monte Carlo standard errors (1500 nights: ± 0.56 points)
     rng = np.random.default_rng(7)
     sims, k, sw = 1500, 4, 0.06
     calls = 0
@@ -80,155 +88,150 @@ def test_false_calls_at_or_under_nominal(nights, spread):
     assert calls / sims <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sims)
 
 
-def _history(nights: dict[str, tuple[tuple[float, ...], str, str]]) -> pd.DataFrame:
-    """A history frame: date -> (values, verdict of REL, night status)."""
-    frames = []
-    for date, (values, verdict, status) in nights.items():
-        cell = _night(values, date)
-        j = Judgement(date=date, baseline=None, verdicts=(), status=status)  # type: ignore[arg-type]
-        rows = night_rows(j, experiment="e", config_hash="h", recorded_at="t", cells=[cell],
-                          builds={}, arm_overrides={}, e2e_git_sha=None, host="x")
-        rows["verdict"] = verdict
-        frames.append(rows)
-    return pd.concat(frames, ignore_index=True)
+@pytest.mark.slow  # 6000 simulated nights, ~3 s
+def test_a_night_part_does_not_make_the_tail_of_the_call_too_thin():
+    # The level a night is called at is tiny (0.25 % over its cells): where the nights'
+    # means happened to spread little, the old rule switched to the pooled runs' many df and
+    # called a night part of 1 % at 0.19-0.46 % for a 0.125 % level. The prediction variance
+    # on n − 1 df stays at or under the level (6000 A/A nights, 10 history nights of 8 runs,
+    # runs 2.7 %, a night part 1 %; ± 3 Monte Carlo standard errors).
+    rng = np.random.default_rng(11)
+    sims, level = 6000, 0.005
+    calls = 0
+    for _ in range(sims):
+        data = [np.exp(rng.normal(0, 0.01) + rng.normal(0, 0.027, 8)) for _ in range(11)]
+        fit = history_fit(data[-1], data[:-1])
+        calls += student_t.sf(fit.d / math.sqrt(fit.var(8)), fit.df(8)) < level
+    assert calls / sims <= level + 3 * math.sqrt(level * (1 - level) / sims)
 
 
-def test_the_history_is_the_latest_passing_nights_back_to_a_confirmed_improvement():
-    h = _history({"2026-01-01": ((1.0, 1.0), "noise", "pass"),
-                  "2026-01-02": ((0.9, 0.9), "improved", "pass"),
-                  "2026-01-03": ((0.9, 0.91), "improved", "pass"),
-                  "2026-01-04": ((1.3, 1.3), "regressed", "regression"),
-                  "2026-01-05": ((0.9, 0.92), "noise", "pass"),
-                  "2026-01-06": ((0.9, 0.92), "noise", "pass")})
-    got = cell_history(h, REL, date="2026-01-06", experiment="e", config_hash="h", limit=10)
-    assert [d for d, _ in got] == ["2026-01-02", "2026-01-03", "2026-01-05"]
-    assert got[-1][1].values == (0.9, 0.92)
-    assert [d for d, _ in cell_history(h, REL, date="2026-01-06", experiment="e",
-                                       config_hash="h", limit=2)] == ["2026-01-03", "2026-01-05"]
-    assert cell_history(h, REL, date="2026-01-06", experiment="e", config_hash="other",
-                        limit=10) == []
+# --- the looks ----------------------------------------------------------------------------
+
+def test_a_nights_looks_spend_its_level_pocock_style_at_the_information_reached():
+    fit = history_fit([1.0] * 4 + [1.02] * 4, [[1.0, 1.02, 0.99, 1.01]] * 2 + [[1.01, 1.0, 1.03,
+                                                                                  0.98]] * 3)
+    alpha = 0.0025
+    info = [1 / fit.var(k) for k in LOOKS.schedule()]
+    t = [i / info[-1] for i in info]
+    spent = [spending_at(x, alpha, spending="pocock", sides=1) for x in t]
+    first = night_look(fit, 4, LOOKS, alpha=alpha, confidence=0.95)
+    assert first.call_level == pytest.approx(spent[0]) and not first.last
+    (c, *_), _ = boundaries(info, [spent[0], spent[1] - spent[0], spent[2] - spent[1]], sides=1)
+    last = night_look(fit, 12, LOOKS, alpha=alpha, confidence=0.95)
+    assert last.last and last.index == 3 and last.planned == 3
+    two, _ = boundaries(info, [spent[0], spent[1] - spent[0], spent[2] - spent[1]], sides=1)
+    from scipy.stats import norm
+    assert last.call_level == pytest.approx(norm.sf(two[-1]))
+    # the interval shown spends (1 − confidence) / 2 the same way: wider than its level alone
+    assert first.show_level < 0.025
 
 
-def test_one_improved_night_alone_does_not_start_a_new_level():
-    # set 2 of docs/statistics.md: night 3 of one build called improved beside other work;
-    # night 4 was then judged against night 3 alone and falsely regressed. Unconfirmed, night
-    # 3 stays one night of the history and night 4 meets all three.
-    h = _history({"2026-12-01": ((0.95, 0.66, 1.07, 0.99), "no baseline", "pass"),
-                  "2026-12-02": ((1.01, 0.86, 1.12, 1.00), "undecided", "pass"),
-                  "2026-12-03": ((0.78, 0.66, 0.84, 0.79), "improved", "pass")})
-    got = cell_history(h, REL, date="2026-12-04", experiment="e", config_hash="h", limit=10)
-    assert [d for d, _ in got] == ["2026-12-01", "2026-12-02", "2026-12-03"]
-    j = judge_night("2026-12-04", [_night([0.975, 0.918, 0.994, 0.98], "2026-12-04")],
-                    None, RULES, histories={REL: got})
-    assert j.verdicts[0].verdict != "regressed" and j.status == "pass"
-    # a second improved night confirms it: the level starts at the first of the two
-    h2 = _history({**{d: ((1.0, 1.01), "noise", "pass") for d in ("2026-12-01", "2026-12-02")},
-                   "2026-12-03": ((0.8, 0.81), "improved", "pass"),
-                   "2026-12-04": ((0.8, 0.79), "improved", "pass"),
-                   "2026-12-05": ((0.8, 0.8), "noise", "pass")})
-    assert [d for d, _ in cell_history(h2, REL, date="2026-12-06", experiment="e",
-                                       config_hash="h", limit=10)] == [
-        "2026-12-03", "2026-12-04", "2026-12-05"]
+# --- what a night says ----------------------------------------------------------------------
+
+def _judge(history, tonight, *, rules=RULES, hist_kw=None):
+    hist = RatioHistory(tuple(history), **(hist_kw or {}))
+    (v,) = judge_night("2026-02-01", [tonight], None, rules, histories={REL: hist}).verdicts
+    return v
 
 
-def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
-    # set 2 of docs/statistics.md: night 3 (0.78, beside the other set: 0.64 of a core) passed
-    # undecided and, in the history, widened night 4's interval to [-43.6, +114.9] %. Stored
-    # with its runs' interference, it is left out, and the limit counts only nights kept.
-    quiet = ((1.00, 0.98, 1.02, 1.01), "noise", "pass")
-    h = _history({"2026-12-01": quiet, "2026-12-02": quiet,
-                  "2026-12-03": ((0.78, 0.66, 0.84, 0.79), "undecided", "pass"),
-                  "2026-12-04": quiet, "2026-12-05": quiet})
-    shares = {"2026-12-03": [0.56, 0.85, 0.72, 0.35], "2026-12-04": [0.3, 0.01, 0.02, None]}
-    h["interference"] = [shares.get(d) for d in h["date"]]
-    keep = dict(date="2026-12-06", experiment="e", config_hash="h")
-    assert [d for d, _ in cell_history(h, REL, **keep, limit=10, interference_max=0.25)] == [
-        "2026-12-01", "2026-12-02", "2026-12-04", "2026-12-05"]   # 12-04's median run: quiet
-    assert [d for d, _ in cell_history(h, REL, **keep, limit=3, interference_max=0.25)] == [
-        "2026-12-02", "2026-12-04", "2026-12-05"]
-    assert len(cell_history(h, REL, **keep, limit=10)) == 5        # without the rule: all
-    got = cell_history(h, REL, **keep, limit=10, interference_max=0.9)
-    assert dict(got)["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
-    assert dict(got)["2026-12-01"].interference == ()              # none recorded
-    # the judge's interval without the busy night is narrower, and says the rule
-    tonight = _night([1.00, 1.01, 0.99, 1.02], "2026-12-06")
-    kept = cell_history(h, REL, **keep, limit=10, interference_max=0.25)
-    (v,) = judge_night("2026-12-06", [tonight], None, RULES, histories={REL: kept}).verdicts
-    (w,) = judge_night("2026-12-06", [tonight], None, RULES,
-                       histories={REL: cell_history(h, REL, **keep, limit=10)}).verdicts
-    assert v.interval[1] - v.interval[0] < (w.interval[1] - w.interval[0]) / 2
-    assert "beside other work, ≥ 0.25 of a core, left out" in v.reason
+def test_without_a_call_a_night_says_no_change_beyond_the_intervals_worse_end():
+    history = _steady(10)
+    v = _judge(history, _night([1.00, 1.01, 0.99, 1.005]))
+    assert v.verdict == "noise" and not v.more
+    assert said(v) == f"no change beyond {v.interval[1]:+.1f} %" and v.interval[1] < 5
+    assert "within the 5 % threshold" in v.reason
+    # a wide night: its worse end past the threshold, and it looks again with more rounds
+    wide = _night([1.00, 1.12, 0.92, 1.06])
+    v = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS))
+    assert v.verdict == "undecided" and v.more and v.interval[1] > 5
+    assert said(v).startswith("no change beyond +") and "not resolved" in said(v)
+    assert "measuring more rounds tonight" in v.reason
+    # at the night's last look it stays undecided, and says it stays out of the history
+    v = _judge(history, wide)
+    assert v.verdict == "undecided" and not v.more and "stays out of the history" in v.reason
+
+
+def test_a_call_needs_the_nights_level_and_half_the_threshold():
+    history = _steady(10)
+    big = _judge(history, _night([1.08, 1.09, 1.07, 1.085]))
+    assert big.verdict == "regressed" and big.pct > 7
+    assert "p = " in big.reason and "0.002 a night over 1 cell(s)" in big.reason
+    # 1 %: clearly beyond the runs' noise, but under half the 5 % threshold: not a call
+    small = _judge(history, _night([1.01, 1.02, 1.00, 1.015]))
+    assert small.verdict == "noise"
+    down = _judge(history, _night([0.92, 0.93, 0.91, 0.925]))
+    assert down.verdict == "improved"
+
+
+def test_one_level_covers_a_nights_cells_together():
+    # the same night's p against the level: with two judged cells each gets half
+    other = dataclasses.replace(REL, concurrency=4)
+    history = _steady(10)
+    tonight = _night([1.045, 1.055, 1.035, 1.05])
+    alone = _judge(history, tonight)
+    hist = RatioHistory(tuple(history))
+    both = judge_night("2026-02-01", [tonight, dataclasses.replace(tonight, key=other)], None,
+                       dataclasses.replace(RULES, thresholds={"base": {
+                           "server_tpot_ms_mean": 5.0}}),
+                       histories={REL: hist, other: RatioHistory(tuple(
+                           (d, dataclasses.replace(c, key=other)) for d, c in history))})
+    assert "over 1 cell(s)" in alone.reason
+    assert all("over 2 cell(s)" in v.reason for v in both.verdicts)
+
+
+def test_a_history_too_short_builds_and_calls_nothing():
+    tonight = _night([1.3, 1.31, 1.29, 1.3])
+    v = _judge(_steady(2), tonight)
+    assert v.verdict == "no baseline" and "holds 2 night(s)" in v.reason
+    # an absolute cell is still judged against its baseline night (a config without a
+    # reference arm)
+    absolute = dataclasses.replace(REL, arm="main")
+    base = Baseline("2026-01-01", (dataclasses.replace(_steady(1)[0][1], key=absolute),), "last")
+    j = judge_night("2026-01-02", [dataclasses.replace(tonight, key=absolute)], base,
+                    dataclasses.replace(RULES, reference=None))
+    assert j.verdicts[0].verdict == "regressed"
+
+
+def test_a_regression_is_reported_until_two_nights_return_within_the_threshold():
+    history = _steady(10)
+    back = _night([1.00, 1.01, 0.99, 1.005])
+    first = _judge(history, back, hist_kw={"regressed_since": "2026-01-15"})
+    assert first.verdict == "regressed" and "returns when the next night" in first.reason
+    second = _judge(history, back, hist_kw={"regressed_since": "2026-01-15",
+                                            "returning": True})
+    assert second.verdict == "noise" and "has returned" in second.reason
+    # still about 5 % up and not resolved at the last look: still regressed, since when
+    still = _judge(history, _night([1.03, 1.09, 1.00, 1.06]),
+                   hist_kw={"regressed_since": "2026-01-15"})
+    assert still.verdict == "regressed" and still.regressed_since == "2026-01-15"
+    assert said(still) == "regressed (since 2026-01-15)"
 
 
 def test_a_change_measured_beside_other_work_is_undecided_not_called():
-    history = [(f"2026-01-0{d}", _night(v, f"2026-01-0{d}")) for d, v in
-               [(1, [1.00, 1.01, 0.99, 1.00]), (2, [1.03, 1.02, 1.04, 1.03]),
-                (3, [0.98, 0.99, 0.97, 0.98])]]
+    history = _steady(4)
     values = (0.78, 0.66, 0.84, 0.79)
     dirs = tuple(f"d{k}" for k in range(4))
     busy = NightCell(REL, values, (2, 3, 4, 5), dirs, interference=(0.56, 0.85, 0.72, 0.35))
     quiet = NightCell(REL, values, (2, 3, 4, 5), dirs, interference=(0.01, 0.03, 0.3, 0.02))
-    (v,) = judge_night("2026-01-04", [busy], None, RULES, histories={REL: history}).verdicts
+    v = _judge(history, busy)
     assert v.verdict == "undecided" and v.pct < -15
     assert "0.64 of a core" in v.reason and "up to 0.85" in v.reason
-    (q,) = judge_night("2026-01-04", [quiet], None, RULES, histories={REL: history}).verdicts
-    assert q.verdict == "improved"  # one busy run of four: the median run was quiet
-    # against one baseline night too, and a regression the same (an absolute cell: a
-    # relative one is not called against one night at all, below)
-    absolute = dataclasses.replace(REL, arm="main")
-    base = Baseline("2026-01-03", (dataclasses.replace(history[-1][1], key=absolute),), "last")
-    up = NightCell(absolute, (1.3, 1.31, 1.29, 1.3), (2, 3, 4, 5), dirs, interference=(0.5,) * 4)
-    alone = dataclasses.replace(RULES, reference=None)  # a nightly without a reference arm
-    j = judge_night("2026-01-04", [up], base, alone)
-    assert j.verdicts[0].verdict == "undecided" and j.status == "pass"
-    j = judge_night("2026-01-04", [dataclasses.replace(up, interference=(0.1,) * 4)], base, alone)
-    assert j.verdicts[0].verdict == "regressed" and j.status == "regression"
+    assert _judge(history, quiet).verdict == "improved"  # one busy run of four: median quiet
 
 
-def test_a_relative_cell_is_not_called_against_one_night():
-    """Set 5 of docs/statistics.md: night 2 of one build, measured alone (0.02 of a core),
-    against night 1 alone: +9.1 % [+0.7, +17.3] called regressed before this rule."""
-    dirs = tuple(f"d{k}" for k in range(4))
-    night1 = NightCell(REL, (1.0192, 0.9674, 0.9752, 0.9117), (2, 3, 4, 5), dirs)
-    night2 = NightCell(REL, (0.9931, 1.098, 1.0565, 1.0626), (2, 3, 4, 5), dirs,
-                       interference=(0.02,) * 4)
-    base = Baseline("2026-12-01", (night1,), "last")
-    history = [("2026-12-01", night1)]
-    j = judge_night("2026-12-02", [night2], base, RULES, histories={REL: history})
-    (v,) = j.verdicts
-    assert v.verdict == "undecided" and j.status == "pass" and v.pct > 5
-    assert "against one night" in v.reason and "1 earlier passing night" in v.reason
-    pinned = judge_night("2026-12-02", [night2], dataclasses.replace(base, reason="pinned"),
-                         RULES)  # a night the user chose: called against it, as before
-    assert pinned.verdicts[0].verdict == "regressed" and pinned.status == "regression"
-    absolute = dataclasses.replace(REL, arm="main")  # the rule is the relative cells'
-    j = judge_night("2026-12-02", [dataclasses.replace(night2, key=absolute)],
-                    Baseline("2026-12-01", (dataclasses.replace(night1, key=absolute),), "last"),
-                    dataclasses.replace(RULES, reference=None))
-    assert j.verdicts[0].verdict == "regressed" and 8 < j.verdicts[0].pct < 10
-
-
-def test_a_relative_cell_with_enough_nights_is_judged_against_them():
-    base = Baseline("2026-01-04", (_night([1.02, 1.01, 1.03, 1.02], "2026-01-04"),), "last")
-    history = [(f"2026-01-0{d}", _night(v, f"2026-01-0{d}")) for d, v in
-               [(1, [1.00, 1.01, 0.99, 1.00]), (2, [1.03, 1.02, 1.04, 1.03]),
-                (3, [0.98, 0.99, 0.97, 0.98]), (4, [1.02, 1.01, 1.03, 1.02])]]
+def test_the_summary_names_the_history_and_says_what_each_night_saw():
+    history = _steady(4)
     tonight = _night([1.21, 1.22, 1.20, 1.23], "2026-01-05")
-    j = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history})
+    j = judge_night("2026-01-05", [tonight], None, RULES,
+                    histories={REL: RatioHistory(tuple(history))})
     (v,) = j.verdicts
     assert v.verdict == "regressed" and j.status == "regression"
-    assert v.history == ("2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04")
-    assert "history of 4 passing nights" in v.reason
-    assert len(v.baseline.values) == 16  # the history's runs, pooled for the table
+    assert v.history == tuple(d for d, _ in history) and len(v.baseline.values) == 16
     text = render_summary(j, SummaryContext(experiment="x", config_hash="h" * 12,
                                             night_dir="nightly/2026-01-05", builds={},
-                                            arm_overrides={}))
-    assert "history" in text and "2026-01-01 … 2026-01-04" in text
-    # two nights are not enough: the baseline night, and a change against it not called
-    j2 = judge_night("2026-01-05", [tonight], base, RULES, histories={REL: history[2:]})
-    (v2,) = j2.verdicts
-    assert v2.history == () and "history of" not in v2.reason
-    assert v2.verdict == "undecided" and "2 earlier passing night(s)" in v2.reason
+                                            arm_overrides={}, design=("a night resolves 6.5 %",)))
+    assert "their ratio's history, 4 nights 2026-01-01 … 2026-01-04" in text
+    assert "**What a night resolves**: a night resolves 6.5 %" in text
 
 
 def test_history_dates_from_the_store_are_text_in_the_summary():
@@ -246,3 +249,132 @@ def test_history_dates_from_the_store_are_text_in_the_summary():
     # md_text's escapes: a backslash before every <, > and |, the newline gone
     assert "\\<img src=x onerror=alert(1)\\>\\|" in text
     assert not re.search(r"(?<!\\)<img", text) and evil not in text
+
+
+# --- the history's selection ----------------------------------------------------------------
+
+def _history(nights: dict[str, tuple[tuple[float, ...], str]], pins: dict[str, str] | None = None
+             ) -> pd.DataFrame:
+    """A history frame: date -> (values, verdict of REL); ``pins``: date -> the baseline night
+    that night was judged against, pinned."""
+    frames = []
+    for date, (values, verdict) in nights.items():
+        cell = _night(values, date)
+        pin = (pins or {}).get(date)
+        j = Judgement(date=date, baseline=Baseline(pin, (), "pinned") if pin else None,
+                      verdicts=(), status="regression" if verdict == "regressed" else "pass")
+        rows = night_rows(j, experiment="e", config_hash="h", recorded_at="t", cells=[cell],
+                          builds={}, arm_overrides={}, e2e_git_sha=None, host="x")
+        rows["verdict"] = verdict
+        logs = np.log(values)
+        rows["pct"] = (math.exp(logs.mean()) - 1) * 100
+        rows["pct_high"] = rows["pct"] + 2.0
+        rows["pct_low"] = rows["pct"] - 2.0
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ratio(h, date, **kw):
+    return ratio_history(h, REL, date=date, experiment="e",
+                         **{"config_hash": "h", "limit": 10, "threshold": 5.0, **kw})
+
+
+QUIET = (1.00, 0.99, 1.01, 1.005)
+
+
+def test_the_history_is_its_first_nights_and_never_absorbs_a_later_change():
+    h = _history({**{f"2026-01-{d:02d}": (QUIET, "noise") for d in range(1, 6)},
+                  **{f"2026-01-{d:02d}": ((1.1, 1.1, 1.11, 1.09), "regressed")
+                     for d in range(6, 9)}})
+    got = _ratio(h, "2026-01-09", limit=4)
+    assert [d for d, _ in got.nights] == ["2026-01-01", "2026-01-02", "2026-01-03",
+                                          "2026-01-04"] and got.full
+    assert got.regressed_since == "2026-01-06" and not got.returning
+    assert _ratio(h, "2026-01-09", config_hash="other").nights == ()
+    # a night within the threshold while still regressed is returning; the next returns it
+    h2 = pd.concat([h, _history({"2026-01-09": (QUIET, "regressed")})], ignore_index=True)
+    assert _ratio(h2, "2026-01-10").returning
+    h3 = pd.concat([h2, _history({"2026-01-10": (QUIET, "noise")})], ignore_index=True)
+    assert _ratio(h3, "2026-01-11").regressed_since is None
+
+
+def test_a_night_that_looks_changed_waits_and_one_that_does_not_joins():
+    nights = {f"2026-01-{d:02d}": (QUIET, "no baseline") for d in range(1, 4)}
+    nights["2026-01-04"] = ((1.00, 1.02, 0.98, 1.01), "undecided")   # wide, not changed: joins
+    nights["2026-01-05"] = ((1.08, 1.09, 1.07, 1.08), "undecided")   # +8 %, p tiny: waits
+    got = _ratio(_history(nights), "2026-01-06")
+    assert [d for d, _ in got.nights] == ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-04"]
+    assert got.suspect == "2026-01-05"  # if tonight looks changed too, the two are a call
+
+
+def test_one_improved_night_alone_does_not_start_a_new_level():
+    h = _history({"2026-12-01": ((0.95, 0.66, 1.07, 0.99), "no baseline"),
+                  "2026-12-02": ((1.01, 0.86, 1.12, 1.00), "no baseline"),
+                  "2026-12-03": ((0.78, 0.66, 0.84, 0.79), "improved")})
+    got = _ratio(h, "2026-12-04")
+    assert [d for d, _ in got.nights] == ["2026-12-01", "2026-12-02"]  # a call never joins
+    # a second improved night confirms it: the history starts at the first of the two
+    h2 = _history({**{d: ((1.0, 1.01), "noise") for d in ("2026-12-01", "2026-12-02")},
+                   "2026-12-03": ((0.8, 0.81), "improved"),
+                   "2026-12-04": ((0.8, 0.79), "improved"),
+                   "2026-12-05": ((0.8, 0.8), "noise")})
+    got = _ratio(h2, "2026-12-06")
+    assert [d for d, _ in got.nights] == ["2026-12-03", "2026-12-04", "2026-12-05"]
+    assert "confirmed improvement" in got.why
+
+
+def test_a_pinned_baseline_night_starts_the_history_and_holds_for_later_nights():
+    nights = {**{f"2026-01-{d:02d}": (QUIET, "noise") for d in range(1, 5)},
+              "2026-01-05": ((1.1, 1.1, 1.11, 1.09), "regressed"),
+              "2026-01-06": ((1.1, 1.12, 1.1, 1.09), "regressed")}
+    h = _history(nights)
+    assert _ratio(h, "2026-01-07").regressed_since == "2026-01-05"
+    pinned = _ratio(h, "2026-01-07", pinned="2026-01-06")   # --baseline 2026-01-06 tonight
+    assert [d for d, _ in pinned.nights] == ["2026-01-06"] and pinned.regressed_since is None
+    assert pinned.why == "since 2026-01-06, the baseline night pinned"
+    # the next night runs without --baseline: the pin recorded with night 7 still holds
+    h2 = pd.concat([h, _history({"2026-01-07": ((1.1, 1.1, 1.1, 1.1), "no baseline")},
+                                pins={"2026-01-07": "2026-01-06"})], ignore_index=True)
+    later = _ratio(h2, "2026-01-08")
+    assert [d for d, _ in later.nights] == ["2026-01-06", "2026-01-07"]
+    assert later.regressed_since is None
+
+
+def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
+    # set 2 of docs/explanation/statistics.md: night 3 (0.78, beside the other set: 0.64 of a core) in
+    # the history widened night 4's interval to [-43.6, +114.9] %. Stored with its runs'
+    # interference, it is left out, and the limit counts only nights kept.
+    quiet = ((1.00, 0.98, 1.02, 1.01), "noise")
+    h = _history({"2026-12-01": quiet, "2026-12-02": quiet,
+                  "2026-12-03": ((0.78, 0.66, 0.84, 0.79), "noise"),
+                  "2026-12-04": quiet, "2026-12-05": quiet})
+    shares = {"2026-12-03": [0.56, 0.85, 0.72, 0.35], "2026-12-04": [0.3, 0.01, 0.02, None]}
+    h["interference"] = [shares.get(d) for d in h["date"]]
+    keep = dict(interference_max=0.25)
+    assert [d for d, _ in _ratio(h, "2026-12-06", **keep).nights] == [
+        "2026-12-01", "2026-12-02", "2026-12-04", "2026-12-05"]   # 12-04's median run: quiet
+    assert [d for d, _ in _ratio(h, "2026-12-06", limit=3, **keep).nights] == [
+        "2026-12-01", "2026-12-02", "2026-12-04"]
+    assert len(_ratio(h, "2026-12-06").nights) == 5                # without the rule: all
+    got = dict(_ratio(h, "2026-12-06", interference_max=0.9).nights)
+    assert got["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
+    assert got["2026-12-01"].interference == ()                     # none recorded
+
+
+def test_two_nights_in_a_row_that_look_changed_are_a_regression():
+    # a history whose nights spread 2 %: tonight's change is set where its p lies between
+    # the night's own level (0.002, spent over one look) and the 1 % of "looks changed"
+    rng = np.random.default_rng(3)
+    history = [(f"2026-01-{d:02d}", _night(np.exp(rng.normal(0, 0.02) + rng.normal(0, 0.01, 4)),
+                                          f"2026-01-{d:02d}")) for d in range(1, 11)]
+    base = np.array([1.0, 1.01, 0.99, 1.0])
+    fit = history_fit(base, [c.values for _, c in history])
+    se, df = math.sqrt(fit.var(4)), fit.df(4)
+    shift = float(student_t.isf(0.005, df)) * se - fit.d  # p = 0.005 on the worse side
+    tonight = _night(base * math.exp(shift))
+    rules = dataclasses.replace(RULES, alpha=0.002)
+    alone = _judge(history, tonight, rules=rules)
+    assert alone.verdict == "undecided" and alone.pct >= 2.5  # not called on its own
+    pair = _judge(history, tonight, rules=rules, hist_kw={"suspect": "2026-01-11"})
+    assert pair.verdict == "regressed"
+    assert "the night before (2026-01-11) looked changed too" in pair.reason

@@ -270,12 +270,12 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     regressed arm is built from git; a build that did not change gets no such line."""
     import tomllib
 
-    from conftest import ROOT
+    from conftest import ROOT, alone_nightly_raw
     from e2e.nightly.assess import bisect_hints, git_commits, with_git_commits
     from e2e.nightly.settings import parse_nightly
     from test_aggregate import make_record
 
-    raw = tomllib.loads((ROOT / "configs" / "nightly.toml").read_text())
+    raw = alone_nightly_raw()
     raw["server"]["build"] = {"git": {"repo": "https://example.org/vllm.git", "ref": "main"}}
     cfg = parse_nightly(raw, source="configs/nightly.toml")
     good, bad = "a" * 40, "b" * 40

@@ -245,7 +245,7 @@ CALIBRATION_ARMS = {
 
 def calibration_records() -> list[RunRecord]:
     """A calibration-shaped sweep: 5 arms, runs 1-4, server TPOT drifting up 5 % a round
-    (as main-repeat's 2.75 -> 3.08 ms in docs/plugin.md) with ±0.3 % run noise."""
+    (as main-repeat's 2.75 -> 3.08 ms in docs/explanation/plugin.md) with ±0.3 % run noise."""
     noise = [0.003, -0.002, 0.001, -0.003, 0.002, 0.0, -0.001, 0.003, -0.002, 0.001]
     recs, i = [], 0
     for arm, delay in (("main", 0.0), ("main-repeat", 0.0), ("delay-100", 0.1),

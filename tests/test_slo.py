@@ -15,7 +15,7 @@ from e2e.metrics import goodput, meets
 from e2e.slo import SLO, parse_slo
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
-# The objectives c1-base.json was made with: --goodput ttft:30 tpot:2.8 e2el:200 (docs/interop.md)
+# The objectives c1-base.json was made with: --goodput ttft:30 tpot:2.8 e2el:200 (docs/how-to/interop.md)
 FIXTURE_SLO = "ttft=30ms,tpot=2.8ms,e2e=200ms"
 
 

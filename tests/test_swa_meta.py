@@ -2,7 +2,7 @@
 reference on the adversarial batches of ``e2e.kernels.meta_check`` (CPU: under
 ``TRITON_INTERPRET=1``; on a GPU also inside a CUDA graph), and inject mode's one-pass CPU
 analogue. Against vLLM's own ops: tests/test_rocm_real.py (CPU) and the H200 figures in
-docs/kernels.md."""
+docs/explanation/kernels.md."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ specialisation goes through Triton's JIT and keeps the compiled kernel's runner,
 call the runner with integer pointers; anything Triton would compile differently for (a
 dtype, an unaligned pointer, a specialised int's value, an int past 31 bits, the flags)
 takes the JIT again. Triton is replaced by a recorder, so this runs anywhere; the real
-launch is checked against vLLM's ops on the GPU (docs/kernels.md) and under
+launch is checked against vLLM's ops on the GPU (docs/explanation/kernels.md) and under
 ``TRITON_INTERPRET=1`` in tests/test_swa_meta.py."""
 
 from __future__ import annotations

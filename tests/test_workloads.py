@@ -156,7 +156,7 @@ def test_a_scheduled_load_keeps_its_times_and_each_max_tokens():
     assert [r.completion_tokens for r in outcome.records] == lens
     late = [r.send_s - t for r, t in zip(outcome.records, at)]
     assert min(late) >= 0
-    # docs/load.md: sends land within ~1 ms of their time on a client that is not starved (the
+    # docs/explanation/load.md: sends land within ~1 ms of their time on a client that is not starved (the
     # first send of a load can be a few ms late on a busy host: the load's own start-up)
     assert np.median(late) < 0.002 or outcome.client.saturated, (late, outcome.client)
     assert outcome.offered_rate == pytest.approx(6 / 0.31)

@@ -70,6 +70,6 @@ def test_a_mooncake_trace_replays_token_exact_at_its_times(default_experiment, s
     assert min(late) >= 0
     w = record.workload
     assert w.schedule_lateness_ms_max == pytest.approx(max(late) * 1000.0)
-    # docs/load.md: sends ~1 ms late at most on a client that is not starved
+    # docs/explanation/load.md: sends ~1 ms late at most on a client that is not starved
     assert w.schedule_lateness_ms_p50 < 2.0 or record.client.saturated
     assert w.prefix_cache_hits > 0  # the trace's shared hash ids are shared prompt blocks

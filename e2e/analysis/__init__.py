@@ -28,7 +28,7 @@ from e2e.analysis._headline import (
     headline_metric, server_twin
 )
 from e2e.analysis._stats import (
-    DEFAULT_SPENDING, Look, Spending, look_at, spent_alpha,
+    DEFAULT_SPENDING, Look, Spending, boundaries, look_at, spending_at, spent_alpha,
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for
 )
@@ -42,12 +42,12 @@ __all__ = [
     "Metric", "NOT_RECORDED", "NOT_SAFE", "NOT_SHOWN", "NO_AA", "OutputAgreement",
     "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
     "ReportWarning", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "Settlement",
-    "Spending", "Summary", "WarningLine", "acceptance_length", "attribute", "burst_affected",
-    "cache_contrast", "cell_caches", "compare_outputs", "compare_runs", "compare_verdicts",
-    "components", "divergence_test", "equivalence_of", "estimate_of", "first_divergence",
-    "format_advice", "gsm8k_report", "headline_for", "headline_metric", "look_at",
-    "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of", "parse_effect",
-    "position_key", "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed",
-    "select", "server_twin", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
-    "verdict_accuracy", "verdict_for", "warning_lines"
+    "Spending", "Summary", "WarningLine", "acceptance_length", "attribute", "boundaries",
+    "burst_affected", "cache_contrast", "cell_caches", "compare_outputs", "compare_runs",
+    "compare_verdicts", "components", "divergence_test", "equivalence_of", "estimate_of",
+    "first_divergence", "format_advice", "gsm8k_report", "headline_for", "headline_metric",
+    "look_at", "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of",
+    "parse_effect", "position_key", "position_of", "primary_metric", "run_costs", "runs_advice",
+    "runs_needed", "select", "server_twin", "spending_at", "spent_alpha", "summarize",
+    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines"
 ]

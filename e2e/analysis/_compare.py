@@ -386,7 +386,8 @@ def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit
             floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
             slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts,
             time_model=fit.model if fit is not None and e.method == "model" else None,
-            rho=fit.rho if fit is not None and e.method == "model" else None, slots=slots))
+            rho=fit.rho if fit is not None and e.method == "model" else None, slots=slots,
+            se=e.se))
     return tuple(out)
 
 

@@ -1,14 +1,20 @@
 """How many runs each cell needs to detect an effect (``e2e plan --target-effect 1% RESULTS``).
 
-Reads a finished sweep (ideally a calibration with an A/A arm, e.g. ``configs/calibration.toml``),
-takes each cell's run-to-run noise from ``e2e.analysis._aggregate.summarize`` (the A/A arm's blocked
-comparison, else the cell's pooled blocked residuals) and answers with ``e2e.analysis._stats.runs_needed``:
-the fewest reported runs per arm whose minimal detectable effect (80 % power, the report's
-confidence) is the target, and the ``e2e sweep --runs`` value that gives them (plus warmups).
+Reads a finished sweep (ideally a calibration with an A/A arm, e.g. ``configs/calibration.toml``)
+and plans on the scale of the test the report makes: each cell's comparison (the A/A arm's,
+else the cell's first, from ``e2e.analysis._aggregate.summarize``) has a standard error at the
+rounds made, in the design it was fitted in (the model's arms and blocks, its time term's
+honest errors, shared noise, the floor); times √rounds that is the standard error of one
+round, and a design of k rounds has that over √k, on the test's df scaled to k rounds. The
+answer is the fewest reported rounds whose minimal detectable effect (the power asked, the
+report's confidence) is the target, planned from that standard error's upper confidence bound
+at ``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
+warmups).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from e2e.analysis import _stats as stats
@@ -37,9 +43,10 @@ class RunsAdvice:
     detectable: tuple[tuple[int, float | None], ...] = ()
     """(reported rounds, the effect in % that design detects with the power asked), for the
     rounds of ``DESIGN_ROUNDS``: the calibration rule as a power statement."""
-    plan_noise_pct: float | None = None
-    """The noise the plan uses: the measured noise's upper confidence bound at
-    ``stats.PLAN_NOISE_LEVEL`` on its df (``stats.upper_noise``)."""
+    plan_se_pct: float | None = None
+    """What the plan uses: the standard error of one round of the test's design (ln scale, in
+    %), the upper confidence bound at ``stats.PLAN_NOISE_LEVEL`` on its df
+    (``stats.upper_noise``) of the comparison's standard error times √rounds."""
     components: Components | None = None
     slots: int = 0
     """Measured (and planned) in duets of this many sides; 0: one server at a time."""
@@ -81,9 +88,43 @@ def parse_effect(text: str) -> float:
     return value
 
 
-def _designs(row, plan_noise: float, target_pct: float, design: dict, confidence: float,
-             power: float, warmups: int, cost: RunCost | None) -> tuple[Design, ...]:
-    """Servers × windows for the target: the plan's noise (the row's upper bound) scaled by the
+def _effect(se_round: float, rounds: int, df: float, confidence: float,
+            power: float) -> float | None:
+    """The effect in % a design of ``rounds`` rounds detects with ``power``: the MDE
+    (``stats.mde_log``) of se_round / √rounds on ``df``; None without df."""
+    if df <= 0 or rounds < 1:
+        return None
+    return math.expm1(stats.mde_log(se_round / math.sqrt(rounds), df, confidence=confidence,
+                                    power=power)) * 100.0
+
+
+def _rounds(se_round: float, target_pct: float, df_at, confidence: float, power: float,
+            max_rounds: int = 1000) -> int | None:
+    """The fewest rounds (from 2) whose detected effect is at most ``target_pct``."""
+    for k in range(2, max_rounds + 1):
+        got = _effect(se_round, k, df_at(k), confidence, power)
+        if got is not None and got <= target_pct:
+            return k
+    return None
+
+
+def _df_at(row, design: dict):
+    """The test's df at k rounds: its df now (without the borrowed part) scaled by the
+    design's df at k over the design's df at the rounds made, plus the borrowed df. Where the
+    time term's honest errors took df (Satterthwaite's, below the design's), the same share."""
+    now = stats.design_df(row.n_blocks, **design)
+    own = (row.df or 0.0) - row.prior_df
+
+    def df_at(k: int) -> float:
+        at = stats.design_df(k, **design)
+        return (own * at / now if now > 0 and own > 0 else at) + row.prior_df
+
+    return df_at
+
+
+def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
+             power: float, warmups: int, cost: RunCost | None, design: dict) -> tuple[Design, ...]:
+    """Servers × windows for the target: the plan's standard error per round scaled by the
     per-run sd each windows choice gives relative to the measured one
     (``Components.run_sd_with``), so the measured design reads as the table above."""
     parts = row.components
@@ -91,8 +132,8 @@ def _designs(row, plan_noise: float, target_pct: float, design: dict, confidence
         return ()
     out = []
     for k in WINDOW_CHOICES:
-        noise = plan_noise * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
-        n = stats.runs_needed(noise, target_pct, confidence=confidence, power=power, **design)
+        se = se_round * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
+        n = _rounds(se, target_pct, df_at, confidence, power)
         runs = None if n is None else n + warmups
         out.append(Design(windows=k, sweep_runs=runs,
                           seconds=None if runs is None or cost is None
@@ -110,36 +151,35 @@ def _steps_per_arm(design: dict) -> float:
 def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
                 metrics: tuple[str, ...] | None = None,
                 costs: dict[tuple[int, str], RunCost] | None = None) -> tuple[RunsAdvice, ...]:
-    """For every noise row of ``summary`` (``metrics`` None: all), the runs needed for an MDE of
-    ``target_pct`` in the design the report's test uses (its method, the number of arms in the
-    cell's model, the slot term, the df borrowed by shared noise) at ``summary.confidence`` and
-    ``power``, and the effect that design detects at other round counts, all from the noise's
-    upper confidence bound at ``stats.PLAN_NOISE_LEVEL`` (so the power is a promise with that
-    confidence, not a median); with load windows,
-    the servers × windows designs and their time from ``costs`` (``run_costs``)."""
+    """For every noise row of ``summary`` (``metrics`` None: all), the rounds needed for an MDE
+    of ``target_pct`` in the design the report's test uses, from that test's own standard
+    error per round (see the module's docstring) at ``summary.confidence`` and ``power``, and
+    the effect that design detects at other round counts, all from the standard error's upper
+    confidence bound at ``stats.PLAN_NOISE_LEVEL`` (so the power is a promise with that
+    confidence, not a median); with load windows, the servers × windows designs and their
+    time from ``costs`` (``run_costs``)."""
     out = []
     for row in summary.noise:
         if metrics is not None and row.metric not in metrics:
             continue
+        if row.se is None or row.n_blocks < 1:
+            continue
         design = dict(method=row.method if row.method in ("model", "blocked", "welch") else "blocked",
-                      arms=row.arms_in_model, prior_df=row.prior_df, slot=row.slot,
-                      slots=row.slots)
-        noise = stats.upper_noise(row.noise_pct / 100.0, row.df or 0.0)
-        n = stats.runs_needed(noise, target_pct, confidence=summary.confidence,
-                              power=power, **design)
+                      arms=row.arms_in_model, slot=row.slot, slots=row.slots)
+        se_round = stats.upper_noise(row.se * math.sqrt(row.n_blocks), row.df or 0.0)
+        df_at = _df_at(row, design)
+        n = _rounds(se_round, target_pct, df_at, summary.confidence, power)
         out.append(RunsAdvice(
             concurrency=row.concurrency, spec_mode=row.spec_mode, metric=row.metric,
             noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
             rounds_now=row.n_blocks, target_pct=target_pct, reported_runs=n,
             sweep_runs=None if n is None else n + summary.report_from_run - 1,
-            detectable=tuple((k, stats.detectable_effect(noise, k,
-                                                         confidence=summary.confidence,
-                                                         power=power, **design))
+            detectable=tuple((k, _effect(se_round, k, df_at(k), summary.confidence, power))
                              for k in DESIGN_ROUNDS),
-            components=row.components, plan_noise_pct=noise * 100.0, slots=row.slots,
-            designs=_designs(row, noise, target_pct, design, summary.confidence, power,
+            components=row.components, plan_se_pct=se_round * 100.0, slots=row.slots,
+            designs=_designs(row, se_round, target_pct, df_at, summary.confidence, power,
                              summary.report_from_run - 1,
-                             (costs or {}).get((row.concurrency, row.spec_mode)))))
+                             (costs or {}).get((row.concurrency, row.spec_mode)), design)))
     return tuple(out)
 
 
@@ -152,9 +192,10 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
     level = stats.PLAN_NOISE_LEVEL * 100
     lines = [f"Runs for a minimal detectable effect of {target:g} % (80 % power, "
              f"{summary.confidence * 100:g} % confidence, the comparison the report makes) from "
-             f"{summary.experiment}, planned from the noise's {level:g} % upper confidence bound:",
+             f"{summary.experiment}, planned from the standard error per round of the report's "
+             f"own test (its {level:g} % upper confidence bound):",
              "",
-             "| concurrency | spec mode | metric | noise | planned from (upper bound) | from | MDE now "
+             "| concurrency | spec mode | metric | noise | se per round (upper bound) | from | MDE now "
              "| rounds now | reported runs "
              "| e2e sweep --runs | "
              + " | ".join(f"detected at {k} rounds" for k in DESIGN_ROUNDS) + " |",
@@ -162,7 +203,7 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
     for a in advice:
         lines.append(
             f"| {a.concurrency} | {a.spec_mode} | {metric(a.metric).label} | {a.noise_pct:.2f} % | "
-            f"{'—' if a.plan_noise_pct is None else f'{a.plan_noise_pct:.2f} %'} | {a.source} | {'—' if a.mde_now_pct is None else f'{a.mde_now_pct:.1f} %'} | "
+            f"{'—' if a.plan_se_pct is None else f'{a.plan_se_pct:.2f} %'} | {a.source} | {'—' if a.mde_now_pct is None else f'{a.mde_now_pct:.1f} %'} | "
             f"{a.rounds_now} | {'more than 1000' if a.reported_runs is None else a.reported_runs} | "
             f"{'—' if a.sweep_runs is None else a.sweep_runs} | "
             + " | ".join('—' if e is None else f"{e:.1f} %" for _, e in a.detectable) + " |")
@@ -182,13 +223,15 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
     lines += _windows_table(advice)
     lines.append("")
     lines.append(f"“Detected at k rounds”: the true change each design finds with 80 % power "
-                 f"if the noise is at its {level:g} % upper confidence bound (σ ≤ s·√(df / "
-                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}}) on the noise's df), so the power is "
-                 f"at least 80 % with {level:g} % confidence, not only in a median calibration; "
-                 "an injected delay that large should read “slower” at least that often. The "
-                 "extrapolation to more rounds assumes the servers' noise is independent from "
-                 "run to run; drift that lasts longer than a round (autocorrelated servers) "
-                 "makes it optimistic.")
+                 "in the report's own test: its standard error at the rounds made (the model's "
+                 "design, its errors honest for the time term, shared noise, the floor) times "
+                 "√(rounds made / k), on its df scaled to k rounds, planned from that standard "
+                 f"error's {level:g} % upper confidence bound (se·√(df / "
+                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), so the power is at least 80 % "
+                 f"with {level:g} % confidence (about 84 % on average over calibrations, "
+                 "docs/explanation/statistics.md); an injected delay that large should read “slower” about "
+                 "that often. The extrapolation assumes the standard error shrinks as "
+                 "1/√rounds.")
     return "\n".join(lines) + "\n"
 
 

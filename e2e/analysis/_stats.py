@@ -1,5 +1,5 @@
 """The statistics of a report, gathered: pure functions on per-run values, no I/O, one module
-per rule (each docstring names its method; see docs/statistics.md):
+per rule (each docstring names its method; see docs/explanation/statistics.md):
 
 * ``_estimates``: one comparison on the log scale (``LogRatio``: model contrast, paired t or
   Welch), its interval, p-values, TOST and MDE; median (range);
@@ -36,7 +36,8 @@ from e2e.analysis._power import (
     PLAN_NOISE_LEVEL, design_df, detectable_effect, duet_shape, runs_needed, upper_noise
 )
 from e2e.analysis._sequential import (
-    DEFAULT_SPENDING, Decision, Look, Settlement, Spending, look_at, spent_alpha
+    DEFAULT_SPENDING, Decision, Look, Settlement, Spending, boundaries, look_at, spending_at,
+    spent_alpha
 )
 from e2e.analysis._verdicts import Call, call, is_difference
 
@@ -45,10 +46,10 @@ __all__ = [
     "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_MODEL_DF",
     "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "PLAN_NOISE_LEVEL", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
-    "call", "cell_model", "folder_rho", "compare_runs", "design_df", "detectable_effect", "fit_prior",
+    "boundaries", "call", "cell_model", "folder_rho", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "ratio_of_medians",
-    "relative_range", "duet_shape", "runs_needed", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
+    "relative_range", "duet_shape", "runs_needed", "spending_at", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
 ]
 _PRIVATE_FOR_TESTS = (_check_confidence, _band, _logs, _trigamma_inverse)

@@ -250,6 +250,10 @@ class NoiseRow:
     slots: int = 0
     """The runs were measured in duets of this many sides (the model's blocks); 0: one server
     at a time. ``runs_for_target`` then counts rounds of duets."""
+    se: float | None = None
+    """The standard error (ln scale) of the comparison the row describes, as its test uses
+    it (the model's design, its honest errors for time, moderation and the floor) at the
+    ``n_blocks`` rounds made: what ``e2e plan`` extrapolates."""
 
 
 @dataclass(frozen=True)

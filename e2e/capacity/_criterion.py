@@ -18,7 +18,7 @@ level, the same amount either side of the edge. ``ln(share / goodput)`` cannot r
 ``ln(1 / goodput)`` (0.105 at 90 %) and falls to -5 for a server that met nothing: measured
 on fresh servers the runs that met sat at that ceiling while the ones that missed spread over
 several units, so a mean that met was always within noise of 0 and the estimate's interval
-stayed open (bench/capacity_search_simulation.py, docs/load.md).
+stayed open (bench/capacity_search_simulation.py, docs/explanation/load.md).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from e2e.errors import ConfigError
 from e2e.results import RunMetrics
 from e2e.slo import SLO, parse_slo
 
-__all__ = ["Objective", "objective_of", "margin_terms", "margin", "goodput_margin"]
+__all__ = ["Objective", "objective_of", "margin_terms", "margin", "goodput_margin", "censored"]
 
 _P99 = {"ttft": "ttft_ms_p99", "tpot": "tpot_ms_p99", "e2e": "e2el_ms_p99"}
 MISSING = -10.0  # the margin of a figure a run could not measure (no successful request)
@@ -101,3 +101,22 @@ def goodput_margin(share: float, goodput: float, requests: int) -> float:
 def margin(metrics: RunMetrics, objective: Objective) -> float:
     """The run's margin: its smallest term (>= 0: the run meets the objective)."""
     return min(margin_terms(metrics, objective).values())
+
+
+def censored(metrics: RunMetrics, objective: Objective) -> str:
+    """How a run's margin bounds the line it is read by (``_estimate``): "above" when it is
+    the goodput term at its ceiling (every request met: the margin could be no higher, the
+    run's own level may be), "below" at its floor (none met) or where nothing was measured,
+    else "" (the margin as measured)."""
+    terms = margin_terms(metrics, objective)
+    m = min(terms.values())
+    if m <= MISSING:
+        return "below"
+    if terms["goodput"] != m:
+        return ""
+    goal, n = objective.goodput_pct / 100.0, metrics.requests
+    if m >= goodput_margin(1.0, goal, n) - 1e-12:
+        return "above"
+    if m <= goodput_margin(0.0, goal, n) + 1e-12:
+        return "below"
+    return ""

@@ -3,7 +3,7 @@
     for each round: per arm, the next step of its search (``_search.next_rates``, replayed
     from the records in the folder) -> the units of all arms -> ``e2e.pipeline.execute``
     (the executor: local or Ray; resume and retries as for sweeps) -> margins
-    -> per arm the estimate at the boundary (``_estimate``) -> capacity.json, capacity.png
+    -> per arm the estimate from every run it made (``_estimate``) -> capacity.json, capacity.png
 
 A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). In duets
 (``[duet] enabled``, ``--duet``) a round is instead one unit of each arm that has one, run
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.capacity._criterion import Objective, margin, margin_terms
-from e2e.capacity._estimate import Capacity, estimate, ratio
+from e2e.capacity._criterion import Objective, censored, margin, margin_terms
+from e2e.capacity._estimate import Capacity, MarginRun, estimate, ratio
 from e2e.capacity._plot import render_capacity_plot
 from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
 from e2e.config import Experiment
@@ -138,6 +138,8 @@ def _replay(experiment: Experiment, results: Path, base: RunSpec, search: Search
             observed.setdefault(rate, {})[repeat] = value
         arm.runs.append({"rate": rate, "repeat": repeat, "run_id": unit.run_id,
                          "margin": value, "meets": value >= 0,
+                         "censored": censored(record.metrics, objective),
+                         "requests": record.metrics.requests,
                          "terms": margin_terms(record.metrics, objective),
                          "goodput_share": record.metrics.goodput_share,
                          "ttft_ms_p99": record.metrics.ttft_ms_p99,
@@ -305,11 +307,11 @@ def interleave(lists: list[list]) -> list:
     """One from each list in turn (the first of every list, then the second, ...). A round's
     units run in this order, and each arm's repeats alternate between its two boundary rates
     (``_search``), so runs at one rate of one arm are not neighbours in time: the host's
-    speed drifts over minutes (docs/statistics.md), and neighbours' shared drift would
+    speed drifts over minutes (docs/explanation/statistics.md), and neighbours' shared drift would
     make the repeats agree more than fresh servers do and the interval too narrow
     (bench/capacity_search_simulation.py measures both orders). The exception: a widening
     step's runs are all at its one new rate, so an arm that widens while no other arm has
-    units runs them in a row (seen in docs/load.md's measurement of 2026-12-03)."""
+    units runs them in a row (seen in docs/explanation/load.md's measurement of 2026-12-03)."""
     out = []
     for i in range(max((len(x) for x in lists), default=0)):
         out += [x[i] for x in lists if i < len(x)]
@@ -322,11 +324,9 @@ def _finish(state: dict[str, ArmSearch], baseline: str, objective: Objective, fo
         step = arm.step
         if arm.given_up or step is None or step.phase != "done":
             continue
-        by_rate: dict[float, list[float]] = {}
-        for x in arm.runs:
-            by_rate.setdefault(x["rate"], []).append(x["margin"])
-        arm.estimate = estimate(step.lo, step.hi, by_rate[step.lo], by_rate[step.hi],
-                                others=by_rate, confidence=confidence)
+        arm.estimate = estimate([MarginRun(x["rate"], x["margin"], x["censored"])
+                                 for x in arm.runs], lo=step.lo, hi=step.hi,
+                                confidence=confidence)
     ratios = {}
     base = state[baseline].estimate
     for name, arm in state.items():
@@ -345,6 +345,11 @@ def _as_json(result: CapacityResult) -> dict:
             "lo": arm.step.lo if arm.step else None, "hi": arm.step.hi if arm.step else None,
             "capacity_req_s": _finite(est.rate) if est else None,
             "low": _finite(est.low) if est else None, "high": _finite(est.high) if est else None,
+            "interval": None if est is None else {
+                "confidence": est.confidence, "closed": est.closed, "method": est.method,
+                "runs": est.runs, "slope": est.slope, "spread": est.spread,
+                "level": "the confidence holds for intervals the search closes; an open "
+                         "side says the runs could not place it"},
             "runs": arm.runs}
         if name in result.ratios:
             r, lo, hi = result.ratios[name]

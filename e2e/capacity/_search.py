@@ -14,7 +14,7 @@
    gets ``repeats`` runs); when the mean at ``hi`` meets it, one ``factor`` up. Fresh servers
    on a shared host differ most at the SLO's edge, so the first repeats' bracket is often too
    narrow for the means to fall across it; without this step the estimate's interval stays
-   open there (measured in docs/load.md).
+   open there (measured in docs/explanation/load.md).
 
 Until the widening, only the first repeat of each rate steers (its outcome decides the next
 rate); the widening steps on the means of the repeats. The path is a function of the records

@@ -74,7 +74,7 @@ def capacity_command(
     the p99 of each --p99 objective within it), by bracketing and bisection with --runs runs at the two boundary
     rates; print each capacity with its interval and each arm's ratio to the baseline's;
     write capacity.json and capacity.png beside the runs. Rerun the same command to resume.
-    With --duet the arms' searches run side by side, one arm per slot (docs/load.md)."""
+    With --duet the arms' searches run side by side, one arm per slot (docs/explanation/load.md)."""
 
     def body() -> None:
         from pydantic import ValidationError
@@ -117,9 +117,11 @@ def capacity_command(
                 why = arm.given_up or (arm.step.why if arm.step else "") or arm.status
                 out.print(f"  {name}: no estimate: {why}", highlight=False)
                 continue
+            level = (f"{est.confidence * 100:g} %, given that the search closed it"
+                     if est.closed else f"{est.confidence * 100:g} %; open: the runs could "
+                     "not place that side")
             out.print(f"  {name}: {est.rate:.3g} req/s [{_bound(est.low)}, {_bound(est.high)}] "
-                      f"({est.confidence * 100:g} %; boundary {est.lo:g}-{est.hi:g} req/s, "
-                      f"{len([r for r in arm.runs if r['rate'] in (est.lo, est.hi)])} runs)",
+                      f"({level}; {est.method}; boundary {est.lo:g}-{est.hi:g} req/s)",
                       highlight=False)
         for name, (r, lo, hi) in result.ratios.items():
             out.print(f"  {name} / {result.baseline}: {r:.3f} [{_bound(lo)}, {_bound(hi)}]",

@@ -55,7 +55,7 @@ def nightly_command(
              "paths relative to --results.")] = None,
     executor: Annotated[Optional[Literal["local", "ray"]], typer.Option(
         "--executor", help="Where the night's units run: local or ray (a Ray cluster, one "
-                           "server per host; docs/cluster.md). Default: the config's.")] = None,
+                           "server per host; docs/how-to/cluster.md). Default: the config's.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the plan, the config hash and the baseline; start nothing.")] = False,
     duet: Annotated[Optional[bool], typer.Option(
@@ -99,16 +99,31 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                              executor=executor, store=store)
     if dry_run:
         from e2e.execute import describe_plan
+        from e2e.nightly.run import design_lines, night_looks, one_at_a_time
 
         experiment = with_arm_settings(cfg.experiment, cfg.built_arms, overrides)
+        alone = one_at_a_time(experiment, cfg.reference)
+        if alone and experiment.duet.enabled:
+            experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
+                update={"enabled": False})})
         for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
-        chosen = select_baseline(_dry_history(store or cfg.settings.store, results), date=date,
-                                 experiment=experiment.name, config_hash=cfg.config_hash,
+        looks = night_looks(cfg)
+        if len(looks) > 1:
+            out.print(f"looks: after {looks[0]} rounds ({looks[0] - cfg.experiment.report_from_run + 1} "
+                      f"reported), then while a ratio cell is not resolved (neither a call nor "
+                      f"no change beyond its threshold) up to {', '.join(map(str, looks[1:]))}",
+                      highlight=False, markup=False, soft_wrap=True)
+        history = _dry_history(store or cfg.settings.store, results)
+        chosen = select_baseline(history, date=date, experiment=experiment.name,
+                                 config_hash=cfg.config_hash,
                                  pinned=baseline or cfg.settings.baseline_night)
         out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
                    + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
                    highlight=False, markup=False)
+        for line in design_lines(cfg, history, date=date, experiment=experiment.name,
+                                 pinned=baseline, alone=alone):
+            out.print(f"resolves: {line}", highlight=False, markup=False, soft_wrap=True)
         return 0
 
     outcome = run_nightly(cfg, options, say=say,

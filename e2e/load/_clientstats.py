@@ -14,7 +14,7 @@ Saturation rule: ``saturated`` when the busiest process used more than ``SATURAT
 or a process waited for a core more than ``STARVED_WAIT_SHARE`` (10 %) of the load.
 The lag also catches a client the host starves (more runnable processes than cores): its
 timestamps then carry the host's scheduling delays, which is as bad for the measurement.
-The bound, from measurement (docs/load.md): an idle loop on a quiet host lags ~0.1 ms (p50)
+The bound, from measurement (docs/explanation/load.md): an idle loop on a quiet host lags ~0.1 ms (p50)
 and ~1 ms (p99, the selector's millisecond timeout rounding); a client at its ceiling lags
 50-230 ms (p99); 5 ms is 25 % of a 20 ms TPOT, the reference's slowest cell.
 """

@@ -7,7 +7,7 @@ that lands in the measured ITL and TPOT. aiohttp (what this path used before, an
 `vllm bench serve` uses) wakes a task through a future on every read, re-arms a read timer on
 every read and builds a request object per request: ~7 µs of CPU per one-chunk read and
 ~130 µs per request on one core, against ~5 µs and ~31 µs here, measured side by side with
-bench/load_ceiling.py (docs/load.md). Here a read is one
+bench/load_ceiling.py (docs/explanation/load.md). Here a read is one
 protocol callback: ``data_received`` takes the time, llhttp (``httptools``, the C parser
 uvicorn uses) removes the chunked framing, and the stream splits and parses the SSE events,
 with no task switch before the timestamp; the request is one pre-built write. TLS (https)

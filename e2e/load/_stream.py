@@ -177,7 +177,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
 def run_loop(coro):
     """Run a client process's event loop to the end of ``coro``: uvloop where it is installed
     (a dependency on Linux and macOS), asyncio's own elsewhere. uvloop takes ~17 % less CPU per
-    chunk when chunks come one or two per read, as from a real server (docs/load.md). Ctrl-C
+    chunk when chunks come one or two per read, as from a real server (docs/explanation/load.md). Ctrl-C
     and SIGTERM still raise KeyboardInterrupt (``_interruptible``)."""
     try:
         import uvloop

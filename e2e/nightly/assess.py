@@ -20,7 +20,7 @@ import pandas as pd
 
 from e2e.errors import ResultsError
 from e2e.nightly.changepoints import night_changes
-from e2e.nightly.history import cell_history, select_baseline
+from e2e.nightly.history import ratio_history, select_baseline
 from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
 from e2e.nightly.settings import NightlyConfig, built_arm, is_relative, nightly_metric
 
@@ -77,9 +77,9 @@ def assess_night(
 ) -> Judgement:
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
     else the last passing night with this config hash), night-against-night verdicts (GSM8K
-    per document; a cell relative to the reference against its ratio's last
-    ``[nightly] history_nights`` passing nights, unless a baseline night is pinned), then
-    change points over the history (``[nightly.changepoints]``).
+    per document; a cell relative to the reference against its ratio's history,
+    ``e2e.nightly.history.ratio_history``), then change points over the history of the other
+    judged load cells (``[nightly.changepoints]``).
 
     ``history``: the frame to judge against; None reads it from ``store`` (an
     ``e2e.nightly.store.Store``; None opens the config's ``[nightly] store`` for this call).
@@ -100,7 +100,7 @@ def assess_night(
     pinned = pinned or cfg.settings.baseline_night
     baseline = select_baseline(history, date=date, experiment=experiment,
                                config_hash=cfg.config_hash, pinned=pinned)
-    rules = Rules.from_settings(cfg.settings)
+    rules = Rules.from_settings(cfg.settings, cfg.looks)
     gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
                   if c.key.kind == "gsm8k" for d in c.run_dirs]
     samples = read_samples(results, gsm8k_dirs)
@@ -108,17 +108,21 @@ def assess_night(
     if gone and store is not None:  # the store keeps every night's documents
         samples.update(store.gsm8k_documents(gone))
     cp = cfg.settings.changepoints
-    histories = {} if pinned else {
-        c.key: cell_history(history, c.key, date=date, experiment=experiment,
-                            config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
-                            since=cp.since, interference_max=rules.interference_max)
+    histories = {
+        c.key: ratio_history(history, c.key, date=date, experiment=experiment,
+                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
+                             threshold=rules.threshold_or_headline(c.key), since=cp.since, pinned=pinned,
+                             interference_max=rules.interference_max,
+                             confidence=rules.confidence)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
     judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
                             samples=samples, histories=histories)
     if not cp.enabled:
         return judgement
+    # a relative cell's own history judges steps and drift against the level before them
     judged = {v.key: float(v.threshold) for v in judgement.verdicts
-              if v.key.kind == "load" and v.threshold is not None and v.verdict != "not judged"}
+              if v.key.kind == "load" and v.threshold is not None and v.verdict != "not judged"
+              and not is_relative(v.key.arm)}
     changes = night_changes(
         history, date=date, experiment=experiment, config_hash=cfg.config_hash, tonight=cells,
         verdicts=judgement.verdicts, thresholds=judged,

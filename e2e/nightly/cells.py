@@ -10,7 +10,7 @@ import numpy as np
 
 from e2e import analysis
 
-__all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName"]
+__all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
@@ -85,3 +85,35 @@ class CellVerdict:
     history: tuple[str, ...] = ()
     """The nights a relative cell was judged against (its ratio's history); () when it was
     judged against the baseline night."""
+    higher_is_better: bool = False
+    """The metric's direction (for ``worse_end``)."""
+    more: bool = False
+    """Not resolved yet and the night may measure more rounds: look again after them
+    (``e2e.nightly.judge``'s looks); the verdict stands only at the night's last look."""
+    regressed_since: str | None = None
+    """A relative cell whose regression was called on that night and has not been seen to
+    return since (reported every night until it returns or a baseline night is pinned)."""
+
+
+def worse_end(v: CellVerdict) -> float | None:
+    """The interval's reach on the worse side, in % (the upper end where lower is better):
+    a night without a call says "no change beyond" it."""
+    if v.interval is None:
+        return None
+    return v.interval[0] if v.higher_is_better else v.interval[1]
+
+
+@dataclass(frozen=True)
+class Looks:
+    """When a night looks at its ratio cells: after ``first`` reported rounds (duets), then
+    after every ``step`` more while a cell is unresolved, up to ``last``."""
+
+    first: int
+    step: int
+    last: int
+
+    def schedule(self) -> tuple[int, ...]:
+        out = [max(self.first, 1)]
+        while self.step > 0 and out[-1] + self.step <= self.last:
+            out.append(out[-1] + self.step)
+        return tuple(out)

@@ -6,7 +6,7 @@ functions. The parquet file is what nights were kept in before the store: ``read
 reads one for the store's one-time import, ``append_night`` still writes one (tests, tools).
 
 Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, 3
-``interference``, each read as empty from older files):
+``interference``, 4 ``baseline_reason``, each read as empty from older files):
 
     schema_version, date, experiment, config_hash, night_status, recorded_at
     kind, arm, concurrency, spec_mode, metric        the cell (concurrency 0 for GSM8K)
@@ -15,7 +15,8 @@ Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, 3
     interference                                     each run's recorded interference
                                                      (cores; None where none was recorded)
     verdict, pct, pct_low, pct_high, threshold,      its judgement
-    floor_pp, baseline_date
+    floor_pp, baseline_date, baseline_reason         (the night's baseline and why: "pinned"
+                                                     for one a person chose)
     engine, engine_version, engine_git_sha,          build provenance of the cell's arm
     packages_sha256, build_python, arm_overrides,
     e2e_git_sha, host, build_git_commit              (the commit of a git-built arm)
@@ -43,14 +44,16 @@ from typing import Any
 import pandas as pd
 
 from e2e.errors import ConfigError, ResultsError
-from e2e.nightly.judge import Baseline, CellKey, Judgement, NightCell
+from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, RatioHistory,
+                               looks_changed, within)
+from e2e.nightly.settings import nightly_metric
 from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
            "read_history", "append_night", "night_rows", "night_cells", "select_baseline",
-           "cell_history", "interference_of", "stored_interference"]
+           "ratio_history", "interference_of", "stored_interference"]
 
-HISTORY_SCHEMA_VERSION = 3
+HISTORY_SCHEMA_VERSION = 4
 HISTORY_FILE = "history.parquet"
 HISTORY_COLUMNS = [
     "schema_version", "date", "experiment", "config_hash", "night_status", "recorded_at",
@@ -59,8 +62,9 @@ HISTORY_COLUMNS = [
     "verdict", "pct", "pct_low", "pct_high", "threshold", "floor_pp", "baseline_date",
     "engine", "engine_version", "engine_git_sha", "packages_sha256", "build_python",
     "arm_overrides", "e2e_git_sha", "host", "build_git_commit", "interference",
+    "baseline_reason",
 ]
-_ADDED = {"build_git_commit", "interference"}  # columns newer than schema version 1
+_ADDED = {"build_git_commit", "interference", "baseline_reason"}  # newer than version 1
 _NIGHT = ["date", "experiment", "config_hash"]
 
 
@@ -165,6 +169,7 @@ def night_rows(
             "threshold": _num(v.threshold if v else None),
             "floor_pp": _num(v.floor_pp if v else None),
             "baseline_date": judgement.baseline.date if judgement.baseline else None,
+            "baseline_reason": judgement.baseline.reason if judgement.baseline else None,
             "engine": build.get("engine_distribution"),
             "engine_version": build.get("engine_version"),
             "engine_git_sha": build.get("engine_git_sha"),
@@ -242,39 +247,105 @@ def select_baseline(history: pd.DataFrame, *, date: str, experiment: str, config
                     "last passing night with the same config hash")
 
 
-def cell_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
-                 config_hash: str, limit: int, since: str | None = None,
-                 interference_max: float | None = None) -> list[tuple[str, NightCell]]:
-    """``key``'s earlier nights to judge tonight (``date``) against, oldest first: the last
-    ``limit`` passing nights of this experiment and config hash before ``date`` (on or after
-    ``since``), back to and including the latest night called "improved" for ``key`` whose
-    next passing night was called improved too: a new level starts only where a second night
-    confirms it. One improved night alone stays one night of the history (on a busy host one
-    night of one build was called −22.6 %, and the next, judged against it alone, a false
-    +25.0 % regression: docs/statistics.md). A regressed night does not pass, so it is never
-    in the history. With ``interference_max``, a night whose median run was measured while
-    other processes took at least that many cores is left out (its spread is the other work's,
-    not the ratio's: one such night widened a later interval to [−43.6, +114.9] %); nights
-    stored without interference are kept."""
+def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
+                  config_hash: str, limit: int, threshold: float | None = None,
+                  since: str | None = None, pinned: str | None = None,
+                  interference_max: float | None = None,
+                  confidence: float = 0.95) -> RatioHistory:
+    """A relative cell's history to judge tonight (``date``) against: the first ``limit``
+    nights of this experiment and config hash since the history started that joined it.
+
+    A night joins when its verdict for ``key`` said no change within ``threshold`` ("noise")
+    or there was nothing to judge it against yet ("no baseline"); one whose interval reached
+    past the threshold ("undecided") joins unless it looks changed (``judge.looks_changed``), and a
+    night that looks changed is held out until it shows no change beyond the threshold
+    against the history as it has grown since (``judge.within``). A call (regressed or
+    improved) never joins, nor a night measured beside other work (its median run's recorded
+    interference at least ``interference_max`` cores; nights stored without interference are
+    kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
+    never join, so a step or a slow drift is judged against the level before it and never
+    absorbed.
+
+    The history starts at the latest of: ``since`` (``changepoints.since``), the baseline
+    night a person pinned (``pinned`` tonight, else the latest pin an earlier night was judged
+    with: a pin holds for the nights after it, and that night joins whatever its verdict),
+    and the first of two nights in a row called improved (a new level starts only where a
+    second night confirms it). Also found: a regression called since the start and not seen
+    to return (``regressed_since``; a night judged "noise" or "improved" closes it),
+    whether the last night, still regressed, was within the threshold (``returning``: a
+    second such night in a row returns it), and whether the last night, not called, looked
+    changed (``suspect``: a second such night in a row is a regression)."""
     rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
-                   & (history["night_status"] == "pass") & (history["date"] < date)
-                   & (history["kind"] == key.kind) & (history["arm"] == key.arm)
-                   & (history["concurrency"].astype(int) == int(key.concurrency))
-                   & (history["spec_mode"] == key.spec_mode) & (history["metric"] == key.metric)]
-    if since is not None:
-        rows = rows[rows["date"] >= since]
-    out: list[tuple[str, NightCell]] = []
-    newer_improved = False  # the night after this one (already in ``out``) was improved
-    for r in rows.sort_values("date", ascending=False).itertuples(index=False):
-        if len(out) >= limit:
-            break
-        cell = NightCell(key, tuple(float(x) for x in r.values), tuple(int(x) for x in r.repeats),
-                         tuple(str(x) for x in r.run_dirs), interference_of(r.interference))
+                   & (history["date"] < date)]
+    anchors = [(since, f"since {since} (changepoints.since)")] if since else []
+    pins = [pinned] if pinned else [
+        d for d in rows.loc[rows["baseline_reason"] == "pinned", "baseline_date"]
+        if isinstance(d, str)]
+    if pins:
+        pin = max(pins)
+        anchors.append((pin, f"since {pin}, the baseline night pinned"))
+    start, why = max(anchors) if anchors else (None, "")
+    mine = rows[(rows["kind"] == key.kind) & (rows["arm"] == key.arm)
+                & (rows["concurrency"].astype(int) == int(key.concurrency))
+                & (rows["spec_mode"] == key.spec_mode) & (rows["metric"] == key.metric)]
+    if start is not None:
+        mine = mine[mine["date"] >= start]
+    better = nightly_metric(key.metric).higher_is_better if key.kind == "load" else False
+    sign = -1.0 if better else 1.0
+    window: list[tuple[str, NightCell]] = []
+    held: list[tuple[str, NightCell]] = []   # nights that looked changed, waiting
+    regressed: str | None = None
+    returning = False
+    suspect: str | None = None  # the night before, if it looked changed
+    last_improved: tuple[str, NightCell] | None = None  # the night before, if called improved
+
+    def admit(night: tuple[str, NightCell]) -> None:
+        window.append(night)
+        for waiting in list(held):  # the grown history may now show a held night's level
+            if len(window) < limit and threshold is not None and within(
+                    waiting[1].values, [c.values for _, c in window], threshold,
+                    higher_is_better=better, confidence=confidence):
+                held.remove(waiting)
+                window.append(waiting)
+
+    def changed(cell: NightCell) -> bool:
+        return threshold is not None and len(window) >= 2 and looks_changed(
+            cell.values, [c.values for _, c in window], threshold, higher_is_better=better)
+
+    mine = mine.sort_values("date")
+    for day, verdict, values, repeats, run_dirs, busy, low, high in zip(
+            mine["date"].astype(str), mine["verdict"].astype(str), mine["values"],
+            mine["repeats"], mine["run_dirs"], mine["interference"], mine["pct_low"],
+            mine["pct_high"]):
+        cell = NightCell(key, tuple(float(x) for x in values), tuple(int(x) for x in repeats),
+                         tuple(str(x) for x in run_dirs), interference_of(busy))
         if interference_max is not None and (cell.busy_share or 0.0) >= interference_max:
+            last_improved = suspect = None
             continue
-        out.append((str(r.date), cell))
-        improved = str(r.verdict) == "improved"
-        if improved and newer_improved:
-            break
-        newer_improved = improved
-    return out[::-1]
+        suspect = day if verdict == "undecided" and changed(cell) else None
+        if verdict == "improved" and last_improved is not None:
+            window, held, regressed = [last_improved, (day, cell)], [], None  # a new level
+            start, why = last_improved[0], f"since {last_improved[0]}, a confirmed improvement"
+            last_improved, returning = None, False
+            continue
+        last_improved = (day, cell) if verdict == "improved" else None
+        pin = day == start and why.endswith("pinned")
+        if verdict == "regressed" and not pin:
+            worse = low if better else high
+            returning = (regressed is not None and threshold is not None and worse is not None
+                         and not math.isnan(float(worse)) and sign * float(worse) <= threshold)
+            regressed = regressed or day
+        elif verdict in ("noise", "improved") or pin:
+            regressed, returning = None, False
+        if len(window) >= limit:
+            continue
+        if pin or verdict in ("no baseline", "noise", "new cell"):
+            admit((day, cell))
+        elif verdict == "undecided":
+            if suspect:
+                held.append((day, cell))
+            else:
+                admit((day, cell))
+    return RatioHistory(nights=tuple(window), since=start, why=why or "since the first night",
+                        full=len(window) >= limit, regressed_since=regressed,
+                        returning=returning, suspect=suspect)

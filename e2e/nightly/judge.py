@@ -27,26 +27,34 @@ compared with the baseline night's cell of the same key; the rules are:
   and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
   **noise**. Verdict files that cannot be read: **no samples**.
 * **a cell relative to the reference** (``[nightly] reference``: tonight's arm ÷ the pinned
-  reference, both measured tonight) with at least ``MIN_HISTORY_NIGHTS`` earlier passing
-  nights of the same ratio is judged against that ratio's **history**, not against one night:
-  ``history_interval`` (tonight's mean log ratio against the mean of the history nights' means,
-  the nights a random effect: a prediction interval that spends the ratio's night-to-night
-  spread once, not the noise of two nights), read with the same verdict rule. The history is
-  the last ``history_nights`` passing nights, back to and including the first of the latest
-  two nights in a row called improved (a new level starts only once a second night confirms
-  it; ``e2e.nightly.history.cell_history``). Fewer nights: the baseline night, as above,
-  but a change called against it is **undecided** (one night cannot show the ratio's
-  night-to-night spread: ``_one_night``), unless that night was pinned.
+  reference, both measured tonight) is judged against its ratio's **history**
+  (``RatioHistory``, chosen by ``e2e.nightly.history.ratio_history``: the first
+  ``history_nights`` nights since the config's first night, a pinned baseline night or a
+  confirmed improvement; full, it is the level every later night is judged against). With
+  fewer than ``MIN_HISTORY_NIGHTS`` nights in it: **no baseline** (the night builds it).
+  Otherwise ``history_fit``: tonight's mean log ratio against the mean of the history nights'
+  means, the nights a random effect, the prediction variance of a new night's mean on n − 1
+  df (``HistoryFit.var``). The night looks after its first rounds and, unresolved, again after
+  more (``night_look``: a one-sided group-sequential test per side, the night's ``alpha``
+  split over its judged relative cells, Pocock-type spending at the information reached).
+  **regressed** when the look's p of no change on the worse side is under its level and the
+  change is at least half the threshold, or when tonight and the night before each *look
+  changed* (``looks_changed``: half the threshold, p under ``SUSPECT_LEVEL``); **improved**
+  the same on the better side; else **noise** when the interval's worse end (the night's
+  repeated interval at ``confidence``) is within the threshold ("no change beyond X %"), or
+  **undecided** (X past the threshold), marked ``more`` while the night has looks left. A
+  regression called on an earlier night stays **regressed** every night until two nights in a
+  row come back within the threshold (or a baseline night is pinned).
 * a load cell called **regressed** or **improved** whose median run was measured while other
   processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
   warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
   the interference named: on a busy host one night of one build was called −22.6 % so
-  (docs/statistics.md).
+  (docs/explanation/statistics.md).
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
-Change points over each cell's history (``e2e.nightly.changepoints``) are added with
-``Judgement.with_changes``. The night is **regression** (exit 1) when a cell regressed or a
+Change points over each absolute cell's history (``e2e.nightly.changepoints``) are added
+with ``Judgement.with_changes``. The night is **regression** (exit 1) when a cell regressed or a
 confirmed change point made a cell worse (and still holds tonight); else **incomplete**
 (exit 2) when a judged cell is missing, has too few runs or no samples, or a run was given up;
 else **pass** (exit 0). Only passing nights become the default baseline.
@@ -66,22 +74,33 @@ from scipy.stats import norm, t as student_t
 from e2e import analysis
 from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.errors import ResultsError
-from e2e.analysis import BURST_SHARE, burst_affected, headline_metric, server_twin
+from e2e.analysis import (BURST_SHARE, boundaries, burst_affected, headline_metric, server_twin,
+                          spending_at)
 from e2e.gsm8k.records import SampleVerdict
-from e2e.nightly.cells import CellKey, CellVerdict, NightCell, VerdictName
+from e2e.nightly.cells import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
 from e2e.nightly.changepoints import ChangePoint
-from e2e.nightly.settings import is_relative, judged_threshold, nightly_metric as load_metric
+from e2e.nightly.settings import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
+                                  nightly_metric as load_metric)
 
 
 __all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
            "VerdictName", "NightStatus", "EXIT_CODES", "judge_cell", "judge_night",
-           "night_status", "paired_change_interval", "Samples"]
+           "night_status", "paired_change_interval", "Samples", "RatioHistory", "HistoryFit",
+           "history_fit", "history_interval", "within", "Looks", "worse_end",
+           "MIN_HISTORY_NIGHTS", "SUSPECT_LEVEL", "looks_changed"]
 
 NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 MIN_HISTORY_NIGHTS = 3
 """Earlier nights of a relative cell before its history, not one night, is judged against."""
+SUSPECT_LEVEL = 0.01
+"""A night *looks changed* when its change on the worse side is at least half the threshold
+and its one-sided p of no change against the history is under this level. Such a night is
+held out of a history still being built, and two such nights in a row are a regression
+(each alone 1 % of unchanged nights, two in a row about one in ten thousand): a step that
+one night's level does not reach is called the next night instead of joining the history."""
+
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
 
@@ -112,6 +131,12 @@ class Rules:
     reference: str | None = None
     """With a reference arm (``[nightly] reference``) only the relative cells (arm ÷
     reference, measured the same night) are judged; the absolute ones are recorded."""
+    alpha: float = DEFAULT_NIGHT_ALPHA
+    """A night's chance of a false regression over its judged relative cells together."""
+    looks: Looks | None = None
+    """The night's looks at its relative cells (None: one, at the rounds it has)."""
+    cells: int = 1
+    """Judged relative cells tonight: each is called at ``alpha / cells``."""
 
     def threshold(self, key: CellKey) -> float | None:
         if key.kind == "gsm8k":
@@ -120,15 +145,26 @@ class Rules:
             return None
         return judged_threshold(self.thresholds, key.spec_mode, key.metric, key.concurrency)
 
+    def threshold_or_headline(self, key: CellKey) -> float | None:
+        """``threshold``, or for the server-built twin of a cell's headline (the metric a
+        headline threshold judges when the headline is built from the server's TPOT) the
+        headline's."""
+        own = self.threshold(key)
+        if own is not None or key.kind != "load":
+            return own
+        head = dataclasses.replace(key, metric=headline_metric(key.concurrency, key.spec_mode))
+        return self.threshold(head) if server_twin(head.metric) == key.metric else None
+
     @classmethod
-    def from_settings(cls, settings) -> Rules:
-        """The rules of a ``NightlySettings`` (the ``[nightly]`` table)."""
+    def from_settings(cls, settings, looks: Looks | None = None) -> Rules:
+        """The rules of a ``NightlySettings`` (the ``[nightly]`` table) and the night's
+        ``looks`` (``NightlyConfig.looks``)."""
         return cls(thresholds={k: dict(v) for k, v in settings.thresholds.items()},
                    confidence=settings.confidence, verify_step_from=settings.verify_step_from,
                    burst_share_max=settings.burst_share_max,
                    interference_max=settings.interference_max,
                    gsm8k_alpha=settings.gsm8k.alpha, gsm8k_min_drop_pp=settings.gsm8k.min_drop_pp,
-                   reference=settings.reference)
+                   reference=settings.reference, alpha=settings.alpha, looks=looks)
 
 
 @dataclass(frozen=True)
@@ -183,23 +219,77 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
 
 
-def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]], *,
-                     confidence: float = 0.95) -> analysis.RatioEstimate:
-    """Tonight's geometric mean against the history's: the ratio exp(mean ln tonight − mean of
-    the nights' mean ln values), with a t prediction interval whose variance counts the
-    nights as a random effect (one-way ANOVA estimates):
+@dataclass(frozen=True)
+class RatioHistory:
+    """A relative cell's earlier nights to judge tonight against (``e2e.nightly.history.
+    ratio_history``): ``nights`` ((date, cell), oldest first), the first ``history_nights``
+    nights since ``since`` (why: ``why``); ``full`` when no later night joins them;
+    ``regressed_since`` the night a regression was called that has not returned since."""
 
-        V = σ̂²_b (1 + 1/n) + MSW (1/k_t + h/n),   σ̂²_b = max(0, s²_m − MSW·h)
+    nights: tuple[tuple[str, NightCell], ...] = ()
+    since: str | None = None
+    why: str = ""
+    full: bool = False
+    regressed_since: str | None = None
+    returning: bool = False
+    """The last night, still regressed, showed no change beyond the threshold: a second such
+    night in a row returns the regression."""
+    suspect: str | None = None
+    """The last night (its date) was not called but looked changed (``SUSPECT_LEVEL``): if
+    tonight looks changed too, the two are a regression."""
 
-    n history nights, s²_m the variance of their means, MSW the pooled within-night variance
-    (tonight's runs included), k_t tonight's runs, h the mean of 1/k over the history nights.
-    Where the nights' means spread more than their runs explain (σ̂²_b > 0) V is the
-    prediction variance of a new night's mean, with Satterthwaite's df (n − 1 when tonight
-    has no fewer runs than the history's nights); where they do not, the pooled within-night
-    variance with its df. Simulated (``bench/nightly_history_simulation.py``, 2000 nights a
-    row): A/A false calls 1.9–5.9 % over 3–10 history nights and night-to-night spreads of
-    0–2× a night's own noise, where one night against another gave 3.9–30.1 %. Needs n ≥ 2
-    nights and within-night spread (some night with 2 runs)."""
+
+@dataclass(frozen=True)
+class HistoryFit:
+    """Tonight's runs against the history nights', the nights a random effect (one-way ANOVA):
+    ``d`` = mean ln tonight − the mean of the nights' mean ln values; ``s2_m`` the variance of
+    the n nights' means, ``msw`` the pooled within-night variance (tonight's runs included) on
+    ``df_w`` df, ``h`` the mean of 1/k over the history nights."""
+
+    d: float
+    n: int
+    s2_m: float
+    msw: float
+    df_w: float
+    h: float
+
+    def var(self, k: int) -> float:
+        """Variance of ``d`` with k runs tonight, the prediction variance of a new night's mean
+        (the nights a random effect, σ²_b their part and σ² a run's): σ²_b + σ²/k + (σ²_b +
+        σ²·h)/n, estimated without bias as (1 + 1/n)·s²_m + (1/k − h)·MSW (s²_m estimates
+        σ²_b + σ²·h whatever σ²_b is: no test of whether the nights spread chooses a
+        formula), and at least the variance with no night part, MSW·(1/k + h/n)."""
+        pred = (1.0 + 1.0 / self.n) * self.s2_m + (1.0 / k - self.h) * self.msw
+        return max(pred, self.msw * (1.0 / k + self.h / self.n))
+
+    def df(self, k: int) -> float:
+        """n − 1, the df of s²_m: where tonight has the history nights' runs, d / √var is
+        Student's t on n − 1 df exactly (the textbook prediction interval); more runs tonight
+        subtract a well-estimated MSW term (Satterthwaite's df then stays near n − 1); where
+        the floor holds, the interval is wider than the exact one. The pooled within-night
+        variance's many df are not used: choosing them where the nights' means happen to
+        spread little read a night part of 1 % as none and called 0.19-0.46 % of unchanged
+        nights at a 0.125 % level (bench/nightly_series_simulation.py)."""
+        c1, c2 = 1.0 + 1.0 / self.n, 1.0 / k - self.h
+        if c2 <= 0:
+            return float(self.n - 1)
+        var = c1 * self.s2_m + c2 * self.msw
+        return var * var / ((c1 * self.s2_m) ** 2 / (self.n - 1) + (c2 * self.msw) ** 2 / self.df_w)
+
+    @property
+    def night_sd(self) -> float:
+        """The night part's sd (ln scale), 0 where the nights do not spread beyond their runs."""
+        return math.sqrt(max(self.s2_m - self.msw * self.h, 0.0))
+
+    @property
+    def run_sd(self) -> float:
+        """One run's (duet's) sd around its night's level (ln scale)."""
+        return math.sqrt(self.msw)
+
+
+def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> HistoryFit:
+    """``HistoryFit`` of tonight's values against the history nights'. Needs n ≥ 2 nights and
+    within-night spread (some night with 2 runs); ValueError otherwise."""
     logs = [np.log(np.asarray(v, dtype=float)) for v in nights if len(v)]
     t = np.log(np.asarray(tonight, dtype=float))
     n, k_t = len(logs), len(t)
@@ -208,58 +298,191 @@ def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]]
     if n < 2 or k_t < 1 or df_w < 1:
         raise ValueError("need 2 history nights, a run tonight and a night with 2 runs")
     means = np.array([x.mean() for x in logs])
-    s2_m = float(means.var(ddof=1))
-    msw = float(sum(((x - x.mean()) ** 2).sum() for x in groups) / df_w)
-    h = float(np.mean([1.0 / len(x) for x in logs]))
-    d = float(t.mean() - means.mean())
-    if s2_m > msw * h:
-        c1, c2 = 1.0 + 1.0 / n, 1.0 / k_t - h
-        var = c1 * s2_m + c2 * msw
-        df = (var * var / ((c1 * s2_m) ** 2 / (n - 1) + (c2 * msw) ** 2 / df_w) if c2 > 0
-              else float(n - 1))
-    else:
-        var, df = msw * (1.0 / k_t + h / n), float(df_w)
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * math.sqrt(var)
-    return analysis.RatioEstimate(ratio=math.exp(d), low=math.exp(d - half),
-                                  high=math.exp(d + half), confidence=confidence,
+    return HistoryFit(d=float(t.mean() - means.mean()), n=n, s2_m=float(means.var(ddof=1)),
+                      msw=float(sum(((x - x.mean()) ** 2).sum() for x in groups) / df_w),
+                      df_w=float(df_w), h=float(np.mean([1.0 / len(x) for x in logs])))
+
+
+def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]], *,
+                     confidence: float = 0.95) -> analysis.RatioEstimate:
+    """Tonight's geometric mean against the history's: the ratio exp(mean ln tonight − mean of
+    the nights' mean ln values), with a t prediction interval whose variance counts the
+    nights as a random effect (``HistoryFit.var``, one-way ANOVA estimates):
+
+        V = σ̂²_b (1 + 1/n) + MSW (1/k_t + h/n),   σ̂²_b = max(0, s²_m − MSW·h)
+
+    n history nights, s²_m the variance of their means, MSW the pooled within-night variance
+    (tonight's runs included), k_t tonight's runs, h the mean of 1/k over the history nights.
+    Where the nights' means spread more than their runs explain (σ̂²_b > 0) V is the
+    prediction variance of a new night's mean, with Satterthwaite's df (n − 1 when tonight
+    has no fewer runs than the history's nights); where they do not, the pooled within-night
+    variance with its df. Needs n ≥ 2 nights and within-night spread (some night with 2
+    runs)."""
+    fit = history_fit(tonight, nights)
+    k_t = len(tonight)
+    half = float(student_t.ppf(0.5 + confidence / 2, fit.df(k_t))) * math.sqrt(fit.var(k_t))
+    return analysis.RatioEstimate(ratio=math.exp(fit.d), low=math.exp(fit.d - half),
+                                  high=math.exp(fit.d + half), confidence=confidence,
                                   method="history")
 
 
-def _judge_history(key: CellKey, now: NightCell, nights: Sequence[tuple[str, NightCell]],
-                   threshold: float, rules: Rules) -> CellVerdict:
-    """``now`` against the ratio's history (``nights``: (date, cell), oldest first)."""
+def within(tonight: Sequence[float], nights: Sequence[Sequence[float]], threshold: float, *,
+           higher_is_better: bool, confidence: float = 0.95) -> bool:
+    """Whether ``tonight``'s runs show no change beyond ``threshold`` % against ``nights``:
+    the worse end of the ``history_interval`` at ``confidence`` lies within it (a night held
+    out of a ratio's history joins it once this holds against the history grown since)."""
+    try:
+        est = history_interval(tonight, nights, confidence=confidence)
+    except ValueError:
+        return False
+    return (-est.pct_low if higher_is_better else est.pct_high) <= threshold
+
+
+def looks_changed(tonight: Sequence[float], nights: Sequence[Sequence[float]], threshold: float,
+                  *, higher_is_better: bool) -> bool:
+    """Whether ``tonight`` looks changed against ``nights`` (``SUSPECT_LEVEL``): at least half
+    ``threshold`` % on the worse side with a one-sided p of no change under the level."""
+    try:
+        fit = history_fit(tonight, nights)
+    except ValueError:
+        return False
+    sign = -1.0 if higher_is_better else 1.0
+    k = len(tonight)
+    p = float(student_t.sf(sign * fit.d / math.sqrt(fit.var(k)), fit.df(k)))
+    return sign * math.expm1(fit.d) * 100.0 >= threshold / 2.0 and p < SUSPECT_LEVEL
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look at a relative cell tonight: its nominal one-sided levels (the call's, and
+    each end of the interval shown), whether a later look may follow, and its place."""
+
+    call_level: float
+    show_level: float
+    last: bool
+    index: int
+    planned: int
+
+
+def night_look(fit: HistoryFit, k_t: int, looks: Looks | None, *, alpha: float,
+               confidence: float) -> Look:
+    """The levels of tonight's look after ``k_t`` runs: a group-sequential one-sided test per
+    side, Lan–DeMets Pocock-type spending over the night's looks (``looks.schedule()``) at
+    information I_k = 1 / ``fit.var(k)`` (so the night part, which more runs do not shrink,
+    is in it: corr(Z_i, Z_j) = √(I_i / I_j) still holds), the boundaries exact for the looks
+    made (``e2e.analysis._sequential.boundaries``), recomputed at each look from the noise
+    estimated then. ``alpha``: the call's level for the night (per side); the interval shown
+    spends (1 − confidence) / 2 per side the same way. t statistics are read at the
+    boundary's nominal level (the significance-level approach)."""
+    sched = looks.schedule() if looks is not None else (k_t,)
+    earlier = [k for k in sched if k < k_t]
+    later = [k for k in sched if k > k_t]
+    done = earlier + [k_t]
+    info = [1.0 / fit.var(k) for k in done]
+    top = 1.0 / fit.var(later[-1] if later else k_t)
+    fractions = [min(i / top, 1.0) for i in info]
+
+    def level(a: float) -> float:
+        spent = [spending_at(f, a, spending="pocock", sides=1) for f in fractions]
+        incs = [spent[0]] + [y - x for x, y in zip(spent, spent[1:])]
+        if len(info) == 1:  # the first look: its increment is its level
+            return incs[0]
+        return float(norm.sf(boundaries(info, incs, sides=1)[0][-1]))
+
+    return Look(call_level=level(alpha), show_level=level((1.0 - confidence) / 2.0),
+                last=not later, index=len(done), planned=len(done) + len(later))
+
+
+def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: float,
+                 rules: Rules) -> CellVerdict:
+    """``now`` (a relative cell) against its ratio's history ``hist`` (see the module's
+    docstring): a call when the night's look crosses its boundary on one side and the change
+    is at least half the threshold; else "no change beyond X" (X the interval's reach on the
+    worse side) — resolved (noise) when X is within the threshold, else undecided, measuring
+    more where the night has looks left. A regression called on an earlier night stays
+    regressed until a night shows it returned within the threshold."""
     m = load_metric(key.metric)
+    nights = hist.nights
     pooled = NightCell(key, tuple(x for _, c in nights for x in c.values),
                        run_dirs=tuple(d for _, c in nights for d in c.run_dirs))
+    base = dict(tonight=now, baseline=pooled, threshold=threshold,
+                higher_is_better=m.higher_is_better, history=tuple(d for d, _ in nights),
+                regressed_since=hist.regressed_since)
     if min(now.values + pooled.values) <= 0:
-        return CellVerdict(key, "too few runs", now, pooled, threshold,
-                           reason="a value is zero or negative: no ratio")
+        return CellVerdict(key, "too few runs", reason="a value is zero or negative: no ratio",
+                           **base)
     try:
-        est = history_interval(now.values, [c.values for _, c in nights],
-                               confidence=rules.confidence)
+        fit = history_fit(now.values, [c.values for _, c in nights])
     except ValueError as exc:
-        return CellVerdict(key, "too few runs", now, pooled, threshold, reason=str(exc))
-    interval = (est.pct_low, est.pct_high)
-    verdict = analysis.verdict_for(est, higher_is_better=m.higher_is_better,
-                                   min_effect_pct=threshold)
-    against = (f"against the ratio's history of {len(nights)} passing nights "
-               f"({nights[0][0]} … {nights[-1][0]}; nights measured beside other work, "
-               f"≥ {rules.interference_max:g} of a core, left out), a prediction interval")
-    name: VerdictName = {"slower": "regressed", "faster": "improved",
-                         "within noise": "noise"}[verdict]  # type: ignore[assignment]
-    if name == "noise" and _too_wide(interval, threshold):
-        name = "undecided"
-        reason = (f"{against}: [{interval[0]:+.1f}, {interval[1]:+.1f}] % is wider than the "
-                  f"{threshold:g} % threshold; this night could not have told a change smaller "
-                  f"than {max(abs(interval[0]), abs(interval[1])):.1f} % from noise (more "
-                  "rounds a night, or more nights of history, narrow it)")
-    elif name == "noise":
-        reason = f"{against}: it includes no change" if interval[0] <= 0 <= interval[1] else (
-            f"{against}: outside it but below the {threshold:g} % threshold")
+        return CellVerdict(key, "too few runs", reason=str(exc), **base)
+    k_t = len(now.values)
+    look = night_look(fit, k_t, rules.looks, alpha=rules.alpha / max(rules.cells, 1),
+                      confidence=rules.confidence)
+    se, df = math.sqrt(fit.var(k_t)), fit.df(k_t)
+    z = fit.d / se
+    half = float(student_t.isf(look.show_level, df)) * se
+    pct = (math.exp(fit.d) - 1.0) * 100.0
+    interval = ((math.exp(fit.d - half) - 1.0) * 100.0, (math.exp(fit.d + half) - 1.0) * 100.0)
+    sign = -1.0 if m.higher_is_better else 1.0           # +: the worse direction
+    p_worse = float(student_t.sf(sign * z, df))
+    p_better = float(student_t.sf(-sign * z, df))
+    big = abs(pct) >= threshold / 2.0
+    worse = interval[0] if m.higher_is_better else interval[1]
+    resolved = sign * worse <= threshold
+    since = hist.since or nights[0][0]
+    against = (f"against the ratio's history, {len(nights)} nights {nights[0][0]} … "
+               f"{nights[-1][0]} ({hist.why or 'since ' + since})")
+    at = (f"{k_t} rounds, look {look.index} of {look.planned}" if look.planned > 1
+          else f"{k_t} rounds")
+    seen = f"{pct:+.1f} % [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+    level = (f"p = {min(p_worse, p_better):.2g} against the night's level "
+             f"{look.call_level:.2g} ({rules.alpha:g} a night over {rules.cells} cell(s), "
+             "spent over its looks)")
+    more = not look.last
+    suspect = p_worse < SUSPECT_LEVEL / max(rules.cells, 1) and big
+    if p_worse < look.call_level and big:
+        name: VerdictName = "regressed"
+        reason = f"{against}: {seen} at {at}; {level}"
+        if hist.regressed_since:
+            reason += f"; regressed since {hist.regressed_since}"
+        more = False
+    elif suspect and hist.suspect and not hist.regressed_since:
+        name, more = "regressed", False
+        reason = (f"{against}: {seen} at {at}, p = {p_worse:.2g}; the night before "
+                  f"({hist.suspect}) looked changed too: two nights in a row at least half the "
+                  f"{threshold:g} % threshold with p under {SUSPECT_LEVEL:g} (over "
+                  f"{rules.cells} cell(s)) each")
+    elif p_better < look.call_level and big:
+        name, more = "improved", False
+        reason = f"{against}: {seen} at {at}; {level}"
+    elif resolved and hist.regressed_since and not hist.returning:
+        # a regression returns when two nights in a row show it within the threshold (as a
+        # new level needs two improved nights): one night back is not yet a level back
+        name, more = "regressed", False
+        reason = (f"regressed since {hist.regressed_since}; tonight no change beyond "
+                  f"{worse:+.1f} %, within the {threshold:g} % threshold ({against}: {seen} "
+                  f"at {at}): it returns when the next night is within it too")
+    elif resolved:
+        name, more = "noise", False
+        reason = (f"no change beyond {worse:+.1f} % (within the {threshold:g} % threshold), "
+                  f"{against}: {seen} at {at}")
+        if hist.regressed_since:
+            reason += (f"; the regression called on {hist.regressed_since} has returned (the "
+                       "second night in a row within the threshold)")
+    elif hist.regressed_since and not more:
+        name = "regressed"
+        reason = (f"regressed since {hist.regressed_since}, not seen to return: no change "
+                  f"beyond {worse:+.1f} % is all tonight shows, past the {threshold:g} % "
+                  f"threshold ({against}: {seen} at {at}); it is reported until two nights in "
+                  "a row return within it or a baseline night is pinned")
     else:
-        reason = f"{against}: it excludes no change and |change| >= {threshold:g} %"
-    return CellVerdict(key, name, now, pooled, threshold, est.pct, interval, reason=reason,
-                       history=tuple(d for d, _ in nights))
+        name = "undecided"
+        reason = (f"no change beyond {worse:+.1f} %: wider than the {threshold:g} % threshold, "
+                  f"{against}: {seen} at {at}"
+                  + ("; measuring more rounds tonight" if more else
+                     "; the night's last look (it stays out of the history: more rounds a "
+                     "night, or max_runs, narrow it)"))
+    return CellVerdict(key, name, pct=pct, interval=interval, reason=reason, more=more, **base)
 
 
 def _too_wide(interval: tuple[float, float], threshold: float) -> bool:
@@ -352,13 +575,13 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
 def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | None,
                rules: Rules, *, have_baseline: bool = True, samples: Samples | None = None,
                threshold: float | None = None,
-               history: Sequence[tuple[str, NightCell]] = (), pinned: bool = False) -> CellVerdict:
+               history: RatioHistory | Sequence[tuple[str, NightCell]] = (),
+               pinned: bool = False) -> CellVerdict:
     """The verdict of one cell (see the module docstring for the rules). ``threshold``
-    overrides the rules' (the headline's threshold judging another metric); ``history``
-    holds a relative cell's earlier nights ((date, cell), oldest first): with at least
-    ``MIN_HISTORY_NIGHTS`` of them the cell is judged against them, not ``baseline``;
-    with fewer, a change it calls against ``baseline`` is undecided unless the user
-    ``pinned`` that night."""
+    overrides the rules' (the headline's threshold judging another metric). A relative cell
+    (``<arm>-vs-<reference>``) is judged against its ratio's ``history`` (a ``RatioHistory``,
+    or its nights as (date, cell), oldest first) once it holds ``MIN_HISTORY_NIGHTS`` nights,
+    and before that builds it; ``baseline`` and ``pinned`` are for the other cells."""
     threshold = threshold if threshold is not None else rules.threshold(key)
     if threshold is None:
         return CellVerdict(key, "not judged", tonight, baseline,
@@ -366,8 +589,19 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
     if tonight is None:
         return CellVerdict(key, "missing", None, baseline, threshold,
                            reason="no valid reported run tonight")
-    if key.kind == "load" and len(history) >= MIN_HISTORY_NIGHTS:
-        return _disturbed(_judge_history(key, tonight, history, threshold, rules), rules)
+    if key.kind == "load" and is_relative(key.arm):
+        hist = history if isinstance(history, RatioHistory) else RatioHistory(tuple(history))
+        if len(hist.nights) >= MIN_HISTORY_NIGHTS:
+            return _disturbed(_judge_ratio(key, tonight, hist, threshold, rules), rules)
+        held = len(hist.nights)
+        return CellVerdict(key, "no baseline", tonight, None, threshold,
+                           higher_is_better=load_metric(key.metric).higher_is_better,
+                           history=tuple(d for d, _ in hist.nights),
+                           reason=f"the ratio's history holds {held} night(s)"
+                           + (f" ({hist.why})" if hist.why else "")
+                           + f", fewer than the {MIN_HISTORY_NIGHTS} it is judged from: one "
+                           "night's runs do not show how the ratio moves from night to night, "
+                           "so tonight builds the history")
     if not have_baseline:
         return CellVerdict(key, "no baseline", tonight, None, threshold,
                            reason="no baseline night")
@@ -376,22 +610,7 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
                            reason="the baseline night has no such cell")
     if key.kind == "gsm8k":
         return _judge_gsm8k(key, tonight, baseline, rules, samples or {})
-    verdict = _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
-    return _one_night(verdict, len(history)) if is_relative(key.arm) and not pinned else verdict
-
-
-def _one_night(v: CellVerdict, nights: int) -> CellVerdict:
-    """``v``, or undecided where a relative cell called a change against one night: its
-    interval counts the two nights' runs, not how the ratio moves from night to night, which
-    no single night shows (``history_interval``'s simulation: one night against another
-    falsely called 3.9-30.1 % of A/A nights; measured, docs/statistics.md: +9.1 % [+0.7,
-    +17.3] called on an unchanged build against one night, its runs measured alone)."""
-    if v.verdict not in ("regressed", "improved"):
-        return v
-    return _not_called(v, f"against one night: the ratio has {nights} earlier passing night(s), "
-                       f"fewer than the {MIN_HISTORY_NIGHTS} its night-to-night spread is judged "
-                       f"from, and one night's runs do not show that spread, so the {v.pct:+.1f} "
-                       "% is not called (the first nights of a config build its history)")
+    return _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
 
 
 def _not_called(v: CellVerdict, but: str) -> CellVerdict:
@@ -453,11 +672,12 @@ def judge_night(
     expected: Iterable[CellKey] = (),
     problems: Sequence[str] = (),
     samples: Samples | None = None,
-    histories: Mapping[CellKey, Sequence[tuple[str, NightCell]]] | None = None,
+    histories: Mapping[CellKey, RatioHistory | Sequence[tuple[str, NightCell]]] | None = None,
 ) -> Judgement:
     """Judge every cell of tonight (and every ``expected`` cell, so a cell whose runs all
-    failed is *missing*, not forgotten) against ``baseline``, or a relative cell with
-    enough nights in ``histories`` (cell -> its earlier nights, oldest first) against them.
+    failed is *missing*, not forgotten) against ``baseline``, a relative cell against its
+    ratio's history in ``histories`` (a ``RatioHistory``, or its earlier nights oldest first);
+    the judged relative cells share the night's ``rules.alpha`` evenly.
     ``samples`` holds the GSM8K verdicts of the arm folders named in the cells' ``run_dirs``
     (both nights)."""
     histories = histories or {}
@@ -477,6 +697,9 @@ def judge_night(
         if rules.threshold(server) is None:
             headline[server] = (threshold, source)
             replaced[k] = server
+    judged = [k for k in set(keys) | set(headline) if k not in replaced and k.kind == "load"
+              and is_relative(k.arm) and (k in headline or rules.threshold(k) is not None)]
+    rules = dataclasses.replace(rules, cells=max(len(judged), 1))  # one level per night
     verdicts: dict[CellKey, CellVerdict] = {}
     for k in sorted(set(keys) | set(headline)):
         if k in headline:

@@ -19,11 +19,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.render import md_text
-from e2e.nightly.judge import CellVerdict, Judgement, NightCell
+from e2e.nightly.judge import CellVerdict, Judgement, NightCell, worse_end
 from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
-           "metric_label"]
+           "metric_label", "said"]
 
 _HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
 
@@ -51,6 +51,7 @@ class SummaryContext:
     confidence: float = 0.95
     notes: tuple[str, ...] = ()           # e.g. invalid attempts that were retried
     bisect: tuple[str, ...] = ()          # e2e bisect command lines for regressed git builds
+    design: tuple[str, ...] = ()          # what a night of this design resolves (resolution)
 
 
 def _link(ctx: SummaryContext, text: str, path: str) -> str:
@@ -110,12 +111,27 @@ def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
     return " · ".join(p for p in parts if p) or "—"
 
 
-def _row(ctx: SummaryContext, v: CellVerdict, *, with_verdict: bool) -> str:
+def said(v: CellVerdict) -> str:
+    """What a night says of a cell: its call, or for a load cell without one "no change
+    beyond X %" (X the interval's reach on the worse side), marked where X is past the
+    threshold (the night could not see a change of the threshold's size)."""
+    x = worse_end(v)
+    if v.key.kind == "load" and v.verdict in ("noise", "undecided") and x is not None:
+        if v.verdict == "noise":
+            return f"no change beyond {x:+.1f} %"
+        return f"no change beyond {x:+.1f} % (not resolved: past the {v.threshold:g} % threshold)"
+    if v.verdict == "regressed" and v.regressed_since:
+        return f"regressed (since {v.regressed_since})"
+    return v.verdict
+
+
+def _row(ctx: SummaryContext, v: CellVerdict, *, with_verdict: bool, icons: bool = False) -> str:
     label, unit = metric_label(v.key.metric)
     cells = [v.key.label(), f"{label} ({unit})", _value(v.baseline, v.key.metric),
              _value(v.tonight, v.key.metric), _change(v), _interval(v), _threshold(v)]
     if with_verdict:
-        cells.append(v.verdict)
+        icon = _VERDICT_ICON.get(v.verdict, "") if icons else ""
+        cells.append(f"{icon} {said(v)}" if icon else said(v))
     else:
         cells.append(_runs(ctx, v))
     return "| " + " | ".join(cells) + " |"
@@ -156,8 +172,8 @@ def _headlines(j: Judgement) -> list[str]:
     return out
 
 
-def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
-    """The night's Markdown summary."""
+def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = False) -> str:
+    """The night's Markdown summary (``icons``: an icon before each verdict, for GitHub)."""
     j = judgement
     judged = [v for v in j.verdicts if v.verdict != "not judged"]
     regressed = j.by_verdict("regressed")
@@ -187,8 +203,11 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
     histories = sorted({v.history for v in j.verdicts if v.history})
     for h in histories:
         lines.append(f"- **History**: the cells relative to the reference are judged against "
-                     f"their ratio's {len(h)} passing nights {md_text(h[0])} … {md_text(h[-1])} (a prediction "
-                     "interval over nights), not against one night")
+                     f"their ratio's history, {len(h)} nights {md_text(h[0])} … {md_text(h[-1])} "
+                     "(a prediction interval over nights; once it holds its history_nights no "
+                     "later night joins it, so a change is never absorbed)")
+    for line in ctx.design:
+        lines.append(f"- **What a night resolves**: {md_text(line)}")
     heads = _headlines(j)
     if heads:
         lines.append("- **Judged metrics**: " + "; ".join(heads))
@@ -231,8 +250,17 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
         lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in ctx.notes] + [""]
     if judged:
         lines += ["## Every judged cell", "", header.format("verdict")]
-        lines += [_row(ctx, v, with_verdict=True) for v in judged]
+        lines += [_row(ctx, v, with_verdict=True, icons=icons) for v in judged]
         lines.append("")
+    if any(v.history for v in j.verdicts):
+        lines.append("Cells relative to the reference (`<arm>-vs-<reference>`): tonight's mean "
+                     "log ratio against its history's, a prediction interval with the nights "
+                     f"as a random effect at {ctx.confidence * 100:g} % (spent over the "
+                     "night's looks); a cell regresses when the night's one-sided test crosses "
+                     "its level (the night's alpha over its cells, spent over its looks) and "
+                     "the change is at least half the threshold, and stays regressed until two "
+                     "nights in a row show no change beyond the threshold; without a call a "
+                     "night says \"no change beyond\" the interval's worse end. ")
     lines.append("Values: median (min–max) of the reported runs; change: ratio of medians "
                  f"with a {ctx.confidence * 100:g} % Welch t-interval on log values (runs of both nights); a cell "
                  "regresses when the interval excludes no change and the change is at least "
@@ -240,7 +268,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext) -> str:
                  "test on the documents whose verdict changed and the accuracy change with its "
                  "interval; a regression needs p below the level and a drop of at least the "
                  "threshold. Change points: ruptures Pelt over each cell's nights, each confirmed "
-                 "by a permutation test and the threshold (docs/nightly.md).")
+                 "by a permutation test and the threshold (docs/how-to/nightly.md).")
     links = []
     if ctx.report_path:
         links.append(_link(ctx, "full report", ctx.report_path))
@@ -264,15 +292,9 @@ def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
     rows under ``limit`` bytes (default: GitHub's comment limit) with the report linked."""
     from e2e.render import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 
-    lines = render_summary(judgement, ctx).splitlines()
+    lines = render_summary(judgement, ctx, icons=True).splitlines()
     lines[0] = lines[0].replace("# Nightly", f"# {_STATUS_ICON.get(judgement.status, '')} "
                                              "Nightly", 1)
-    for i, line in enumerate(lines):
-        if line.startswith("| ") and line.endswith(" |"):
-            cells = line[2:-2].split(" | ")
-            if cells and cells[-1] in _VERDICT_ICON:
-                cells[-1] = f"{_VERDICT_ICON[cells[-1]]} {cells[-1]}"
-                lines[i] = "| " + " | ".join(cells) + " |"
     starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
     head = [COMMENT_MARKER] + lines[:starts[0] if starts else len(lines)]
     sections = [lines[a:b] + [""] for a, b in zip(starts, starts[1:] + [len(lines)])]

@@ -33,7 +33,7 @@ from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_samples,
                                 with_git_commits)
 from e2e.nightly.history import night_rows
-from e2e.nightly.judge import CellKey, Judgement, NightCell
+from e2e.nightly.judge import CellKey, Judgement, NightCell, worse_end
 from e2e.nightly.render import (SummaryContext, render_summary, render_summary_github,
                                 render_trends)
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
@@ -44,7 +44,7 @@ from e2e.results import RunRecord, resume_state
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
+           "plan_night", "night_looks", "one_at_a_time", "design_lines", "judged_key", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
            "night_report"]
 
 NIGHT_FILE = "night.json"
@@ -114,11 +114,88 @@ def check_night(folder: Path, state: dict[str, Any]) -> None:
         atomic_write_json(folder / NIGHT_FILE, state)
 
 
-def plan_night(cfg: NightlyConfig, experiment: Experiment):
+def plan_night(cfg: NightlyConfig, experiment: Experiment, runs: int | None = None):
+    """The night's units for ``runs`` rounds (default: the config's ``runs``, the first look)."""
     from e2e.plan import make_plan
 
     return make_plan(experiment, arms=list(cfg.arms), concurrencies=list(cfg.concurrencies),
-                     spec_modes=[m == "dspark" for m in cfg.spec_modes], runs=cfg.runs)
+                     spec_modes=[m == "dspark" for m in cfg.spec_modes], runs=runs or cfg.runs)
+
+
+def night_looks(cfg: NightlyConfig) -> tuple[int, ...]:
+    """The rounds (warmups included) after which the night looks at its ratio cells: the
+    config's ``runs``, then as many more at a time up to ``max_runs`` while a cell is not
+    resolved; one look without a reference arm or ``max_runs``."""
+    if not cfg.reference or not cfg.settings.max_runs:
+        return (cfg.runs,)
+    return tuple(cfg.rounds_for(k) for k in cfg.looks.schedule())
+
+
+def one_at_a_time(experiment: Experiment, reference: str | None = None) -> str | None:
+    """Why a night with a ``reference`` arm runs one server at a time: not in duets (``[duet]
+    enabled`` false, or ``--no-duet``), or fewer than two of its ``[duet]`` slots have every
+    core they name among the cores this process may use on this host. None where it runs in
+    duets, or has no reference arm."""
+    import os
+
+    from e2e.config import parse_cpus
+
+    if not experiment.duet.enabled:
+        return ("not in duets: [duet] enabled is false, or --no-duet" if reference else None)
+    here = os.sched_getaffinity(0)
+    usable = [s for s in experiment.duet.slots
+              if all(parse_cpus(c) <= here for c in (s.server_cpus, s.client_cpus) if c)]
+    if len(usable) >= 2:
+        return None
+    return (f"this host has {len(usable)} of the config's {len(experiment.duet.slots)} duet "
+            f"slots (cores {', '.join(str(c) for c in sorted(here))} here)")
+
+
+def design_lines(cfg: NightlyConfig, history, *, date: str, experiment: str,
+                 pinned: str | None = None, alone: str | None = None) -> list[str]:
+    """What a night of ``cfg`` resolves for each judged ratio cell
+    (``e2e.nightly.resolution.design_lines``), planned from the ratio's history in
+    ``history`` (the store's frame) where it holds 2 nights, else from the host's measured
+    noise; ``alone``: why the night runs one server at a time."""
+    from e2e.nightly.history import ratio_history
+    from e2e.nightly.judge import Rules
+    from e2e.nightly import resolution as res
+
+    if not cfg.reference:
+        return []
+    rules = Rules.from_settings(cfg.settings, cfg.looks)
+    keys = [judged_key(cfg, k) for k in expected_cells(cfg) if k.kind == "load"]
+    lines = []
+    for key in keys:
+        threshold = rules.threshold_or_headline(key)
+        if threshold is None:
+            continue
+        hist = ratio_history(history, key, date=date, experiment=experiment,
+                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
+                             threshold=threshold, since=cfg.settings.changepoints.since,
+                             pinned=pinned or cfg.settings.baseline_night,
+                             interference_max=rules.interference_max)
+        host = res.HOST_ONE_AT_A_TIME if alone else res.HOST_DUETS
+        noise = res.noise_of([c.values for _, c in hist.nights],
+                             f"the ratio's history ({len(hist.nights)} nights)") or host
+        lines += res.design_lines(
+            cell=f"{key.label()} {key.metric}", threshold=threshold, looks=cfg.looks,
+            runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
+            nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
+            noise=noise, confidence=cfg.settings.confidence, one_at_a_time=alone)
+    return lines
+
+
+def judged_key(cfg: NightlyConfig, key: CellKey) -> CellKey:
+    """The metric a headline threshold judges in ``key``'s cell: its server-built twin where
+    the config builds the headline from the server's TPOT."""
+    from e2e.analysis import headline_metric, server_twin
+
+    twin = server_twin(key.metric)
+    if (cfg.settings.verify_step_from == "server" and twin
+            and key.metric == headline_metric(key.concurrency, key.spec_mode)):
+        return CellKey(key.kind, key.arm, key.concurrency, key.spec_mode, twin)
+    return key
 
 
 def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
@@ -298,6 +375,11 @@ def run_nightly(
 
     results = Path(options.results)
     experiment = with_arm_settings(cfg.experiment, cfg.built_arms, options.arm_overrides)
+    alone = one_at_a_time(experiment, cfg.reference)
+    if alone and experiment.duet.enabled:  # the host lacks a slot: one server at a time
+        say(f"one server at a time: {alone}")
+        experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
+            update={"enabled": False})})
     root = night_dir(results, options.date)
     folder = root / experiment.name
     prefix = _rel(folder, results)
@@ -317,15 +399,39 @@ def run_nightly(
 
     runner = executor_from(cfg.experiment.executor, options.executor)
     session = SessionOptions(progress=options.progress, say=say, servers=servers)
-    outcome = execute(experiment, plan, root, session=session, max_attempts=MAX_ATTEMPTS,
-                      on_unit=on_run, executor=runner)
+    looks = night_looks(cfg)
+    given_up: list[str] = []
+    for i, rounds in enumerate(looks):
+        if i:
+            plan = plan_night(cfg, experiment, runs=rounds)
+        outcome = execute(experiment, plan, root, session=session, max_attempts=MAX_ATTEMPTS,
+                          on_unit=on_run, executor=runner)
+        given_up += [u for u in outcome.given_up if u not in given_up]
+        if i == len(looks) - 1:
+            break
+        records, _ = load_records(folder) if folder.is_dir() else ((), ())
+        look = load_cells([r for r in records if r.spec.repeat <= rounds], prefix=prefix,
+                          reference=cfg.reference)
+        with open_store(options.store or cfg.settings.store, results) as store:
+            seen = assess_night(cfg, results=results, date=options.date,
+                                experiment=experiment.name, cells=look, pinned=options.pinned,
+                                store=store)
+        open_ = [v for v in seen.verdicts if v.more]
+        if not open_:
+            break
+        say(f"look {i + 1} of {len(looks)} after {rounds} round(s): "
+            + "; ".join(f"{v.key.label()} {v.key.metric} not resolved (no change beyond "
+                        f"{worse_end(v):+.1f} % against a {v.threshold:g} % threshold)"
+                        for v in open_)
+            + f": measuring up to {looks[i + 1]} rounds")
     problems = [f"run {run_id} invalid after {MAX_ATTEMPTS} attempts (see "
-                f"{prefix}/{run_id}/run.json)" for run_id in outcome.given_up]
+                f"{prefix}/{run_id}/run.json)" for run_id in given_up]
 
     cells: list[NightCell] = []
     records: tuple[RunRecord, ...] = ()
     if folder.is_dir():
         records, unreadable = load_records(folder)
+        records = tuple(r for r in records if r.spec.repeat <= rounds)
         problems += list(unreadable)
         cells += load_cells(list(records), prefix=prefix, reference=cfg.reference)
     if cfg.settings.gsm8k.enabled:
@@ -337,6 +443,8 @@ def run_nightly(
     builds = with_git_commits(builds, git_commits(records))
     with open_store(options.store or cfg.settings.store, results) as store:
         say(f"results store: {store.masked}")
+        design = design_lines(cfg, store.history(experiment=experiment.name), date=options.date,
+                              experiment=experiment.name, pinned=options.pinned, alone=alone)
         judgement = assess_night(cfg, results=results, date=options.date,
                                  experiment=experiment.name, cells=cells,
                                  expected=expected_cells(cfg), problems=problems,
@@ -368,7 +476,7 @@ def run_nightly(
         report_path=_rel(report_dir / "report.md", results) if report_dir else None,
         trends_dir=_rel(folder / "trends", results) if trend_paths else None,
         link_base=options.link_base, confidence=cfg.settings.confidence,
-        notes=tuple(retried_attempts(folder)),
+        notes=tuple(retried_attempts(folder)), design=tuple(design),
         bisect=tuple(bisect_hints(cfg, judgement, history, experiment=experiment.name,
                                   builds=builds, results=results)))
     text = render_summary(judgement, ctx)

@@ -96,6 +96,11 @@ def nightly_metric(key: str) -> Metric:
             return m
     raise KeyError(f"unknown metric {key!r}; known: {', '.join(sorted(_LOAD_METRICS))}")
 _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
+DEFAULT_NIGHT_ALPHA = 0.002
+"""A night's chance of a false regression over its judged ratio cells: 40 nights x 0.002 =
+0.08, with the two-night rule's share (``judge.SUSPECT_LEVEL``) under the 0.1 a series of 40
+unchanged nights may be falsely failed (a bound: nights share their history, so the events
+overlap; bench/nightly_series_simulation.py measures it)."""
 
 
 class _Strict(BaseModel):
@@ -181,9 +186,21 @@ class NightlySettings(_Strict):
         "(e2e nightly --duet, or [duet] enabled) where the host has slots.")
     history_nights: Annotated[int, Field(ge=3, le=100)] = Field(
         10, description="With a reference arm: a relative cell is judged against its ratio's "
-        "last this many passing nights (at least 3 of them; back to the latest night it "
-        "improved), a prediction interval that counts the nights' spread, instead of against "
-        "one baseline night.")
+        "history, the first this many nights since it started (the config's first night, a "
+        "pinned baseline night, or a confirmed improvement; judged from 3 nights on), a "
+        "prediction interval that counts the nights' spread. Once full the history is the "
+        "level every later night is judged against: no later night joins it, so a change "
+        "is never absorbed (e2e.nightly.history.ratio_history).")
+    alpha: Annotated[float, Field(gt=0, lt=0.5)] = Field(
+        DEFAULT_NIGHT_ALPHA, description="With a reference arm: the chance that a night of an "
+        "unchanged build is called regressed, all its judged ratio cells together (split "
+        "evenly over them) and spent over the night's looks (max_runs); 0.002 keeps a series "
+        "of 40 unchanged nights free of a false regression at least 90 % of the time.")
+    max_runs: Annotated[int, Field(gt=0)] | None = Field(
+        None, description="With a reference arm: a night whose ratio cell is not resolved "
+        "after `runs` (a call, or no change beyond the threshold) runs as many more rounds "
+        "again, up to this many in all, looking again after each step with its error spent "
+        "(group-sequential); None: never more than `runs`.")
     baseline_night: str | None = Field(
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")
@@ -239,6 +256,13 @@ class NightlySettings(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _looks(self) -> NightlySettings:
+        if self.max_runs is not None and self.runs is not None and self.max_runs < self.runs:
+            raise ValueError(f"max_runs ({self.max_runs}) is below runs ({self.runs}): give at "
+                             "least as many (the night first makes `runs`)")
+        return self
+
+    @model_validator(mode="after")
     def _no_duplicates(self) -> NightlySettings:
         for name in ("arms", "concurrencies", "spec_modes"):
             items = getattr(self, name) or []
@@ -272,6 +296,21 @@ class NightlyConfig:
         """The arms tonight's build changes (``--arm-setting`` reaches them): every nightly arm
         but the reference, which stays as pinned."""
         return tuple(a for a in self.arms if a != self.reference)
+
+    @property
+    def looks(self):
+        """The night's looks at its ratio cells (``e2e.nightly.cells.Looks``): after the
+        reported rounds of ``runs``, then as many more at a time up to ``max_runs``."""
+        from e2e.nightly.cells import Looks
+
+        first = max(self.runs - self.experiment.report_from_run + 1, 1)
+        top = self.settings.max_runs or self.runs
+        return Looks(first=first, step=first,
+                     last=max(top - self.experiment.report_from_run + 1, first))
+
+    def rounds_for(self, reported: int) -> int:
+        """The plan's runs (rounds, warmups included) that give ``reported`` reported ones."""
+        return reported + self.experiment.report_from_run - 1
 
     @property
     def baseline_arm(self) -> str:

@@ -418,7 +418,8 @@ class Store:
                     "recorded_at": _str(first["recorded_at"]),
                     "baseline_date": _str(first["baseline_date"]),
                     "baseline_reason": (judgement.baseline.reason
-                                        if judgement and judgement.baseline else None),
+                                        if judgement and judgement.baseline else
+                                        _str(first.get("baseline_reason"))),
                     "host": _str(first["host"]), "e2e_git_sha": _str(first["e2e_git_sha"]),
                     "arm_overrides": overrides or {},
                     "problems": list(problems or (judgement.problems if judgement else ())),
@@ -528,7 +529,7 @@ class Store:
             c.low, c.high, c["values"], c.repeats, c.run_dirs, v.verdict, v.pct, v.pct_low,
             v.pct_high, v.threshold, v.floor_pp, n.baseline_date, b.engine, b.engine_version,
             b.engine_git_sha, b.packages_sha256, b.build_python, n.arm_overrides, n.e2e_git_sha,
-            n.host, b.build_git_commit, c.interference)
+            n.host, b.build_git_commit, c.interference, n.baseline_reason)
             .select_from(night_cells.join(nights, c.night_id == n.id)
                          .outerjoin(verdicts, sa.and_(v.night_id == c.night_id,
                                                       *[v[k] == c[k] for k in _CELL]))

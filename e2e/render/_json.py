@@ -2,7 +2,7 @@
 from e2e's records and summaries to JSON-able dicts, and ``dumps`` to text.
 
 Every document has ``schema_version`` (this module's ``SCHEMA_VERSION``) and ``kind``
-(``e2e.run``, ``e2e.report``, ``e2e.gsm8k``). Keys are documented in docs/json.md. Versions:
+(``e2e.run``, ``e2e.report``, ``e2e.gsm8k``). Keys are documented in docs/reference/json.md. Versions:
   1: first version.
 A key may be added without a new version; a key removed, renamed or changing meaning bumps
 it. Numbers that are not finite (an infinite spread) are written as null, so every document

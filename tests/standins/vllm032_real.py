@@ -316,7 +316,7 @@ def run() -> list[dict]:
     from e2e.kernels import PATHS
 
     # the fused path allocates its look-back workspace once per device, on its first
-    # many-program call (docs/kernels.md): make that call before counting allocations
+    # many-program call (docs/explanation/kernels.md): make that call before counting allocations
     PATHS["fused"](torch.zeros(64, 8, dtype=torch.int32), torch.full((64,), 8),
                    torch.empty(512, dtype=torch.int32), torch.empty(65, dtype=torch.int32))
     for version in VERSIONS:
