@@ -47,7 +47,7 @@ class Noise:
     source: str
 
 
-HOST_DUETS = Noise(0.045, 0.01, "the host's measured duets (docs/explanation/statistics.md, sets 4-8 of "
+HOST_DUETS = Noise(0.045, 0.01, "the host's measured duets (docs/measurements/nights.md, sets 4-8 of "
                    "the nightly in duets: 4.1-5.1 % a duet, a night part of 0-2 %)")
 """Tonight's build ÷ the reference in a duet (both servers at once, four swapping windows):
 per-duet sd rms 4.1 % over sets 4-5 and 5.1 % over sets 7-8; the nights' means spread about
