@@ -99,6 +99,8 @@ def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"plugin settings {copied(value, depth=4, string=200)!r}: "
                          f"{scrub(str(exc))[:500]}") from None
     return value
+
+
 ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
 
 
