@@ -246,7 +246,7 @@ def test_each_face_exports_what_it_says():
 
 # Test files that import a private module of e2e (``e2e.x._y``) reach past a stage's face: what
 # they need should become public or move to a face. The ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 55
+PRIVATE_IMPORT_CEILING = 51
 
 
 def private_importers() -> list[str]:

@@ -1,4 +1,4 @@
-"""e2e.analysis._stats against hand-computed values, against scipy, and for calibration on A/A data."""
+"""e2e.analysis.stats against hand-computed values, against scipy, and for calibration on A/A data."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from e2e.analysis._stats import (
+from e2e.analysis.stats import (
     INTERVAL_METHOD,
     RatioEstimate,
     compare_runs,

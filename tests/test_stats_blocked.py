@@ -1,4 +1,4 @@
-"""e2e.analysis._stats' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
+"""e2e.analysis.stats' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
 against scipy, hand-computed values and small simulations."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from e2e.analysis._stats import (
+from e2e.analysis.stats import (
     RESOLUTION_SD,
     blocked_log_ratio,
     call,

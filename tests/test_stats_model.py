@@ -1,4 +1,4 @@
-"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis._stats), each
+"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis.stats), each
 against a computation by hand (numpy least squares / the formulas written out)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sp
 from scipy.special import digamma, polygamma
 
-from e2e.analysis import _stats as stats
-from e2e.analysis._stats import (
+from e2e.analysis import stats
+from e2e.analysis.stats import (
     ModelRun,
     Prior,
     cell_model,

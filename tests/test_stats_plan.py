@@ -12,7 +12,7 @@ import typer
 from scipy import stats as sp
 from typer.testing import CliRunner
 
-from e2e.analysis import _stats as stats
+from e2e.analysis import stats
 from e2e.analysis import summarize
 from e2e.errors import ConfigError
 from e2e.analysis import parse_effect, runs_advice

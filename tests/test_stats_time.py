@@ -13,7 +13,7 @@ import pytest
 from e2e.analysis import _compare
 from e2e.analysis import _model
 from e2e.analysis import metric, summarize
-from e2e.analysis._stats import ModelRun, cell_model, folder_rho
+from e2e.analysis.stats import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
 from e2e.plan import make_plan

@@ -27,7 +27,7 @@ from e2e.analysis._headline import (
     BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
     headline_metric, server_twin
 )
-from e2e.analysis._stats import (
+from e2e.analysis.stats import (
     DEFAULT_SPENDING, Look, Spending, boundaries, look_at, spending_at, spent_alpha,
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for

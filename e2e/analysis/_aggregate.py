@@ -23,7 +23,7 @@ import pandas as pd
 
 from e2e.analysis import _compare
 from e2e.analysis._attribution import attribute
-from e2e.analysis import _stats as stats
+from e2e.analysis import stats
 from e2e.analysis._compare import estimate_of, primary_metric
 from e2e.analysis._frame import (
     WORKLOAD_FIELDS, _arm_order, _drop_non_finite, _duets, _interference, _one_slo, _resolve_report_from_run,

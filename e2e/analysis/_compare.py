@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from e2e.analysis import _stats as stats
+from e2e.analysis import stats
 from e2e.analysis._components import components
 from e2e.analysis._frame import _host
 from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, label_of, metric

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from e2e.analysis import _stats as stats
+from e2e.analysis import stats
 from e2e.analysis._components import Components, RunCost
 from e2e.analysis._aggregate import Summary, metric
 from e2e.errors import ConfigError

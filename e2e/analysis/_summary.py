@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis import _stats as stats
+from e2e.analysis import stats
 from e2e.analysis._components import Components
 from e2e.metrics import position_key, position_of
 

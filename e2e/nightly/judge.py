@@ -5,8 +5,8 @@ per-run values (the reported runs: valid, repeat >= report_from_run). Tonight's 
 compared with the baseline night's cell of the same key; the rules are:
 
 * **load metrics** (``e2e.nightly.settings.NIGHTLY_METRICS``) with a threshold for their spec mode:
-  ``e2e.analysis._stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
-  values at the configured confidence), then ``e2e.analysis._stats.verdict_for`` with
+  ``e2e.analysis.stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
+  values at the configured confidence), then ``e2e.analysis.stats.verdict_for`` with
   ``min_effect_pct = threshold``: **regressed** when the interval excludes 1 on the worse
   side, the point estimate is on that side and at least the threshold in size (worse:
   higher for latencies and ms per verify step, lower for throughput and acceptance);

@@ -12,7 +12,7 @@ per rule (each docstring names its method; see docs/explanation/statistics.md):
 * ``_sequential``: ``--until-settled``'s exact group-sequential boundaries (Lan–DeMets);
 * ``_median_ratio``: the older unpaired comparison the nightly judge uses.
 
-This module only re-exports their names, so ``from e2e.analysis import _stats as stats`` reads
+This module only re-exports their names, so ``from e2e.analysis import stats`` reads
 ``stats.call``, ``stats.look_at`` and so on; nothing is defined here.
 """
 
