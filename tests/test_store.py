@@ -328,7 +328,7 @@ def test_history_command_on_the_default_sqlite_store(tmp_path):
     rows = list(csv_mod.DictReader(out.open()))
     assert [(r["date"], float(r["median"]), r["values"]) for r in rows] == [
         ("2026-01-01", 10.0, "10 10.1 9.9"), ("2026-01-02", 10.2, "10.2 10.3 10.1")]
-    for args, message in ((["--format", "xml"], "give table, csv or json"),
+    for args, message in ((["--format", "xml"], "'xml' is not one of"),
                           (["--metric", "tpot_ms_median", "--arm", "pr"], "no night has the cell"),
                           (["--store", "postgresql://u:pw@h/db"],
                            "holds a password; keep it out of configs")):   # whole, not masked
