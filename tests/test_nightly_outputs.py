@@ -170,3 +170,29 @@ def test_a_perturbed_night_reports_its_outputs_and_an_unchanged_one_does_not(tmp
     assert stored["outputs"][0]["finding"] is True and stored["exit_code"] == 1
     github = (bad.folder / "summary-github.md").read_text()
     assert "**Outputs: finding**" in github
+
+
+def test_the_dashboard_shows_the_finding_and_escapes_the_stored_line(tmp_path):
+    import dataclasses
+
+    from typer.testing import CliRunner
+
+    from e2e.cli import app
+    from e2e.nightly.history import night_rows
+    from e2e.nightly.store import open_store
+
+    (finding,) = _night(runs("main") + runs("pr"), _some(3))
+    hostile = dataclasses.replace(finding, arm="<b>pr</b>")  # any writer may fill the store
+    j = _judged((hostile,), fail=True)
+    rows = night_rows(j, experiment="x", config_hash="H", recorded_at="2026-01-05T03:00Z",
+                      cells=[CELL], builds={}, arm_overrides={}, e2e_git_sha=None, host="h")
+    with open_store(None, tmp_path) as store:
+        store.write_night(rows, judgement=j)
+    made = CliRunner().invoke(app, ["dashboard", "--results", str(tmp_path), "--out",
+                                    str(tmp_path / "site")])
+    assert made.exit_code == 0, made.output
+    index = (tmp_path / "site" / "index.html").read_text()
+    regressions = index.split("id='regressions'", 1)[1].split("</ul>", 1)[0]
+    assert "outputs: &lt;b&gt;pr&lt;/b&gt;-vs-main c=1 base: outputs differ" in regressions
+    assert "<b>pr</b>" not in index
+    assert "id='outputs'" in index and "1 finding</span>" in index
