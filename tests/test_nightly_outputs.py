@@ -49,7 +49,7 @@ def test_a_first_divergence_is_a_finding_with_its_positions():
     (check,) = _night(runs("main") + runs("pr"), _some(3),
                       history={KEY: [("2026-01-01", N, 0), ("2026-01-02", N, 0)]})
     assert check.finding and check.verdict == NEW_DIVERGENCE
-    assert "2 earlier night(s) identical" in check.line()
+    assert check.line().endswith(": diverges (the 2 earlier night(s) were identical)")
 
 
 def test_earlier_nights_that_diverged_too_are_the_yardstick():

@@ -79,8 +79,9 @@ class OutputsCheck:
                  f"first divergent token median {self.position_median:g}, range "
                  f"{self.position_min}–{self.position_max}")
         p = f", p = {self.p_value:.3g}" if self.p_value is not None else ""
+        verdict = "diverges" if self.verdict == NEW_DIVERGENCE else self.verdict
         return (f"{self.cell}: outputs differ from the reference on {self.diverged} of "
-                f"{self.compared} prompts ({where}): {self.verdict}"
+                f"{self.compared} prompts ({where}): {verdict}"
                 + (f" ({self.yardstick}{p})" if self.yardstick else ""))
 
     def to_json(self) -> dict:
@@ -117,7 +118,8 @@ def check_outputs(records: Iterable[RunRecord], outputs, *, reference: str,
             if not before:
                 verdicts.append((FIRST_DIVERGENCE, "", None))
             elif not any(d for _, _, d in before):
-                verdicts.append((NEW_DIVERGENCE, f"{len(before)} earlier night(s) identical", None))
+                verdicts.append((NEW_DIVERGENCE, f"the {len(before)} earlier night(s) were "
+                                 "identical", None))
             else:
                 p = divergence_test(a, _pooled(before, a))
                 pending.append((k, p))
