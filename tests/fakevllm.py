@@ -49,6 +49,14 @@ time.sleep(float(os.environ.get("FAKE_START_S", "0")))
 tpot = float(os.environ.get("FAKE_TPOT_S", "0.001"))
 tpot += float(json.loads(settings or "{}").get("step_delay_us", 0)) / 1e6  # the calibration delay
 counters = {"drafts": 0.0, "accepted": 0.0}
+perturb = float(json.loads(settings or "{}").get("perturb", 0))
+
+def answer(prompt, i):
+    """Token i of a prompt's greedy answer; with the perturb setting, prompts whose ids sum to
+    an odd number answer otherwise from token 3 on (a numerics change that flips some argmaxes)."""
+    total = sum(prompt) if isinstance(prompt, list) else sum(map(ord, prompt))
+    base = (total * 31 + i * 7) % 1000
+    return base + 1 if perturb and total % 2 and i >= 3 else base
 
 def reply(writer, status, body, ctype="text/plain"):
     writer.write(b"HTTP/1.1 %d OK\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n%s"
@@ -84,10 +92,16 @@ async def handle(reader, writer):
             tokens, prompt = req["max_tokens"], len(req["prompt"])
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                          b"transfer-encoding: chunked\r\n\r\n")
+            ask = bool(req.get("return_token_ids"))
             for i in range(tokens):
                 await asyncio.sleep(tpot)
+                choice = {"index": 0, "text": " t", "finish_reason": None}
+                if ask:  # greedy "answers": a function of the prompt; perturb moves some
+                    choice["token_ids"] = [answer(req["prompt"], i)]
+                    echo = isinstance(req["prompt"], list) and i == 0
+                    choice["prompt_token_ids"] = req["prompt"] if echo else None
                 writer.write(sse({"id": "c", "object": "text_completion", "model": req["model"],
-                                  "choices": [{"index": 0, "text": " t", "finish_reason": None}]}))
+                                  "choices": [choice]}))
                 await writer.drain()
             counters["drafts"] += tokens / 2
             counters["accepted"] += tokens * 0.4

@@ -195,7 +195,7 @@ FACES = {
         "acceptance_length", "attribute", "boundaries", "burst_affected", "cache_contrast",
         "cell_caches", "compare_outputs", "compare_runs", "compare_verdicts", "components",
         "divergence_test", "equivalence_of", "estimate_of", "first_divergence", "format_advice",
-        "gsm8k_report", "headline_for", "headline_metric", "look_at", "mcnemar_exact",
+        "gsm8k_report", "headline_for", "headline_metric", "holm", "look_at", "mcnemar_exact",
         "median_range", "merge_calls", "metric", "outputs_of", "parse_effect", "position_key",
         "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed", "select",
         "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",

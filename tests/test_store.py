@@ -201,10 +201,10 @@ def test_migrations_are_versioned_and_a_newer_store_is_refused(url, tmp_path):
         assert store.migrate() == []        # nothing left to apply
         with store.engine.connect() as conn:
             rows = conn.execute(sa.text("SELECT version, description FROM schema_version")).all()
-        assert [r[0] for r in rows] == [1, 2] and "nights" in rows[0][1]
+        assert [r[0] for r in rows] == [1, 2, 3] and "nights" in rows[0][1]
         with store.engine.begin() as conn:
             conn.execute(sa.text("INSERT INTO schema_version VALUES (99, 'x', 'from the future')"))
-    with pytest.raises(ResultsError, match="schema version 99, this e2e knows up to 2"):
+    with pytest.raises(ResultsError, match="schema version 99, this e2e knows up to 3"):
         open_store(url, tmp_path)
 
 
@@ -214,12 +214,13 @@ def test_a_version_1_store_gains_the_runs_interference_and_keeps_its_nights(url,
         store.write_night(night("2026-01-01")[1])
         with store.engine.begin() as conn:
             conn.execute(sa.text("ALTER TABLE night_cells DROP COLUMN interference"))
-            conn.execute(sa.text("DELETE FROM schema_version WHERE version = 2"))
+            conn.execute(sa.text("ALTER TABLE nights DROP COLUMN outputs"))
+            conn.execute(sa.text("DELETE FROM schema_version WHERE version >= 2"))
         assert store.version() == 1
     busy = [cell(TPOT, (10.0, 10.1, 9.9), "2026-01-02"), cell(TTFT, (50.0, 51.0, 49.0), "2026-01-02")]
     busy[0] = dataclasses.replace(busy[0], interference=(0.6, None, 0.4))
     with open_store(url, tmp_path) as store:      # opening migrates it
-        assert store.version() == SCHEMA_VERSION == 2
+        assert store.version() == SCHEMA_VERSION == 3
         store.write_night(night("2026-01-02", cells=busy)[1])
         h = store.history()
     tpot = h[h["metric"] == "tpot_ms_median"].set_index("date")["interference"]

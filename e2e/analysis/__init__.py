@@ -23,6 +23,7 @@ from e2e.analysis._merge import AA, NOT_SAFE, NOT_SHOWN, SAFE, CellEvidence, Mer
 from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
 from e2e.analysis._components import Components, RunCost, components, run_costs
 from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
+from e2e.analysis._multiplicity import holm
 from e2e.analysis._headline import (
     BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
     headline_metric, server_twin
@@ -45,7 +46,7 @@ __all__ = [
     "Spending", "Summary", "WarningLine", "acceptance_length", "attribute", "boundaries",
     "burst_affected", "cache_contrast", "cell_caches", "compare_outputs", "compare_runs",
     "compare_verdicts", "components", "divergence_test", "equivalence_of", "estimate_of",
-    "first_divergence", "format_advice", "gsm8k_report", "headline_for", "headline_metric",
+    "first_divergence", "format_advice", "gsm8k_report", "headline_for", "headline_metric", "holm",
     "look_at", "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of",
     "parse_effect", "position_key", "position_of", "primary_metric", "run_costs", "runs_advice",
     "runs_needed", "select", "server_twin", "spending_at", "spent_alpha", "summarize",

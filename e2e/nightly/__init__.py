@@ -5,6 +5,8 @@
     judge     pure: a night's cells against a baseline night's -> verdicts, status, exit code
               (GSM8K per document: exact McNemar)
     changepoints  pure: steps in a cell's history (ruptures Pelt + permutation confirmation)
+    outputs   pure: tonight's greedy outputs against the reference arm's, prompt by prompt
+              (a finding where they diverge more than the night's A/A or earlier nights)
     assess    baseline night, verdict files, judgement, change points (after the cells)
     history   the history frame (one row per night cell), baseline selection; the old
               history.parquet (imported once into the store)

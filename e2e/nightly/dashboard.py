@@ -1,8 +1,9 @@
 """The nightly dashboard: the store -> a static, self-contained site (bytes; no I/O here).
 
     index.html          the latest night of each experiment: every cell's verdict at a glance,
-                        regressions first (``#regressions``), a small history plot per cell,
-                        and every night listed
+                        regressions first (``#regressions``, an outputs finding among them),
+                        its outputs against the reference (``#outputs``), a small history plot
+                        per cell, and every night listed (with its outputs findings)
     cell-<slug>.html    one cell: median (min–max) per night coloured by verdict, the change
                         points over its history marked (a line at the night each started),
                         hover: the night's status, build, commit, host; a click opens the
@@ -318,6 +319,27 @@ def site_files(data: SiteData) -> dict[str, bytes]:
     return files
 
 
+def _outputs_checks(night: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A night's outputs checks as stored (``nights.outputs``), each with a ``line`` and a
+    ``finding``; what another writer put there otherwise is left out."""
+    raw = night.get("outputs")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return []
+    return [{"line": str(c["line"]), "finding": c.get("finding") is True}
+            for c in raw if isinstance(c, dict) and "line" in c] if isinstance(raw, list) else []
+
+
+def _outputs_cell(checks: Sequence[Mapping[str, Any]]) -> str:
+    if not checks:
+        return "—"
+    bad = sum(1 for c in checks if c["finding"])
+    return (f"<span class=regression>{bad} finding{'s' if bad != 1 else ''}</span>" if bad
+            else "no finding")
+
+
 def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
     h = data.history
     parts = []
@@ -348,9 +370,16 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
         items += [f"<li class=regression>{_e(c['arm'])} c{c['concurrency']} "
                   f"{_e(c['spec_mode'])} {_e(metric_label(c['metric'])[0])}: change point "
                   f"started {_e(c['start'])} ({float(c['pct']):+.1f} %)</li>" for c in cp_bad]
+        checks = _outputs_checks(night)
+        items += [f"<li class=regression>outputs: {_e(c['line'])}</li>" for c in checks
+                  if c["finding"]]
         parts.append("<h3>Regressions</h3><ul id='regressions' data-experiment='"
                      f"{_e(experiment)}'>" + ("".join(items) or
                                               "<li class=none>none tonight</li>") + "</ul>")
+        if checks:
+            parts.append("<h3>Outputs against the reference</h3><ul id='outputs'>" + "".join(
+                f"<li class={'regression' if c['finding'] else 'none'}>{_e(c['line'])}</li>"
+                for c in checks) + "</ul>")
         table = ["<table class=verdicts><tr><th>cell</th><th>metric</th><th>verdict</th>"
                  "<th class=num>tonight</th><th class=num>change</th><th>baseline night</th>"
                  "</tr>"]
@@ -384,11 +413,13 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
                              "<div id=", "<div class='cell-plot' id=", 1) + "</div>")
         parts.append("</div>")
     listing = ["<h2>Every night</h2><table id=nights><tr><th>night</th><th>experiment</th>"
-               "<th>config</th><th>status</th><th>host</th><th>baseline</th><th>report</th></tr>"]
+               "<th>config</th><th>status</th><th>outputs</th><th>host</th><th>baseline</th>"
+               "<th>report</th></tr>"]
     for n in sorted(data.nights, key=lambda n: (n["date"], n["experiment"]), reverse=True):
         report = _link(data.link_base, n.get("report_path"))
         listing.append(f"<tr><td>{_e(n['date'])}</td><td>{_e(n['experiment'])}</td>"
                        f"<td>{_e(n['config_hash'][:12])}</td><td>{_status(n['status'])}</td>"
+                       f"<td>{_outputs_cell(_outputs_checks(n))}</td>"
                        f"<td>{_e(n.get('host') or '?')}</td>"
                        f"<td>{_opt(n.get('baseline_date'))}</td><td>"
                        + (f'<a href="{_e(report)}">report</a>' if report else "—")

@@ -175,15 +175,32 @@ class Judgement:
     problems: tuple[str, ...] = field(default=())
     status: NightStatus = "pass"
     changes: tuple[ChangePoint, ...] = field(default=())
+    outputs: tuple = field(default=())
+    """Tonight's outputs against the reference's (``e2e.nightly.outputs.OutputsCheck``)."""
+    outputs_fail: bool = False
+    """Whether an outputs finding makes the night a regression (``[nightly] outputs_fail``)."""
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
+    @property
+    def output_findings(self) -> tuple:
+        return tuple(c for c in self.outputs if c.finding)
+
+    def _status(self, status: NightStatus) -> NightStatus:
+        return "regression" if self.outputs_fail and self.output_findings else status
+
     def with_changes(self, changes: Sequence[ChangePoint]) -> Judgement:
         """This judgement with the change points found over the history, its status redone."""
-        return dataclasses.replace(self, changes=tuple(changes), status=night_status(
-            self.verdicts, self.problems, changes))
+        return dataclasses.replace(self, changes=tuple(changes), status=self._status(
+            night_status(self.verdicts, self.problems, changes)))
+
+    def with_outputs(self, checks: Sequence, *, fail: bool) -> Judgement:
+        """This judgement with tonight's outputs checks; a finding makes it a regression where
+        ``fail`` (``[nightly] outputs_fail``)."""
+        done = dataclasses.replace(self, outputs=tuple(checks), outputs_fail=fail)
+        return dataclasses.replace(done, status=done._status(self.status))
 
     def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
         return tuple(v for v in self.verdicts if v.verdict in names)

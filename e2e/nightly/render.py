@@ -172,6 +172,19 @@ def _headlines(j: Judgement) -> list[str]:
     return out
 
 
+def _outputs_lines(j: Judgement) -> list[str]:
+    """Tonight's outputs against the reference's, one line per check, findings first."""
+    lines = []
+    for c in sorted(j.outputs, key=lambda c: not c.finding):
+        if c.finding:
+            effect = ("the night is a regression" if j.outputs_fail else
+                      "reported only: outputs_fail = false")
+            lines.append(f"- **Outputs: finding** — {md_text(c.line())} ({effect})")
+        else:
+            lines.append(f"- **Outputs**: {md_text(c.line())}")
+    return lines
+
+
 def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = False) -> str:
     """The night's Markdown summary (``icons``: an icon before each verdict, for GitHub)."""
     j = judgement
@@ -187,10 +200,13 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
         if steps:
             parts.append(f"{len(steps)} change point{'s' if len(steps) != 1 else ''} made a "
                          "cell worse")
+        if j.outputs_fail and j.output_findings:
+            parts.append("outputs differ from the reference")
         head += ": " + "; ".join(parts)
     elif j.status == "incomplete":
         head += ": some cells could not be judged"
     lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
+    lines += _outputs_lines(j)
     lines.append(f"- **Build**: {_build_line(ctx)}")
     lines.append(f"- **Config**: `{ctx.config_hash[:12]}` · night folder "
                  + _link(ctx, "runs", ctx.night_dir))

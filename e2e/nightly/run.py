@@ -44,7 +44,7 @@ from e2e.results import RunRecord, resume_state
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
-           "plan_night", "night_looks", "one_at_a_time", "design_lines", "judged_key", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
+           "plan_night", "night_looks", "night_outputs", "one_at_a_time", "design_lines", "judged_key", "expected_cells", "load_cells", "gsm8k_cells", "retried_attempts", "check_night",
            "night_report"]
 
 NIGHT_FILE = "night.json"
@@ -345,6 +345,25 @@ def retried_attempts(folder: Path) -> list[str]:
     return notes
 
 
+def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experiment: str,
+                  date: str, say: Say = lambda message: None) -> tuple:
+    """Tonight's outputs against the reference arm's (``e2e.nightly.outputs.check_outputs``),
+    the earlier nights of this config in ``store`` the yardstick where the night has no A/A
+    arm; () without a reference arm."""
+    from e2e.nightly.outputs import check_outputs
+    from e2e.results import load_outputs
+
+    if not cfg.reference or not records:
+        return ()
+    outputs, unreadable = load_outputs(folder, records)
+    for line in unreadable:
+        say(line)
+    history = store.outputs_history(experiment=experiment, config_hash=cfg.config_hash,
+                                    before=date)
+    return check_outputs(records, outputs, reference=cfg.reference, history=history,
+                         confidence=cfg.settings.confidence)
+
+
 def night_report(folder: Path, cfg: NightlyConfig, say: Say) -> Path | None:
     """Write the night's full report (``e2e report``) against the baseline arm
     (``[nightly] baseline``, default main), whatever the order of the arms; None if there is
@@ -449,6 +468,9 @@ def run_nightly(
                                  experiment=experiment.name, cells=cells,
                                  expected=expected_cells(cfg), problems=problems,
                                  pinned=options.pinned, store=store)
+        judgement = judgement.with_outputs(
+            night_outputs(cfg, folder, records, store, experiment=experiment.name,
+                          date=options.date, say=say), fail=cfg.settings.outputs_fail)
         some = next(iter(builds.values()), {})
         rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
                           recorded_at=utc_now(), cells=cells, builds=builds,
@@ -498,6 +520,8 @@ def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
             "date": judgement.baseline.date, "reason": judgement.baseline.reason,
             "status": judgement.baseline.status},
         "problems": list(judgement.problems),
+        "outputs_fail": judgement.outputs_fail,
+        "outputs": [c.to_json() for c in judgement.outputs],
         "changes": [{**asdict(c.key), "start": c.start, "break_date": c.break_date,
                      "before": c.before, "after": c.after, "pct": c.pct, "p_value": c.p_value,
                      "worse": c.worse, "latest": c.latest, "caught": c.caught,

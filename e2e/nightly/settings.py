@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 from e2e.analysis import METRICS, Metric
 from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
@@ -222,6 +222,12 @@ class NightlySettings(_Strict):
         "sqlite:///nightly/history.db (a relative SQLite path is under the results folder); "
         "a team's PostgreSQL: postgresql+psycopg://user@host/db, the password from "
         "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.nightly.store).")
+    outputs_fail: StrictBool = Field(
+        True, description="Tonight's greedy outputs are compared prompt by prompt with the "
+        "reference arm's (e2e.nightly.outputs); a night whose outputs diverge from the "
+        "reference more than its yardstick allows (an A/A arm of the night, else the earlier "
+        "nights) is a finding in its summary and judgement.json. true: the finding also makes "
+        "the night a regression (exit 1); false: it is reported only.")
     gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
     changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
 

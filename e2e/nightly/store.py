@@ -9,11 +9,13 @@ into a config or a record: libpq reads ``PGPASSWORD`` (or ``~/.pgpass``), or the
 variable, ``postgresql+psycopg://e2e:${E2E_DB_PASSWORD}@host/db``, expanded when connecting;
 URLs are only ever printed with the password masked (``masked_url``).
 
-Tables (``SCHEMA_VERSION`` 2):
+Tables (``SCHEMA_VERSION`` 3):
 
     schema_version   version, applied_at, description: the migrations applied, in order
     nights           one row per (date, experiment, config_hash): status, baseline, host,
-                     e2e commit, --arm-setting overrides, the night's problems, report paths
+                     e2e commit, --arm-setting overrides, the night's problems, report paths,
+                     its outputs against the reference's (version 3: ``e2e.nightly.outputs``
+                     checks as JSON; NULL where not compared)
     night_cells      one row per (night, kind, arm, concurrency, spec_mode, metric): the per-run
                      values, repeats and run folders (what history.parquet held per row), and
                      each run's recorded interference (version 2; NULL where none was recorded)
@@ -68,7 +70,7 @@ from e2e.nightly.judge import Judgement
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
            "masked_url", "MIGRATIONS"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_STORE = "sqlite:///nightly/history.db"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -99,6 +101,7 @@ nights = sa.Table(
     sa.Column("night_dir", sa.Text),        # relative to the results folder
     sa.Column("report_path", sa.Text),      # relative to the results folder
     sa.Column("summary_path", sa.Text),
+    sa.Column("outputs", sa.JSON(none_as_null=True)),  # version 3
     sa.UniqueConstraint("date", "experiment", "config_hash", name="uq_nights_night"))
 
 
@@ -194,10 +197,19 @@ def _v2_interference(conn: Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE night_cells ADD COLUMN interference {kind}"))
 
 
+def _v3_outputs(conn: Connection) -> None:
+    """Version 3: ``nights.outputs``, each night's outputs against the reference's, so a later
+    night's divergence is judged against the earlier nights' (``e2e.nightly.outputs``)."""
+    if "outputs" not in {c["name"] for c in sa.inspect(conn).get_columns("nights")}:
+        kind = sa.JSON().compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE nights ADD COLUMN outputs {kind}"))
+
+
 MIGRATIONS: list[tuple[int, str, Any]] = [
     (1, "nights, night_cells, verdicts, change_points, gsm8k_documents, builds, imports",
      _v1_initial),
     (2, "night_cells.interference: each run's recorded interference", _v2_interference),
+    (3, "nights.outputs: the night's outputs against the reference's", _v3_outputs),
 ]
 assert [m[0] for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
 
@@ -424,7 +436,10 @@ class Store:
                     "arm_overrides": overrides or {},
                     "problems": list(problems or (judgement.problems if judgement else ())),
                     "night_dir": p.get("night_dir"), "report_path": p.get("report_path"),
-                    "summary_path": p.get("summary_path")})
+                    "summary_path": p.get("summary_path"),
+                    "outputs": ([c.to_json() for c in judgement.outputs]
+                                if judgement is not None and judgement.date == date
+                                and judgement.outputs else None)})
                 for table in _CHILDREN:
                     conn.execute(table.delete().where(table.c.night_id == night_id))
                 extra = {(v.key.kind, v.key.arm, int(v.key.concurrency), v.key.spec_mode,
@@ -565,6 +580,27 @@ class Store:
             query = query.where(n.experiment == experiment)
         with self.engine.connect() as conn:
             return [NightInfo(**dict(r._mapping)) for r in conn.execute(query)]
+
+    def outputs_history(self, *, experiment: str, config_hash: str, before: str
+                        ) -> dict[tuple[str, int, str], list[tuple[str, int, int]]]:
+        """The earlier nights' outputs checks of one config (dates before ``before``), per
+        (arm, concurrency, spec mode): (date, compared, diverged), oldest first
+        (``e2e.nightly.outputs.OutputsHistory``)."""
+        n = nights.c
+        query = (sa.select(n.date, n.outputs)
+                 .where(n.experiment == experiment, n.config_hash == config_hash,
+                        n.date < before, n.outputs.is_not(None)).order_by(n.date))
+        out: dict[tuple[str, int, str], list[tuple[str, int, int]]] = {}
+        with self.engine.connect() as conn:
+            for date, checks in conn.execute(query):
+                for c in checks if isinstance(checks, list) else ():
+                    try:
+                        key = (str(c["arm"]), int(c["concurrency"]), str(c["spec_mode"]))
+                        out.setdefault(key, []).append(
+                            (str(date), int(c["compared"]), int(c["diverged"])))
+                    except (KeyError, TypeError, ValueError):
+                        continue  # a row another tool wrote: not a yardstick
+        return out
 
     def night_details(self) -> list[dict[str, Any]]:
         """Every night's row (links, problems, exit code) for the dashboard."""
