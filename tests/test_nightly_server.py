@@ -69,6 +69,9 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     assert tpot.loc["main-vs-reference", "verdict"] == "no baseline"  # judged: it builds
     assert tpot.loc["main", "verdict"] == "not judged"  # the absolute cells are recorded
     assert tpot.loc["main", "engine_version"] == "0.32.0"
+    (check,) = json.loads((night / "judgement.json").read_text())["outputs"]
+    assert check["finding"] is False and check["compared"] > 0 and check["diverged"] == 0
+    assert "outputs identical to the reference" in (night / "summary.md").read_text()
     assert (night / "summary.md").exists() and (night / "report" / "report.md").exists()
     assert (night / "trends" / "server_tpot_ms_mean.png").read_bytes().startswith(b"\x89PNG")
     stamp = (night / "main-c1-base-r2-d1" / "run.json").stat().st_mtime_ns
