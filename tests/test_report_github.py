@@ -162,5 +162,5 @@ def test_the_nightly_summary_as_a_comment():
     small = render_summary_github(judge_night("2026-01-02", cells("2026-01-02", 10.0, 2),
                                               Baseline("2026-01-01", tuple(cells(
                                                   "2026-01-01", 10.0, 2)), "x"), rules), ctx)
-    assert "| ⚪ noise |" in small and "Truncated" not in small
+    assert "| ⚪ no change beyond +0.2 % |" in small and "Truncated" not in small
     assert all(len(r) == len(tables(small)[0][0]) for r in tables(small)[0])

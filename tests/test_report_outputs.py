@@ -193,3 +193,37 @@ def test_a_few_divergent_prompts_beside_an_identical_aa_are_never_safe():
     assert pr.call == "not shown safe"
     assert pr.reasons == ("c1 base: outputs diverges as much as A/A (1 of 32 prompts diverged, "
                           "the A/A's none)",)
+
+
+@pytest.mark.slow  # a 36-run report through the command line (about 3 s)
+def test_the_merge_line_shows_gsm8k_and_capacity_where_the_experiment_measured_them(tmp_path):
+    """Beside the speed, outputs and cache call: each arm's GSM8K agreement with main (the
+    documents judged alike and McNemar's p, an A/A's beside it) where the experiment has a
+    GSM8K evaluation, the capacity search where it has one; 'not measured' where absent."""
+    import shutil
+    from pathlib import Path
+
+    from e2e.results import write_run
+    from test_report_warnings import busy_duet_sweep
+
+    folder = tmp_path / "results" / "duet3"
+    for record in busy_duet_sweep():
+        write_run(folder / record.spec.run_id, record)
+
+    def merge_lines() -> list[str]:
+        done = CliRunner().invoke(app, ["report", str(folder), "--format", "github", "-q"])
+        assert done.exit_code == 0, done.output
+        text = (folder / "report" / "github.md").read_text()
+        return [line for line in text.splitlines()
+                if line.startswith("- ") and " · speed: " in line]
+
+    before = merge_lines()
+    assert before and all("GSM8K: not measured · capacity: not measured" in line
+                          for line in before)
+    golden = Path(__file__).parent / "golden" / "gsm8k" / "results" / "exp" / "gsm8k"
+    shutil.copytree(golden, folder / "gsm8k")
+    (folder / "capacity.json").write_text("{}")
+    (pr,) = [line for line in merge_lines() if "**pr**" in line]
+    assert ("GSM8K: base 1 of 30 documents judged alike, McNemar p " in pr
+            and "; A/A 28 of 30" in pr), pr
+    assert "capacity: in capacity.json (e2e capacity's report)" in pr

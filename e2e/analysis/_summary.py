@@ -368,6 +368,11 @@ class Summary:
     outputs: object | None = None  # an e2e.analysis._outputs.OutputsSummary (which imports this)
     """The outputs compared prompt by prompt and the cells' prefix-cache hit rates
     (``summarize_outputs``); None where nobody compared them (``e2e report`` does)."""
+    gsm8k: object | None = None  # an e2e.analysis._gsm8k.GSM8KReport
+    """The experiment's GSM8K evaluations (``gsm8k_report``), each arm's per-document agreement
+    with main; None where none was measured or read."""
+    capacity: str | None = None
+    """Where the experiment's capacity search is (``capacity.json``), None without one."""
 
     @property
     def speculator_label(self) -> str:

@@ -439,9 +439,31 @@ def merge_line(call: MergeCall, summary: Summary) -> str:
                          f"{call.arm} {format_hit_rate(contrast.other)}{mark}")
     if not call.cells:
         speed = outputs = cache = ["not measured"]
+    capacity = ("in " + summary.capacity.rsplit("/", 1)[-1] + " (e2e capacity's report)"
+                if summary.capacity else "not measured")
     return (f"- {CALL_ICONS[call.call]} **{md_text(call.arm)}**: {call.call} · "
             f"speed: {'; '.join(speed)} · outputs: {md_text('; '.join(outputs))} · "
-            f"prefix cache: {md_text('; '.join(cache))}")
+            f"prefix cache: {md_text('; '.join(cache))} · "
+            f"GSM8K: {md_text(gsm8k_agreement(summary, call.arm))} · capacity: {capacity}")
+
+
+def gsm8k_agreement(summary: Summary, arm: str) -> str:
+    """An arm's GSM8K agreement with the baseline, per evaluation: the documents whose strict
+    verdict is the same, the exact McNemar p on the rest, and an A/A's (the baseline's second
+    server) beside it; ``not measured`` where no evaluation has the arm."""
+    report = summary.gsm8k
+    parts = []
+    for section in getattr(report, "sections", ()):
+        mine = [a for a in section.arms if a.arm == arm and a.agreement is not None]
+        if not mine:
+            continue
+        aa = [a for a in section.arms if a.arm == summary.baseline and a.agreement is not None]
+        text = "; ".join(f"{a.agreement.same} of {a.agreement.n} documents judged alike, "
+                         f"McNemar p {a.agreement.p_value:.3g}" for a in mine)
+        if aa and arm != summary.baseline:
+            text += "; A/A " + ", ".join(f"{a.agreement.same} of {a.agreement.n}" for a in aa)
+        parts.append(f"{section.title} {text}")
+    return "; ".join(parts) or "not measured"
 
 
 def merge_section(summary: Summary, heading: str = "## Safe to merge?") -> list[str]:
@@ -456,7 +478,8 @@ def merge_section(summary: Summary, heading: str = "## Safe to merge?") -> list[
               "prefix cache alike; "
               f"{CALL_ICONS[NOT_SAFE]} {NOT_SAFE}: a cell slower, or answers that diverge more "
               f"than the A/A's; {CALL_ICONS[NOT_SHOWN]} {NOT_SHOWN}: evidence missing or "
-              "unclear (never read as safe). GSM8K and capacity are not part of this line.", ""]
+              "unclear (never read as safe). GSM8K (per-document agreement with the baseline, exact "
+              "McNemar) and capacity are shown beside the call, not part of it.", ""]
     return lines
 
 

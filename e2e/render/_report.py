@@ -22,11 +22,11 @@ import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from e2e.analysis import (ReportWarning, Summary, equivalence_of, select, summarize,
-                          summarize_outputs)
+from e2e.analysis import (ReportWarning, Summary, equivalence_of, gsm8k_report, select,
+                          summarize, summarize_outputs)
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.paths import atomic_write_bytes, no_links
-from e2e.results import load_outputs, load_records
+from e2e.results import load_outputs, load_records, read_evaluations
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
@@ -103,6 +103,12 @@ def build_report(
     summary = replace(summary, outputs=summarize_outputs(
         records, outputs, baseline=baseline, confidence=summary.confidence),
         warnings=(*summary.warnings, *(ReportWarning(m) for m in unreadable)))
+    # what else the experiment measured, for the merge line: GSM8K beside the load runs
+    # (results/<experiment>/gsm8k), a capacity search (results/<experiment>/capacity.json)
+    capacity = results_dir / "capacity.json"
+    summary = replace(summary, gsm8k=gsm8k_report(read_evaluations(results_dir.parent,
+                                                                   results_dir.name)),
+                      capacity=str(capacity) if capacity.is_file() else None)
 
     out_dir = results_dir / REPORT_DIR
     no_links(results_dir, out_dir / "plots", "the report")  # report/ and plots/ real folders
