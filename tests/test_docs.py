@@ -193,3 +193,43 @@ def test_the_command_extractor_and_parser_catch_what_they_should(tmp_path):
         parse(["report", str(tmp_path), "--format", "githb"])
     with pytest.raises(AssertionError, match="no such command"):
         parse(["import"])
+
+
+def _dry_runnable() -> list[tuple[str, list[str]]]:
+    """Every command line of the README and the tutorials whose command has --dry-run, with
+    it, and whose config file (if it names one) is in this checkout."""
+    out = []
+    for page in COMMAND_PAGES:
+        for argv in command_lines(page):
+            command, _, rest = _command(argv)
+            if hasattr(command, "commands") or not any(
+                    "--dry-run" in getattr(p, "opts", ()) for p in command.params):
+                continue
+            config = next((rest[i + 1] for i, a in enumerate(rest[:-1])
+                           if a in ("-c", "--config")), None)
+            if config is not None and not (ROOT / config).is_file():
+                continue  # the reader's own file (my.toml)
+            line = (str(page.relative_to(ROOT)), argv + ([] if "--dry-run" in argv else ["--dry-run"]))
+            if line not in out:
+                out.append(line)
+    return out
+
+
+@pytest.mark.slow  # each dry run plans the whole command (a few seconds each)
+@pytest.mark.parametrize("page,argv", _dry_runnable(), ids=lambda v: v if isinstance(v, str)
+                         else " ".join(v))
+def test_every_command_with_a_dry_run_runs_as_shown(page, argv, tmp_path):
+    """The README's and the tutorials' commands run verbatim as dry runs (nothing built,
+    started or written), each in its own process (e2e micro's dry run must set
+    TRITON_INTERPRET before Triton loads), from a folder beside this checkout's configs."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    done = subprocess.run([sys.executable, "-m", "e2e.cli", *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "E2E_HOME": str(tmp_path / "home"),
+                               "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, (page, argv, (done.stdout + done.stderr)[-2000:])
+    assert not any((tmp_path / "results").rglob("run.json"))

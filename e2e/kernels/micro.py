@@ -220,7 +220,7 @@ def run_micro(spec: MicroSpec, log=print, *, ops=None) -> dict:
         case.calls[FLOOR] = (lambda x=indices: tpaths.empty_launch(x))
         case.calls[FLOOR_DIRECT] = (lambda x=indices: tpaths.empty_launch_direct(x))
         for name, call in case.calls.items():
-            for _ in range(3):  # compile and warm
+            for _ in range(1 if spec.dry_run else 3):  # compile and warm
                 call()
             if on_gpu:
                 case.counts[name] = bench.count_ops(call, device).as_dict()
@@ -229,10 +229,11 @@ def run_micro(spec: MicroSpec, log=print, *, ops=None) -> dict:
         log(f"prepared {rows} rows: correct={case.correct}")
 
     replays = max(1, spec.calls // spec.graph_calls)
+    calls = 1 if spec.dry_run else spec.calls  # a dry run checks the pipeline: one call a run
     for run in range(1, spec.runs + 1):
         for case in cases:
             for name, call in case.calls.items():
-                case.eager.setdefault(name, []).append(bench.time_eager(call, spec.calls, device))
+                case.eager.setdefault(name, []).append(bench.time_eager(call, calls, device))
                 g = case.graphs.get(name)
                 case.graph.setdefault(name, []).append(
                     bench.time_graph(g, spec.graph_calls, replays) if g is not None else None)
