@@ -115,7 +115,9 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     assert {r.completion_tokens for r in requests} == {48}
     report = CliRunner().invoke(app, ["report", str(tmp_path / "results" / "default"),
                                       "--report-from-run", "1"])  # one run: report it
-    assert "not on a fresh server started by e2e (external)" in report.output
+    assert report.exit_code == 0, report.output
+    text = (tmp_path / "results" / "default" / "report" / "report.md").read_text()
+    assert "reported runs not on a fresh server started by e2e" in text and "1, external" in text
 
 
 def test_a_local_external_server_is_known_by_its_processes(tmp_path):
