@@ -207,9 +207,10 @@ def _write_runs(folder: Path, lengths: dict[str, list[float]], *, pinned=None) -
     for arm, values in lengths.items():
         for repeat, length in enumerate(values, start=1):
             rec = _record(arm, repeat, tpot=2.0, length=length, rates=[0.9, 0.8, 0.5])
-            if pinned is not None:
-                rec = rec.model_copy(update={"config": {
-                    **rec.config, "speculators": {"dspark": {"pinned": pinned}}}})
+            # a run's config snapshot names the speculator profile it ran, as e2e writes it
+            profile = {"method": "ngram"} if pinned is None else {"pinned": pinned}
+            rec = rec.model_copy(update={"config": {
+                **rec.config, "speculators": {"dspark": profile}}})
             (folder / rec.run_id).mkdir(parents=True)
             (folder / rec.run_id / "run.json").write_text(rec.model_dump_json())
 

@@ -202,9 +202,7 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
                and r.metrics.acceptance_length is not None
                and r.spec.repeat >= int(r.config.get("report_from_run") or 1)
                and pinned_of(r.config) is None
-               # a snapshot without a speculators table predates --spec: it ran dspark
-               and (default_profile(r.config.get("speculators") or {}) or "dspark")
-               == experiment.default_speculator]
+               and default_profile(r.config.get("speculators") or {}) == experiment.default_speculator]
     if not lengths:
         raise ConfigError(
             f"acceptance pinned to the baseline's: {folder} holds no valid reported run of "
