@@ -244,16 +244,19 @@ def test_each_face_exports_what_it_says():
         assert importlib.import_module(package).__all__ == names
 
 
-# Test files that import a private module of e2e (``e2e.x._y``) reach past a stage's face: what
-# they need should become public or move to a face. The ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 51
+# Test files that import a private module or name of e2e (``e2e.x._y``, ``from e2e.x import
+# _y``) reach past a stage's face: what they need should become public or move to a face. The
+# ceiling only goes down.
+PRIVATE_IMPORT_CEILING = 56
 
 
 def private_importers() -> list[str]:
     importers = []
     for path in sorted((PACKAGE.parent / "tests").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+            # e2e.x._y, and a private module or name taken from a face (from e2e.x import _y)
+            names = ([f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             if any(n.split(".")[0] == "e2e" and any(p.startswith("_") for p in n.split(".")[1:])
                    for n in names):
