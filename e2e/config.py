@@ -2,14 +2,13 @@
 
 Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file into an
 ``Experiment`` (``e2e.console.validated`` says what is wrong, key by key), ``override``
-narrows it with a command's flags, and ``e2e.plan`` makes its units.
+narrows it with a command's flags, and ``e2e.plan`` makes its units. The checks of its
+strings are ``e2e.fields``; a speculator profile's rules, ``e2e.speculators``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -20,18 +19,17 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_valida
 
 from e2e.console import validated
 from e2e.errors import ConfigError, E2EError
+from e2e.fields import ArgList, CpuList, EnvTable, check_wheel, plugin_settings
 from e2e.names import did_you_mean, number_tag, parse_cpus, safe_name
 from e2e.paths import read_toml
-from e2e.plugin.settings import PluginSettings
-from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, copied, remember, scrub
+from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
+from e2e.speculators import PIN_KEY, check_pin, default_profile
 
 __all__ = ["Experiment", "GitSource", "BuildSpec", "ServerConfig", "LoadConfig", "SharedPrefix",
            "TraceReplay", "MultiTurn", "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig",
-           "ExecutorConfig", "DuetSlot", "DuetConfig", "PositiveInt", "CpuList", "plugin_settings",
-           "PIN_KEY", "PIN_BASELINE", "check_pin", "DEFAULT_CONFIG", "load_experiment",
-           "parse_experiment", "MAX_REPEATS", "MAX_CONCURRENCY", "MAX_PROMPTS", "MAX_WINDOWS",
-           "MAX_RATE", "default_profile", "SHAPE_KEYS",
-           "defaulted_load_keys"]
+           "ExecutorConfig", "DuetSlot", "DuetConfig", "PositiveInt", "DEFAULT_CONFIG",
+           "load_experiment", "parse_experiment", "MAX_REPEATS", "MAX_CONCURRENCY", "MAX_PROMPTS",
+           "MAX_WINDOWS", "MAX_RATE", "SHAPE_KEYS", "defaulted_load_keys"]
 
 DEFAULT_CONFIG = "default.toml"
 
@@ -43,18 +41,6 @@ MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
 MAX_WINDOWS = 64
 MAX_RATE = 1e9  # requests/s: far above any server; a rate's digits name a run's folder
-
-
-def _cpus(value: str) -> str:
-    try:
-        parse_cpus(value)
-    except E2EError as exc:
-        raise ValueError(str(exc)) from None
-    return value
-
-
-CpuList = Annotated[str, AfterValidator(_cpus)]
-"""A CPU set as the config gives it ('0', '0-3', '0,2'), checked (None where allowed: unpinned)."""
 
 
 class _Strict(BaseModel):
@@ -71,55 +57,6 @@ class GitSource(_Strict):
     ref: str = Field(description="A branch, tag or commit; resolved to a commit at build time.")
 
 
-def _env_name(name: str) -> str:
-    if not name or "=" in name or "\x00" in name:
-        raise ValueError(f"{name!r} is not an environment variable name (empty, or holds '=' "
-                         "or a NUL byte)")
-    return name
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("holds a NUL byte, which no command line or environment can carry")
-    return value
-
-
-# what a process's environment and argv can hold (os.execve refuses the rest at launch)
-EnvTable = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_no_nul)]]
-
-
-def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
-    """``value`` if e2e's vLLM plugin would accept it as an arm's settings, else ValueError
-    saying why: checked here, not first by a server that starts only to refuse them."""
-    try:
-        PluginSettings.parse(json.dumps(value))
-    except (TypeError, ValueError, RecursionError) as exc:  # SettingsError: a ValueError
-        # shown through ``copied``: a secret-named key's value never echoed (``api_key=…``
-        # refused on a command line must not print the key), nesting and size bounded
-        raise ValueError(f"plugin settings {copied(value, depth=4, string=200)!r}: "
-                         f"{scrub(str(exc))[:500]}") from None
-    return value
-
-
-ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
-
-
-def _wheel(value: str | None) -> str | None:
-    """A wheel as the config gives it: a local path or an http(s) URL of a ``.whl`` file."""
-    if value is None:
-        return None
-    if "\x00" in value or not value.strip():
-        raise ValueError("give a path or an http(s) URL of a .whl file")
-    name = value.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-    if not name.endswith(".whl"):
-        raise ValueError(f"{value!r} is not a wheel: give a path or an http(s) URL of a "
-                         ".whl file (pip install <it> is what e2e runs)")
-    scheme = value.split("://", 1)[0].lower() if "://" in value else None
-    if scheme is not None and scheme not in ("http", "https", "file"):
-        raise ValueError(f"{value!r}: a wheel URL is http(s):// or file://")
-    return value
-
-
 class BuildSpec(_Strict):
     """Where a server's Python environment comes from: an existing interpreter, a managed
     environment that e2e creates from pip requirements, one that e2e creates from a git ref
@@ -129,7 +66,7 @@ class BuildSpec(_Strict):
 
     python: str | None = Field(None, description="Interpreter of an existing environment.")
     git: GitSource | None = Field(None, description="Repository and ref to install editable.")
-    wheel: Annotated[str, AfterValidator(_wheel)] | None = Field(
+    wheel: Annotated[str, AfterValidator(check_wheel)] | None = Field(
         None, description="Path or http(s) URL of a .whl to install into a managed environment "
         "(after requirements); the environment is keyed by the wheel's sha256, so a rebuilt "
         "wheel of the same name gets a new one.")
@@ -462,42 +399,6 @@ class DuetConfig(_Strict):
 
     def slot_names(self) -> list[str]:
         return [s.name or f"slot{i}" for i, s in enumerate(self.slots)]
-
-
-PIN_KEY = "pinned"
-"""e2e's key in a speculator profile: hold acceptance at this length (module docstring of
-``e2e.config``; docs/explanation/statistics.md, "Acceptance held fixed")."""
-PIN_BASELINE = "baseline"
-
-
-def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
-    """A pinned acceptance length is a number in [1, num_speculative_tokens + 1] (vLLM's own
-    range for ``synthetic_acceptance_length``) or "baseline"; and the profile must not set
-    vLLM's synthetic keys itself. Raises ConfigError."""
-    clash = [k for k in ("rejection_sample_method", "synthetic_acceptance_length",
-                         "synthetic_acceptance_rates") if k in profile]
-    if clash:
-        raise ConfigError(f"{where}: the profile also sets {', '.join(clash)}; give either "
-                          f"{PIN_KEY} (e2e sets vLLM's synthetic sampling from it) or vLLM's keys")
-    if value == PIN_BASELINE:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where} = {value!r}: give an acceptance length (a number such as "
-                          f"3.2) or \"{PIN_BASELINE}\" (the baseline arm's measured one)")
-    k = profile.get("num_speculative_tokens")
-    top = float(k) + 1.0 if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
-    if value < 1.0 or (top is not None and value > top):
-        span = f"[1, {top:g}] (num_speculative_tokens + 1)" if top else "at least 1"
-        raise ConfigError(f"{where} = {value!r}: an acceptance length is {span}")
-
-
-def default_profile(speculators: dict[str, Any]) -> str | None:
-    """The profile a speculator spec mode runs without ``--spec``: ``dspark`` where there is
-    one (the reference experiment's name, and every config before ``--spec``), else the first
-    table; None without any."""
-    if "dspark" in speculators:
-        return "dspark"
-    return next(iter(speculators), None)
 
 
 class Experiment(_Strict):

@@ -138,7 +138,7 @@ def one_at_a_time(experiment: Experiment, reference: str | None = None) -> str |
     duets, or has no reference arm."""
     import os
 
-    from e2e.config import parse_cpus
+    from e2e.names import parse_cpus
 
     if not experiment.duet.enabled:
         return ("not in duets: [duet] enabled is false, or --no-duet" if reference else None)

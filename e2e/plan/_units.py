@@ -12,11 +12,12 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from e2e.config import (MAX_CONCURRENCY, MAX_PROMPTS, MAX_RATE, MAX_REPEATS, MAX_WINDOWS, PIN_KEY,
+from e2e.config import (MAX_CONCURRENCY, MAX_PROMPTS, MAX_RATE, MAX_REPEATS, MAX_WINDOWS,
                         Experiment, MultiTurn, PositiveInt, SharedPrefix, TraceReplay,
-                        WorkloadConfig, default_profile)
+                        WorkloadConfig)
 from e2e.console import validated
 from e2e.names import number_tag, safe_name
+from e2e.speculators import PIN_KEY, default_profile
 
 __all__ = ["RunSpec", "EvalSpec", "DuetSpec", "Unit", "GSM8K_CONCURRENCY", "comparable_settings",
            "pinned_of"]

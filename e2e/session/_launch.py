@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from e2e.arms import ARM_ENV, PIN_ENV, PLUGIN_ENV, ServerLaunch
-from e2e.config import PIN_KEY, Experiment
+from e2e.config import Experiment
 from e2e.errors import ConfigError
 from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
 from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
 from e2e.session._tinymodel import model_path, resolve_model
+from e2e.speculators import PIN_KEY
 
 __all__ = ["server_launch", "speculative_config"]
 
