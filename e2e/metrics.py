@@ -166,6 +166,35 @@ def histogram_mean_delta(before: str | dict[str, float], after: str | dict[str, 
     return (a.get(name + "_sum", 0.0) - b.get(name + "_sum", 0.0)) / count
 
 
+def without_holds(after: dict[str, float],
+                  holds: Sequence[tuple[dict[str, float], dict[str, float]]]) -> dict[str, float]:
+    """``after`` (``parse_samples``) less what each counter gained inside each hold (a pair of
+    scrapes around load that is not measured: a swapping duet side's requests between its
+    windows), so that deltas from the scrape before the measured load count only its requests."""
+    out = dict(after)
+    for start, end in holds:
+        for name, value in end.items():
+            out[name] = out.get(name, 0.0) - (value - start.get(name, 0.0))
+    return out
+
+
+def counters_without_holds(after: SpecCounters,
+                           holds: Sequence[tuple[SpecCounters, SpecCounters]]) -> SpecCounters:
+    """The speculative-decoding counters of ``after`` less what they gained inside each hold
+    (``without_holds``), per draft position too."""
+    accepted, drafts, tokens = after.accepted, after.drafts, after.draft_tokens
+    per_pos = list(after.accepted_per_pos)
+    for start, end in holds:
+        accepted -= end.accepted - start.accepted
+        drafts -= end.drafts - start.drafts
+        tokens -= end.draft_tokens - start.draft_tokens
+        earlier = list(start.accepted_per_pos) + [0.0] * len(end.accepted_per_pos)
+        for i, value in enumerate(end.accepted_per_pos[:len(per_pos)]):
+            per_pos[i] -= value - earlier[i]
+    return SpecCounters(accepted=accepted, drafts=drafts, draft_tokens=tokens,
+                        accepted_per_pos=per_pos)
+
+
 def acceptance(before: SpecCounters, after: SpecCounters) -> tuple[float | None, float | None]:
     """(acceptance length, acceptance rate) from counter deltas; None where undefined."""
     drafts = after.drafts - before.drafts

@@ -48,7 +48,7 @@ if pid_file:
 time.sleep(float(os.environ.get("FAKE_START_S", "0")))
 tpot = float(os.environ.get("FAKE_TPOT_S", "0.001"))
 tpot += float(json.loads(settings or "{}").get("step_delay_us", 0)) / 1e6  # the calibration delay
-counters = {"drafts": 0.0, "accepted": 0.0}
+counters = {"drafts": 0.0, "accepted": 0.0, "requests": 0, "tpot_sum": 0.0}
 perturb = float(json.loads(settings or "{}").get("perturb", 0))
 
 def answer(prompt, i):
@@ -85,7 +85,10 @@ async def handle(reader, writer):
         elif path == "/metrics":
             text = (f"vllm:spec_decode_num_drafts_total {counters['drafts']}\n"
                     f"vllm:spec_decode_num_accepted_tokens_total {counters['accepted']}\n"
-                    f"vllm:spec_decode_num_draft_tokens_total {counters['drafts'] * 3}\n")
+                    f"vllm:spec_decode_num_draft_tokens_total {counters['drafts'] * 3}\n"
+                    "# TYPE vllm:request_time_per_output_token_seconds histogram\n"
+                    f"vllm:request_time_per_output_token_seconds_count {counters['requests']}\n"
+                    f"vllm:request_time_per_output_token_seconds_sum {counters['tpot_sum']}\n")
             reply(writer, 200, text.encode())
         elif path == "/v1/completions":
             req = json.loads(body)
@@ -103,6 +106,8 @@ async def handle(reader, writer):
                 writer.write(sse({"id": "c", "object": "text_completion", "model": req["model"],
                                   "choices": [choice]}))
                 await writer.drain()
+            counters["requests"] += 1
+            counters["tpot_sum"] += tpot
             counters["drafts"] += tokens / 2
             counters["accepted"] += tokens * 0.4
             writer.write(sse({"id": "c", "object": "text_completion", "model": req["model"],

@@ -163,7 +163,25 @@ def test_a_swapping_duet_moves_every_side_between_windows(home):
         assert r.duet.window_server_cores == [[s], [1 - s]]
         assert r.duet.overlap_share >= 0.9
         assert len(r.windows) == 2 and all(w.ok_requests == 4 for w in r.windows)
+        # the server's own figures count the measured requests only: the faster side's hold
+        # between its windows (requests never measured) is taken out of its counters
+        folder = home / "results" / "duet" / r.spec.run_id
+        served = _served(folder / "metrics_after.prom") - _served(folder / "metrics_before.prom")
+        holds = sorted(folder.glob("metrics_hold*_start.prom"))
+        held = sum(_served(Path(str(h).replace("_start", "_end"))) - _served(h) for h in holds)
+        assert served - held == 8, (r.spec.arm, served, held)
+        assert r.metrics.server_tpot_ms_mean == pytest.approx(6.0 if r.spec.arm == "pr" else 1.0)
+        if r.spec.arm == "main":  # the faster side: it held its server busy after window 1
+            assert len(holds) == 1 and held >= 1
     assert list(Path(home / "pids").iterdir()) == []
+
+
+def _served(prom: Path) -> float:
+    """Requests a scripted server finished, read from its /metrics text."""
+    for line in prom.read_text().splitlines():
+        if line.startswith("vllm:request_time_per_output_token_seconds_count "):
+            return float(line.split()[1])
+    raise AssertionError(f"no request count in {prom}")
 
 
 @pytest.mark.slow  # real server processes

@@ -129,3 +129,26 @@ def test_validity_reasons():
     failed = good[:2] + [rec(2, 0, 0.1, None, None, error="reset")]
     reasons = m.validity_reasons(failed, input_len=8, output_len=5, expected=3)
     assert any("1 request(s) failed" in r and "reset" in r for r in reasons)
+
+
+def test_a_hold_between_windows_is_taken_out_of_the_servers_counters():
+    # 10 measured requests of 4 ms, then a hold's 2 requests of 9 ms between the scrapes
+    before = {"h_count": 5.0, "h_sum": 0.02}
+    hold_start = {"h_count": 10.0, "h_sum": 0.04}
+    hold_end = {"h_count": 12.0, "h_sum": 0.058}
+    after = {"h_count": 17.0, "h_sum": 0.078}
+    assert m.histogram_mean_delta(before, after, "h") == pytest.approx(0.058 / 12)  # polluted
+    clean = m.without_holds(after, [(hold_start, hold_end)])
+    assert m.histogram_mean_delta(before, clean, "h") == pytest.approx(0.004)
+    assert clean["h_count"] - before["h_count"] == 10
+
+
+def test_a_hold_is_taken_out_of_the_speculators_counters_per_position():
+    c = lambda a, d, pos: SpecCounters(accepted=a, drafts=d, draft_tokens=3 * d,
+                                       accepted_per_pos=pos)
+    before, after = c(0, 0, []), c(30, 20, [15, 10, 5])
+    hold = (c(10, 5, [5, 3, 2]), c(20, 10, [10, 6, 4]))  # the hold drafted 5, accepted 10
+    clean = m.counters_without_holds(after, [hold])
+    assert (clean.accepted, clean.drafts, clean.draft_tokens) == (20, 15, 45)
+    assert clean.accepted_per_pos == [10, 7, 3]
+    assert m.acceptance(before, clean)[0] == pytest.approx(1 + 20 / 15)

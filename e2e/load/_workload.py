@@ -28,6 +28,7 @@ from e2e.results import PlacementInfo, RequestRecord, RunRecord, SegmentMetrics,
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results import write_requests
+from e2e.paths import atomic_write_text
 
 __all__ = ["LoadWorkload"]
 
@@ -72,6 +73,10 @@ class LoadWorkload:
         # a swapping duet side's turn before window w > 0 (e2e.session._duet.Together.turn):
         # returns the load generator's CPUs for window w
         self.between_windows: Callable[[int], str | None] | None = None
+        # /metrics at the start and end of each such turn: its hold's requests (never measured)
+        # reach the server's counters, and are taken out of every server-side figure
+        self.holds: list[tuple[str, str]] = []
+        self.holds_unread: str | None = None  # why a turn's counters could not be read
 
     def _load(self, server, batch: list[list[int]] | Traffic, concurrency: int) -> LoadSpec:
         spec = self.spec
@@ -123,7 +128,11 @@ class LoadWorkload:
             start = time.perf_counter()
             for w, prompts in enumerate(self.windows):
                 if w and self.between_windows is not None:
+                    held_from = self._scrape(server)
                     self.client_cpus = self.between_windows(w)
+                    held_to = self._scrape(server) if held_from is not None else None
+                    if held_from is not None and held_to is not None:
+                        self.holds.append((held_from, held_to))
                     pin_process(self.client_cpus)  # undone with the block's pin on exit
                 offset, first = time.perf_counter() - start, w * spec.prompts
 
@@ -136,6 +145,13 @@ class LoadWorkload:
                     label=label, on_done=done))
         self.outcome = _combined(self.outcomes)
 
+    def _scrape(self, server) -> str | None:
+        try:
+            return server.scrape_metrics()
+        except Exception as exc:  # ServerError, or a server without /metrics
+            self.holds_unread = str(exc)
+            return None
+
     def record(self, info, folder: Path) -> RunRecord:
         spec, kind = self.spec, self.launch.kind
         finished = sorted(self.finished, key=lambda r: r.index)
@@ -143,6 +159,20 @@ class LoadWorkload:
         after = m.spec_counters(info.metrics_after, kind) if info.metrics_after else None
         scraped = ((m.parse_samples(info.metrics_before), m.parse_samples(info.metrics_after))
                    if info.metrics_before and info.metrics_after else None)  # parsed once
+        if self.holds and after is not None and scraped:
+            # a swapping duet side's holds between windows: their requests are not measured
+            after = m.counters_without_holds(after, [(m.spec_counters(a, kind),
+                                                      m.spec_counters(b, kind))
+                                                     for a, b in self.holds])
+            scraped = (scraped[0], m.without_holds(scraped[1], [
+                (m.parse_samples(a), m.parse_samples(b)) for a, b in self.holds]))
+            for w, (a, b) in enumerate(self.holds, start=1):
+                atomic_write_text(folder / f"metrics_hold{w}_start.prom", a)
+                atomic_write_text(folder / f"metrics_hold{w}_end.prom", b)
+        if self.holds_unread and scraped:
+            info.warnings.append(
+                f"the server's counters could not be read around a hold between windows "
+                f"({self.holds_unread}): its server-side figures include the hold's requests")
         server_tpot = (m.histogram_mean_delta(*scraped, kind.server_tpot_metric)
                        if scraped else None)
         summary = m.summarize_run(finished, counters_before=before if spec.dspark else None,
