@@ -3,7 +3,7 @@
 Nothing below the CLI sees argv or raw TOML: ``load_experiment`` turns a file into an
 ``Experiment`` (``e2e.console.validated`` says what is wrong, key by key), ``override``
 narrows it with a command's flags, and ``e2e.plan`` makes its units. The checks of its
-strings are ``e2e.fields``; a speculator profile's rules, ``e2e.speculators``.
+strings are ``e2e.names``; a speculator profile's rules, ``e2e.arms``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_valida
 
 from e2e.console import validated
 from e2e.errors import ConfigError, E2EError
-from e2e.fields import ArgList, CpuList, EnvTable, check_wheel, plugin_settings
+from e2e.names import ArgList, CpuList, EnvTable, check_wheel, plugin_settings
 from e2e.names import did_you_mean, number_tag, parse_cpus, safe_name
 from e2e.paths import read_toml
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
-from e2e.speculators import PIN_KEY, check_pin, default_profile
+from e2e.arms import PIN_KEY, check_pin, default_profile
 
 __all__ = ["Experiment", "GitSource", "BuildSpec", "ServerConfig", "LoadConfig", "SharedPrefix",
            "TraceReplay", "MultiTurn", "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig",

@@ -6,18 +6,32 @@
     number_tag(value)       -> str     a number as it appears inside such a name
     parse_cpus("0-1,3")     -> frozenset({0, 1, 3})   Linux's CPU list format; ConfigError
 
+and the other strings a config gives, as the schema (``e2e.config``) reads them, each raising
+ValueError that pydantic reports key by key:
+
+    CpuList                  a CPU set ('0', '0-3', '0,2')
+    EnvTable, ArgList        what a process's environment and argv can hold
+    check_wheel(value)       a path or an http(s) URL of a ``.whl``
+    plugin_settings(value)   settings e2e's vLLM plugin accepts (``e2e.plugin.settings``)
+
 Names are data, never paths: every name that becomes part of a path passes ``safe_name``
 first (``e2e.paths.within`` then checks where the path resolves).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Annotated, Any
 
-from e2e.errors import ConfigError
+from pydantic import AfterValidator
+
+from e2e.errors import ConfigError, E2EError
+from e2e.plugin.settings import PluginSettings
+from e2e.redact import copied, scrub
 
 __all__ = ["NAME_RULE", "MAX_CPU", "safe_name", "check_name", "number_tag", "parse_cpus",
-           "did_you_mean"]
+           "did_you_mean", "CpuList", "EnvTable", "ArgList", "check_wheel", "plugin_settings"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
@@ -90,3 +104,64 @@ def did_you_mean(word: str, known) -> str:
 
     close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _cpus(value: str) -> str:
+    try:
+        parse_cpus(value)
+    except E2EError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+CpuList = Annotated[str, AfterValidator(_cpus)]
+"""A CPU set as the config gives it ('0', '0-3', '0,2'), checked (None where allowed: unpinned)."""
+
+
+def _env_name(name: str) -> str:
+    if not name or "=" in name or "\x00" in name:
+        raise ValueError(f"{name!r} is not an environment variable name (empty, or holds '=' "
+                         "or a NUL byte)")
+    return name
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no command line or environment can carry")
+    return value
+
+
+# what a process's environment and argv can hold (os.execve refuses the rest at launch)
+EnvTable = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_no_nul)]]
+ArgList = list[Annotated[str, AfterValidator(_no_nul)]]
+
+
+def check_wheel(value: str | None) -> str | None:
+    """A wheel as the config gives it: a local path or an http(s) URL of a ``.whl`` file."""
+    if value is None:
+        return None
+    if "\x00" in value or not value.strip():
+        raise ValueError("give a path or an http(s) URL of a .whl file")
+    name = value.split("?", 1)[0].split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if not name.endswith(".whl"):
+        raise ValueError(f"{value!r} is not a wheel: give a path or an http(s) URL of a "
+                         ".whl file (pip install <it> is what e2e runs)")
+    scheme = value.split("://", 1)[0].lower() if "://" in value else None
+    if scheme is not None and scheme not in ("http", "https", "file"):
+        raise ValueError(f"{value!r}: a wheel URL is http(s):// or file://")
+    return value
+
+
+# Here, not in e2e.plugin: the plugin's files are part of the measurement (hashed, and loaded
+# in every server), and it imports nothing of e2e outside itself and e2e.kernels.
+def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` if e2e's vLLM plugin would accept it as an arm's settings, else ValueError
+    saying why: checked here, not first by a server that starts only to refuse them."""
+    try:
+        PluginSettings.parse(json.dumps(value))
+    except (TypeError, ValueError, RecursionError) as exc:  # SettingsError: a ValueError
+        # shown through ``copied``: a secret-named key's value never echoed (``api_key=…``
+        # refused on a command line must not print the key), nesting and size bounded
+        raise ValueError(f"plugin settings {copied(value, depth=4, string=200)!r}: "
+                         f"{scrub(str(exc))[:500]}") from None
+    return value

@@ -107,7 +107,7 @@ def test_nothing_imports_the_command_line():
 # that writes step.md through e2e.render.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.kinds",
-                    "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.fields", "e2e.speculators", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
+                    "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
     ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.store")),
     ("analysis", ("e2e.analysis", "e2e.gsm8k.agreement", "e2e.nightly.cells",
                   "e2e.nightly.changepoints")),

@@ -34,7 +34,7 @@ from e2e.analysis._summary import (
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
     SegmentRow, Summary, WorkloadRow, metric, position_of
 )
-from e2e.speculators import default_profile
+from e2e.arms import default_profile
 from e2e.names import did_you_mean
 from e2e.plan import pinned_of
 from e2e.metrics import metric_value

@@ -163,7 +163,7 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
     baseline arm's valid reported runs with the speculator in ``results/<experiment>`` (an
     unpinned sweep made before). A pin from the flag or from "baseline" renames the experiment
     ``<name>-pinned`` (its own results folder); a length in the profile keeps the name."""
-    from e2e.speculators import PIN_BASELINE
+    from e2e.arms import PIN_BASELINE
     from e2e.errors import ConfigError, NoSuchResults
 
     if value is None:
@@ -180,7 +180,7 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
         return experiment.pinned_to(length)
     import statistics
 
-    from e2e.speculators import default_profile
+    from e2e.arms import default_profile
     from e2e.plan import pinned_of
     from e2e.results import load_records
 

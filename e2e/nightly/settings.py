@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from e2e.analysis import METRICS, Metric
 from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.config import Experiment, parse_experiment
-from e2e.fields import plugin_settings
+from e2e.names import plugin_settings
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
 from e2e.errors import ConfigError

@@ -17,7 +17,7 @@ from e2e.config import (MAX_CONCURRENCY, MAX_PROMPTS, MAX_RATE, MAX_REPEATS, MAX
                         WorkloadConfig)
 from e2e.console import validated
 from e2e.names import number_tag, safe_name
-from e2e.speculators import PIN_KEY, default_profile
+from e2e.arms import PIN_KEY, default_profile
 
 __all__ = ["RunSpec", "EvalSpec", "DuetSpec", "Unit", "GSM8K_CONCURRENCY", "comparable_settings",
            "pinned_of"]

@@ -16,7 +16,7 @@ from e2e.kinds import KINDS
 from e2e.session._builds import prepare, python_path
 from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
 from e2e.session._tinymodel import model_path, resolve_model
-from e2e.speculators import PIN_KEY
+from e2e.arms import PIN_KEY
 
 __all__ = ["server_launch", "speculative_config"]
 
