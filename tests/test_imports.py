@@ -102,14 +102,14 @@ def test_nothing_imports_the_command_line():
 # Each module's layer, by the longest matching prefix. A module may import its own layer and
 # the layers before it, never a later one. nightly and interop are features that cut across
 # stages, so their modules are placed one by one; gsm8k is a pipeline (its records,
-# statistics and renderers are results', analysis' and render's), but for the three modules
-# that hand names on to nightly. e2e.kernels.step_bench is also a command line (python -m ...)
+# statistics and renderers are results', analysis' and render's). e2e.kernels.step_bench is also a command line (python -m ...)
 # that writes step.md through e2e.render.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.kinds",
-                    "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms", "e2e.plan", "e2e.kernels", "e2e.plugin")),
-    ("results", ("e2e.results", "e2e.metrics", "e2e.gsm8k.records", "e2e.gsm8k.store")),
-    ("analysis", ("e2e.analysis", "e2e.gsm8k.agreement", "e2e.nightly.cells",
+                    "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms",
+                    "e2e.plan", "e2e.kernels", "e2e.plugin")),
+    ("results", ("e2e.results", "e2e.metrics")),
+    ("analysis", ("e2e.analysis", "e2e.nightly.cells",
                   "e2e.nightly.changepoints")),
     ("host", ("e2e.host",)),
     ("load", ("e2e.load",)),

@@ -31,7 +31,7 @@ def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
     """The GSM8K verdicts (``verdicts.jsonl``) of each arm folder in ``run_dirs`` (relative
     to ``results``) that can be read; a folder that cannot is left out (its cell is then
     judged "no samples", with the path named)."""
-    from e2e.gsm8k.store import VERDICTS_FILE, read_verdicts
+    from e2e.results import VERDICTS_FILE, read_verdicts
 
     out: dict[str, tuple] = {}
     for rel in dict.fromkeys(run_dirs):

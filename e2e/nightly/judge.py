@@ -22,7 +22,7 @@ compared with the baseline night's cell of the same key; the rules are:
 * **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
   the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
   baseline night, c = right only tonight; exact McNemar test on the b + c discordant pairs
-  (``e2e.gsm8k.agreement.mcnemar_exact``) and the accuracy change (c − b) / n with
+  (``e2e.analysis.mcnemar_exact``) and the accuracy change (c − b) / n with
   Newcombe's paired score interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
   and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
   **noise**. Verdict files that cannot be read: **no samples**.
@@ -76,7 +76,7 @@ from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.errors import ResultsError
 from e2e.analysis import (BURST_SHARE, boundaries, burst_affected, headline_metric, server_twin,
                           spending_at)
-from e2e.gsm8k.records import SampleVerdict
+from e2e.results import SampleVerdict
 from e2e.nightly.cells import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
 from e2e.nightly.changepoints import ChangePoint
 from e2e.nightly.settings import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
@@ -547,7 +547,7 @@ def _no_samples(key: CellKey, now: NightCell, base: NightCell, margin: float,
 
 def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
                  samples: Samples) -> CellVerdict:
-    from e2e.gsm8k.agreement import compare
+    from e2e.analysis import compare_verdicts as compare
 
     margin = rules.gsm8k_min_drop_pp
     if not now.run_dirs or not base.run_dirs:

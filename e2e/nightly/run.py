@@ -289,7 +289,7 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     """Run the GSM8K subset into ``root`` (resumable per arm) and return its cells (one value
     per fresh server of an arm) and the problems met. ``runner`` (an ``e2e.gsm8k.run.Runner``)
     replaces the real servers and lm-eval in tests."""
-    from e2e.gsm8k import store as gstore
+    from e2e.results import arm_is_complete, read_arm
     from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
 
     g = cfg.settings.gsm8k
@@ -308,11 +308,11 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     by_arm: dict[str, list[tuple[int, float, str]]] = {}
     for label in plan.labels:
         arm_dir = plan.eval_dir / label
-        if not gstore.is_complete(arm_dir):
+        if not arm_is_complete(arm_dir):
             if not problems:
                 problems.append(f"GSM8K arm {label} did not finish")
             continue
-        result = gstore.read_arm(arm_dir)
+        result = read_arm(arm_dir)
         if not result.valid:  # kept with its reasons; not an accuracy to judge
             problems.append(f"GSM8K arm {label} is invalid: {'; '.join(result.invalid_reasons)}")
             continue

@@ -627,7 +627,7 @@ class Store:
     def gsm8k_documents(self, run_dirs: Iterable[str] | None = None) -> dict[str, tuple]:
         """Arm folder -> its SampleVerdicts, as recorded (the baseline night's verdicts when
         its folders are gone, e.g. on a CI runner wiped since)."""
-        from e2e.gsm8k.records import SampleVerdict
+        from e2e.results import SampleVerdict
 
         g = gsm8k_documents.c
         query = sa.select(g.run_dir, g.doc_id, g.prompt_hash, g.strict, g.flexible).order_by(
