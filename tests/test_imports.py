@@ -201,9 +201,11 @@ FACES = {
         "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
         "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines", "workload_key"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
-        "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
-        "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
+        "HostSnapshot", "cpu_model", "describe_affinity", "format_cpus", "gpu_state",
+        "group_members", "group_placement", "memory_of", "noise", "parse_nvidia_smi",
+        "parse_rocm_smi", "physical_core", "pin_process", "pinned_process", "port_holders",
+        "repin_group", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
+        "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
         "INTERFERENCE_SHARE", "LoadOutcome", "LoadSpec", "LoadWorkload", "SSEStream",
         "StreamFailed", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "check_usage",
