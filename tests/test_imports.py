@@ -207,10 +207,13 @@ FACES = {
         "repin_group", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
         "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
-        "INTERFERENCE_SHARE", "LoadOutcome", "LoadSpec", "LoadWorkload", "SSEStream",
-        "StreamFailed", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "check_usage",
-        "drive", "make_prompts", "output_ids", "reset_prefix_cache", "run_measured_load",
-        "traffic", "vocabulary"],
+        "HOLD_S", "INTERFERENCE_SHARE", "LagProbe", "LoadOutcome", "LoadSpec", "LoadWorkload",
+        "ProcessUsage", "SATURATED_LAG_MS", "SPREAD_THRESHOLD", "SSEStream", "StreamFailed",
+        "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "burst_summary", "check_usage",
+        "client_stats", "combine_windows", "decode_reference_s", "decode_share", "drive",
+        "hold_batch", "interference", "make_prompts", "merge_shards", "output_ids",
+        "reset_prefix_cache", "retried_warning", "run_measured_load", "split_requests",
+        "stream_spread", "traffic", "vocabulary"],
     "e2e.session": [
         "Servers", "SessionOptions", "Workloads", "build_tiny_llama", "check_units",
         "describe_source", "free_port", "group_alive", "model_path", "plugin_check", "prepare",
