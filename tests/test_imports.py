@@ -215,11 +215,13 @@ FACES = {
         "reset_prefix_cache", "retried_warning", "run_measured_load", "split_requests",
         "stream_spread", "traffic", "vocabulary"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "build_tiny_llama", "check_units",
-        "describe_source", "free_port", "group_alive", "model_path", "plugin_check", "prepare",
-        "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
-        "run_unit", "serve", "server_launch", "server_lock", "shielded", "source_facts",
-        "speculative_config", "start"],
+        "ExternalServer", "SERVER_ENV", "Servers", "SessionOptions", "Workloads", "applied_fields",
+        "build_tiny_llama", "check_plugin", "check_units", "describe_source", "free_port",
+        "group_alive", "managed_env_dir", "model_context", "model_path", "parse_base_url",
+        "plugin_check", "plugin_tree", "prepare", "project_root", "provenance", "python_path",
+        "redacted_config", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
+        "serve", "server_launch", "server_lock", "server_pythonpath", "shared_cores", "shielded",
+        "source_facts", "speculative_config", "start", "stop_group"],
     "e2e.render": [
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
         "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
