@@ -230,8 +230,10 @@ FACES = {
         "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
         "write_steps"],
     "e2e.execute": [
-        "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "build_line",
-        "describe_arms", "describe_cluster_plan", "describe_plan", "executor_from", "plan_header"],
+        "Executor", "FAILURE_JSON", "LocalExecutor", "OnUnit", "Outcome", "RayExecutor",
+        "SessionUnit", "blocks", "build_line", "check_host_plugin", "describe_arms",
+        "describe_cluster_plan", "describe_plan", "driver_plugin", "executor_from", "format_eta",
+        "keep_failed_attempt", "plan_header"],
     "e2e.commands": [
         "app"],
 }
