@@ -236,7 +236,7 @@ FACES = {
         "describe_cluster_plan", "describe_plan", "driver_plugin", "executor_from", "format_eta",
         "keep_failed_attempt", "plan_header"],
     "e2e.commands": [
-        "app"],
+        "app", "nightly_command"],
 }
 
 
@@ -257,7 +257,7 @@ def test_each_face_exports_what_it_says():
 # Test files that import a private module or name of e2e (``e2e.x._y``, ``from e2e.x import
 # _y``) reach past a stage's face: what they need should become public or move to a face. The
 # ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 56
+PRIVATE_IMPORT_CEILING = 15
 
 
 def private_importers() -> list[str]:
