@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, pin_process,
-                                pinned_process, spawn_pinned)
+from e2e.host import (describe_affinity, format_cpus, group_placement, pin_process,
+                      pinned_process, spawn_pinned)
 from e2e.names import parse_cpus
 from e2e.errors import ConfigError
 
@@ -112,12 +112,11 @@ def test_pinned_process_restores_every_thread():
         worker.join()
 
 
-def test_busy_processes_get_distinct_physical_cores_before_siblings(monkeypatch):
-    import e2e.host._affinity as affinity
+def test_busy_processes_get_distinct_physical_cores_before_siblings():
+    from e2e.host import spread_cores
 
     siblings = {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0)}  # cpu -> (package, core)
-    monkeypatch.setattr(affinity, "physical_core", siblings.get)
-    assert affinity.spread_cores({3, 1, 0, 2, 4}) == [0, 2, 4, 1, 3]
-    monkeypatch.setattr(affinity, "physical_core", lambda cpu: None)  # topology unknown
-    assert affinity.spread_cores({2, 0, 1}) == [0, 1, 2]
+    assert spread_cores({3, 1, 0, 2, 4}, core_of=siblings.get) == [0, 2, 4, 1, 3]
+    # topology unknown
+    assert spread_cores({2, 0, 1}, core_of=lambda cpu: None) == [0, 1, 2]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from e2e.analysis._aggregate import METRICS, Summary, runs_frame, summarize
+from e2e.analysis import METRICS, Summary, runs_frame, summarize
 from e2e.plan import RunSpec
 from e2e.results import RunMetrics, RunRecord, ServerInfo
 

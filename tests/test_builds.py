@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from e2e.arms import ServerLaunch
-from e2e.session._builds import managed_env_dir, prepare
+from e2e.session import managed_env_dir, prepare
 from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
 from e2e.session import start

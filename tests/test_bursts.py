@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
-                        stream_spread)
-from e2e.load import LoadSpec, drive
+from e2e.load import (SPREAD_THRESHOLD, LoadSpec, burst_summary, decode_reference_s, decode_share,
+                      drive, stream_spread)
 from e2e.results import RequestRecord
 from e2e.session import free_port
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import e2e
 from e2e.cli import app
-from e2e.session._builds import project_root
+from e2e.session import project_root
 
 runner = CliRunner()
 

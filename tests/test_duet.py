@@ -349,7 +349,7 @@ def test_two_slots_cannot_share_a_name_or_a_port():
 
 def test_a_hold_keeps_an_open_loop_side_as_loaded_as_it_was_measured(default_experiment):
     from e2e.plan import RunSpec
-    from e2e.load._workload import HOLD_S, hold_batch
+    from e2e.load import HOLD_S, hold_batch
 
     closed = RunSpec.resolve(default_experiment, arm="main", concurrency=4, dspark=False, repeat=1)
     assert hold_batch(closed) == 4  # the measured load's streams

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from e2e.analysis import stats
-from e2e.analysis._model import ModelRun, cell_model
-from e2e.analysis._power import duet_se_factor
+from e2e.analysis.stats import ModelRun, cell_model, duet_se_factor
 from e2e.plan import duet_rounds
 
 

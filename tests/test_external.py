@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from e2e.arms import environment_for
 from e2e.session import server_launch
 from e2e.cli import app
-from e2e.session._server import _kill_group, free_port, server_lock
+from e2e.session import free_port, server_lock, stop_group
 
 
 class _TextOnly(BaseHTTPRequestHandler):
@@ -91,7 +91,7 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
             assert result.exit_code == 0, result.output
             alive_after = proc.poll() is None
         finally:
-            _kill_group(proc.pid)
+            stop_group(proc.pid)
     assert alive_after, "e2e stopped a server it did not start"
     document = json.loads(result.stdout[result.stdout.index("{"):])
     assert document["valid"] and document["metrics"]["acceptance_length"] > 1.0
@@ -125,7 +125,7 @@ def test_a_local_external_server_is_known_by_its_processes(tmp_path):
     this one); one on another host has none on this host."""
     import os
 
-    from e2e.session._external import ExternalServer
+    from e2e.session import ExternalServer
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TextOnly)
     try:

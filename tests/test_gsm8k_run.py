@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from e2e.config import load_experiment
@@ -156,11 +155,8 @@ def test_plan_validation(experiment, tmp_path, data):
 
 
 def test_command_reports_errors_with_exit_code(tmp_path, monkeypatch):
-    from e2e.commands._gsm8k import gsm8k_command
+    from e2e.cli import app
 
-    app = typer.Typer()
-    app.command("gsm8k")(gsm8k_command)
-    app.command("other")(lambda: None)  # two commands, so typer keeps the subcommand name
     result = CliRunner().invoke(app, ["gsm8k", "--arms", "pr", "--data", str(tmp_path),
                                       "--results", str(tmp_path / "r")])
     assert result.exit_code == 2

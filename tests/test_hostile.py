@@ -27,7 +27,7 @@ from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, rea
 from e2e.load import StreamFailed, check_usage
 from e2e.metrics import parse_samples
 from e2e.redact import REDACTED, Redactor, remember, scrub
-from e2e.session._external import parse_base_url
+from e2e.session import parse_base_url
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"
@@ -366,7 +366,7 @@ def _secret_config(tmp_path: Path) -> Path:
 
 def test_the_default_pattern_and_the_config_snapshot_hide_every_secret(tmp_path):
     experiment = load_experiment(_secret_config(tmp_path))
-    from e2e.session._session import redacted_config
+    from e2e.session import redacted_config
 
     snapshot = json.dumps(redacted_config(experiment))
     assert "SECRET123" not in snapshot and REDACTED in snapshot

@@ -17,9 +17,10 @@ import time
 
 import pytest
 
-from e2e.host._noise import (GPUProcess, GPUState, HostNotQuietError, HostSnapshot, ProcessCPU,
-                           gpu_state, noise, parse_nvidia_smi, parse_rocm_smi, require_quiet,
-                           snapshot, with_descendants)
+from e2e.errors import HostNotQuietError
+from e2e.host import (HostSnapshot, gpu_state, noise, parse_nvidia_smi, parse_rocm_smi,
+                      require_quiet, snapshot, with_descendants)
+from e2e.results import GPUProcess, GPUState, ProcessCPU
 
 HOG = """
 import signal, sys, time
@@ -159,7 +160,7 @@ def test_parse_rocm_smi_output():
 
 
 def test_a_run_measured_beside_other_work_warns_naming_it():
-    from e2e.load._workload import interference
+    from e2e.load import interference
     from e2e.results import HostNoise, ProcessCPU
 
     def noise(share: float, steal: float = 0.0) -> HostNoise:

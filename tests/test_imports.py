@@ -192,41 +192,53 @@ FACES = {
         "OutputAgreement", "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS",
         "RESOLUTION_SD", "RatioEstimate", "ReportWarning", "RunCost", "RunsAdvice", "SAFE",
         "SERVER_VERIFY_STEP", "Settlement", "Spending", "Summary", "WarningLine",
-        "acceptance_length", "attribute", "boundaries", "burst_affected", "cache_contrast",
-        "cell_caches", "compare_outputs", "compare_runs", "compare_verdicts", "components",
-        "divergence_test", "equivalence_of", "estimate_of", "first_divergence", "format_advice",
-        "gsm8k_report", "headline_for", "headline_metric", "holm", "look_at", "mcnemar_exact",
-        "median_range", "merge_calls", "metric", "outputs_of", "parse_effect", "position_key",
-        "position_of", "primary_metric", "run_costs", "runs_advice", "runs_needed", "select",
-        "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
-        "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines"],
+        "acceptance_length", "arrival_of", "attribute", "boundaries", "burst_affected",
+        "cache_contrast", "cell_caches", "compare_outputs", "compare_runs", "compare_verdicts",
+        "components", "divergence_test", "equivalence_of", "estimate_of", "first_divergence",
+        "format_advice", "gsm8k_report", "headline_for", "headline_metric", "holm", "look_at",
+        "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of", "parse_effect",
+        "position_key", "position_of", "primary_metric", "run_costs", "run_times", "runs_advice",
+        "runs_frame", "runs_needed", "select", "server_twin", "spending_at", "spent_alpha",
+        "summarize", "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for",
+        "warning_lines", "workload_key"],
     "e2e.host": [
-        "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
-        "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet", "runqueue_wait_s",
-        "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"],
+        "HostSnapshot", "cpu_model", "describe_affinity", "format_cpus", "gpu_state",
+        "group_members", "group_placement", "memory_of", "noise", "parse_nvidia_smi",
+        "parse_rocm_smi", "physical_core", "pin_process", "pinned_process", "port_holders",
+        "repin_group", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
+        "spread_cores", "strangers", "with_descendants"],
     "e2e.load": [
-        "INTERFERENCE_SHARE", "LoadOutcome", "LoadSpec", "LoadWorkload", "SSEStream",
-        "StreamFailed", "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "check_usage",
-        "drive", "make_prompts", "output_ids", "reset_prefix_cache", "run_measured_load",
-        "traffic", "vocabulary"],
+        "HOLD_S", "INTERFERENCE_SHARE", "LagProbe", "LoadOutcome", "LoadSpec", "LoadWorkload",
+        "ProcessUsage", "SATURATED_LAG_MS", "SPREAD_THRESHOLD", "SSEStream", "StreamFailed",
+        "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "burst_summary", "check_usage",
+        "client_stats", "combine_windows", "decode_reference_s", "decode_share", "drive",
+        "hold_batch", "interference", "make_prompts", "merge_shards", "output_ids",
+        "reset_prefix_cache", "retried_warning", "run_measured_load", "split_requests",
+        "stream_spread", "traffic", "vocabulary"],
     "e2e.session": [
-        "Servers", "SessionOptions", "Workloads", "build_tiny_llama", "check_units",
-        "describe_source", "free_port", "group_alive", "model_path", "plugin_check", "prepare",
-        "provenance", "python_path", "resolve_git", "resolve_model", "resolve_python", "run_duet",
-        "run_unit", "serve", "server_launch", "server_lock", "shielded", "source_facts",
-        "speculative_config", "start"],
+        "ExternalServer", "SERVER_ENV", "Servers", "SessionOptions", "Workloads", "applied_fields",
+        "build_tiny_llama", "check_plugin", "check_units", "describe_source", "free_port",
+        "group_alive", "managed_env_dir", "model_context", "model_path", "parse_base_url",
+        "plugin_check", "plugin_tree", "prepare", "project_root", "provenance", "python_path",
+        "redacted_config", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
+        "serve", "server_launch", "server_lock", "server_pythonpath", "shared_cores", "shielded",
+        "source_facts", "speculative_config", "start", "stop_group"],
     "e2e.render": [
-        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
-        "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
-        "md_text", "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
+        "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
+        "build_report", "comparison_plot_names", "csv_safe", "dumps", "fit_comment",
+        "forest_figure", "format_cell", "format_headline_comparison", "format_pct", "format_value",
+        "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown", "md_text",
+        "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
         "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
         "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
         "write_steps"],
     "e2e.execute": [
-        "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "build_line",
-        "describe_arms", "describe_cluster_plan", "describe_plan", "executor_from", "plan_header"],
+        "Executor", "FAILURE_JSON", "LocalExecutor", "OnUnit", "Outcome", "RayExecutor",
+        "SessionUnit", "blocks", "build_line", "check_host_plugin", "describe_arms",
+        "describe_cluster_plan", "describe_plan", "driver_plugin", "executor_from", "format_eta",
+        "keep_failed_attempt", "plan_header"],
     "e2e.commands": [
-        "app"],
+        "app", "nightly_command"],
 }
 
 
@@ -247,7 +259,7 @@ def test_each_face_exports_what_it_says():
 # Test files that import a private module or name of e2e (``e2e.x._y``, ``from e2e.x import
 # _y``) reach past a stage's face: what they need should become public or move to a face. The
 # ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 56
+PRIVATE_IMPORT_CEILING = 15
 
 
 def private_importers() -> list[str]:

@@ -12,7 +12,7 @@ from e2e.analysis import summarize
 from e2e.plan import RunSpec
 from e2e.results import ArmResult, EvalInfo, SampleVerdict
 from e2e.analysis import GSM8KReport, summarize_gsm8k
-from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
+from e2e.render import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
 from e2e.results import RunMetrics, RunRecord, ServerInfo
 
 RUN_KEYS = ["schema_version", "kind", "experiment", "run_id", "folder", "valid",

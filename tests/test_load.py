@@ -289,7 +289,7 @@ INTERRUPTED_LOAD = """
 import sys
 sys.path.insert(0, {tests!r})
 from sse_server import HEAD, ScriptedServer, chunk, framed, sse
-from e2e.load._generator import LoadSpec, run_measured_load
+from e2e.load import LoadSpec, run_measured_load
 
 block = framed(b"".join(sse(*[chunk()] * 64)))
 

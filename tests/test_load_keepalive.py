@@ -16,7 +16,7 @@ import pytest
 from sse_server import HEAD, PerConnection, ScriptedServer, chunk, framed, good, sse, stream, usage
 
 from e2e.load import LoadSpec, drive
-from e2e.load._workload import _retried_warning
+from e2e.load import retried_warning
 from e2e.results import RequestRecord
 from e2e.results import read_requests, write_requests
 
@@ -142,9 +142,9 @@ def test_requests_parquet_keeps_retried_and_reads_files_written_before_it(tmp_pa
 
 
 def test_the_run_says_how_many_requests_were_retried():
-    assert _retried_warning(1) == ("1 request was retried on a fresh connection after the "
-                                   "server closed an idle keep-alive connection")
-    assert _retried_warning(3).startswith("3 requests were retried")
+    assert retried_warning(1) == ("1 request was retried on a fresh connection after the "
+                                  "server closed an idle keep-alive connection")
+    assert retried_warning(3).startswith("3 requests were retried")
 
 
 @pytest.mark.slow

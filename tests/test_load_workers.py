@@ -10,8 +10,7 @@ import pytest
 
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import LoadSpec, drive, run_measured_load
-from e2e.load._workers import merge, split
+from e2e.load import LoadSpec, drive, merge_shards, run_measured_load, split_requests
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -21,7 +20,7 @@ async def fast(payload, writer):
 
 
 def test_split_closed_loop_is_proportional_to_streams():
-    parts = split(10, 2, streams=3, at_s=None, cap=None)
+    parts = split_requests(10, 2, streams=3, at_s=None, cap=None)
     assert [cap for _, _, cap in parts] == [2, 1]
     assert parts[0][0] == [0, 2, 3, 5, 6, 8, 9] and parts[1][0] == [1, 4, 7]
     assert sorted(i for ix, _, _ in parts for i in ix) == list(range(10))
@@ -29,7 +28,7 @@ def test_split_closed_loop_is_proportional_to_streams():
 
 def test_split_open_loop_keeps_the_schedule():
     at = [0.1 * i for i in range(7)]
-    parts = split(7, 3, streams=None, at_s=at, cap=4)
+    parts = split_requests(7, 3, streams=None, at_s=at, cap=4)
     assert [cap for _, _, cap in parts] == [2, 1, 1]
     for ix, times, _ in parts:
         assert times == [at[i] for i in ix]
@@ -42,8 +41,9 @@ def test_merged_records_give_the_same_percentiles_as_one_process():
                         output_len=6, concurrency=6)
         records = asyncio.run(drive(spec))
     assert all(r.ok for r in records)
-    shards = [[records[i] for i in ix] for ix, _, _ in split(24, 3, streams=6, at_s=None, cap=None)]
-    merged = merge(shards[::-1])  # the order processes report in does not matter
+    parts = split_requests(24, 3, streams=6, at_s=None, cap=None)
+    shards = [[records[i] for i in ix] for ix, _, _ in parts]
+    merged = merge_shards(shards[::-1])  # the order processes report in does not matter
     assert merged == records  # the very records, so every percentile computed from them agrees
 
 

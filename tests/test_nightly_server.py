@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT
 from planted import Planted
-from e2e.commands._nightly import nightly_command
+from e2e.commands import nightly_command
 from e2e.nightly.store import open_store
 
 pytestmark = pytest.mark.server

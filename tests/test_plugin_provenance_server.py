@@ -23,9 +23,8 @@ import e2e
 from conftest import small
 from e2e.config import BuildSpec
 from e2e.plan import RunSpec
-from e2e.plugin._source import plugin_sha256
-from e2e.session import SessionOptions, run_unit
-from e2e.session._plugin_tree import plugin_tree
+from e2e.plugin import plugin_sha256
+from e2e.session import SessionOptions, plugin_tree, run_unit
 
 pytestmark = pytest.mark.server
 ROOT = Path(e2e.__file__).resolve().parent.parent

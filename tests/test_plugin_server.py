@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-import e2e.session._session as session
+import e2e.session as session
 from conftest import small
 from e2e.plan import RunSpec
 from e2e.session import plugin_check

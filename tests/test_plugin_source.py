@@ -16,11 +16,10 @@ import pytest
 
 import e2e
 from e2e.errors import E2EError
-from e2e.execute._ray import check_host_plugin, driver_plugin
-from e2e.plugin import provenance_fields
-from e2e.plugin._source import PARTS, package_dir, plugin_files, plugin_sha256
-from e2e.session._plugin_check import applied_fields, check_plugin, plugin_check
-from e2e.session._plugin_tree import plugin_tree, server_pythonpath
+from e2e.execute import check_host_plugin, driver_plugin
+from e2e.plugin import PARTS, package_dir, plugin_files, plugin_sha256, provenance_fields
+from e2e.session import (applied_fields, check_plugin, plugin_check, plugin_tree,
+                         server_pythonpath)
 
 PR = {"draft_update": True, "packing": "inplace"}
 PACKAGE = Path(e2e.__file__).resolve().parent

@@ -17,9 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import e2e
-from e2e.plugin._source import plugin_sha256
-from e2e.session import _plugin_tree
-from e2e.session._plugin_tree import SERVER_ENV, plugin_tree
+from e2e.plugin import plugin_sha256
+from e2e.session import SERVER_ENV, _plugin_tree, plugin_tree
 
 INFO = f"e2e-{e2e.__version__}.dist-info"
 

@@ -21,10 +21,10 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from e2e.config import ExecutorConfig  # noqa: E402
 from e2e.errors import ConfigError  # noqa: E402
-from e2e.execute._executor import LocalExecutor, SessionUnit, blocks  # noqa: E402
+from e2e.execute import LocalExecutor, SessionUnit, blocks  # noqa: E402
 from e2e.pipeline import execute  # noqa: E402
 from e2e.plan import make_plan  # noqa: E402
-from e2e.execute._ray import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
+from e2e.execute import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
 from e2e.render import build_report
 from e2e.session import SessionOptions
 from e2e.results import unit_state
@@ -318,8 +318,7 @@ def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path):
     import subprocess
     import sys
 
-    code = ("from e2e.execute._ray import RayExecutor\n"
-            "from e2e.execute._executor import SessionUnit\n"
+    code = ("from e2e.execute import RayExecutor, SessionUnit\n"
             "from e2e.config import load_experiment\n"
             "from e2e.errors import ConfigError\n"
             "try:\n"
@@ -389,7 +388,7 @@ def test_gsm8k_arms_run_as_one_block_and_come_back_whole(world, tmp_path):
 def test_a_unit_whose_attempts_were_spent_before_is_given_up_as_on_one_host(world, tmp_path):
     """One rule for both executors (their one bookkeeper): a unit whose attempts an earlier
     invocation spent is not run again and is given up; the rest of its block runs."""
-    from e2e.execute._ray import keep_failed_attempt
+    from e2e.execute import keep_failed_attempt
 
     experiment = world["experiment"]
     units = plan(experiment, runs=1)[:2]  # one block

@@ -14,13 +14,8 @@ from e2e.analysis import Summary, summarize
 from e2e.errors import ResultsError
 from e2e.results import RunRecord
 from e2e.render import render_csv, render_markdown, render_plots
-from e2e.render._forest import comparison_plot_names
-from e2e.render._markdown import (
-    format_cell,
-    format_headline_comparison,
-    format_pct,
-    format_value,
-)
+from e2e.render import (comparison_plot_names, format_cell, format_headline_comparison, format_pct,
+                        format_value)
 from e2e.render import build_report
 from test_aggregate import make_record
 

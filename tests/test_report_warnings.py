@@ -13,7 +13,7 @@ import pytest
 from e2e.analysis import summarize, warning_lines
 from e2e.plan import RunSpec
 from e2e.render import render_github, render_markdown
-from e2e.render._forest import forest_figure
+from e2e.render import forest_figure
 from e2e.results import ClientStats, HostNoise
 from test_aggregate import make_record
 
@@ -136,10 +136,22 @@ def test_markdown_numbers_causes_and_marks_figures_with_their_cause():
 
 
 def test_the_report_and_the_session_judge_interference_alike():
-    from e2e.analysis._aggregate import OTHERS_SHARE
+    """A starved client whose others took exactly the share the session warns about
+    (``e2e.load.INTERFERENCE_SHARE``) is blamed on them in the report; just under it, on its
+    own load."""
     from e2e.load import INTERFERENCE_SHARE
 
-    assert OTHERS_SHARE == INTERFERENCE_SHARE
+    def causes(share: float) -> list[str]:
+        records = duet_records(saturated_by_others={("main", 3)})
+        records = [r.model_copy(update={"host_noise": r.host_noise.model_copy(
+                       update={"other_cpu_share": share})}) if r.client.saturated else r
+                   for r in records]
+        return [l.cause for l in warning_lines(summarize(records)) if "saturated" in l.cause]
+
+    (at,) = causes(INTERFERENCE_SHARE)
+    assert "other processes took its core" in at
+    (under,) = causes(INTERFERENCE_SHARE - 0.01)
+    assert "by its own load" in under
 
 
 def test_a_profile_of_another_name_is_named_beside_its_figures():

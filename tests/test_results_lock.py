@@ -105,7 +105,7 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
         from pathlib import Path
         import fakevllm
         from e2e.pipeline import sweep
-        from e2e.session._tinymodel import build_tiny_llama
+        from e2e.session import build_tiny_llama
         exp = fakevllm.experiment(Path({str(tmp_path / "fake")!r}),
                                   str(build_tiny_llama(Path({str(tmp_path / "model")!r}))),
                                   start_s=2.0)

@@ -30,10 +30,10 @@ def test_many_unknown_keys_print_a_screen(tmp_path):
 
 
 def test_history_csv_cells_never_start_a_formula():
-    from e2e.commands._history import _no_formulas
+    from e2e.render import csv_safe
 
     frame = pd.DataFrame({"host": ["=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "\tx",
                                    "runner-1"], "median": [1.0, -2.0, 3.0, 4.0, 5.0, 6.0]})
-    out = _no_formulas(frame)
+    out = csv_safe(frame)
     assert [h[0] for h in out["host"][:5]] == ["'"] * 5 and out["host"][5] == "runner-1"
     assert list(out["median"]) == [1.0, -2.0, 3.0, 4.0, 5.0, 6.0]

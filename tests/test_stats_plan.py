@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from scipy import stats as sp
 from typer.testing import CliRunner
 
@@ -16,7 +15,7 @@ from e2e.analysis import stats
 from e2e.analysis import summarize
 from e2e.errors import ConfigError
 from e2e.analysis import parse_effect, runs_advice
-from e2e.commands._plan import plan_target_effect
+from e2e.cli import app
 from test_aggregate import cell_runs
 
 
@@ -71,9 +70,6 @@ def test_command_prints_the_table(tmp_path: Path) -> None:
     for r in _records():
         (exp / r.run_id).mkdir(parents=True)
         (exp / r.run_id / "run.json").write_text(json.dumps(r.model_dump(mode="json")), encoding="utf-8")
-    app = typer.Typer()
-    app.command("plan")(plan_target_effect)
-    app.command("other")(lambda: None)  # two commands: typer keeps the "plan" name
     runner = CliRunner()
     res = runner.invoke(app, ["plan", str(exp), "--target-effect", "1%", "--metric", "tpot_ms_mean"])
     assert res.exit_code == 0, res.output

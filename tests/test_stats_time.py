@@ -1,5 +1,5 @@
 """Time in the cell model (issue 33 item 3): the runs' start times on the host's timeline
-(``_compare.times``), the AR(1) GLS fit against a whitening by hand, the folder's correlation
+(``run_times``), the AR(1) GLS fit against a whitening by hand, the folder's correlation
 (REML over its headline cells, else the calibration's), and what the report says it used."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import _compare
-from e2e.analysis import _model
-from e2e.analysis import metric, summarize
+from e2e.analysis import metric, run_times, summarize
+from e2e.analysis import stats
 from e2e.analysis.stats import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
@@ -73,7 +72,7 @@ def test_the_errors_are_honest_for_every_plausible_correlation():
     variance under Σ(ρ_t), s² rescaled by E[rss], df by Satterthwaite (eigenvalues by hand)."""
     runs = _runs(4, 0.5, seed=3)
     plain = cell_model(runs, "main", rho=0.48, rho_source="calibration")
-    fit = cell_model(runs, "main", rho=0.48, rho_source="calibration", plausible=_model.AR1_GRID)
+    fit = cell_model(runs, "main", rho=0.48, rho_source="calibration", plausible=stats.AR1_GRID)
     assert fit.honest_for == (0.0, 0.9)
     assert all(fit.estimates[a].log_ratio == pytest.approx(plain.estimates[a].log_ratio)
                for a in ARMS[1:])
@@ -89,7 +88,7 @@ def test_the_errors_are_honest_for_every_plausible_correlation():
     r = np.eye(len(t)) - xw @ g @ xw.T
     n, p = x.shape
     cs, dfs = [], []
-    for rho_t in _model.AR1_GRID:
+    for rho_t in stats.AR1_GRID:
         b = w @ (rho_t ** lag if rho_t > 0 else np.eye(len(t))) @ w.T
         lam = np.linalg.eigvals(r @ b).real
         cs.append(np.diag(g @ xw.T @ b @ xw @ g) * (n - p) / lam.sum())
@@ -109,8 +108,8 @@ def test_runs_without_times_or_in_duets_keep_ols():
 
 def test_the_folder_estimates_its_correlation_only_from_enough_runs():
     small = cell_model(_runs(4, 0.5, seed=1), "main")
-    assert small.df < _model.MIN_FOLDER_AR1_DF
-    assert folder_rho([small]) == (_model.CALIBRATED_AR1_RHO, "calibration", _model.AR1_GRID)
+    assert small.df < stats.MIN_FOLDER_AR1_DF
+    assert folder_rho([small]) == (stats.CALIBRATED_AR1_RHO, "calibration", stats.AR1_GRID)
     assert folder_rho([]) == (0.0, None, ())
     # 30 rounds of 5 arms: 116 residual df, REML near the truth, 0 for independent runs
     strong = [folder_rho([cell_model(_runs(30, 0.6, seed=s), "main")]) for s in range(2)]
@@ -141,16 +140,16 @@ def test_times_are_in_runs_on_the_host_timeline_and_duets_have_none(default_expe
     plan = make_plan(default_experiment, arms=["main", "pr"], concurrencies=[1],
                      spec_modes=[False], runs=4, seed=2)
     records = _records(default_experiment, plan, [3.0, 3.1, 2.9])
-    times = _compare.times(records)
+    times = run_times(records)
     assert sorted(times.values()) == [float(i) for i in range(len(plan))]
     # a run resumed the next day is far from the others: its correlation with them is ~0
     later = records[-1].model_copy(update={"started_at": (T0 + dt.timedelta(days=1)).isoformat()})
     spec = later.spec
     key = (spec.arm, 1, spec.spec_mode, spec.repeat, None)
-    assert _compare.times(records[:-1] + [later])[key] > 1000
+    assert run_times(records[:-1] + [later])[key] > 1000
     duet = default_experiment.model_copy(update={"duet": DuetConfig(enabled=True)})
     duets = make_plan(duet, arms=["main", "pr"], concurrencies=[1], spec_modes=[False], runs=4)
-    assert _compare.times(_records(duet, duets, [3.0, 3.1, 2.9])) == {}
+    assert run_times(_records(duet, duets, [3.0, 3.1, 2.9])) == {}
 
 
 def test_the_report_says_which_model_it_used(default_experiment):

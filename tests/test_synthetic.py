@@ -275,7 +275,7 @@ def test_a_pinned_run_on_the_cpu_default_holds_acceptance_at_the_pin(default_exp
     """The real CPU server: vLLM refuses synthetic sampling there by itself; with e2e's plugin a
     pin of 3.0 (vLLM's schedule [1, 1, 0]) accepts the first two draft tokens of every draft and
     never the third."""
-    import e2e.session._session as session
+    import e2e.session as session
     from conftest import small
     from e2e.plan import RunSpec
 

@@ -13,7 +13,7 @@ from e2e.pipeline import load_looks, sweep_until_settled
 from e2e.results import LOOKS_FILE
 from e2e.results import RunMetrics, RunRecord, ServerInfo
 from e2e.results import finalize, new_partial_dir, unit_state, write_run
-from e2e.session._session import SessionOptions, redacted_config
+from e2e.session import SessionOptions, redacted_config
 
 
 class KnownValues:

@@ -148,13 +148,13 @@ def test_a_folder_of_runs_without_windows_reads_as_before(tmp_path, windowed):
 
 def test_windows_whose_requests_all_failed_combine_to_rate_zero_not_an_error():
     from e2e.load import LoadOutcome
-    from e2e.load._workload import _combined
+    from e2e.load import combine_windows
     from e2e.results import ClientStats
 
     client = ClientStats(workers=1, wall_s=1.0, cpu_s=0.1, chunks=0, cpu_us_per_chunk=None,
                          core_share=0.1, loop_lag_ms_max=0.0, loop_lag_ms_p99=0.0,
                          saturated=False)
     failed = LoadOutcome(records=[], client=client, offered_rate=None, achieved_rate=0.0)
-    assert _combined([failed, failed]).achieved_rate == 0.0
+    assert combine_windows([failed, failed]).achieved_rate == 0.0
     ok = LoadOutcome(records=[object()] * 4, client=client, offered_rate=None, achieved_rate=2.0)
-    assert _combined([ok, failed, ok]).achieved_rate == pytest.approx(2.0)
+    assert combine_windows([ok, failed, ok]).achieved_rate == pytest.approx(2.0)

@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-import e2e.session._session as session
+import e2e.session as session
 from conftest import small
 from e2e.config import SharedPrefix, TraceReplay
 from e2e.plan import RunSpec

@@ -8,6 +8,8 @@ from e2e.analysis._aggregate import (
     Summary, metric, select, summarize
 )
 from e2e.analysis._attribution import Attribution, attribute
+from e2e.analysis._compare import run_times
+from e2e.analysis._frame import arrival_of, runs_frame, workload_key
 from e2e.analysis._gsm8k import (
     Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
     gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
@@ -43,12 +45,13 @@ __all__ = [
     "Metric", "NOT_RECORDED", "NOT_SAFE", "NOT_SHOWN", "NO_AA", "OutputAgreement",
     "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
     "ReportWarning", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "Settlement",
-    "Spending", "Summary", "WarningLine", "acceptance_length", "attribute", "boundaries",
-    "burst_affected", "cache_contrast", "cell_caches", "compare_outputs", "compare_runs",
-    "compare_verdicts", "components", "divergence_test", "equivalence_of", "estimate_of",
-    "first_divergence", "format_advice", "gsm8k_report", "headline_for", "headline_metric", "holm",
-    "look_at", "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of",
-    "parse_effect", "position_key", "position_of", "primary_metric", "run_costs", "runs_advice",
-    "runs_needed", "select", "server_twin", "spending_at", "spent_alpha", "summarize",
-    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines"
+    "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of", "attribute",
+    "boundaries", "burst_affected", "cache_contrast", "cell_caches", "compare_outputs",
+    "compare_runs", "compare_verdicts", "components", "divergence_test", "equivalence_of",
+    "estimate_of", "first_divergence", "format_advice", "gsm8k_report", "headline_for",
+    "headline_metric", "holm", "look_at", "mcnemar_exact", "median_range", "merge_calls", "metric",
+    "outputs_of", "parse_effect", "position_key", "position_of", "primary_metric", "run_costs",
+    "run_times", "runs_advice", "runs_frame", "runs_needed", "select", "server_twin",
+    "spending_at", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
+    "verdict_accuracy", "verdict_for", "warning_lines", "workload_key"
 ]

@@ -356,7 +356,7 @@ def summarize(
     if baseline in arms:
         aa_arms = _compare.aa_arms(records, baseline, arms)
         comparisons, noise, more, pooled = _compare.compare(
-            cells, index, baseline=baseline, slots=_compare.slots(records), times=_compare.times(records),
+            cells, index, baseline=baseline, slots=_compare.slots(records), times=_compare.run_times(records),
             aa_arms=aa_arms,
             confidence=confidence, min_effect_pct=min_effect_pct,
             equivalence_pct=equivalence_pct, target_effect_pct=target_effect_pct)

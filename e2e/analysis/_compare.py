@@ -15,7 +15,7 @@ from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, lab
 from e2e.plan import comparable_settings
 from e2e.results import RunRecord
 
-__all__ = ["compare", "aa_arms", "slots", "times", "estimate_of", "primary_metric"]
+__all__ = ["compare", "aa_arms", "slots", "run_times", "estimate_of", "primary_metric"]
 
 _RunKey = tuple[str, int, str, int, "str | None"]  # arm, concurrency, spec mode, repeat, host
 
@@ -79,7 +79,7 @@ def _started(r: RunRecord):
     return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
 
 
-def times(records: Sequence[RunRecord]) -> dict[_RunKey, float]:
+def run_times(records: Sequence[RunRecord]) -> dict[_RunKey, float]:
     """Each sequential run's start on its host's timeline, in runs: seconds since the host's
     first run over the median spacing of the host's consecutive starts (so one run apart is
     about 1, a round of other cells in between more, a resume the next day very far). Runs

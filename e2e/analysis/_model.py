@@ -28,7 +28,7 @@ class ModelRun:
     interference: float | None = None
     """Cores' worth of other processes during the run (``host_noise.other_cpu_share``)."""
     time: float | None = None
-    """When the run started on its host's timeline, in runs (``_compare.times``: seconds since
+    """When the run started on its host's timeline, in runs (``run_times``: seconds since
     the host's first run over the host's typical spacing of runs); None when unknown or when
     the run shared its time with others (a duet)."""
 

@@ -27,13 +27,17 @@ from e2e.analysis._median_ratio import (
     INTERVAL_METHOD, RatioEstimate, Verdict, compare_runs, ratio_of_medians, verdict_for,
     welch_log_ratio_interval
 )
-from e2e.analysis._model import MIN_MODEL_DF, CellFit, ModelRun, cell_model, folder_rho
+from e2e.analysis._model import (
+    AR1_GRID, CALIBRATED_AR1_RHO, MIN_FOLDER_AR1_DF, MIN_MODEL_DF, CellFit, ModelRun, cell_model,
+    folder_rho
+)
 from e2e.analysis._moderation import (
     MIN_PRIOR_UNITS, Prior, _trigamma_inverse, fit_prior, floor_noise, moderate
 )
 from e2e.analysis._multiplicity import holm, paired_holm
 from e2e.analysis._power import (
-    PLAN_NOISE_LEVEL, design_df, detectable_effect, duet_shape, runs_needed, upper_noise
+    PLAN_NOISE_LEVEL, design_df, detectable_effect, duet_se_factor, duet_shape, runs_needed,
+    upper_noise
 )
 from e2e.analysis._sequential import (
     DEFAULT_SPENDING, Decision, Look, Settlement, Spending, boundaries, look_at, spending_at,
@@ -42,14 +46,14 @@ from e2e.analysis._sequential import (
 from e2e.analysis._verdicts import Call, call, is_difference
 
 __all__ = [
-    "Block", "Call", "CellFit", "DEFAULT_EQUIVALENCE_PCT", "DEFAULT_POWER", "DEFAULT_SPENDING",
-    "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_MODEL_DF",
+    "AR1_GRID", "Block", "CALIBRATED_AR1_RHO", "Call", "CellFit", "DEFAULT_EQUIVALENCE_PCT", "DEFAULT_POWER", "DEFAULT_SPENDING",
+    "Decision", "INTERVAL_METHOD", "LogRatio", "Look", "METHOD_TEXT", "MIN_FOLDER_AR1_DF", "MIN_MODEL_DF",
     "MIN_PRIOR_UNITS", "MedianRange", "Method", "ModelRun", "PLAN_NOISE_LEVEL", "Prior",
     "RESOLUTION_SD", "RatioEstimate", "Settlement", "Spending", "Verdict", "blocked_log_ratio",
     "boundaries", "call", "cell_model", "folder_rho", "compare_runs", "design_df", "detectable_effect", "fit_prior",
     "floor_noise", "holm", "is_difference", "paired_holm", "log_ratio", "look_at", "mde_log", "median_range",
     "median_unbiased", "moderate", "ratio_of_medians",
-    "relative_range", "duet_shape", "runs_needed", "spending_at", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
+    "relative_range", "duet_se_factor", "duet_shape", "runs_needed", "spending_at", "spent_alpha", "upper_noise", "verdict_for", "welch_log_ratio",
     "welch_log_ratio_interval",
 ]
 _PRIVATE_FOR_TESTS = (_check_confidence, _band, _logs, _trigamma_inverse)

@@ -1,7 +1,8 @@
 """The command line: every typer command, each a thin function over the library (flags are
 merged with the config once, one function does the work; printing, errors, exit codes and
 signals are ``e2e.console``'s). Only this package imports typer; ``e2e.cli`` is the entry
-point.
+point. Exported: ``app``, and ``nightly_command`` (the function behind ``e2e nightly``, for a
+caller that mounts it on an app of its own).
 
     e2e run | sweep | gsm8k | nightly      plan -> execute -> server session -> results
     e2e capacity                           per arm: search a rate within an SLO -> execute
@@ -38,7 +39,7 @@ from e2e.commands._typer import Command, Group, command_class
 from e2e.commands._unit import unit_command
 
 __all__ = [
-    "app"
+    "app", "nightly_command"
 ]
 
 app = typer.Typer(

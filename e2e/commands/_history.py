@@ -21,6 +21,7 @@ import typer
 from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
 
 from e2e.console import guard, out, visible
+from e2e.render import csv_safe
 from e2e.errors import ConfigError
 
 __all__ = ["history_command", "cell_history", "store_url"]
@@ -119,25 +120,6 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
 Format = Literal["table", "csv", "json"]
 
 
-def _no_formulas(frame):
-    """Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, a tab
-    or a carriage return; a store's text is anyone's) prefixed with a ', as OWASP advises.
-    Numbers stay numbers."""
-    def safe(value):
-        if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-            return "'" + value
-        return value
-
-    import pandas as pd
-
-    frame = frame.copy()
-    for column in frame.columns:
-        if not pd.api.types.is_numeric_dtype(frame[column]):
-            frame[column] = pd.Series([safe(v) for v in frame[column]], index=frame.index,
-                                      dtype=object)
-    return frame
-
-
 def _nights_text(nights, format_: Format) -> str:
     from dataclasses import asdict
 
@@ -149,7 +131,7 @@ def _nights_text(nights, format_: Format) -> str:
 
         cols = ["date", "experiment", "config_hash", "status", "cells", "regressed", "host",
                 "recorded_at", "baseline_date"]
-        return _no_formulas(pd.DataFrame(records, columns=cols)).to_csv(index=False)
+        return csv_safe(pd.DataFrame(records, columns=cols)).to_csv(index=False)
     if not records:
         return "no nights in the store\n"
     lines = [f"{'date':<10}  {'experiment':<16}  {'config':<12}  {'status':<10}  "
@@ -178,7 +160,7 @@ def _rows_text(rows, format_: Format) -> str:
         frame["values"] = [" ".join(f"{x:g}" for x in v) for v in frame["values"]]
         frame["run_dirs"] = [" ".join(v) for v in frame["run_dirs"]]
         buf = io.StringIO()
-        _no_formulas(frame).to_csv(buf, index=False)
+        csv_safe(frame).to_csv(buf, index=False)
         return buf.getvalue()
     lines = [f"{'date':<10}  {'median':>10}  {'low':>10}  {'high':>10}  {'n':>3}  verdict"]
     for r in frame.itertuples(index=False):

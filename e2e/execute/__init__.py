@@ -4,11 +4,14 @@ plan described without starting anything.
 """
 
 from e2e.execute._describe import build_line, describe_arms, describe_plan, plan_header
-from e2e.execute._executor import Executor, LocalExecutor, SessionUnit
-from e2e.execute._progress import OnUnit, Outcome
-from e2e.execute._ray import describe_cluster_plan, executor_from
+from e2e.execute._executor import Executor, LocalExecutor, SessionUnit, blocks
+from e2e.execute._progress import OnUnit, Outcome, format_eta
+from e2e.execute._ray import (FAILURE_JSON, RayExecutor, check_host_plugin, describe_cluster_plan,
+                              driver_plugin, executor_from, keep_failed_attempt)
 
 __all__ = [
-    "Executor", "LocalExecutor", "OnUnit", "Outcome", "SessionUnit", "build_line",
-    "describe_arms", "describe_cluster_plan", "describe_plan", "executor_from", "plan_header"
+    "Executor", "FAILURE_JSON", "LocalExecutor", "OnUnit", "Outcome", "RayExecutor",
+    "SessionUnit", "blocks", "build_line", "check_host_plugin", "describe_arms",
+    "describe_cluster_plan", "describe_plan", "driver_plugin", "executor_from", "format_eta",
+    "keep_failed_attempt", "plan_header"
 ]

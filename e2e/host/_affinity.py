@@ -56,13 +56,16 @@ def format_cpus(cores: frozenset[int] | set[int] | list[int]) -> str:
     return ",".join(out)
 
 
-def spread_cores(cpus) -> list[int]:
+def spread_cores(cpus, *, core_of=None) -> list[int]:
     """The CPUs in the order to hand them out one per busy process: one logical CPU of each
     physical core first, then their SMT siblings. Two hyperthreads of one core share its
-    execution units: two client processes pinned to siblings take ~1.2x one, not 2x."""
+    execution units: two client processes pinned to siblings take ~1.2x one, not 2x.
+    ``core_of``: a CPU's physical core (default ``physical_core``, from /sys; None where
+    unknown)."""
+    core_of = core_of or physical_core
     first, siblings, seen = [], [], set()
     for cpu in sorted(cpus):
-        core = physical_core(cpu)
+        core = core_of(cpu)
         if core is not None and core in seen:
             siblings.append(cpu)
         else:

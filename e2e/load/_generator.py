@@ -23,7 +23,7 @@ from e2e.errors import ConfigError
 from e2e.load._arrivals import arrival_times
 from e2e.load._clientstats import ClientStats, client_stats
 from e2e.load._stream import Shard, run_loop, run_shard
-from e2e.load._workers import run_workers, split
+from e2e.load._workers import run_workers, split_requests
 from e2e.results import RequestRecord
 
 __all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary", "drive",
@@ -181,8 +181,8 @@ def _shards(spec: LoadSpec, at: np.ndarray | None) -> list[Shard]:
     else:
         workers = min(spec.workers, spec.max_concurrency or spec.workers)
     workers = max(1, min(workers, n))
-    parts = split(n, workers, streams=spec.concurrency if at is None else None,
-                  at_s=None if at is None else at.tolist(), cap=spec.max_concurrency)
+    parts = split_requests(n, workers, streams=spec.concurrency if at is None else None,
+                           at_s=None if at is None else at.tolist(), cap=spec.max_concurrency)
     lens = spec.output_lens
     return [Shard(indices=tuple(ix), prompts=tuple(spec.prompts[i] for i in ix),
                   at_s=None if times is None else tuple(times), cap=cap,

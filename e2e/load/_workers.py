@@ -1,15 +1,15 @@
 """One load over several client processes, merged exactly.
 
-Method: the parent splits the requests into shards (``split``): closed loop, request ``i``
-goes to the process that owns stream slot ``i mod concurrency`` (slots dealt out round-robin,
-so every process gets requests in proportion to its streams); open loop, arrival ``i`` of the
-one seeded schedule goes to process ``i mod workers`` and keeps its scheduled time, so the
-processes together send exactly the schedule one process would. Worker processes (spawned,
+Method: the parent splits the requests into shards (``split_requests``): closed loop,
+request ``i`` goes to the process that owns stream slot ``i mod concurrency`` (slots dealt out
+round-robin, so every process gets requests in proportion to its streams); open loop, arrival
+``i`` of the one seeded schedule goes to process ``i mod workers`` and keeps its scheduled time,
+so the processes together send exactly the schedule one process would. Worker processes (spawned,
 each pinned to its own core when there are at least as many cores as workers) open their
 session, report ready, and wait for a common start time ``t0`` on ``time.perf_counter()``
 (CLOCK_MONOTONIC: system-wide on Linux), so every record's times are on one clock. Records come
-back one by one as they finish (``on_done`` runs in the parent); ``merge`` puts them in index
-order. Nothing is pre-aggregated: percentiles of the merged records are those of the same
+back one by one as they finish (``on_done`` runs in the parent); ``merge_shards`` puts them in
+index order. Nothing is pre-aggregated: percentiles of the merged records are those of the same
 records from one process.
 """
 
@@ -28,13 +28,14 @@ from e2e.load._clientstats import ProcessUsage
 from e2e.load._stream import Shard
 from e2e.results import RequestRecord
 
-__all__ = ["split", "merge", "run_workers"]
+__all__ = ["split_requests", "merge_shards", "run_workers"]
 
 _START_MARGIN_S = 0.05
 
 
-def split(n: int, workers: int, *, streams: int | None, at_s: Sequence[float] | None,
-          cap: int | None) -> list[tuple[list[int], list[float] | None, int | None]]:
+def split_requests(n: int, workers: int, *, streams: int | None,
+                   at_s: Sequence[float] | None,
+                   cap: int | None) -> list[tuple[list[int], list[float] | None, int | None]]:
     """Per process: (request indices, their send times or None, its in-flight cap)."""
     shards = []
     if at_s is None:  # closed loop: streams = total concurrency, workers <= streams
@@ -51,7 +52,7 @@ def split(n: int, workers: int, *, streams: int | None, at_s: Sequence[float] | 
     return shards
 
 
-def merge(shards: Sequence[Sequence[RequestRecord]]) -> list[RequestRecord]:
+def merge_shards(shards: Sequence[Sequence[RequestRecord]]) -> list[RequestRecord]:
     """The records of every process in one list, in request-index order (unchanged)."""
     merged = sorted((r for shard in shards for r in shard), key=lambda r: r.index)
     if len({r.index for r in merged}) != len(merged):
@@ -132,7 +133,7 @@ def run_workers(spec, shards: Sequence[Shard],
             if proc.is_alive():
                 proc.terminate()
                 proc.join()
-    return merge(results), [usages[k] for k in range(len(shards))]
+    return merge_shards(results), [usages[k] for k in range(len(shards))]
 
 
 def _get(out, procs):

@@ -30,7 +30,8 @@ from e2e.slo import parse_slo
 from e2e.results import write_requests
 from e2e.paths import atomic_write_text
 
-__all__ = ["LoadWorkload"]
+__all__ = ["LoadWorkload", "HOLD_S", "INTERFERENCE_SHARE", "combine_windows", "hold_batch",
+           "interference", "retried_warning"]
 
 _FILLER_STREAM = 1000  # a duet side's unmeasured load (windows use 0 and 2..65, warmup 1)
 
@@ -143,7 +144,7 @@ class LoadWorkload:
                 self.outcomes.append(run_measured_load(
                     self._load(server, prompts, spec.concurrency), progress=self.progress,
                     label=label, on_done=done))
-        self.outcome = _combined(self.outcomes)
+        self.outcome = combine_windows(self.outcomes)
 
     def _scrape(self, server) -> str | None:
         try:
@@ -243,7 +244,7 @@ class LoadWorkload:
                                  "could not keep the schedule")
         retried = sum(r.retried for r in finished)
         if retried:
-            info.warnings.append(_retried_warning(retried))
+            info.warnings.append(retried_warning(retried))
         first = _first_lateness_s(self.outcomes)
         if first is not None and first * 1000.0 > FIRST_LATE_MS:
             info.warnings.append(
@@ -400,7 +401,7 @@ def _shifted(record: RequestRecord, first: int, offset_s: float) -> RequestRecor
         "chunk_times_s": tuple(t + offset_s for t in record.chunk_times_s)})
 
 
-def _combined(outcomes: list[LoadOutcome]) -> LoadOutcome | None:
+def combine_windows(outcomes: list[LoadOutcome]) -> LoadOutcome | None:
     """The windows' loads as one: the client figures of the window that cost the client most
     (a saturated window makes the run's client saturated), the rate over all of them."""
     if not outcomes:
@@ -427,7 +428,7 @@ def _window_metrics(finished: list[RequestRecord], spec: RunSpec) -> list:
             for w in range(spec.windows)]
 
 
-def _retried_warning(count: int) -> str:
+def retried_warning(count: int) -> str:
     """The run's note of requests sent twice: each timed from its second send, but a reader
     of run.json should know the server closed idle connections under the load."""
     what = "1 request was" if count == 1 else f"{count} requests were"

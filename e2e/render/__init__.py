@@ -13,16 +13,17 @@ the others of the report, the first time it is asked for (``__getattr__``).
 
 from e2e.render._kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
                                  write_micro, write_steps)
-from e2e.render._markup import md_text
+from e2e.render._markup import csv_safe, md_text
 from e2e.render._unit import unit_markdown
 
 __all__ = [
-    "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "STEP_SUMMARY_LIMIT", "build_report",
-    "dumps", "fit_comment", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
-    "md_text", "micro_markdown", "micro_plot", "render_csv", "render_github", "render_html",
-    "render_markdown", "render_plots", "report_json", "run_json", "steps_markdown",
-    "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report", "write_micro",
-    "write_steps"
+    "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
+    "build_report", "comparison_plot_names", "csv_safe", "dumps", "fit_comment", "forest_figure",
+    "format_cell", "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv",
+    "gsm8k_json", "gsm8k_markdown", "host_cost_markdown", "md_text", "micro_markdown",
+    "micro_plot", "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
+    "report_json", "run_json", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
+    "write_gsm8k_report", "write_micro", "write_steps"
 ]
 
 
@@ -31,12 +32,14 @@ def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from e2e.render._csv import render_csv
+    from e2e.render._forest import comparison_plot_names, forest_figure
     from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,
                                     fit_comment, render_github, verdict_icon)
     from e2e.render._gsm8k import gsm8k_csv, gsm8k_markdown, write_gsm8k_report
     from e2e.render._html import render_html
-    from e2e.render._json import dumps, gsm8k_json, report_json, run_json
-    from e2e.render._markdown import render_markdown
+    from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
+    from e2e.render._markdown import (format_cell, format_headline_comparison, format_pct,
+                                      format_value, render_markdown)
     from e2e.render._plots import render_plots
     from e2e.render._report import ReportOutput, build_report
     from e2e.render._toml import toml_text

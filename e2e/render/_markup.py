@@ -1,7 +1,9 @@
-r"""Text of unknown origin inside Markdown: one line, shown as text, never as markup.
+r"""Text of unknown origin inside Markdown: one line, shown as text, never as markup; and
+inside a CSV file: never a spreadsheet formula.
 
     md_text(text)   ``text`` for a Markdown line (report.md, the PR comment, the nightly
                     summary; index.html is rendered from the same Markdown)
+    csv_safe(frame) a table for a CSV file (``e2e history --format csv``)
 
 A message e2e did not write itself (a server's error body in an invalid run's reason, a
 reason read back from a run.json or a store) reaches Markdown that GitHub and markdown-it
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["md_text"]
+__all__ = ["md_text", "csv_safe"]
 
 _SPACE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 _BIDI = re.compile(r"[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -38,3 +40,22 @@ def md_text(text: Any, limit: int = 2000) -> str:
         line = line[: limit - 1].rstrip() + "…"
     line = _SPECIAL.sub(r"\\\1", line)
     return _UNDERSCORE.sub(r"\\_", line)
+
+
+def csv_safe(frame):
+    """Text cells that a spreadsheet would run as a formula (starting with =, +, -, @, a tab
+    or a carriage return; a store's text is anyone's) prefixed with a ', as OWASP advises.
+    Numbers stay numbers. ``frame``: a pandas DataFrame (a copy is returned)."""
+    def safe(value):
+        if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+            return "'" + value
+        return value
+
+    import pandas as pd
+
+    frame = frame.copy()
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = pd.Series([safe(v) for v in frame[column]], index=frame.index,
+                                      dtype=object)
+    return frame

@@ -59,13 +59,14 @@ def _git(root: Path, *args: str) -> str | None:
         return None
 
 
-def source_facts() -> dict:
+def source_facts(root: Path | None = None) -> dict:
     """What e2e source ran: its version, the checkout's commit, whether the checkout had
     changes not committed (``dirty``) and a hash of those changes (``diff_sha256``: the diff
     against HEAD plus untracked files' names and contents), ``source_sha256``, a hash of
     the package's own files, which also identifies a non-git install, ``plugin_sha256``, the
     hash of the part its servers run (``e2e.plugin._source``; a load run's ``plugin`` block
-    says what the server's own plugin hashed to), and ``package``, the folder it ran from."""
+    says what the server's own plugin hashed to), and ``package``, the folder it ran from.
+    ``root``: the checkout to read (default: the one e2e runs from, ``project_root``)."""
     from e2e.session._builds import project_root
 
     package = Path(e2e.__file__).resolve().parent
@@ -73,7 +74,7 @@ def source_facts() -> dict:
                    "git_sha": None, "dirty": None, "diff_sha256": None,
                    "source_sha256": tree_hash_of(package),
                    "plugin_sha256": plugin_sha256(package), "package": str(package)}
-    root = project_root()
+    root = project_root() if root is None else root
     if root is None or not (root / ".git").exists():
         return facts
     head = _git(root, "rev-parse", "HEAD")

@@ -37,7 +37,7 @@ from e2e.session._http import METRICS_LIMIT, fetch
 from e2e.session._shield import shielded
 
 __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
-           "group_alive", "reap_leftover"]
+           "group_alive", "reap_leftover", "stop_group"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -116,7 +116,9 @@ def _state_path(slot: str | None = None) -> Path:
     return e2e_home() / ("server.json" if slot is None else f"server-{slot}.json")
 
 
-def _kill_group(pgid: int, grace_s: float = 10.0) -> None:
+def stop_group(pgid: int, grace_s: float = 10.0) -> None:
+    """Stop process group ``pgid``: SIGCONT and SIGTERM, up to ``grace_s`` to exit, then
+    SIGKILL (waiting up to 10 s more for it to be gone)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGCONT)
         os.killpg(pgid, signal.SIGTERM)
@@ -157,7 +159,7 @@ def _reap(path: Path) -> str | None:
     pgid = int(state.get("pgid", 0))
     message = None
     if pgid > 1 and group_alive(pgid):
-        _kill_group(pgid)
+        stop_group(pgid)
         message = (f"stopped a server left running by a crashed e2e (pid {state.get('owner')}, "
                    f"server process group {pgid}, port {state.get('port')})")
         if group_alive(pgid):
