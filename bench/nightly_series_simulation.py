@@ -39,7 +39,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from e2e.nightly.cells import CellKey, Looks, NightCell
+from e2e.results import CellKey, Looks, NightCell
 from e2e.nightly.history import night_rows, ratio_history
 from e2e.nightly.judge import Rules, judge_night
 

@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from e2e.analysis import boundaries, spending_at
-from e2e.nightly.cells import Looks
+from e2e.results import Looks
 from e2e.nightly.history import night_rows, ratio_history
 from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, RatioHistory, Rules,
                                history_fit, history_interval, judge_night, night_look)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from e2e.nightly.cells import CellKey, Looks, NightCell
+from e2e.results import CellKey, Looks, NightCell
 from e2e.nightly.judge import RatioHistory, Rules, judge_night
 from e2e.nightly.resolution import (HOST_DUETS, Noise, design_lines, noise_of, power_at,
                                     resolution, rounds_needed)

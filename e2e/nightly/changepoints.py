@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from e2e.nightly.cells import CellKey, CellVerdict, NightCell
+from e2e.results import CellKey, CellVerdict, NightCell
 
 __all__ = ["Change", "ChangePoint", "find_changes", "cell_series", "night_changes",
            "MIN_SEGMENT", "PENALTY_PER_LOG_N"]

@@ -77,7 +77,7 @@ from e2e.errors import ResultsError
 from e2e.analysis import (BURST_SHARE, boundaries, burst_affected, headline_metric, server_twin,
                           spending_at)
 from e2e.results import SampleVerdict
-from e2e.nightly.cells import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
+from e2e.results import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
 from e2e.nightly.changepoints import ChangePoint
 from e2e.nightly.settings import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
                                   nightly_metric as load_metric)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from e2e.nightly.cells import Looks
+from e2e.results import Looks
 from e2e.nightly.judge import HistoryFit, night_look
 
 __all__ = ["Noise", "HOST_DUETS", "HOST_ONE_AT_A_TIME", "noise_of", "power_at",

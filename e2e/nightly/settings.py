@@ -306,9 +306,9 @@ class NightlyConfig:
 
     @property
     def looks(self):
-        """The night's looks at its ratio cells (``e2e.nightly.cells.Looks``): after the
+        """The night's looks at its ratio cells (``e2e.results.Looks``): after the
         reported rounds of ``runs``, then as many more at a time up to ``max_runs``."""
-        from e2e.nightly.cells import Looks
+        from e2e.results import Looks
 
         first = max(self.runs - self.experiment.report_from_run + 1, 1)
         top = self.settings.max_runs or self.runs

@@ -1,5 +1,5 @@
 """What e2e writes and reads back: the typed records (``run.json``, requests; GSM8K's
-``arm.json``, ``eval.json``, verdicts) and the results store (one folder per unit, made by one
+``arm.json``, ``eval.json``, verdicts; the nightly's cells and verdicts) and the results store (one folder per unit, made by one
 atomic rename).
 """
 
@@ -13,6 +13,7 @@ from e2e.results._gsm8k import (
     SampleVerdict, arm_is_complete, eval_dir_name, gsm8k_dir, read_arm, read_eval_info,
     read_evaluations, read_verdicts, write_eval_info, write_verdicts
 )
+from e2e.results._nightly import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
     load_records, resume_state, writing,
@@ -22,15 +23,16 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "ArmResult", "BurstSummary", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation",
-    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
-    "HostNoise", "LOOKS_FILE", "Placement", "PlacementInfo", "PluginInfo", "ProcessCPU",
-    "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord", "SampleVerdict",
-    "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "VERDICTS_FILE",
+    "ArmResult", "BurstSummary", "CellKey", "CellVerdict", "ClientStats", "DuetInfo",
+    "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM",
+    "GSM8K_SCHEMA_VERSION", "HostNoise", "LOOKS_FILE", "Looks", "NightCell", "Placement",
+    "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
+    "RequestRecord", "RunMetrics", "RunRecord", "SampleVerdict", "SegmentMetrics",
+    "ServerInfo", "ServerMemory", "SpecCounters", "VERDICTS_FILE", "VerdictName",
     "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize", "finalize_unit",
     "gsm8k_dir", "last_look_confidence", "load_outputs", "load_records", "new_partial_dir",
     "next_attempt_dir", "next_repeat", "read_arm", "read_eval_info", "read_evaluations",
     "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name",
-    "resume_state", "unit_dir", "unit_state", "utc_now", "write_eval_info", "write_looks",
-    "write_requests", "write_run", "write_verdicts", "writing"
+    "resume_state", "unit_dir", "unit_state", "utc_now", "worse_end", "write_eval_info",
+    "write_looks", "write_requests", "write_run", "write_verdicts", "writing"
 ]

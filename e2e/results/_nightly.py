@@ -1,5 +1,6 @@
-"""A night's cells and their verdicts, the values the judge, the change points, the history and
-the renderers pass between them (no logic beyond a label and medians)."""
+"""The nightly's records: a night's cells and their verdicts, the values the judge
+(``e2e.nightly.judge``), the change points, the history and the renderers pass between them
+(no logic beyond a label and medians)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-
-from e2e import analysis
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end"]
 
@@ -51,7 +50,10 @@ class NightCell:
 
     @property
     def median(self) -> float:
-        return analysis.median_range(self.values).median
+        values = np.asarray(self.values, dtype=float)
+        if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)):
+            raise ValueError(f"a night cell's median needs finite values, got {self.values!r}")
+        return float(np.median(values))
 
     @property
     def low(self) -> float:
