@@ -102,8 +102,7 @@ def test_nothing_imports_the_command_line():
 # Each module's layer, by the longest matching prefix. A module may import its own layer and
 # the layers before it, never a later one. nightly and interop are features that cut across
 # stages, so their modules are placed one by one; gsm8k is a pipeline (its records,
-# statistics and renderers are results', analysis' and render's). e2e.kernels.step_bench is also a command line (python -m ...)
-# that writes step.md through e2e.render.
+# statistics and renderers are results', analysis' and render's).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.kinds",
                     "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms",
@@ -113,7 +112,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("host", ("e2e.host",)),
     ("load", ("e2e.load",)),
     ("session", ("e2e.session",)),
-    ("render", ("e2e.render", "e2e.kernels.step_bench", "e2e.nightly.render",
+    ("render", ("e2e.render", "e2e.nightly.render",
                 "e2e.nightly.history", "e2e.nightly.settings", "e2e.nightly.judge",
                 "e2e.interop")),
     ("execute", ("e2e.execute",)),

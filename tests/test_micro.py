@@ -112,7 +112,7 @@ def test_the_reports_show_every_entry_the_kernels_measure_in_their_order():
 
 def test_the_kernels_and_their_reports_need_no_pydantic(tmp_path):
     """On the GPU host (torch, Triton; no pydantic): e2e.kernels imports, and the reports of
-    e2e micro and python -m e2e.kernels.step_bench are written, without the report's stack."""
+    e2e micro and bench/kernels_step.py are written, without the report's stack."""
     code = f"""
 import importlib.abc, json, sys
 class Block(importlib.abc.MetaPathFinder):

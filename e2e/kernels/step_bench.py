@@ -19,14 +19,12 @@ builds per step. What it leaves out: vLLM's Python around the ops (the builder's
 ``split_decodes_and_prefills``), the same on every way. ``measure_steps`` returns the result
 (step.json); ``e2e.render`` writes it with its Markdown (``write_steps``).
 
-    E2E_VLLM_OPS=vllm032_ops.py python -m e2e.kernels.step_bench --out DIR   # on the GPU
+    E2E_VLLM_OPS=vllm032_ops.py PYTHONPATH=$PWD python bench/kernels_step.py --out DIR   # on the GPU
     (or ``e2e micro --per-step``)
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,35 +229,3 @@ def measure_steps(spec: StepSpec, *, ops_file: Path | None = None, dry_run: bool
                              "vllm_ops": getattr(ops, "VLLM_VERSION", None),
                              "dry_run": dry_run}
     return result
-
-
-def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.kernels.step_bench")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rows", default="1,2,4,8,16,32,64,128,384")
-    parser.add_argument("--vllm-ops", type=Path, default=None)
-    parser.add_argument("--dry-run", action="store_true")
-    args = parser.parse_args(argv)
-    from e2e.errors import E2EError
-    from e2e.render import write_steps  # step.json and step.md (the standard library alone)
-
-    try:
-        spec = StepSpec(rows=tuple(int(r) for r in args.rows.split(",")), runs=args.runs,
-                        calls=args.calls)
-        result = measure_steps(spec, ops_file=args.vllm_ops, dry_run=args.dry_run,
-                               log=lambda m: print(m, file=sys.stderr, flush=True))
-        text, _ = write_steps(result, args.out)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except E2EError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
