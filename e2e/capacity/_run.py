@@ -27,7 +27,6 @@ from pathlib import Path
 
 from e2e.capacity._criterion import Objective, censored, margin, margin_terms
 from e2e.capacity._estimate import Capacity, MarginRun, estimate, ratio
-from e2e.capacity._plot import render_capacity_plot
 from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec
@@ -257,6 +256,8 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
         doc = {**settings, "arms": arms, "baseline": baseline, "state": "done",
                "results": _as_json(result)}
         atomic_write_json(folder / CAPACITY_FILE, doc)
+        from e2e.render import render_capacity_plot
+
         png = render_capacity_plot(result)
         if png is not None:
             atomic_write_bytes(folder / CAPACITY_PLOT, png)

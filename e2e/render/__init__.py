@@ -6,8 +6,9 @@ results folder, aggregates and writes them. GSM8K's report: ``gsm8k_markdown``, 
 unit``'s matrix (``unit_markdown``).
 
 The kernels' writers and the unit matrix need the standard library alone, and load with this
-face: ``python -m e2e.kernels.step_bench`` runs on GPU hosts that have torch and Triton but
-not the report's stack (pydantic, pandas, SciPy). Every other name loads its module, with
+face: ``bench/kernels_step.py`` runs on GPU hosts that have torch and Triton but
+not the report's stack (pydantic, pandas, SciPy). ``e2e capacity``'s plot:
+``render_capacity_plot``. Every other name loads its module, with
 the others of the report, the first time it is asked for (``__getattr__``).
 """
 
@@ -18,12 +19,13 @@ from e2e.render._unit import unit_markdown
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
-    "build_report", "comparison_plot_names", "csv_safe", "dumps", "fit_comment", "forest_figure",
-    "format_cell", "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv",
-    "gsm8k_json", "gsm8k_markdown", "host_cost_markdown", "md_text", "micro_markdown",
-    "micro_plot", "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
-    "report_json", "run_json", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
-    "write_gsm8k_report", "write_micro", "write_steps"
+    "build_report", "comparison_plot_names", "csv_safe", "dumps", "fit_comment",
+    "forest_figure", "format_cell", "format_headline_comparison", "format_pct", "format_value",
+    "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown", "md_text",
+    "micro_markdown", "micro_plot", "render_capacity_plot", "render_csv", "render_github",
+    "render_html", "render_markdown", "render_plots", "report_json", "run_json",
+    "steps_markdown", "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report",
+    "write_micro", "write_steps"
 ]
 
 
@@ -31,6 +33,7 @@ def __getattr__(name: str) -> object:
     """The report's writers, loaded together the first time one is asked for."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from e2e.render._capacity import render_capacity_plot
     from e2e.render._csv import render_csv
     from e2e.render._forest import comparison_plot_names, forest_figure
     from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,

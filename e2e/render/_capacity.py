@@ -1,5 +1,5 @@
 """The capacity plot: goodput share against offered rate per arm, the objective's goodput line,
-and each arm's capacity with its interval (matplotlib's Agg canvas, as ``e2e.render._plots``)."""
+and each arm's capacity with its interval (matplotlib's Agg canvas, as the report's plots)."""
 
 from __future__ import annotations
 
