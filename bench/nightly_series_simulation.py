@@ -1,27 +1,35 @@
-"""Series of nights judged night by night through e2e's own nightly judgement and history:
-each night's ratio cells (tonight's build ÷ the pinned reference, one value per duet) are
-judged by ``e2e.nightly.judge.judge_night`` against ``e2e.nightly.history.ratio_history`` over
-the history frame the store would hold (``night_rows`` of every earlier judgement), with the
-night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose cell is not
-resolved measures more duets, up to ``--max-duets``, and is judged again).
+"""Series of nights judged night by night through e2e's own nightly judgement and history,
+as ``e2e nightly`` judges them: each night's ratio cells (tonight's build ÷ the pinned
+reference, one value per duet) go through ``e2e.nightly.assess.assess_night`` (the baseline
+night, ``ratio_history`` over the store frame of every earlier night, ``judge_night``, change
+points) with the night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose
+cell is not resolved measures more duets, up to ``max_runs``, and is judged again), and each
+night's rows (``night_rows``) join the frame the next night reads.
 
-The noise is the host's (docs/explanation/statistics.md, DESIGN.md). A duet's two servers run at the same
-time, so the host's time level (AR(1) over minutes, sd 17 % for one server) is shared by both
-sides and cancels in their ratio, as does the slot's speed when the sides swap cores; what is
-left is each side's own part, a per-duet log-ratio sd ``--cell-sd`` per cell (2.7 % measured
-for two servers started together; 4.1-5.1 % in the nightly's own sets with four swapping
-windows), plus a night part shared by the night's cells (``--night-sd``: what differs from
-night to night and more duets do not average away; about 2 % in one set of nights, none
-visible in another). Cells of unequal noise are judged together under one rule (the night's
-``--alpha`` split over them).
+The design is a nightly config's, by default the embedded one (``e2e/configs/nightly.toml``,
+``--config`` for another): its judged cells (the server's mean TPOT of ``main-vs-reference``
+at concurrency 1, judged with the headline's threshold), threshold, ``alpha``, looks
+(``runs``/``max_runs``), ``history_nights`` and ``confidence``. ``--threshold``, ``--alpha``,
+``--history``, ``--duets`` and ``--max-duets`` override it; run without them it simulates what
+e2e ships.
 
-Scenarios (every series its own seed; all print the share of series and nights with ±
-one Monte Carlo standard error over series):
+The noise is the host's (docs/explanation/statistics.md, DESIGN.md). A duet's two servers run
+at the same time, so the host's time level (AR(1) over minutes, sd 17 % for one server) is
+shared by both sides and cancels in their ratio, as does the slot's speed when the sides swap
+cores; what is left is each side's own part, a per-duet log-ratio sd ``--cell-sd`` per judged
+cell (default 4.5 %: the nightly's own sets with four swapping windows, 4.1-5.1 %; one value
+for every cell, or one a cell), plus a night part shared by the night's cells
+(``--night-sd``, 1 %: what differs from night to night and more duets do not average away).
 
-* ``aa``: one build every night: the share of series with any night called regressed;
-* ``step``: tonight's build +``--effect`` % slower from night ``--step-night`` on, on every cell
-  (default: the design's stated resolution, ``e2e.nightly.plan.night_resolution``): the share of
-  nights after it reported regressed, and of series called within 1, 2, 3 nights;
+Scenarios (every series its own seed, the same for every judge; all print the share of
+series and nights with ± one Monte Carlo standard error over series, and the wall time):
+
+* ``aa``: one build every night: the share of series with any night called regressed, and of
+  nights called regressed (stickiness makes one false call last more nights);
+* ``step``: tonight's build +``--effect`` % slower from night ``--step-night`` on, on every
+  cell (default: the threshold, what the design is built to resolve): the share of nights
+  after it reported regressed, of series called within 1, 2, 3 nights, and of series whose
+  report lapses (regressed, then not) after its first call;
 * ``drift``: +``--drift`` % a night from night ``--step-night``: the share of nights reported
   once the drift passed the threshold, and the series whose report flickers (regressed, then
   not, while the drift only grows).
@@ -33,53 +41,104 @@ one Monte Carlo standard error over series):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import tempfile
 import time
+from multiprocessing import Pool
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from e2e.results import CellKey, Looks, NightCell
-from e2e.nightly.history import night_rows, ratio_history
-from e2e.nightly.judge import Rules, judge_night
+from e2e.nightly.assess import assess_night
+from e2e.nightly.history import HISTORY_COLUMNS, night_rows
+from e2e.nightly.judge import Rules
+from e2e.nightly.run import expected_cells, judged_key
+from e2e.nightly.settings import NightlyConfig, load_nightly
+from e2e.results import NightCell
 
 
-def _key(conc: int) -> CellKey:
-    return CellKey("load", "main-vs-reference", conc, "base", "server_tpot_ms_mean")
+def design(a) -> NightlyConfig:
+    """The config to simulate: ``--config`` (default: the embedded nightly) with the flags
+    that override it."""
+    cfg = load_nightly(a.config)
+    s, extra = cfg.settings, cfg.experiment.report_from_run - 1
+    update: dict = {}
+    if a.threshold is not None:
+        update["thresholds"] = {m: {k: a.threshold for k in t} for m, t in s.thresholds.items()}
+    if a.alpha is not None:
+        update["alpha"] = a.alpha
+    if a.history is not None:
+        update["history_nights"] = a.history
+    if a.max_duets is not None:
+        update["max_runs"] = a.max_duets + extra
+    runs = cfg.runs if a.duets is None else a.duets + extra
+    if a.duets is not None and a.max_duets is None and s.max_runs is not None:
+        update["max_runs"] = max(s.max_runs, runs)
+    return dataclasses.replace(cfg, settings=s.model_copy(update=update), runs=runs)
+
+
+def judged(cfg: NightlyConfig):
+    """The night's expected cells and the ratio cells it judges (with their thresholds)."""
+    expected = expected_cells(cfg)
+    rules = Rules.from_settings(cfg.settings, cfg.looks)
+    keys = [judged_key(cfg, k) for k in expected if k.kind == "load"]
+    return expected, [(k, rules.threshold_or_headline(k)) for k in keys]
 
 
 def _date(i: int) -> str:
     return (pd.Timestamp("2026-01-01") + pd.Timedelta(days=i)).strftime("%Y-%m-%d")
 
 
-def series(rng, a, sds: list[float], effect_of, rules: Rules, looks: Looks) -> list[str]:
-    """One series of ``a.nights`` nights; returns each night's outcome: "regressed",
-    "improved", "pass" (per the night's cells: regressed if any cell regressed)."""
-    keys = [_key(c) for c in range(1, len(sds) + 1)]
-    frame = None
-    out = []
-    top = looks.schedule()[-1]
-    for i in range(a.nights):
-        date = _date(i)
-        night = rng.normal(0.0, a.night_sd)
-        mu = math.log(1.0 + effect_of(i) / 100.0)
-        values = {k: np.exp(mu + night + rng.normal(0.0, sd, top)) for k, sd in zip(keys, sds)}
-        for k_t in looks.schedule():
-            cells = [NightCell(k, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)))
-                     for k in keys]
-            hist = {} if frame is None else {
-                k: ratio_history(frame, k, date=date, experiment="e", config_hash="h",
-                                 limit=a.history, threshold=a.threshold) for k in keys}
-            j = judge_night(date, cells, None, rules, expected=keys, histories=hist)
-            if not any(v.more for v in j.verdicts):
-                break
-        rows = night_rows(j, experiment="e", config_hash="h", recorded_at=date, cells=cells,
-                          builds={}, arm_overrides={}, e2e_git_sha=None, host="sim")
-        frame = rows if frame is None else pd.concat([frame, rows], ignore_index=True)
-        names = {v.verdict for v in j.verdicts}
-        out.append("regressed" if "regressed" in names else
-                   "improved" if "improved" in names else "pass")
-    return out
+def series(args) -> tuple[list[str], list[int]]:
+    """One series of ``a.nights`` nights; returns each night's outcome ("regressed",
+    "improved", "pass": regressed if any judged cell regressed) and its duets."""
+    a, cfg, sds, scenario, s = args
+    rng = np.random.default_rng([a.seed, s, len(scenario)])
+    effect_of = effects(a, scenario)
+    expected, keys = judged(cfg)
+    measured = {judged_key(cfg, k): k for k in expected if k.kind == "load"}
+    schedule = cfg.looks.schedule()
+    frame = pd.DataFrame({c: pd.Series(dtype=object) for c in HISTORY_COLUMNS})
+    out, duets = [], []
+    with tempfile.TemporaryDirectory() as results:
+        for i in range(a.nights):
+            date = _date(i)
+            night = rng.normal(0.0, a.night_sd)
+            mu = math.log(1.0 + effect_of(i) / 100.0)
+            values = {k: np.exp(mu + night + rng.normal(0.0, sd, schedule[-1]))
+                      for (k, _), sd in zip(keys, sds)}
+            for k_t in schedule:
+                # every measured cell, as load_cells gives them: a judged server twin beside
+                # the client's headline cell it replaces (recorded, not judged)
+                cells = [NightCell(c, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)))
+                         for k, _ in keys for c in dict.fromkeys((measured[k], k))]
+                j = assess_night(cfg, results=Path(results), date=date,
+                                 experiment=cfg.experiment.name, cells=cells,
+                                 expected=expected, history=frame)
+                if not any(v.more for v in j.verdicts):
+                    break
+            rows = night_rows(j, experiment=cfg.experiment.name, config_hash=cfg.config_hash,
+                              recorded_at=date, cells=cells, builds={}, arm_overrides={},
+                              e2e_git_sha=None, host="sim")
+            frame = rows if not len(frame) else pd.concat([frame, rows], ignore_index=True)
+            names = {v.verdict for v in j.verdicts}
+            out.append("regressed" if "regressed" in names else
+                       "improved" if "improved" in names else "pass")
+            duets.append(k_t)
+    return out, duets
+
+
+def effects(a, scenario: str):
+    s0 = a.step_night - 1
+    if scenario == "aa":
+        return lambda i: 0.0
+    if scenario == "step":
+        return lambda i: a.effect if i >= s0 else 0.0
+    if scenario == "drift":
+        return lambda i: a.drift * (i - s0 + 1) if i >= s0 else 0.0
+    raise SystemExit(f"unknown scenario {scenario!r}: aa, step or drift")
 
 
 def share(x) -> str:
@@ -89,75 +148,97 @@ def share(x) -> str:
     return f"{p * 100:.1f} % ± {se * 100:.1f}"
 
 
+def lapses(r: list[str], start: int) -> bool:
+    """Whether the report is let go after a call: a night regressed, a later one not."""
+    first = next((i for i in range(start, len(r)) if r[i] == "regressed"), None)
+    return first is not None and any(x != "regressed" for x in r[first + 1:])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default=None, help="a nightly config (default: the embedded one)")
     ap.add_argument("--series", type=int, default=200)
     ap.add_argument("--nights", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cell-sd", default="0.027,0.045", help="per-duet sd of ln ratio per cell")
+    ap.add_argument("--cell-sd", default="0.045", help="per-duet sd of ln ratio: one for "
+                    "every judged cell, or one a cell (comma-separated)")
     ap.add_argument("--night-sd", type=float, default=0.01)
-    ap.add_argument("--duets", type=int, default=8, help="duets a night before its first look")
-    ap.add_argument("--max-duets", type=int, default=32)
-    ap.add_argument("--history", type=int, default=20, help="history_nights")
-    ap.add_argument("--alpha", type=float, default=0.002)
-    ap.add_argument("--threshold", type=float, default=5.0)
+    ap.add_argument("--duets", type=int, default=None, help="duets before a night's first look "
+                    "(default: the config's runs less its warmup)")
+    ap.add_argument("--max-duets", type=int, default=None, help="default: the config's max_runs")
+    ap.add_argument("--history", type=int, default=None, help="default: history_nights")
+    ap.add_argument("--alpha", type=float, default=None, help="default: the config's alpha")
+    ap.add_argument("--threshold", type=float, default=None, help="%% (default: the config's)")
     ap.add_argument("--effect", type=float, default=None, help="step size in %% (default: the "
                     "threshold)")
     ap.add_argument("--step-night", type=int, default=17, help="1-based night the step starts")
     ap.add_argument("--drift", type=float, default=0.5, help="%% a night")
     ap.add_argument("--scenarios", default="aa,step,drift")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (the series are the same)")
     a = ap.parse_args()
+    cfg = design(a)
+    _, keys = judged(cfg)
+    thresholds = {t for _, t in keys}
+    if len(thresholds) != 1:
+        raise SystemExit(f"the judged cells have thresholds {sorted(thresholds)}: one needed")
+    threshold = thresholds.pop()
     sds = [float(x) for x in a.cell_sd.split(",")]
-    looks = Looks(first=a.duets, step=a.duets, last=a.max_duets)
-    rules = Rules(thresholds={"base": {"server_tpot_ms_mean": a.threshold}},
-                  reference="reference", alpha=a.alpha, looks=looks)
-    effect = a.effect if a.effect is not None else a.threshold
+    sds = sds * len(keys) if len(sds) == 1 else sds
+    if len(sds) != len(keys):
+        raise SystemExit(f"--cell-sd gives {len(sds)} sds for {len(keys)} judged cells")
+    a.effect = a.effect if a.effect is not None else threshold
     s0 = a.step_night - 1
-    print(f"{a.series} series x {a.nights} nights per scenario, seed {a.seed}; cells' duet sd "
-          f"{', '.join(f'{x * 100:g} %' for x in sds)}, night part {a.night_sd * 100:g} %; "
-          f"{a.duets} duets a night, up to {a.max_duets} (looks {looks.schedule()}); history "
-          f"{a.history} nights; alpha {a.alpha:g} a night; threshold {a.threshold:g} %")
+    st = cfg.settings
+    print(f"{a.series} series x {a.nights} nights per scenario, seed {a.seed}; config "
+          f"{cfg.source}: {len(keys)} judged cell(s) ({', '.join(k.label() + ' ' + k.metric for k, _ in keys)}), "
+          f"duet sd {', '.join(f'{x * 100:g} %' for x in sds)}, night part {a.night_sd * 100:g} %; "
+          f"looks at {cfg.looks.schedule()} duets; history {st.history_nights} nights; alpha "
+          f"{st.alpha:g} a night; threshold {threshold:g} %; confidence {st.confidence:g}")
     for scenario in a.scenarios.split(","):
         t0 = time.perf_counter()
-        rng = np.random.default_rng([a.seed, hash(scenario) % 1000])
-        if scenario == "aa":
-            effect_of = lambda i: 0.0  # noqa: E731
-        elif scenario == "step":
-            effect_of = lambda i: effect if i >= s0 else 0.0  # noqa: E731
+        jobs = [(a, cfg, sds, scenario, s) for s in range(a.series)]
+        if a.jobs > 1:
+            with Pool(a.jobs) as pool:
+                got = pool.map(series, jobs, chunksize=1)
         else:
-            effect_of = lambda i: a.drift * (i - s0 + 1) if i >= s0 else 0.0  # noqa: E731
-        runs = [series(np.random.default_rng([a.seed, s, len(scenario)]), a, sds, effect_of,
-                       rules, looks) for s in range(a.series)]
+            got = [series(j) for j in jobs]
+        runs = [r for r, _ in got]
+        mean_duets = np.mean([np.mean(d) for _, d in got])
         took = time.perf_counter() - t0
+        tail = f"mean duets a night {mean_duets:.1f}; {took:.0f} s"
         if scenario == "aa":
             anyf = [any(x == "regressed" for x in r) for r in runs]
             nightly = [np.mean([x == "regressed" for x in r]) for r in runs]
+            called = [sum(x == "regressed" for x in r) for r in runs if "regressed" in r]
             print(f"\naa: series with a false regressed night {share(anyf)}; nights called "
-                  f"regressed {share(nightly)}; improved {share([np.mean([x == 'improved' for x in r]) for r in runs])} ({took:.0f} s)")
+                  f"regressed {share(nightly)} (in a series with a call: {np.mean(called) if called else 0:.1f} "
+                  f"nights on average); improved "
+                  f"{share([np.mean([x == 'improved' for x in r]) for r in runs])} ({tail})")
         elif scenario == "step":
             after = [np.mean([x == "regressed" for x in r[s0:]]) for r in runs]
             first = [next((i for i, x in enumerate(r[s0:]) if x == "regressed"), 99) for r in runs]
             before = [any(x == "regressed" for x in r[:s0]) for r in runs]
-            print(f"\nstep +{effect:g} % from night {a.step_night}: nights after it reported "
+            print(f"\nstep +{a.effect:g} % from night {a.step_night}: nights after it reported "
                   f"regressed {share(after)}; called on its first night "
                   f"{share([f == 0 for f in first])}, within 2 {share([f <= 1 for f in first])}, "
                   f"within 3 {share([f <= 2 for f in first])}; never {share([f == 99 for f in first])}; "
-                  f"false regressions before it {share(before)} ({took:.0f} s)")
+                  f"series whose report lapses after its first call {share([lapses(r, s0) for r in runs])}; "
+                  f"false regressions before it {share(before)} ({tail})")
             by = [np.mean([r[s0 + j] == "regressed" for r in runs]) for j in range(a.nights - s0)]
             print("  per night after the step: " + " ".join(f"{x * 100:.0f}" for x in by))
         else:
-            cross = s0 + math.ceil(a.threshold / a.drift) - 1  # the night the drift reaches it
+            cross = s0 + math.ceil(threshold / a.drift) - 1  # the night the drift reaches it
             past = [np.mean([x == "regressed" for x in r[cross:]]) for r in runs]
             flick = [any(r[i] == "regressed" and r[i + 1] != "regressed"
                          for i in range(s0, a.nights - 1)) for r in runs]
             first = [next((i - cross for i in range(s0, a.nights) if r[i] == "regressed"), None)
                      for r in runs]
-            got = [f for f in first if f is not None]
+            got_ = [f for f in first if f is not None]
             print(f"\ndrift +{a.drift:g} % a night from night {a.step_night} (past the threshold "
                   f"from night {cross + 1}): nights reported from then {share(past)}; series "
                   f"that flicker (regressed, then not) {share(flick)}; first report "
-                  f"{np.median(got) if got else float('nan'):+.0f} nights from the crossing "
-                  f"(median; {len(got)} of {len(runs)} series) ({took:.0f} s)")
+                  f"{np.median(got_) if got_ else float('nan'):+.0f} nights from the crossing "
+                  f"(median; {len(got_)} of {len(runs)} series) ({tail})")
             by = [np.mean([r[i] == "regressed" for r in runs]) for i in range(s0, a.nights)]
             print("  per night from the drift's start: " + " ".join(f"{x * 100:.0f}" for x in by))
 

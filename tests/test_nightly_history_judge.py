@@ -192,11 +192,12 @@ def test_a_history_too_short_builds_and_calls_nothing():
     assert j.verdicts[0].verdict == "regressed"
 
 
-def test_a_regression_is_reported_until_two_nights_return_within_the_threshold():
+def test_a_regression_is_reported_until_two_nights_return_under_half_the_threshold():
     history = _steady(10)
     back = _night([1.00, 1.01, 0.99, 1.005])
     first = _judge(history, back, hist_kw={"regressed_since": "2026-01-15"})
     assert first.verdict == "regressed" and "returns when the next night" in first.reason
+    assert first.interval[1] <= 2.5                         # under half the 5 % threshold
     second = _judge(history, back, hist_kw={"regressed_since": "2026-01-15",
                                             "returning": True})
     assert second.verdict == "noise" and "has returned" in second.reason
@@ -205,6 +206,86 @@ def test_a_regression_is_reported_until_two_nights_return_within_the_threshold()
                    hist_kw={"regressed_since": "2026-01-15"})
     assert still.verdict == "regressed" and still.regressed_since == "2026-01-15"
     assert said(still) == "regressed (since 2026-01-15)"
+    # +2 %: no change beyond the threshold, yet its interval reaches past half of it (the
+    # smallest change a night calls): not a level back, so a second such night keeps it
+    up = _night([1.02, 1.03, 1.01, 1.025])
+    kept = _judge(history, up, hist_kw={"regressed_since": "2026-01-15", "returning": True})
+    assert 2.5 < kept.interval[1] <= 5 and kept.verdict == "regressed"
+    assert "not under half the 5 % threshold" in kept.reason
+    # the same night without a regression called before it is no change (noise)
+    assert _judge(history, up).verdict == "noise"
+    # a night with looks left whose change is under half the threshold but whose interval is
+    # not measures more to see whether the level has returned
+    wide = _night([0.99, 1.05, 0.97, 1.04])
+    looking = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS),
+                     hist_kw={"regressed_since": "2026-01-15"})
+    assert looking.verdict == "undecided" and looking.more and looking.interval[1] > 2.5
+    assert "to see whether it has returned" in looking.reason
+
+
+def _nights(levels, start: int = 11, frame=None, pins=None):
+    """Judge nights of 4 runs at each of ``levels`` one after another, as the nightly does:
+    each against the ratio's history of the frame so far (its first 10 nights), each night's
+    rows added; ``pins``: date -> the baseline night pinned that night. Returns the frame and
+    each night's verdict."""
+    frame = frame if frame is not None else _chain(_steady(10))
+    out = []
+    for i, level in enumerate(levels):
+        date = f"2026-01-{start + i:02d}"
+        cell = _night([level * x for x in (1.00, 1.01, 0.99, 1.005)], date)
+        pin = (pins or {}).get(date)
+        hist = ratio_history(frame, REL, date=date, experiment="e", config_hash="h", limit=10,
+                             threshold=5.0, pinned=pin)
+        j = judge_night(date, [cell], Baseline(pin, (), "pinned") if pin else None, RULES,
+                        histories={REL: hist})
+        frame = pd.concat([frame, night_rows(j, experiment="e", config_hash="h",
+                                             recorded_at="t", cells=[cell], builds={},
+                                             arm_overrides={}, e2e_git_sha=None, host="x")],
+                          ignore_index=True)
+        out.append(j.verdicts[0])
+    return frame, out
+
+
+def _chain(nights):
+    frame = None
+    for date, cell in nights:
+        hist = ratio_history(frame, REL, date=date, experiment="e", config_hash="h", limit=10,
+                             threshold=5.0) if frame is not None else ()
+        j = judge_night(date, [cell], None, RULES, histories={REL: hist})
+        rows = night_rows(j, experiment="e", config_hash="h", recorded_at="t", cells=[cell],
+                          builds={}, arm_overrides={}, e2e_git_sha=None, host="x")
+        frame = rows if frame is None else pd.concat([frame, rows], ignore_index=True)
+    return frame
+
+
+def test_a_drift_once_called_stays_reported_while_it_holds_and_is_released_once_back():
+    # a drift called at +3 %, then nights that read +2.2 to +2.4 %: each shows no change
+    # beyond the 5 % threshold, none is back under half of it; then it keeps growing
+    frame, got = _nights([1.03, 1.022, 1.024, 1.03, 1.035, 1.04])
+    assert [v.verdict for v in got] == ["regressed"] * 6, [(v.verdict, v.reason) for v in got]
+    assert all(v.regressed_since == "2026-01-11" for v in got[1:])
+    assert got[1].interval[1] <= 5 and got[2].interval[1] <= 5   # within the threshold
+    assert got[1].pct < 2.5 and "not seen to return" in got[1].reason
+    # the level back: the first night under half the threshold still reports it, the second
+    # in a row returns it, and the night after is judged afresh
+    _, back = _nights([1.0, 1.0, 1.0], start=17, frame=frame)
+    assert [v.verdict for v in back] == ["regressed", "noise", "noise"]
+    assert "returns when the next night is under it too" in back[0].reason
+    assert "has returned" in back[1].reason and back[2].regressed_since is None
+    # one night back, then up again: the two are not in a row, it stays reported
+    _, again = _nights([1.0, 1.022, 1.0], start=17, frame=frame)
+    assert [v.verdict for v in again] == ["regressed"] * 3
+
+
+def test_a_called_regression_is_released_by_a_pinned_baseline_night():
+    frame, got = _nights([1.06, 1.06, 1.06])
+    assert [v.verdict for v in got] == ["regressed"] * 3
+    # a person accepts the new level: pins 2026-01-13; the history starts there and the
+    # level is no longer reported, tonight nor the nights after
+    _, pinned = _nights([1.06, 1.06, 1.06, 1.06], start=14, frame=frame,
+                        pins={"2026-01-14": "2026-01-13"})
+    assert [v.verdict for v in pinned] == ["no baseline", "no baseline", "noise", "noise"]
+    assert all(v.regressed_since is None for v in pinned)
 
 
 def test_a_change_measured_beside_other_work_is_undecided_not_called():

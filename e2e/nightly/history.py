@@ -272,7 +272,8 @@ def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment:
     and the first of two nights in a row called improved (a new level starts only where a
     second night confirms it). Also found: a regression called since the start and not seen
     to return (``regressed_since``; a night judged "noise" or "improved" closes it),
-    whether the last night, still regressed, was within the threshold (``returning``: a
+    whether the last night, still regressed, showed no change beyond half the threshold
+    (``returning``: the interval's worse end under the smallest change a night calls; a
     second such night in a row returns it), and whether the last night, not called, looked
     changed (``suspect``: a second such night in a row is a regression)."""
     rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
@@ -333,7 +334,8 @@ def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment:
         if verdict == "regressed" and not pin:
             worse = low if better else high
             returning = (regressed is not None and threshold is not None and worse is not None
-                         and not math.isnan(float(worse)) and sign * float(worse) <= threshold)
+                         and not math.isnan(float(worse))
+                         and sign * float(worse) <= threshold / 2.0)
             regressed = regressed or day
         elif verdict in ("noise", "improved") or pin:
             regressed, returning = None, False

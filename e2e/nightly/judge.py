@@ -43,8 +43,12 @@ compared with the baseline night's cell of the same key; the rules are:
   the same on the better side; else **noise** when the interval's worse end (the night's
   repeated interval at ``confidence``) is within the threshold ("no change beyond X %"), or
   **undecided** (X past the threshold), marked ``more`` while the night has looks left. A
-  regression called on an earlier night stays **regressed** every night until two nights in a
-  row come back within the threshold (or a baseline night is pinned).
+  regression called on an earlier night stays **regressed** every night until it has
+  returned: two nights in a row whose interval lies under half the threshold (X at most half
+  of it, the smallest change a night calls), or a baseline night is pinned (hysteresis: a
+  level still up, or a drift still growing, is not let go by a night that merely shows no
+  change beyond the threshold). Such a night whose change is under half the threshold but
+  whose interval reaches past it measures more while it has looks left.
 * a load cell called **regressed** or **improved** whose median run was measured while other
   processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
   warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
@@ -249,8 +253,8 @@ class RatioHistory:
     full: bool = False
     regressed_since: str | None = None
     returning: bool = False
-    """The last night, still regressed, showed no change beyond the threshold: a second such
-    night in a row returns the regression."""
+    """The last night, still regressed, showed no change beyond half the threshold: a second
+    such night in a row returns the regression."""
     suspect: str | None = None
     """The last night (its date) was not called but looked changed (``SUSPECT_LEVEL``): if
     tonight looks changed too, the two are a regression."""
@@ -417,7 +421,7 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     is at least half the threshold; else "no change beyond X" (X the interval's reach on the
     worse side) — resolved (noise) when X is within the threshold, else undecided, measuring
     more where the night has looks left. A regression called on an earlier night stays
-    regressed until a night shows it returned within the threshold."""
+    regressed until two nights in a row show it returned: X under half the threshold."""
     m = load_metric(key.metric)
     nights = hist.nights
     pooled = NightCell(key, tuple(x for _, c in nights for x in c.values),
@@ -446,6 +450,7 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     big = abs(pct) >= threshold / 2.0
     worse = interval[0] if m.higher_is_better else interval[1]
     resolved = sign * worse <= threshold
+    back = sign * worse <= threshold / 2.0   # a called regression's level shown returned
     since = hist.since or nights[0][0]
     against = (f"against the ratio's history, {len(nights)} nights {nights[0][0]} … "
                f"{nights[-1][0]} ({hist.why or 'since ' + since})")
@@ -472,26 +477,39 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     elif p_better < look.call_level and big:
         name, more = "improved", False
         reason = f"{against}: {seen} at {at}; {level}"
-    elif resolved and hist.regressed_since and not hist.returning:
-        # a regression returns when two nights in a row show it within the threshold (as a
-        # new level needs two improved nights): one night back is not yet a level back
+    elif hist.regressed_since:
+        # hysteresis: a call needs a change of at least half the threshold, so a called
+        # regression returns only when the night's interval lies under half the threshold
+        # ("no change beyond" at most half of it), two nights in a row (as a new level needs
+        # two improved nights): a level that still holds, or a drift still growing, is no
+        # longer let go by a night that merely shows no change beyond the threshold
         name, more = "regressed", False
-        reason = (f"regressed since {hist.regressed_since}; tonight no change beyond "
-                  f"{worse:+.1f} %, within the {threshold:g} % threshold ({against}: {seen} "
-                  f"at {at}): it returns when the next night is within it too")
+        if back and hist.returning:
+            name = "noise"
+            reason = (f"no change beyond {worse:+.1f} % (under half the {threshold:g} % "
+                      f"threshold), {against}: {seen} at {at}; the regression called on "
+                      f"{hist.regressed_since} has returned (the second night in a row under "
+                      "half the threshold)")
+        elif back:
+            reason = (f"regressed since {hist.regressed_since}; tonight no change beyond "
+                      f"{worse:+.1f} %, under half the {threshold:g} % threshold ({against}: "
+                      f"{seen} at {at}): it returns when the next night is under it too")
+        elif sign * pct < threshold / 2.0 and not look.last:
+            name, more = "undecided", True
+            reason = (f"regressed since {hist.regressed_since}; tonight no change beyond "
+                      f"{worse:+.1f} %, not under half the {threshold:g} % threshold "
+                      f"({against}: {seen} at {at}): measuring more rounds tonight to see "
+                      "whether it has returned")
+        else:
+            reason = (f"regressed since {hist.regressed_since}, not seen to return: no change "
+                      f"beyond {worse:+.1f} % is all tonight shows, not under half the "
+                      f"{threshold:g} % threshold ({against}: {seen} at {at}); it is reported "
+                      "until two nights in a row show no change beyond half the threshold, or "
+                      "a baseline night is pinned")
     elif resolved:
         name, more = "noise", False
         reason = (f"no change beyond {worse:+.1f} % (within the {threshold:g} % threshold), "
                   f"{against}: {seen} at {at}")
-        if hist.regressed_since:
-            reason += (f"; the regression called on {hist.regressed_since} has returned (the "
-                       "second night in a row within the threshold)")
-    elif hist.regressed_since and not more:
-        name = "regressed"
-        reason = (f"regressed since {hist.regressed_since}, not seen to return: no change "
-                  f"beyond {worse:+.1f} % is all tonight shows, past the {threshold:g} % "
-                  f"threshold ({against}: {seen} at {at}); it is reported until two nights in "
-                  "a row return within it or a baseline night is pinned")
     else:
         name = "undecided"
         reason = (f"no change beyond {worse:+.1f} %: wider than the {threshold:g} % threshold, "

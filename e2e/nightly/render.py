@@ -275,7 +275,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
                      "night's looks); a cell regresses when the night's one-sided test crosses "
                      "its level (the night's alpha over its cells, spent over its looks) and "
                      "the change is at least half the threshold, and stays regressed until two "
-                     "nights in a row show no change beyond the threshold; without a call a "
+                     "nights in a row show no change beyond half the threshold; without a call a "
                      "night says \"no change beyond\" the interval's worse end. ")
     lines.append("Values: median (min–max) of the reported runs; change: ratio of medians "
                  f"with a {ctx.confidence * 100:g} % Welch t-interval on log values (runs of both nights); a cell "
