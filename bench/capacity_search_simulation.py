@@ -23,11 +23,16 @@ stated level beside it), its median width, and the same for the ratio of the arm
     python bench/capacity_search_simulation.py --sims 400 --width 0.03   # a sharp edge
     python bench/capacity_search_simulation.py --sims 400 --overdispersion 0.05
     python bench/capacity_search_simulation.py --sims 400 --caps main=10,close=9
+
+The estimate is the slow part (seconds a search): ``--save-runs FILE`` writes the searches
+instead, and ``bench/capacity_replay.py FILE`` estimates them over many processes (the same
+searches for two versions of the estimate, side by side).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 
@@ -57,13 +62,15 @@ def measure(rng, p: float, a) -> tuple[float, str]:
     return m, ""
 
 
-def one(caps: dict[str, float], a: argparse.Namespace, rng):
-    """One search of every arm (``caps``: each arm's median server's capacity)."""
+def one(caps: dict[str, float], a: argparse.Namespace, rng, estimate_them: bool = True):
+    """One search of every arm (``caps``: each arm's median server's capacity): each arm's
+    estimate, or with ``estimate_them`` false its (runs, lo, hi), None where it did not finish."""
     settings = SearchSettings(start=a.start, factor=a.factor, resolution=a.resolution,
                               repeats=a.repeats)
     arms = list(caps)
     observed = {arm: {} for arm in arms}
     flags = {arm: {} for arm in arms}
+    made = {arm: [] for arm in arms}  # (rate, repeat) in the order the units ran
     steps = {}
     time_part = 0.0
     for round_ in range(200):
@@ -81,17 +88,19 @@ def one(caps: dict[str, float], a: argparse.Namespace, rng):
             m, c = measure(rng, share_p(rate, cap, a.goodput, a.width), a)
             observed[arm].setdefault(rate, {})[rep] = m
             flags[arm][(rate, rep)] = c
-    ests = {}
+            made[arm].append((rate, rep))
+    searches = {}
     for arm in arms:
         s = steps[arm]
-        if s.phase != "done":
-            ests[arm] = None
-            continue
-        runs = [MarginRun(r, m, flags[arm][(r, k)]) for r, reps in observed[arm].items()
-                for k, m in reps.items()]
-        ests[arm] = estimate(runs, lo=s.lo, hi=s.hi)
+        # the runs in the order they ran, as e2e's capacity passes them (its records' order)
+        searches[arm] = None if s.phase != "done" else (
+            [MarginRun(r, observed[arm][r][k], flags[arm][(r, k)]) for r, k in made[arm]],
+            s.lo, s.hi)
     units = sum(len(v) for o in observed.values() for v in o.values())
-    return ests, units
+    if not estimate_them:
+        return searches, units
+    return {arm: None if x is None else estimate(x[0], lo=x[1], hi=x[2])
+            for arm, x in searches.items()}, units
 
 
 def _share(x: list[bool]) -> str:
@@ -118,6 +127,9 @@ def main() -> None:
     p.add_argument("--resolution", type=float, default=0.2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save-runs", metavar="FILE",
+                   help="write every search's runs (JSON lines) instead of estimating them: "
+                        "bench/capacity_replay.py estimates them, in parallel")
     a = p.parse_args()
     caps = {k: float(v) for k, v in (x.split("=") for x in a.caps.split(","))}
     base = next(iter(caps))
@@ -130,6 +142,19 @@ def main() -> None:
     rng = np.random.default_rng(a.seed)
     rows = {k: [] for k in caps}
     rat, units = [], []
+    if a.save_runs:
+        with open(a.save_runs, "w") as f:
+            for i in range(a.sims):
+                searches, n = one(caps, a, rng, estimate_them=False)
+                units.append(n)
+                f.write(json.dumps({"search": i, "truth": caps, "arms": {
+                    k: None if x is None else {
+                        "lo": x[1], "hi": x[2],
+                        "runs": [[r.rate, r.margin, r.censored] for r in x[0]]}
+                    for k, x in searches.items()}}) + "\n")
+        print(f"{np.mean(units):.1f} units per search (all arms); {time.perf_counter() - t0:.0f} s; "
+              f"runs in {a.save_runs}")
+        return
     for _ in range(a.sims):
         ests, n = one(caps, a, rng)
         units.append(n)

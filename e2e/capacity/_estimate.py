@@ -29,8 +29,9 @@ narrow guess. Its level is the stated confidence *conditional on the search clos
 interval left open says the runs could not place that side. Simulated in the search's own
 scenario (docs/measurements/capacity-coverage.md), closed 95 % intervals cover the median
 server's capacity 95.4-95.5 % of the time with 3 repeats (closing 35-39 % of them) and only
-89.5-90.1 % with 6 (closing 84-88 %; likely because the drift consecutive runs share is not in
-the model).
+89.5-90.1 % with 6 (closing 84-88 %). Why is not yet separated: a sandwich variance over
+neighbouring runs' scores does not see their shared drift at these sizes, and halving the df
+covers with 6 repeats but stops 3-repeat intervals closing (the same document).
 
 **The ratio** of an arm's capacity to the baseline's draws each arm's ln C from its
 confidence distribution (the ln C where r equals the t quantile of a uniform draw: the
