@@ -29,6 +29,7 @@ from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results import write_requests
 from e2e.paths import atomic_write_text
+from e2e.redact import scrub
 
 __all__ = ["LoadWorkload", "HOLD_S", "INTERFERENCE_SHARE", "combine_windows", "hold_batch",
            "interference", "retried_warning"]
@@ -150,7 +151,7 @@ class LoadWorkload:
         try:
             return server.scrape_metrics()
         except Exception as exc:  # ServerError, or a server without /metrics
-            self.holds_unread = str(exc)
+            self.holds_unread = scrub(str(exc))[:300]  # a server's text, into run.json
             return None
 
     def record(self, info, folder: Path) -> RunRecord:
