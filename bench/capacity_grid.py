@@ -8,7 +8,7 @@ fresh servers, ``--rates-per-server`` rates each; every server is the one e2e st
 and on it `vllm bench serve` (the server's own vLLM, through its module, pinned to the
 config's load CPUs) runs its rates one after another, each with ``--save-result
 --save-detailed``. Every result is read through e2e's import (``e2e.interop``), its goodput
-share is e2e's over the imported requests, and its SLO margin is ``e2e.capacity.margin``; the
+share is e2e's over the imported requests, and its SLO margin is ``e2e.analysis.margin``; the
 capacity is where the mean margin over the servers crosses 0, interpolated in log rate between
 the highest grid rate whose mean margin meets the objective and the next rate (the rule
 ``e2e capacity`` applies at its boundary). Rerun to resume: a result file already there is
@@ -32,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from e2e.capacity import margin, margin_terms, objective_of
+from e2e.analysis import margin, margin_terms
 from e2e.config import load_experiment
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput
+from e2e.results import objective_of
 from e2e.session import server_launch
 from e2e.session._server import ServerOptions, serve
 

@@ -12,8 +12,8 @@ says the quantile is.
     python bench/capacity_search_simulation.py --sims 400 --repeats 6 --save-runs r6.jsonl
     python bench/capacity_root_diagnostics.py r6.jsonl --sims 100
 
-Reads e2e's ``_estimate`` internals (``_Profile``, ``_near``, ``_loglik``): a diagnostic of
-the estimate, not a user of it.
+Reads the internals of e2e's estimate, ``e2e/analysis/_capacity.py`` (``_Profile``, ``_near``,
+``_loglik``): a diagnostic of the estimate, not a user of it.
 """
 import json, math, os, sys, time
 from multiprocessing import Pool
@@ -26,7 +26,7 @@ from scipy.stats import t as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from capacity_replay import load  # noqa: E402
 
-E = load(str(Path(__file__).resolve().parents[1] / "e2e/capacity/_estimate.py"))
+E = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py"))
 
 
 def one(search):

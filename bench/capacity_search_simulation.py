@@ -39,8 +39,10 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from e2e.capacity import MarginRun, SearchSettings, estimate, goodput_margin, next_rates, ratio
+from e2e.analysis import estimate, goodput_margin, ratio
+from e2e.capacity import SearchSettings, next_rates
 from e2e.capacity._run import interleave
+from e2e.results import MarginRun
 
 
 def share_p(rate: float, cap: float, goodput: float, width: float) -> float:

@@ -200,7 +200,8 @@ def test_a_capacity_search_up_to_a_billion_requests_a_second_runs_to_its_end(tmp
     """The search doubles from 4 req/s while the arm meets its objective; past 1e6 req/s
     ``%g`` gave ``3.68e+06``, which no run id may hold, and the search died there."""
     import test_capacity
-    from e2e.capacity import SearchSettings, capacity, objective_of
+    from e2e.capacity import SearchSettings, capacity
+    from e2e.results import objective_of
 
     monkeypatch.setattr(test_capacity, "TRUTH", {"main": 3e8, "slow": 2e8})
     fake = test_capacity.FakeServers()

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from e2e.capacity import (MarginRun, SearchSettings, Step, boundary, capacity, estimate,
-                          next_rates, objective_of, ratio, round_rate)
+from e2e.analysis import estimate, ratio
+from e2e.capacity import SearchSettings, boundary, capacity, next_rates, round_rate
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
 from e2e.execute import Outcome
-from e2e.results import (DuetInfo, RunMetrics, RunRecord, ServerInfo, finalize, new_partial_dir,
-                         read_run, write_run)
+from e2e.results import (DuetInfo, MarginRun, RunMetrics, RunRecord, ServerInfo, Step, finalize,
+                         new_partial_dir, objective_of, read_run, write_run)
 
 
 def _search(truth, settings, noise=0.0, seed=0):
@@ -114,7 +114,7 @@ def test_under_server_noise_the_search_ends_with_means_either_side():
 
 
 def test_the_margin_is_the_tightest_term():
-    from e2e.capacity import margin, margin_terms
+    from e2e.analysis import margin, margin_terms
 
     metrics = RunMetrics(requests=80, ok_requests=80, duration_s=10.0, input_tokens=1,
                          output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
@@ -134,7 +134,7 @@ def test_the_margin_is_the_tightest_term():
 def test_the_goodput_margin_is_symmetric_about_the_edge_and_says_pass_exactly():
     from scipy.stats import norm
 
-    from e2e.capacity import goodput_margin
+    from e2e.analysis import goodput_margin
 
     # a level one probit unit either side of the edge: the same distance, not 0.1 against -2
     up = goodput_margin(float(norm.cdf(norm.ppf(0.9) + 1)), 0.9, 10_000)

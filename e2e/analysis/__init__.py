@@ -1,5 +1,6 @@
-"""Numbers across runs: cells and comparisons (aggregate), statistics, and the one headline
-rule. Pure functions over records already read; no I/O.
+"""Numbers across runs: cells and comparisons (aggregate), statistics, the one headline
+rule, and a capacity search's margins and estimate. Pure functions over records already read;
+no I/O.
 """
 
 from e2e.analysis._aggregate import (
@@ -8,6 +9,8 @@ from e2e.analysis._aggregate import (
     Summary, metric, select, summarize
 )
 from e2e.analysis._attribution import Attribution, attribute
+from e2e.analysis._capacity import estimate, ratio
+from e2e.analysis._capacity_criterion import censored, goodput_margin, margin, margin_terms
 from e2e.analysis._compare import run_times
 from e2e.analysis._frame import arrival_of, runs_frame, workload_key
 from e2e.analysis._gsm8k import (
@@ -46,12 +49,13 @@ __all__ = [
     "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
     "ReportWarning", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "Settlement",
     "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of", "attribute",
-    "boundaries", "burst_affected", "cache_contrast", "cell_caches", "compare_outputs",
+    "boundaries", "burst_affected", "cache_contrast", "cell_caches", "censored", "compare_outputs",
     "compare_runs", "compare_verdicts", "components", "divergence_test", "equivalence_of",
-    "estimate_of", "first_divergence", "format_advice", "gsm8k_report", "headline_for",
-    "headline_metric", "holm", "look_at", "mcnemar_exact", "median_range", "merge_calls", "metric",
-    "outputs_of", "parse_effect", "position_key", "position_of", "primary_metric", "run_costs",
-    "run_times", "runs_advice", "runs_frame", "runs_needed", "select", "server_twin",
-    "spending_at", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
-    "verdict_accuracy", "verdict_for", "warning_lines", "workload_key"
+    "estimate", "estimate_of", "first_divergence", "format_advice", "goodput_margin",
+    "gsm8k_report", "headline_for", "headline_metric", "holm", "look_at", "margin", "margin_terms",
+    "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of", "parse_effect",
+    "position_key", "position_of", "primary_metric", "ratio", "run_costs", "run_times",
+    "runs_advice", "runs_frame", "runs_needed", "select", "server_twin", "spending_at",
+    "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs", "verdict_accuracy",
+    "verdict_for", "warning_lines", "workload_key"
 ]

@@ -3,16 +3,16 @@ runs meet an objective, by bracketing and bisection with repeats at the boundary
 interval (a censored line over every run, read at the rate a typical fresh server meets the
 objective); the ratio of each arm's capacity to the baseline's, with an interval; a plot of
 goodput against rate (``e2e.render.render_capacity_plot``). docs/explanation/load.md ("Capacity at an SLO") has the method and a measurement.
+
+This package is the pipeline: what to run next (``next_rates``) and running it (``capacity``).
+Its records (``Objective``, ``MarginRun``, ``Capacity``, ``Step``, ``ArmSearch``,
+``CapacityResult``) are ``e2e.results``'; a run's margin and the estimate (``margin``,
+``censored``, ``estimate``, ``ratio``) are ``e2e.analysis``'.
 """
 
-from e2e.capacity._criterion import (Objective, censored, goodput_margin, margin, margin_terms,
-                                     objective_of)
-from e2e.capacity._estimate import Capacity, MarginRun, estimate, ratio
-from e2e.capacity._run import CAPACITY_FILE, CAPACITY_PLOT, ArmSearch, CapacityResult, capacity
-from e2e.capacity._search import SearchSettings, Step, boundary, next_rates, round_rate
+from e2e.capacity._run import CAPACITY_FILE, CAPACITY_PLOT, capacity
+from e2e.capacity._search import SearchSettings, boundary, next_rates, round_rate
 
 __all__ = [
-    "ArmSearch", "CAPACITY_FILE", "CAPACITY_PLOT", "Capacity", "CapacityResult", "MarginRun",
-    "Objective", "SearchSettings", "Step", "boundary", "capacity", "censored", "estimate",
-    "goodput_margin", "margin",
-    "margin_terms", "next_rates", "objective_of", "ratio", "round_rate"]
+    "CAPACITY_FILE", "CAPACITY_PLOT", "SearchSettings", "boundary", "capacity", "next_rates",
+    "round_rate"]

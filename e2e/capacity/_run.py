@@ -3,7 +3,11 @@
     for each round: per arm, the next step of its search (``_search.next_rates``, replayed
     from the records in the folder) -> the units of all arms -> ``e2e.pipeline.execute``
     (the executor: local or Ray; resume and retries as for sweeps) -> margins
-    -> per arm the estimate from every run it made (``_estimate``) -> capacity.json, capacity.png
+    (``e2e.analysis.margin``) -> per arm the estimate from every run it made
+    (``e2e.analysis.estimate``) -> capacity.json, capacity.png
+
+The records it keeps (``ArmSearch``, ``CapacityResult``) are ``e2e.results``'; the plot is
+``e2e.render.render_capacity_plot``.
 
 A unit is an open-loop ``RunSpec`` at one rate (``<arm>-c1-rate<r>-<mode>-r<k>``). In duets
 (``[duet] enabled``, ``--duet``) a round is instead one unit of each arm that has one, run
@@ -22,51 +26,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.capacity._criterion import Objective, censored, margin, margin_terms
-from e2e.capacity._estimate import Capacity, MarginRun, estimate, ratio
-from e2e.capacity._search import SearchSettings, Step, next_rates, round_rate
+from e2e.analysis import censored, estimate, margin, margin_terms, ratio
+from e2e.capacity._search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
-from e2e.results import read_run, unit_dir, unit_state, writing
+from e2e.results import (ArmSearch, CapacityResult, MarginRun, Objective, Step, read_run,
+                         unit_dir, unit_state, writing)
 from e2e.session import SessionOptions
 
-__all__ = ["CapacityResult", "ArmSearch", "capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
+__all__ = ["capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
 
 CAPACITY_FILE = "capacity.json"
 CAPACITY_PLOT = "capacity.png"
 MAX_ROUNDS = 60  # steps per arm: a search that has not converged by then has a bug
-
-
-@dataclass
-class ArmSearch:
-    """One arm's search: its runs (every measured unit), where it stands, its estimate."""
-
-    arm: str
-    runs: list[dict] = field(default_factory=list)
-    step: Step | None = None
-    given_up: str | None = None
-    estimate: Capacity | None = None
-    extra: RunSpec | None = None  # in duets, a finished search's next partner run
-
-    @property
-    def status(self) -> str:
-        return "given up" if self.given_up else self.step.phase if self.step else "not started"
-
-
-@dataclass
-class CapacityResult:
-    arms: dict[str, ArmSearch]
-    baseline: str
-    objective: Objective
-    ratios: dict[str, tuple[float, float, float]]
-    folder: Path
-    ran: int = 0
 
 
 def _unit(base: RunSpec, rate: float, repeat: int) -> RunSpec:

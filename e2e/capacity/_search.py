@@ -28,11 +28,12 @@ first repeat above the boundary cannot move the bracket up past a failure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SearchSettings", "Step", "next_rates", "round_rate", "boundary"]
+from e2e.results import Step
+
+__all__ = ["SearchSettings", "next_rates", "round_rate", "boundary"]
 
 
 class SearchSettings(BaseModel):
@@ -51,18 +52,6 @@ class SearchSettings(BaseModel):
 def round_rate(rate: float) -> float:
     """3 significant digits: the rate as a folder names it."""
     return float(f"{rate:.3g}")
-
-
-@dataclass(frozen=True)
-class Step:
-    """What to do next: ``runs`` to make (rate, repeat), or done with the bracket, or
-    stopped (``why``: the objective is met at ``max_rate`` or missed at ``min_rate``)."""
-
-    phase: str                      # bracket | bisect | repeats | widen | done | above | below
-    runs: tuple[tuple[float, int], ...] = ()
-    lo: float | None = None
-    hi: float | None = None
-    why: str = ""
 
 
 def boundary(observed: dict[float, dict[int, float]]) -> tuple[float | None, float | None]:

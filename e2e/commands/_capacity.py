@@ -79,11 +79,12 @@ def capacity_command(
     def body() -> None:
         from pydantic import ValidationError
 
-        from e2e.capacity import SearchSettings, capacity, objective_of
+        from e2e.capacity import SearchSettings, capacity
         from e2e.config import load_experiment
         from e2e.console import describe_validation_error
         from e2e.errors import ConfigError
         from e2e.execute import executor_from
+        from e2e.results import objective_of
         from e2e.session import SessionOptions
 
         objective = objective_of(slo, goodput, p99)

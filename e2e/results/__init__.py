@@ -1,5 +1,6 @@
 """What e2e writes and reads back: the typed records (``run.json``, requests; GSM8K's
-``arm.json``, ``eval.json``, verdicts; the nightly's cells and verdicts) and the results store (one folder per unit, made by one
+``arm.json``, ``eval.json``, verdicts; the nightly's cells and verdicts; capacity's objective,
+searches and estimates) and the results store (one folder per unit, made by one
 atomic rename).
 """
 
@@ -7,6 +8,9 @@ from e2e.results._records import (
     BurstSummary, ClientStats, DuetInfo, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
     PlacementInfo, ServerMemory, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
     RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo
+)
+from e2e.results._capacity import (
+    P99_FIELDS, ArmSearch, Capacity, CapacityResult, MarginRun, Objective, Step, objective_of
 )
 from e2e.results._gsm8k import (
     GSM8K_REFERENCE_ARM, GSM8K_SCHEMA_VERSION, VERDICTS_FILE, ArmResult, EvalInfo, Evaluation,
@@ -23,16 +27,17 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "ArmResult", "BurstSummary", "CellKey", "CellVerdict", "ClientStats", "DuetInfo",
-    "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM",
-    "GSM8K_SCHEMA_VERSION", "HostNoise", "LOOKS_FILE", "Looks", "NightCell", "Placement",
-    "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS",
-    "RequestRecord", "RunMetrics", "RunRecord", "SampleVerdict", "SegmentMetrics",
-    "ServerInfo", "ServerMemory", "SpecCounters", "VERDICTS_FILE", "VerdictName",
-    "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize", "finalize_unit",
-    "gsm8k_dir", "last_look_confidence", "load_outputs", "load_records", "new_partial_dir",
-    "next_attempt_dir", "next_repeat", "read_arm", "read_eval_info", "read_evaluations",
-    "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name",
-    "resume_state", "unit_dir", "unit_state", "utc_now", "worse_end", "write_eval_info",
-    "write_looks", "write_requests", "write_run", "write_verdicts", "writing"
+    "ArmResult", "ArmSearch", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
+    "CellVerdict", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess",
+    "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION", "HostNoise", "LOOKS_FILE", "Looks",
+    "MarginRun", "NightCell", "Objective", "P99_FIELDS", "Placement", "PlacementInfo", "PluginInfo",
+    "ProcessCPU", "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
+    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step",
+    "VERDICTS_FILE", "VerdictName", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
+    "finalize_unit", "gsm8k_dir", "last_look_confidence", "load_outputs", "load_records",
+    "new_partial_dir", "next_attempt_dir", "next_repeat", "objective_of", "read_arm",
+    "read_eval_info", "read_evaluations", "read_looks", "read_outputs", "read_requests", "read_run",
+    "read_verdicts", "record_name", "resume_state", "unit_dir", "unit_state", "utc_now",
+    "worse_end", "write_eval_info", "write_looks", "write_requests", "write_run", "write_verdicts",
+    "writing"
 ]

@@ -8,8 +8,8 @@ goodput >= 90 %" is ``p99=tpot=20ms,ttft=500ms``, ``slo`` the same, ``goodput_pc
 *margin* is the smallest of its terms: each p99's log ratio ``ln(objective / p99)``, and the
 goodput share's probit distance ``Phi^-1(share) - Phi^-1(goodput)`` (the share kept half a
 request inside 0 and 1): positive when it meets the objective with room, 0 at the edge,
-negative when it misses. The margin is what the capacity estimate interpolates
-(``e2e.capacity._estimate``); a pass is margin >= 0.
+negative when it misses. The margin is what the capacity estimate reads (``estimate``); a
+pass is margin >= 0. The objective is ``e2e.results.Objective`` (``objective_of`` parses it).
 
 Why the probit for the share: a request meets a per-request objective when its figure (say
 its TPOT, spread about a level that the server and the rate set) is under the objective, so
@@ -25,48 +25,11 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from e2e.results import P99_FIELDS, Objective, RunMetrics
 
-from e2e.errors import ConfigError
-from e2e.results import RunMetrics
-from e2e.slo import SLO, parse_slo
+__all__ = ["margin_terms", "margin", "goodput_margin", "censored"]
 
-__all__ = ["Objective", "objective_of", "margin_terms", "margin", "goodput_margin", "censored"]
-
-_P99 = {"ttft": "ttft_ms_p99", "tpot": "tpot_ms_p99", "e2e": "e2el_ms_p99"}
 MISSING = -10.0  # the margin of a figure a run could not measure (no successful request)
-
-
-class Objective(BaseModel):
-    """The capacity objective: at least ``goodput_pct`` % of requests meeting every objective
-    of ``slo``, and the p99 of every figure ``p99`` names within it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    slo: SLO
-    goodput_pct: float = Field(gt=0, le=100)
-    p99: SLO | None = None
-
-    def __str__(self) -> str:
-        names = "".join(f"p99 {k} <= {v:g} ms, " for k, v in self.targets().items())
-        return f"{names}goodput >= {self.goodput_pct:g} % at {self.slo}"
-
-    def targets(self) -> dict[str, float]:
-        if self.p99 is None:
-            return {}
-        return {k: getattr(self.p99, f"{k}_ms") for k in _P99
-                if getattr(self.p99, f"{k}_ms") is not None}
-
-
-def objective_of(slo: str | None, goodput_pct: float, p99: str | None = None) -> Objective:
-    """Parse ``--slo``, ``--goodput`` and ``--p99`` into an Objective; a bad one is a
-    ConfigError."""
-    if not slo:
-        raise ConfigError("capacity needs an SLO: give --slo, e.g. --slo tpot=20ms,ttft=500ms")
-    if not (isinstance(goodput_pct, (int, float)) and 0 < goodput_pct <= 100):
-        raise ConfigError(f"--goodput {goodput_pct}: a share in percent, above 0 and at most 100")
-    return Objective(slo=parse_slo(slo), goodput_pct=float(goodput_pct),
-                     p99=parse_slo(p99) if p99 else None)
 
 
 def margin_terms(metrics: RunMetrics, objective: Objective) -> dict[str, float]:
@@ -74,7 +37,7 @@ def margin_terms(metrics: RunMetrics, objective: Objective) -> dict[str, float]:
     at half a request so that a run meeting nothing has a finite margin."""
     terms: dict[str, float] = {}
     for name, target in objective.targets().items():
-        p99 = getattr(metrics, _P99[name])
+        p99 = getattr(metrics, P99_FIELDS[name])
         terms[name] = MISSING if p99 is None or p99 <= 0 else math.log(target / p99)
     share = metrics.goodput_share
     terms["goodput"] = MISSING if share is None else \
@@ -104,7 +67,7 @@ def margin(metrics: RunMetrics, objective: Objective) -> float:
 
 
 def censored(metrics: RunMetrics, objective: Objective) -> str:
-    """How a run's margin bounds the line it is read by (``_estimate``): "above" when it is
+    """How a run's margin bounds the line it is read by (``estimate``): "above" when it is
     the goodput term at its ceiling (every request met: the margin could be no higher, the
     run's own level may be), "below" at its floor (none met) or where nothing was measured,
     else "" (the margin as measured)."""

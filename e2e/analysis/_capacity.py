@@ -1,9 +1,11 @@
-"""An arm's capacity and its interval from every run its search made, and the ratio of two.
+"""An arm's capacity and its interval from every run its search made, and the ratio of two
+(``e2e.results``' records: ``MarginRun`` in, ``Capacity`` out).
 
 **What is estimated.** Each run on a fresh server at offered rate r has a margin m
-(``_criterion.margin``: for the goodput term the probit distance Φ⁻¹(share) − Φ⁻¹(goodput), 0
-at the edge). A run's margin falls with ln r, and fresh servers (and the host's level when
-each ran) shift it, so the model is one line in ln r with a per-run random effect:
+(``_capacity_criterion.margin``: for the goodput term the probit distance Φ⁻¹(share) −
+Φ⁻¹(goodput), 0 at the edge). A run's margin falls with ln r, and fresh servers (and the
+host's level when each ran) shift it, so the model is one line in ln r with a per-run random
+effect:
 
     m* = s · (ln C − ln r) + e,   e ~ N(0, σ²) per run,   s > 0
 
@@ -43,56 +45,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special
 from scipy.stats import t as student_t
 
-__all__ = ["Capacity", "MarginRun", "estimate", "ratio", "REPLICATES"]
+from e2e.results import Capacity, MarginRun
+
+__all__ = ["estimate", "ratio", "REPLICATES"]
 
 REPLICATES = 2000
 """Draws of ln C from each arm's confidence distribution (fixed quantiles: no randomness)."""
 _SLOPE = (math.log(0.05), math.log(1e5))     # margin per ln rate (steep: a sharp edge)
 _SIGMA = (math.log(0.005), math.log(50.0))   # a run's spread of margin
 _GRID = 25
-
-
-@dataclass(frozen=True)
-class MarginRun:
-    """One run: its offered ``rate``, its ``margin`` and how it is censored: "above" (m* at
-    least the margin: the share's ceiling), "below" (at most: its floor, or nothing measured),
-    or "" (the margin as measured)."""
-
-    rate: float
-    margin: float
-    censored: str = ""
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """An arm's capacity (requests/s) with its interval at ``confidence`` (0 or ∞: open),
-    the search's boundary ``lo``–``hi``, the fit's slope and run spread (margin units), the
-    runs it read, and ``replicates`` (ln C drawn from its confidence distribution; ±∞ where
-    open), which ``ratio`` pairs."""
-
-    rate: float
-    low: float
-    high: float
-    confidence: float
-    lo: float
-    hi: float
-    replicates: tuple[float, ...]
-    slope: float = math.nan
-    spread: float = math.nan
-    runs: int = 0
-    method: str = "censored line over every run, profile likelihood"
-
-    @property
-    def closed(self) -> bool:
-        return 0 < self.low and math.isfinite(self.high)
-
-
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
