@@ -101,8 +101,8 @@ def test_nothing_imports_the_command_line():
 # --- layers ---------------------------------------------------------------------------------
 # Each module's layer, by the longest matching prefix. A module may import its own layer and
 # the layers before it, never a later one. nightly and interop are features that cut across
-# stages, so their modules are placed one by one; gsm8k is a pipeline (its records,
-# statistics and renderers are results', analysis' and render's).
+# stages, so their modules are placed one by one; gsm8k and capacity are pipelines (their
+# records, statistics and renderers are results', analysis' and render's).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("e2e", "e2e.errors", "e2e.paths", "e2e.console", "e2e.kinds",
                     "e2e.slo", "e2e.redact", "e2e.names", "e2e.config", "e2e.traces", "e2e.arms",
