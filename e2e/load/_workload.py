@@ -24,8 +24,8 @@ from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
 from e2e.results import Placement
 from e2e.load._bursts import burst_summary
-from e2e.results import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord, SegmentMetrics,
-                         WorkloadInfo)
+from e2e.results import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
+                         SegmentMetrics, WorkloadInfo)
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results import write_requests
