@@ -53,7 +53,7 @@ import pandas as pd
 
 from e2e.nightly.assess import assess_night
 from e2e.nightly.history import HISTORY_COLUMNS, night_rows
-from e2e.nightly.judge import Rules
+from e2e.analysis import Rules
 from e2e.nightly.run import expected_cells, judged_key
 from e2e.nightly.settings import NightlyConfig, load_nightly
 from e2e.results import NightCell

@@ -1,8 +1,9 @@
-"""Change points over the nightly history (e2e.nightly.changepoints) and the judgement around
-them (e2e.nightly.assess), on hand-made histories: a slow drift that every night-against-night
-verdict passes is reported at its first night and fails the night; a one-night outlier is not
-a change point; a fixed step stops failing; a pinned night accepts what came before it. Also
-the baseline arm by name and the headline from the server's TPOT. Pure: no server."""
+"""Change points over the nightly history (e2e.analysis.find_changes, night_changes) and the
+judgement around them (e2e.nightly.assess), on hand-made histories: a slow drift that every
+night-against-night verdict passes is reported at its first night and fails the night; a
+one-night outlier is not a change point; a fixed step stops failing; a pinned night accepts
+what came before it. Also the baseline arm by name and the headline from the server's TPOT.
+Pure: no server."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, alone_nightly_raw
+from e2e.analysis import Rules, find_changes, judge_night
 from e2e.nightly.assess import assess_night
-from e2e.nightly.changepoints import find_changes
 from e2e.nightly.history import append_night, history_path, night_rows
-from e2e.nightly.judge import Baseline, CellKey, NightCell, Rules, judge_night
 from e2e.nightly.render import SummaryContext, render_summary
 from e2e.nightly.settings import parse_nightly
+from e2e.results import Baseline, CellKey, NightCell
 
 KEY = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")  # judged at 2 % (nightly.toml)
 # what the night's plan expects (nightly.run.expected_cells): the cell's headline, mean TPOT at

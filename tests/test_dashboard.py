@@ -18,10 +18,9 @@ import chromium
 from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.assess import assess_night, read_samples
 from e2e.nightly.history import night_rows
-from e2e.nightly.judge import CellKey, NightCell
 from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
 from e2e.nightly.store import open_store
-from e2e.results import VERDICTS_FILE, SampleVerdict, write_verdicts
+from e2e.results import VERDICTS_FILE, CellKey, NightCell, SampleVerdict, write_verdicts
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

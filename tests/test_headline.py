@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.analysis import headline_metric, metric, server_twin
+from e2e.analysis import (NIGHTLY_METRICS, Rules, headline_metric, judged_metrics, metric,
+                          server_twin)
 from e2e.commands._bisect import _defaults
-from e2e.nightly.judge import CellKey, Rules
-from e2e.nightly.settings import NIGHTLY_METRICS, NightlySettings, judged_metrics, load_nightly
+from e2e.nightly.settings import NightlySettings, load_nightly
+from e2e.results import CellKey
 from e2e.pipeline import headline_pairs
 from e2e.render import render_markdown
 from e2e.render._markdown import _metric_name

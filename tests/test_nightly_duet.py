@@ -10,11 +10,10 @@ import json
 import pytest
 
 import fakevllm
-from e2e.analysis import Cell
+from e2e.analysis import Cell, Rules, judge_cell
 from e2e.config import DuetConfig
 from e2e.errors import ConfigError
 from e2e.results import CellKey, NightCell
-from e2e.nightly.judge import Rules, judge_cell
 from e2e.nightly.run import NightlyOptions, relative_cells, run_nightly
 from e2e.nightly.settings import parse_nightly
 

@@ -9,7 +9,8 @@ import tomllib
 import pytest
 
 from conftest import ROOT, alone_nightly_raw
-from e2e.nightly.judge import Baseline, Rules, judge_night
+from e2e.analysis import Rules, judge_night
+from e2e.results import Baseline
 from e2e.nightly.run import expected_cells, gsm8k_cells
 from e2e.nightly.settings import GSM8K_METRIC, parse_nightly
 from test_gsm8k_run import Fake
@@ -93,7 +94,7 @@ def _write_night(results, date, correct: set[int], *, n=50, servers=2):
     answering the documents in `correct` right) and its cell, as gsm8k_cells returns it."""
     from e2e.results import SampleVerdict
     from e2e.results import write_verdicts
-    from e2e.nightly.judge import CellKey, NightCell
+    from e2e.results import CellKey, NightCell
 
     dirs = []
     for k in range(1, servers + 1):
@@ -162,7 +163,7 @@ def test_paired_change_interval_covers_the_true_change():
     95 %, and it is never certain when nothing flipped."""
     import numpy as np
 
-    from e2e.nightly.judge import paired_change_interval
+    from e2e.analysis import paired_change_interval
 
     rng = np.random.default_rng(0)
     probs = [0.62, 0.08, 0.04, 0.26]          # both right, lost, gained, neither

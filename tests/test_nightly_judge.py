@@ -10,8 +10,8 @@ import pytest
 from e2e.errors import ConfigError
 from e2e.nightly.history import (HISTORY_COLUMNS, append_night, night_cells, night_rows,
                                  read_history, select_baseline)
-from e2e.nightly.judge import (Baseline, CellKey, NightCell, Rules, judge_cell, judge_night,
-                               night_status)
+from e2e.analysis import Rules, judge_cell, judge_night, night_status
+from e2e.results import Baseline, CellKey, NightCell
 from e2e.nightly.render import SummaryContext, render_summary, render_trends
 from e2e.nightly.settings import GSM8K_METRIC
 

@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from e2e.analysis import MORE_THAN_AA
+from e2e.analysis import (MORE_THAN_AA, Rules, judge_night, judgement_with_changes,
+                          judgement_with_outputs)
 from e2e.errors import ConfigError
-from e2e.nightly.judge import CellKey, NightCell, Rules, judge_night
+from e2e.results import CellKey, NightCell
 from e2e.nightly.outputs import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY,
                                  NEW_DIVERGENCE, check_outputs)
 from e2e.nightly.render import SummaryContext, render_summary, render_summary_github
@@ -81,7 +82,7 @@ CELL = NightCell(CellKey("load", "pr-vs-main", 1, "base", "tpot_ms_mean"), (1.0,
 def _judged(checks, fail):
     j = judge_night("2026-01-05", [CELL], None,
                     Rules(thresholds={}, reference="main"))
-    return j.with_outputs(checks, fail=fail)
+    return judgement_with_outputs(j, checks, fail=fail)
 
 
 def test_a_finding_leads_the_summary_and_fails_the_night_as_configured():
@@ -99,7 +100,7 @@ def test_a_finding_leads_the_summary_and_fails_the_night_as_configured():
     assert reported.status == "pass" and reported.exit_code == 0
     assert "(reported only: outputs_fail = false)" in render_summary(reported, CTX)
     # a change point recomputed afterwards keeps the finding's status
-    assert _judged(finding, fail=True).with_changes(()).status == "regression"
+    assert judgement_with_changes(_judged(finding, fail=True), ()).status == "regression"
     same = _judged(_night(runs("main") + runs("pr")), fail=True)
     assert same.status == "pass"
     assert (f"- **Outputs**: pr-vs-main c=1 base: outputs identical to the reference "

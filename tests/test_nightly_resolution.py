@@ -1,6 +1,6 @@
-"""What a nightly design resolves (e2e.nightly.resolution): the power statement against the
-judge's own calls on simulated nights, the rounds a threshold needs, the noise a history
-measured, and what the dry run and the summary say. Pure: no server."""
+"""What a nightly design resolves (e2e.analysis.resolution, design_lines): the power statement
+against the judge's own calls on simulated nights, the rounds a threshold needs, the noise a
+history measured, and what the dry run and the summary say. Pure: no server."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from e2e.results import CellKey, Looks, NightCell
-from e2e.nightly.judge import RatioHistory, Rules, judge_night
-from e2e.nightly.resolution import (HOST_DUETS, Noise, design_lines, noise_of, power_at,
-                                    resolution, rounds_needed)
+from e2e.analysis import (HOST_DUETS, Noise, Rules, design_lines, judge_night, noise_of, power_at,
+                          resolution, rounds_needed)
+from e2e.results import CellKey, Looks, NightCell, RatioHistory
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 LOOKS = Looks(first=8, step=8, last=24)

@@ -137,7 +137,8 @@ def test_bad_format_is_a_clear_error(tmp_path):
 def test_the_nightly_summary_as_a_comment():
     """The nightly's summary-github.md: marker, status icon, an icon per verdict, and a night
     with thousands of judged cells still fits, its report linked."""
-    from e2e.nightly.judge import CellKey, NightCell, Rules, judge_night
+    from e2e.analysis import Rules, judge_night
+    from e2e.results import CellKey, NightCell
     from e2e.nightly.render import SummaryContext, render_summary_github
 
     rules = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
@@ -147,7 +148,7 @@ def test_the_nightly_summary_as_a_comment():
                           tuple(f"nightly/{date}/n/arm-{i:04d}-c1-base-r{k}" for k in (2, 3, 4)))
                 for i in range(n)]
     base = judge_night("2026-01-01", cells("2026-01-01", 10.0, 3000), None, rules)
-    from e2e.nightly.judge import Baseline
+    from e2e.results import Baseline
 
     baseline = Baseline("2026-01-01", tuple(cells("2026-01-01", 10.0, 3000)), "last passing")
     j = judge_night("2026-01-02", cells("2026-01-02", 11.0, 3000), baseline, rules)

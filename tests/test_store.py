@@ -27,9 +27,9 @@ import pgcluster
 from conftest import ROOT
 from e2e.errors import ConfigError, ResultsError
 from e2e.nightly.history import HISTORY_COLUMNS, append_night, history_path, night_rows
-from e2e.nightly.judge import CellKey, NightCell, Rules, judge_night
+from e2e.analysis import Rules, judge_night
 from e2e.nightly.store import SCHEMA_VERSION, masked_url, open_store, resolve_url
-from e2e.results import SampleVerdict
+from e2e.results import CellKey, NightCell, SampleVerdict
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")

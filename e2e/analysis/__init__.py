@@ -1,6 +1,7 @@
-"""Numbers across runs: cells and comparisons (aggregate), statistics, the one headline
-rule, and a capacity search's margins and estimate. Pure functions over records already read;
-no I/O.
+"""Numbers across runs: cells and comparisons (aggregate), statistics, the one headline rule,
+the nightly's statistics (a night judged against its baseline night or its ratio's history,
+change points over a cell's nights, what a nightly design resolves), and a capacity search's
+margins and estimate. Pure functions over records already read; no I/O.
 """
 
 from e2e.analysis._aggregate import (
@@ -38,24 +39,47 @@ from e2e.analysis.stats import (
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for
 )
+from e2e.analysis._nightly_metrics import (
+    DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, built_arm, is_relative, judged_metrics, judged_threshold,
+    nightly_metric, relative_arm
+)
+from e2e.analysis._nightly_judge import (
+    MIN_HISTORY_NIGHTS, SUSPECT_LEVEL, HistoryFit, Rules, Samples, history_fit, history_interval,
+    judge_cell, judge_night, judgement_with_changes, judgement_with_outputs, looks_changed,
+    night_look, night_status, paired_change_interval, within
+)
+from e2e.analysis._changepoints import (
+    MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
+)
+from e2e.analysis._resolution import (
+    HOST_DUETS, HOST_ONE_AT_A_TIME, MAX_ROUNDS, Noise, design_lines, noise_of, power_at,
+    resolution, rounds_needed
+)
 
 __all__ = [
     "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP",
-    "CacheContrast", "Cell", "CellCache", "CellEvidence", "Comparison", "Components",
-    "DEFAULT_CONFIDENCE", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design", "Divergence", "GSM8KArm",
-    "GSM8KReport", "GSM8KSection", "HEADLINE", "HIT_RATE_TOLERANCE", "IDENTICAL", "Look",
-    "MAX_ACCEPTANCE_MOVE", "MAX_SPREAD", "METRICS", "MIN_RUNS", "MORE_THAN_AA", "MergeCall",
-    "Metric", "NOT_RECORDED", "NOT_SAFE", "NOT_SHOWN", "NO_AA", "OutputAgreement",
-    "OutputComparison", "OutputsSummary", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate",
-    "ReportWarning", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "Settlement",
-    "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of", "attribute",
-    "boundaries", "burst_affected", "cache_contrast", "cell_caches", "censored", "compare_outputs",
-    "compare_runs", "compare_verdicts", "components", "divergence_test", "equivalence_of",
-    "estimate", "estimate_of", "first_divergence", "format_advice", "goodput_margin",
-    "gsm8k_report", "headline_for", "headline_metric", "holm", "look_at", "margin", "margin_terms",
-    "mcnemar_exact", "median_range", "merge_calls", "metric", "outputs_of", "parse_effect",
-    "position_key", "position_of", "primary_metric", "ratio", "run_costs", "run_times",
-    "runs_advice", "runs_frame", "runs_needed", "select", "server_twin", "spending_at",
-    "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs", "verdict_accuracy",
-    "verdict_for", "warning_lines", "workload_key"
+    "CacheContrast", "Cell", "CellCache", "CellEvidence", "Change", "Comparison", "Components",
+    "DEFAULT_CONFIDENCE", "DEFAULT_NIGHT_ALPHA", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design",
+    "Divergence", "GSM8KArm", "GSM8KReport", "GSM8KSection", "HEADLINE", "HIT_RATE_TOLERANCE",
+    "HOST_DUETS", "HOST_ONE_AT_A_TIME", "HistoryFit", "IDENTICAL", "Look", "MAX_ACCEPTANCE_MOVE",
+    "MAX_ROUNDS", "MAX_SPREAD", "METRICS", "MIN_HISTORY_NIGHTS", "MIN_RUNS", "MIN_SEGMENT",
+    "MORE_THAN_AA", "MergeCall", "Metric", "NIGHTLY_METRICS", "NOT_RECORDED", "NOT_SAFE",
+    "NOT_SHOWN", "NO_AA", "Noise", "OutputAgreement", "OutputComparison", "OutputsSummary",
+    "PENALTY_PER_LOG_N", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning",
+    "Rules", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "SUSPECT_LEVEL", "Samples",
+    "Settlement", "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of",
+    "attribute", "boundaries", "built_arm", "burst_affected", "cache_contrast", "cell_caches",
+    "cell_series", "censored", "compare_outputs", "compare_runs", "compare_verdicts", "components",
+    "design_lines", "divergence_test", "equivalence_of", "estimate", "estimate_of", "find_changes",
+    "first_divergence", "format_advice", "goodput_margin", "gsm8k_report", "headline_for",
+    "headline_metric", "history_fit", "history_interval", "holm", "is_relative", "judge_cell",
+    "judge_night", "judged_metrics", "judged_threshold", "judgement_with_changes",
+    "judgement_with_outputs", "look_at", "looks_changed", "margin", "margin_terms", "mcnemar_exact",
+    "median_range", "merge_calls", "metric", "night_changes", "night_look", "night_status",
+    "nightly_metric", "noise_of", "outputs_of", "paired_change_interval", "parse_effect",
+    "position_key", "position_of", "power_at", "primary_metric", "ratio", "relative_arm",
+    "resolution", "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame",
+    "runs_needed", "select", "server_twin", "spending_at", "spent_alpha", "summarize",
+    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines",
+    "within", "workload_key"
 ]

@@ -93,8 +93,9 @@ def bisect_command(
 
 def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs, max_runs,
             threshold, confidence, quiet, duet=None) -> None:
+    from e2e.analysis import nightly_metric
     from e2e.nightly.bisect import BisectCell, run_bisect
-    from e2e.nightly.settings import default_nightly_path, nightly_metric
+    from e2e.nightly.settings import default_nightly_path
 
     experiment, nightly = load_bisect_config(config or default_nightly_path())
     experiment = with_duet(experiment, duet)

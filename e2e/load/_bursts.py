@@ -44,10 +44,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 import numpy as np
-from e2e.results import BurstSummary, RequestRecord
+from e2e.results import WARN_SHARE, BurstSummary, RequestRecord
 
 
-__all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E", "WARN_SHARE",
+__all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E",
            "stream_spread", "decode_share", "decode_reference_s",
            "burst_summary"]
 
@@ -55,7 +55,6 @@ GAP_SHARE = 0.9
 SPREAD_THRESHOLD = 0.1
 HELD_SHARE = 0.5
 HELD_SHARE_E2E = 0.1
-WARN_SHARE = 0.05
 
 
 def decode_reference_s(record: RequestRecord, server_tpot_s: float | None) -> float | None:

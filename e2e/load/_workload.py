@@ -24,14 +24,15 @@ from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
 from e2e.results import Placement
 from e2e.load._bursts import burst_summary
-from e2e.results import PlacementInfo, RequestRecord, RunRecord, SegmentMetrics, WorkloadInfo
+from e2e.results import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
+                         SegmentMetrics, WorkloadInfo)
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results import write_requests
 from e2e.paths import atomic_write_text
 from e2e.redact import scrub
 
-__all__ = ["LoadWorkload", "HOLD_S", "INTERFERENCE_SHARE", "combine_windows", "hold_batch",
+__all__ = ["LoadWorkload", "HOLD_S", "combine_windows", "hold_batch",
            "interference", "retried_warning"]
 
 _FILLER_STREAM = 1000  # a duet side's unmeasured load (windows use 0 and 2..65, warmup 1)
@@ -365,7 +366,6 @@ def _length_reasons(finished: list[RequestRecord], windows: list[Traffic], per_w
 PIN_TOLERANCE = 0.02  # measured vs pinned acceptance length that warns
 
 
-INTERFERENCE_SHARE = 0.25  # other processes' cores' worth during the load that warns
 INTERFERENCE_STEAL = 0.05  # the hypervisor's steal share that warns
 
 

@@ -1,10 +1,6 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
     settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
-    cells     the cell types the judge, change points, history and renderers share
-    judge     pure: a night's cells against a baseline night's -> verdicts, status, exit code
-              (GSM8K per document: exact McNemar)
-    changepoints  pure: steps in a cell's history (ruptures Pelt + permutation confirmation)
     outputs   pure: tonight's greedy outputs against the reference arm's, prompt by prompt
               (a finding where they diverge more than the night's A/A or earlier nights)
     assess    baseline night, verdict files, judgement, change points (after the cells)
@@ -17,12 +13,17 @@
     run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
+The statistics are the analysis stage's (``e2e.analysis``): the judge (a night's cells against
+a baseline night's, or a ratio's history -> verdicts, status, exit code; GSM8K per document:
+exact McNemar), change points (steps in a cell's history: ruptures Pelt + permutation
+confirmation) and what a nightly design resolves. The records they pass (cells, verdicts,
+baseline, ratio history, change points, judgement) are the results stage's (``e2e.results``).
 The typer commands are ``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
 """
 
-from e2e.nightly.judge import (EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell,
-                               Rules, judge_cell, judge_night, night_status)
+from e2e.analysis import Rules, judge_cell, judge_night, night_status
 from e2e.nightly.settings import NightlyConfig, NightlySettings, load_nightly, parse_nightly
+from e2e.results import EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell
 
 __all__ = ["EXIT_CODES", "Baseline", "CellKey", "CellVerdict", "Judgement", "NightCell",
            "Rules", "judge_cell", "judge_night", "night_status", "NightlyConfig",

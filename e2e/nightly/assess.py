@@ -6,7 +6,7 @@ them to the history".
       -> bisect command lines for regressed git-built arms
 
 ``assess_night`` reads the history and the verdict files (the only I/O); the judgement itself
-is ``e2e.nightly.judge`` and ``e2e.nightly.changepoints`` (pure).
+is ``e2e.analysis.judge_night`` and ``e2e.analysis.night_changes`` (pure).
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
+from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
+                          night_changes, nightly_metric)
 from e2e.errors import ResultsError
-from e2e.nightly.changepoints import night_changes
 from e2e.nightly.history import ratio_history, select_baseline
-from e2e.nightly.judge import CellKey, Judgement, NightCell, Rules, judge_night
-from e2e.nightly.settings import NightlyConfig, built_arm, is_relative, nightly_metric
+from e2e.nightly.settings import NightlyConfig
+from e2e.results import CellKey, Judgement, NightCell
 
 __all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
 
@@ -128,7 +129,7 @@ def assess_night(
         verdicts=judgement.verdicts, thresholds=judged,
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
-    return judgement.with_changes(changes)
+    return judgement_with_changes(judgement, changes)
 
 
 def _commit_on(history: pd.DataFrame, *, date: str, arm: str, experiment: str) -> str | None:

@@ -200,8 +200,7 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
 def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], dict[int, float]]:
     """The cell's metric per round (repeat) of the candidate's and the good build's reported
     runs: the report's own cells (``e2e.analysis._aggregate.summarize``, with the nightly's metrics)."""
-    from e2e.analysis import summarize
-    from e2e.nightly.settings import NIGHTLY_METRICS
+    from e2e.analysis import NIGHTLY_METRICS, summarize
 
     try:
         summary = summarize(records, baseline="good", report_from_run=start,
@@ -241,7 +240,7 @@ def run_bisect(
     the module docstring). ``runs`` rounds per measurement (warmups included), up to
     ``max_runs`` while the verdict is undecided."""
     from e2e.session import resolve_git
-    from e2e.nightly.settings import nightly_metric
+    from e2e.analysis import nightly_metric
     from e2e.plan import make_plan
     from e2e.session import plugin_check
     from e2e.results import load_records

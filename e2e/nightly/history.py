@@ -44,9 +44,8 @@ from typing import Any
 import pandas as pd
 
 from e2e.errors import ConfigError, ResultsError
-from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, RatioHistory,
-                               looks_changed, within)
-from e2e.nightly.settings import nightly_metric
+from e2e.analysis import looks_changed, nightly_metric, within
+from e2e.results import Baseline, CellKey, Judgement, NightCell, RatioHistory
 from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",

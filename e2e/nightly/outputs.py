@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from e2e.analysis import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, Divergence,
-                          OutputAgreement, divergence_test, holm, summarize_outputs)
-from e2e.nightly.settings import relative_arm
+                          OutputAgreement, divergence_test, holm, relative_arm,
+                          summarize_outputs)
 from e2e.results import RunRecord
 
 __all__ = ["OutputsCheck", "OutputsHistory", "check_outputs", "MORE_THAN_HISTORY",

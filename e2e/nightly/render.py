@@ -19,8 +19,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.render import md_text
-from e2e.nightly.judge import CellVerdict, Judgement, NightCell, worse_end
-from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
+from e2e.analysis import NIGHTLY_METRICS
+from e2e.nightly.settings import GSM8K_METRIC
+from e2e.results import CellVerdict, Judgement, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]

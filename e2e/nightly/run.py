@@ -33,14 +33,13 @@ from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_samples,
                                 with_git_commits)
 from e2e.nightly.history import night_rows
-from e2e.nightly.judge import CellKey, Judgement, NightCell, worse_end
 from e2e.nightly.render import (SummaryContext, render_summary, render_summary_github,
                                 render_trends)
-from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
-                                  judged_metrics, relative_arm, with_arm_settings)
+from e2e.nightly.settings import GSM8K_METRIC, MAX_ATTEMPTS, NightlyConfig, with_arm_settings
 from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
-from e2e.results import RunRecord, resume_state
+from e2e.analysis import NIGHTLY_METRICS, judged_metrics, judgement_with_outputs, relative_arm
+from e2e.results import CellKey, Judgement, NightCell, RunRecord, resume_state, worse_end
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",
@@ -154,12 +153,12 @@ def one_at_a_time(experiment: Experiment, reference: str | None = None) -> str |
 def design_lines(cfg: NightlyConfig, history, *, date: str, experiment: str,
                  pinned: str | None = None, alone: str | None = None) -> list[str]:
     """What a night of ``cfg`` resolves for each judged ratio cell
-    (``e2e.nightly.resolution.design_lines``), planned from the ratio's history in
+    (``e2e.analysis.design_lines``), planned from the ratio's history in
     ``history`` (the store's frame) where it holds 2 nights, else from the host's measured
     noise; ``alone``: why the night runs one server at a time."""
+    from e2e.analysis import HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, noise_of
+    from e2e.analysis import design_lines as resolved_lines
     from e2e.nightly.history import ratio_history
-    from e2e.nightly.judge import Rules
-    from e2e.nightly import resolution as res
 
     if not cfg.reference:
         return []
@@ -175,10 +174,10 @@ def design_lines(cfg: NightlyConfig, history, *, date: str, experiment: str,
                              threshold=threshold, since=cfg.settings.changepoints.since,
                              pinned=pinned or cfg.settings.baseline_night,
                              interference_max=rules.interference_max)
-        host = res.HOST_ONE_AT_A_TIME if alone else res.HOST_DUETS
-        noise = res.noise_of([c.values for _, c in hist.nights],
-                             f"the ratio's history ({len(hist.nights)} nights)") or host
-        lines += res.design_lines(
+        host = HOST_ONE_AT_A_TIME if alone else HOST_DUETS
+        noise = noise_of([c.values for _, c in hist.nights],
+                         f"the ratio's history ({len(hist.nights)} nights)") or host
+        lines += resolved_lines(
             cell=f"{key.label()} {key.metric}", threshold=threshold, looks=cfg.looks,
             runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
             nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
@@ -468,9 +467,10 @@ def run_nightly(
                                  experiment=experiment.name, cells=cells,
                                  expected=expected_cells(cfg), problems=problems,
                                  pinned=options.pinned, store=store)
-        judgement = judgement.with_outputs(
-            night_outputs(cfg, folder, records, store, experiment=experiment.name,
-                          date=options.date, say=say), fail=cfg.settings.outputs_fail)
+        judgement = judgement_with_outputs(
+            judgement, night_outputs(cfg, folder, records, store, experiment=experiment.name,
+                                     date=options.date, say=say),
+            fail=cfg.settings.outputs_fail)
         some = next(iter(builds.values()), {})
         rows = night_rows(judgement, experiment=experiment.name, config_hash=cfg.config_hash,
                           recorded_at=utc_now(), cells=cells, builds=builds,

@@ -24,19 +24,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
-from e2e.analysis import METRICS, Metric
-from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
+from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER_VERIFY_STEP,
+                          judged_threshold)
+from e2e.results import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.config import Experiment, parse_experiment
 from e2e.names import plugin_settings
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
-from e2e.analysis import BURST_SHARE, HEADLINE, SERVER_VERIFY_STEP, headline_metric
 
-__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics", "MAX_ATTEMPTS",
-           "SpecMode", "GSM8KNightly", "ChangePointSettings", "NightlySettings", "NightlyConfig",
-           "load_nightly", "parse_nightly", "parse_arm_settings", "with_arm_settings",
-           "default_nightly_path", "relative_arm", "is_relative", "built_arm"]
+__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
+           "ChangePointSettings", "NightlySettings", "NightlyConfig", "load_nightly",
+           "parse_nightly", "parse_arm_settings", "with_arm_settings", "default_nightly_path"]
 
 NIGHTLY_CONFIG = "nightly.toml"
 GSM8K_METRIC = "gsm8k_strict_match"
@@ -45,63 +44,10 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SpecMode = Literal["base", "dspark"]
 
-# The report's metrics (the server's own TPOT among them: on the CPU default the client-side
-# TPOT of the tiny model says little, as the API server often flushes a request's tokens in
-# one burst on a busy host; ms per verify step from the server's TPOT, e2e.analysis._aggregate) plus the
-# share of a run's stream that reached the client in bursts (a run-level flag, recorded when
-# the run has it): the nightly records, judges if asked, and plots the same cells.
-NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
-    Metric(BURST_SHARE, "burst share of the client stream", "fraction", False,
-           "share of a run's stream that reached the client in bursts (client TPOT then "
-           "understates decode time)"),
-)
+# The metrics a thresholds table may name (e2e.analysis.NIGHTLY_METRICS) and those that exist
+# only with the speculator.
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
-_VS = "-vs-"
-
-
-def relative_arm(arm: str, reference: str) -> str:
-    """The name of the cells that hold ``arm`` ÷ ``reference`` measured the same night."""
-    return f"{arm}{_VS}{reference}"
-
-
-def is_relative(arm: str) -> bool:
-    return _VS in arm
-
-
-def built_arm(arm: str) -> str:
-    """The arm whose build a cell measures: ``main`` for ``main-vs-reference``."""
-    return arm.split(_VS, 1)[0]
-
-
-def judged_threshold(thresholds: dict, spec_mode: str, metric_key: str,
-                     concurrency: int) -> float | None:
-    """A load metric's threshold in % from a thresholds table (the metric's own, else the
-    table's ``headline`` one when the metric is the cell's headline), None if not judged."""
-    table = thresholds.get(spec_mode, {})
-    if metric_key in table:
-        return table[metric_key]
-    if HEADLINE in table and metric_key == headline_metric(concurrency, spec_mode):
-        return table[HEADLINE]
-    return None
-
-
-def judged_metrics(thresholds: dict, spec_mode: str, concurrency: int) -> list[str]:
-    """The load metrics a thresholds table judges in one cell (``headline`` resolved)."""
-    return [headline_metric(concurrency, spec_mode) if key == HEADLINE else key
-            for key in thresholds.get(spec_mode, {})]
-
-
-def nightly_metric(key: str) -> Metric:
-    for m in NIGHTLY_METRICS:
-        if m.key == key:
-            return m
-    raise KeyError(f"unknown metric {key!r}; known: {', '.join(sorted(_LOAD_METRICS))}")
 _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
-DEFAULT_NIGHT_ALPHA = 0.002
-"""A night's chance of a false regression over its judged ratio cells: 40 nights x 0.002 =
-0.08, with the two-night rule's share (``judge.SUSPECT_LEVEL``) under the 0.1 a series of 40
-unchanged nights may be falsely failed (a bound: nights share their history, so the events
-overlap; bench/nightly_series_simulation.py measures it)."""
 
 
 class _Strict(BaseModel):
@@ -140,7 +86,7 @@ class GSM8KNightly(_Strict):
 
 
 class ChangePointSettings(_Strict):
-    """Change points over each judged cell's history (``e2e.nightly.changepoints``)."""
+    """Change points over each judged cell's history (``e2e.analysis.night_changes``)."""
 
     enabled: bool = True
     alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
@@ -212,7 +158,7 @@ class NightlySettings(_Strict):
     burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
-        "where the run's own record warns of it, e2e.load._bursts.WARN_SHARE).")
+        "where the run's own record warns of it, e2e.results.WARN_SHARE).")
     interference_max: Annotated[float, Field(gt=0)] = Field(
         INTERFERENCE_SHARE, description="A change measured while other processes took at "
         "least this many cores' worth (the median run's host_noise.other_cpu_share) is judged "

@@ -65,7 +65,7 @@ from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
 from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
                                  read_history, stored_interference)
-from e2e.nightly.judge import Judgement
+from e2e.results import Judgement
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
            "masked_url", "MIGRATIONS"]

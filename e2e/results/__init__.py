@@ -1,13 +1,14 @@
 """What e2e writes and reads back: the typed records (``run.json``, requests; GSM8K's
-``arm.json``, ``eval.json``, verdicts; the nightly's cells and verdicts; capacity's objective,
-searches and estimates) and the results store (one folder per unit, made by one
-atomic rename).
+``arm.json``, ``eval.json``, verdicts; the nightly's cells, verdicts, change points and
+judgement; capacity's objective, searches and estimates; the levels a run warns at) and the
+results store (one folder per unit, made by one atomic rename).
 """
 
 from e2e.results._records import (
     BurstSummary, ClientStats, DuetInfo, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
     PlacementInfo, ServerMemory, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
-    RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo
+    RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo,
+    INTERFERENCE_SHARE, WARN_SHARE
 )
 from e2e.results._capacity import (
     P99_FIELDS, ArmSearch, Capacity, CapacityResult, MarginRun, Objective, Step, objective_of
@@ -17,7 +18,10 @@ from e2e.results._gsm8k import (
     SampleVerdict, arm_is_complete, eval_dir_name, gsm8k_dir, read_arm, read_eval_info,
     read_evaluations, read_verdicts, write_eval_info, write_verdicts
 )
-from e2e.results._nightly import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
+from e2e.results._nightly import (
+    EXIT_CODES, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
+    NightStatus, RatioHistory, VerdictName, worse_end
+)
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
     load_records, resume_state, writing,
@@ -27,17 +31,18 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "ArmResult", "ArmSearch", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
-    "CellVerdict", "ClientStats", "DuetInfo", "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess",
-    "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION", "HostNoise", "LOOKS_FILE", "Looks",
-    "MarginRun", "NightCell", "Objective", "P99_FIELDS", "Placement", "PlacementInfo", "PluginInfo",
-    "ProcessCPU", "ProcessPlacement", "REQUESTS", "RequestRecord", "RunMetrics", "RunRecord",
-    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step",
-    "VERDICTS_FILE", "VerdictName", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
-    "finalize_unit", "gsm8k_dir", "last_look_confidence", "load_outputs", "load_records",
-    "new_partial_dir", "next_attempt_dir", "next_repeat", "objective_of", "read_arm",
-    "read_eval_info", "read_evaluations", "read_looks", "read_outputs", "read_requests", "read_run",
-    "read_verdicts", "record_name", "resume_state", "unit_dir", "unit_state", "utc_now",
-    "worse_end", "write_eval_info", "write_looks", "write_requests", "write_run", "write_verdicts",
-    "writing"
+    "ArmResult", "ArmSearch", "Baseline", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
+    "CellVerdict", "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES", "EvalInfo", "Evaluation",
+    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
+    "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE", "Looks", "MarginRun", "NightCell",
+    "NightStatus", "Objective", "P99_FIELDS", "Placement", "PlacementInfo", "PluginInfo",
+    "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory", "RequestRecord", "RunMetrics",
+    "RunRecord", "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters",
+    "Step", "VERDICTS_FILE", "VerdictName", "WARN_SHARE", "WorkloadInfo", "arm_is_complete",
+    "eval_dir_name", "finalize", "finalize_unit", "gsm8k_dir", "last_look_confidence",
+    "load_outputs", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
+    "objective_of", "read_arm", "read_eval_info", "read_evaluations", "read_looks", "read_outputs",
+    "read_requests", "read_run", "read_verdicts", "record_name", "resume_state", "unit_dir",
+    "unit_state", "utc_now", "worse_end", "write_eval_info", "write_looks", "write_requests",
+    "write_run", "write_verdicts", "writing"
 ]

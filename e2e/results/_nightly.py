@@ -1,18 +1,22 @@
-"""The nightly's records: a night's cells and their verdicts, the values the judge
-(``e2e.nightly.judge``), the change points, the history and the renderers pass between them
-(no logic beyond a label and medians)."""
+"""The nightly's records: a night's cells and their verdicts, the baseline night, a ratio's
+history, the change points and the night's judgement, the values the judge
+(``e2e.analysis.judge_night``), the change points (``e2e.analysis.night_changes``), the history
+and the renderers pass between them (no logic beyond a label, medians and lookups)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-__all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end"]
+__all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
+           "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
+NightStatus = Literal["pass", "regression", "incomplete"]
+EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 
 
 @dataclass(frozen=True, order=True)
@@ -91,7 +95,8 @@ class CellVerdict:
     """The metric's direction (for ``worse_end``)."""
     more: bool = False
     """Not resolved yet and the night may measure more rounds: look again after them
-    (``e2e.nightly.judge``'s looks); the verdict stands only at the night's last look."""
+    (the judge's looks, ``e2e.analysis.night_look``); the verdict stands only at the night's
+    last look."""
     regressed_since: str | None = None
     """A relative cell whose regression was called on that night and has not been seen to
     return since (reported every night until it returns or a baseline night is pinned)."""
@@ -119,3 +124,79 @@ class Looks:
         while self.step > 0 and out[-1] + self.step <= self.last:
             out.append(out[-1] + self.step)
         return tuple(out)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The night judged against, and why it was chosen."""
+
+    date: str
+    cells: tuple[NightCell, ...]
+    reason: str  # "last passing night with the same config hash" or "pinned"
+    status: str = "pass"
+
+
+@dataclass(frozen=True)
+class RatioHistory:
+    """A relative cell's earlier nights to judge tonight against (``e2e.nightly.history.
+    ratio_history``): ``nights`` ((date, cell), oldest first), the first ``history_nights``
+    nights since ``since`` (why: ``why``); ``full`` when no later night joins them;
+    ``regressed_since`` the night a regression was called that has not returned since."""
+
+    nights: tuple[tuple[str, NightCell], ...] = ()
+    since: str | None = None
+    why: str = ""
+    full: bool = False
+    regressed_since: str | None = None
+    returning: bool = False
+    """The last night, still regressed, showed no change beyond half the threshold: a second
+    such night in a row returns the regression."""
+    suspect: str | None = None
+    """The last night (its date) was not called but looked changed
+    (``e2e.analysis.SUSPECT_LEVEL``): if tonight looks changed too, the two are a regression."""
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A confirmed change point of a judged cell's history."""
+
+    key: CellKey
+    start: str               # the night the change started
+    break_date: str          # the first night of the segment after the break
+    before: float
+    after: float
+    pct: float
+    p_value: float
+    worse: bool
+    latest: bool             # tonight belongs to its level
+    caught: bool             # a night-against-night verdict flagged the cell since it started
+    regression: bool         # worse, latest and not accepted: the night fails (exit 1)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A night judged (``e2e.analysis.judge_night``), its change points and outputs checks
+    added by ``e2e.analysis.judgement_with_changes`` and ``judgement_with_outputs``."""
+
+    date: str
+    baseline: Baseline | None
+    verdicts: tuple[CellVerdict, ...]
+    problems: tuple[str, ...] = field(default=())
+    status: NightStatus = "pass"
+    changes: tuple[ChangePoint, ...] = field(default=())
+    outputs: tuple = field(default=())
+    """Tonight's outputs against the reference's (``e2e.nightly.outputs.OutputsCheck``)."""
+    outputs_fail: bool = False
+    """Whether an outputs finding makes the night a regression (``[nightly] outputs_fail``)."""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    @property
+    def output_findings(self) -> tuple:
+        return tuple(c for c in self.outputs if c.finding)
+
+    def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
+        return tuple(v for v in self.verdicts if v.verdict in names)

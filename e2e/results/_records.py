@@ -24,7 +24,8 @@ from e2e.redact import scrub
 
 __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "ServerInfo",
            "PluginInfo", "WorkloadInfo", "SegmentMetrics", "PlacementInfo", "RunRecord",
-           "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats"]
+           "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats",
+           "INTERFERENCE_SHARE", "WARN_SHARE"]
 
 SCHEMA_VERSION = 6
 """4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
@@ -113,6 +114,12 @@ class GPUState(_Record):
     processes: list[GPUProcess] = Field(default_factory=list)
 
 
+INTERFERENCE_SHARE = 0.25
+"""Other processes' cores' worth during a run's load (``HostNoise.other_cpu_share``) at
+which the run warns of interference (``e2e.load``); the default of ``[nightly]
+interference_max``, from which the nightly leaves a change measured beside other work uncalled."""
+
+
 class HostNoise(_Record):
     """What else used the host during a run; goes into run.json."""
 
@@ -138,6 +145,12 @@ class HostNoise(_Record):
 
 
 # --- bursts: written by e2e.load ---
+
+WARN_SHARE = 0.05
+"""The share of a run's requests above which its ``BurstSummary`` warns (``affected``: client
+TPOT burst-affected; ``itl_affected``): the method is ``e2e.load``'s; the nightly's
+``burst_share_max`` defaults to it."""
+
 
 class BurstSummary(BaseModel):
     """A run's burst-delivered requests, for run.json and the run summary."""

@@ -1,5 +1,6 @@
 """Change points over a cell's nightly history: steps and slow drifts that night-against-night
-judgement misses. Pure functions over a series or a history frame; no I/O.
+judgement misses. Pure functions over a series or a history frame; no I/O. Each change point
+is an ``e2e.results.ChangePoint``.
 
 Method (``find_changes``), on one judged cell's nights (same experiment and config hash), in
 date order, tonight last:
@@ -44,10 +45,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from e2e.results import CellKey, CellVerdict, NightCell
+from e2e.results import CellKey, CellVerdict, ChangePoint, NightCell
 
-__all__ = ["Change", "ChangePoint", "find_changes", "cell_series", "night_changes",
-           "MIN_SEGMENT", "PENALTY_PER_LOG_N"]
+__all__ = ["Change", "find_changes", "cell_series", "night_changes", "MIN_SEGMENT",
+           "PENALTY_PER_LOG_N"]
 
 MIN_SEGMENT = 2           # nights
 PENALTY_PER_LOG_N = 3.0   # Pelt penalty = 3 ln(n) on the σ-scaled series
@@ -68,24 +69,6 @@ class Change:
     pct: float
     p_value: float
     last: bool  # the latest change: the series ends at its level
-
-
-@dataclass(frozen=True)
-class ChangePoint:
-    """A confirmed change point of a judged cell's history."""
-
-    key: CellKey
-    start: str               # the night the change started
-    break_date: str          # the first night of the segment after the break
-    before: float
-    after: float
-    pct: float
-    p_value: float
-    worse: bool
-    latest: bool             # tonight belongs to its level
-    caught: bool             # a night-against-night verdict flagged the cell since it started
-    regression: bool         # worse, latest and not accepted: the night fails (exit 1)
-    reason: str = ""
 
 
 def _sigma(x: np.ndarray) -> float:

@@ -1,7 +1,7 @@
 """What a nightly design can see: the change a night resolves and the rounds a threshold needs
 (pure functions; ``e2e nightly --dry-run`` prints them, the summary states them).
 
-A night of a relative cell is judged against its ratio's history (``e2e.nightly.judge``): the
+A night of a relative cell is judged against its ratio's history (``judge_night``): the
 variance of tonight's mean against the history's is, with n history nights of k rounds and
 tonight's K rounds (``HistoryFit.var``),
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
+from e2e.analysis._nightly_judge import HistoryFit, night_look
 from e2e.results import Looks
-from e2e.nightly.judge import HistoryFit, night_look
 
 __all__ = ["Noise", "HOST_DUETS", "HOST_ONE_AT_A_TIME", "noise_of", "power_at",
            "resolution", "rounds_needed", "MAX_ROUNDS", "design_lines"]
@@ -128,7 +128,7 @@ def _power(d: _Design, change_pct: float, threshold: float) -> float:
 def power_at(change_pct: float, noise: Noise, looks: Looks, *, nights: int, alpha: float,
              cells: int = 1, confidence: float = 0.95, threshold: float | None = None) -> float:
     """The chance that a night of this design calls a true change of ``change_pct`` % by its
-    last look: the judge's own levels (``judge.night_look`` at each look), its statistic's
+    last look: the judge's own levels (``night_look`` at each look), its statistic's
     joint law (tonight's mean after k rounds against the history's, cov = V(later look), the
     history's s²_m shared by every look as a scaled χ² on n − 1 df), a night stopping early
     where its interval shows no change beyond ``threshold`` (default: the change). Simulated

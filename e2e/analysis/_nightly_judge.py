@@ -1,12 +1,13 @@
-"""Judgement of one night against a baseline night: pure functions, no I/O.
+"""Judgement of one night against a baseline night: pure functions, no I/O. The records it reads
+and makes (``Baseline``, ``RatioHistory``, ``CellVerdict``, ``Judgement``) are ``e2e.results``'.
 
 A *night cell* is one metric of one (arm, concurrency, spec mode) of one night, with its
 per-run values (the reported runs: valid, repeat >= report_from_run). Tonight's cell is
 compared with the baseline night's cell of the same key; the rules are:
 
-* **load metrics** (``e2e.nightly.settings.NIGHTLY_METRICS``) with a threshold for their spec mode:
-  ``e2e.analysis.stats.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
-  values at the configured confidence), then ``e2e.analysis.stats.verdict_for`` with
+* **load metrics** (``NIGHTLY_METRICS``) with a threshold for their spec mode:
+  ``e2e.analysis.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
+  values at the configured confidence), then ``e2e.analysis.verdict_for`` with
   ``min_effect_pct = threshold``: **regressed** when the interval excludes 1 on the worse
   side, the point estimate is on that side and at least the threshold in size (worse:
   higher for latencies and ms per verify step, lower for throughput and acceptance);
@@ -28,7 +29,7 @@ compared with the baseline night's cell of the same key; the rules are:
   **noise**. Verdict files that cannot be read: **no samples**.
 * **a cell relative to the reference** (``[nightly] reference``: tonight's arm ÷ the pinned
   reference, both measured tonight) is judged against its ratio's **history**
-  (``RatioHistory``, chosen by ``e2e.nightly.history.ratio_history``: the first
+  (``e2e.results.RatioHistory``, chosen by ``e2e.nightly.history.ratio_history``: the first
   ``history_nights`` nights since the config's first night, a pinned baseline night or a
   confirmed improvement; full, it is the level every later night is judged against). With
   fewer than ``MIN_HISTORY_NIGHTS`` nights in it: **no baseline** (the night builds it).
@@ -57,8 +58,8 @@ compared with the baseline night's cell of the same key; the rules are:
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
-Change points over each absolute cell's history (``e2e.nightly.changepoints``) are added
-with ``Judgement.with_changes``. The night is **regression** (exit 1) when a cell regressed or a
+Change points over each absolute cell's history (``night_changes``) are added with
+``judgement_with_changes``. The night is **regression** (exit 1) when a cell regressed or a
 confirmed change point made a cell worse (and still holds tonight); else **incomplete**
 (exit 2) when a judged cell is missing, has too few runs or no samples, or a run was given up;
 else **pass** (exit 0). Only passing nights become the default baseline.
@@ -69,32 +70,27 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm, t as student_t
 
-from e2e import analysis
-from e2e.load import INTERFERENCE_SHARE, WARN_SHARE
+from e2e.analysis import stats
+from e2e.analysis._gsm8k import compare_verdicts
+from e2e.analysis._headline import BURST_SHARE, burst_affected, headline_metric, server_twin
+from e2e.analysis._nightly_metrics import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
+                                           nightly_metric as load_metric)
 from e2e.errors import ResultsError
-from e2e.analysis import (BURST_SHARE, boundaries, burst_affected, headline_metric, server_twin,
-                          spending_at)
-from e2e.results import SampleVerdict
-from e2e.results import CellKey, CellVerdict, Looks, NightCell, VerdictName, worse_end
-from e2e.nightly.changepoints import ChangePoint
-from e2e.nightly.settings import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
-                                  nightly_metric as load_metric)
+from e2e.results import (INTERFERENCE_SHARE, WARN_SHARE, Baseline, CellKey, CellVerdict,
+                         ChangePoint, Judgement, Looks, NightCell, NightStatus, RatioHistory,
+                         SampleVerdict, VerdictName)
 
 
-__all__ = ["CellKey", "NightCell", "Baseline", "Rules", "CellVerdict", "Judgement",
-           "VerdictName", "NightStatus", "EXIT_CODES", "judge_cell", "judge_night",
-           "night_status", "paired_change_interval", "Samples", "RatioHistory", "HistoryFit",
-           "history_fit", "history_interval", "within", "Looks", "worse_end",
-           "MIN_HISTORY_NIGHTS", "SUSPECT_LEVEL", "looks_changed"]
+__all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with_changes",
+           "judgement_with_outputs", "paired_change_interval", "Samples", "HistoryFit",
+           "history_fit", "history_interval", "within", "night_look", "MIN_HISTORY_NIGHTS",
+           "SUSPECT_LEVEL", "looks_changed"]
 
-NightStatus = Literal["pass", "regression", "incomplete"]
-EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 MIN_HISTORY_NIGHTS = 3
 """Earlier nights of a relative cell before its history, not one night, is judged against."""
@@ -107,16 +103,6 @@ one night's level does not reach is called the next night instead of joining the
 
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """The night judged against, and why it was chosen."""
-
-    date: str
-    cells: tuple[NightCell, ...]
-    reason: str  # "last passing night with the same config hash" or "pinned"
-    status: str = "pass"
 
 
 @dataclass(frozen=True)
@@ -171,55 +157,16 @@ class Rules:
                    reference=settings.reference, alpha=settings.alpha, looks=looks)
 
 
-@dataclass(frozen=True)
-class Judgement:
-    date: str
-    baseline: Baseline | None
-    verdicts: tuple[CellVerdict, ...]
-    problems: tuple[str, ...] = field(default=())
-    status: NightStatus = "pass"
-    changes: tuple[ChangePoint, ...] = field(default=())
-    outputs: tuple = field(default=())
-    """Tonight's outputs against the reference's (``e2e.nightly.outputs.OutputsCheck``)."""
-    outputs_fail: bool = False
-    """Whether an outputs finding makes the night a regression (``[nightly] outputs_fail``)."""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
-
-    @property
-    def output_findings(self) -> tuple:
-        return tuple(c for c in self.outputs if c.finding)
-
-    def _status(self, status: NightStatus) -> NightStatus:
-        return "regression" if self.outputs_fail and self.output_findings else status
-
-    def with_changes(self, changes: Sequence[ChangePoint]) -> Judgement:
-        """This judgement with the change points found over the history, its status redone."""
-        return dataclasses.replace(self, changes=tuple(changes), status=self._status(
-            night_status(self.verdicts, self.problems, changes)))
-
-    def with_outputs(self, checks: Sequence, *, fail: bool) -> Judgement:
-        """This judgement with tonight's outputs checks; a finding makes it a regression where
-        ``fail`` (``[nightly] outputs_fail``)."""
-        done = dataclasses.replace(self, outputs=tuple(checks), outputs_fail=fail)
-        return dataclasses.replace(done, status=done._status(self.status))
-
-    def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
-        return tuple(v for v in self.verdicts if v.verdict in names)
-
-
 def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
                 rules: Rules) -> CellVerdict:
     m = load_metric(key.metric)
     if min(now.values + base.values) <= 0:
         return CellVerdict(key, "too few runs", now, base, threshold,
                            reason="a value is zero or negative: no ratio")
-    est = analysis.compare_runs(now.values, base.values, confidence=rules.confidence)
+    est = stats.compare_runs(now.values, base.values, confidence=rules.confidence)
     interval = ((est.pct_low, est.pct_high)
                 if est.pct_low is not None and est.pct_high is not None else None)
-    verdict = analysis.verdict_for(est, higher_is_better=m.higher_is_better,
+    verdict = stats.verdict_for(est, higher_is_better=m.higher_is_better,
                                 min_effect_pct=threshold)
     name: VerdictName = {"slower": "regressed", "faster": "improved",
                          "within noise": "noise", "too few runs": "too few runs"}[verdict]  # type: ignore[assignment]
@@ -238,26 +185,6 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     else:
         reason = f"the interval excludes no change and |change| >= {threshold:g} %"
     return CellVerdict(key, name, now, base, threshold, est.pct, interval, reason=reason)
-
-
-@dataclass(frozen=True)
-class RatioHistory:
-    """A relative cell's earlier nights to judge tonight against (``e2e.nightly.history.
-    ratio_history``): ``nights`` ((date, cell), oldest first), the first ``history_nights``
-    nights since ``since`` (why: ``why``); ``full`` when no later night joins them;
-    ``regressed_since`` the night a regression was called that has not returned since."""
-
-    nights: tuple[tuple[str, NightCell], ...] = ()
-    since: str | None = None
-    why: str = ""
-    full: bool = False
-    regressed_since: str | None = None
-    returning: bool = False
-    """The last night, still regressed, showed no change beyond half the threshold: a second
-    such night in a row returns the regression."""
-    suspect: str | None = None
-    """The last night (its date) was not called but looked changed (``SUSPECT_LEVEL``): if
-    tonight looks changed too, the two are a regression."""
 
 
 @dataclass(frozen=True)
@@ -325,7 +252,7 @@ def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> 
 
 
 def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]], *,
-                     confidence: float = 0.95) -> analysis.RatioEstimate:
+                     confidence: float = 0.95) -> stats.RatioEstimate:
     """Tonight's geometric mean against the history's: the ratio exp(mean ln tonight − mean of
     the nights' mean ln values), with a t prediction interval whose variance counts the
     nights as a random effect (``HistoryFit.var``, one-way ANOVA estimates):
@@ -342,9 +269,9 @@ def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]]
     fit = history_fit(tonight, nights)
     k_t = len(tonight)
     half = float(student_t.ppf(0.5 + confidence / 2, fit.df(k_t))) * math.sqrt(fit.var(k_t))
-    return analysis.RatioEstimate(ratio=math.exp(fit.d), low=math.exp(fit.d - half),
-                                  high=math.exp(fit.d + half), confidence=confidence,
-                                  method="history")
+    return stats.RatioEstimate(ratio=math.exp(fit.d), low=math.exp(fit.d - half),
+                               high=math.exp(fit.d + half), confidence=confidence,
+                               method="history")
 
 
 def within(tonight: Sequence[float], nights: Sequence[Sequence[float]], threshold: float, *,
@@ -374,7 +301,7 @@ def looks_changed(tonight: Sequence[float], nights: Sequence[Sequence[float]], t
 
 
 @dataclass(frozen=True)
-class Look:
+class NightLook:
     """One look at a relative cell tonight: its nominal one-sided levels (the call's, and
     each end of the interval shown), whether a later look may follow, and its place."""
 
@@ -386,12 +313,12 @@ class Look:
 
 
 def night_look(fit: HistoryFit, k_t: int, looks: Looks | None, *, alpha: float,
-               confidence: float) -> Look:
+               confidence: float) -> NightLook:
     """The levels of tonight's look after ``k_t`` runs: a group-sequential one-sided test per
     side, Lan–DeMets Pocock-type spending over the night's looks (``looks.schedule()``) at
     information I_k = 1 / ``fit.var(k)`` (so the night part, which more runs do not shrink,
     is in it: corr(Z_i, Z_j) = √(I_i / I_j) still holds), the boundaries exact for the looks
-    made (``e2e.analysis._sequential.boundaries``), recomputed at each look from the noise
+    made (``e2e.analysis.boundaries``), recomputed at each look from the noise
     estimated then. ``alpha``: the call's level for the night (per side); the interval shown
     spends (1 − confidence) / 2 per side the same way. t statistics are read at the
     boundary's nominal level (the significance-level approach)."""
@@ -404,14 +331,14 @@ def night_look(fit: HistoryFit, k_t: int, looks: Looks | None, *, alpha: float,
     fractions = [min(i / top, 1.0) for i in info]
 
     def level(a: float) -> float:
-        spent = [spending_at(f, a, spending="pocock", sides=1) for f in fractions]
+        spent = [stats.spending_at(f, a, spending="pocock", sides=1) for f in fractions]
         incs = [spent[0]] + [y - x for x, y in zip(spent, spent[1:])]
         if len(info) == 1:  # the first look: its increment is its level
             return incs[0]
-        return float(norm.sf(boundaries(info, incs, sides=1)[0][-1]))
+        return float(norm.sf(stats.boundaries(info, incs, sides=1)[0][-1]))
 
-    return Look(call_level=level(alpha), show_level=level((1.0 - confidence) / 2.0),
-                last=not later, index=len(done), planned=len(done) + len(later))
+    return NightLook(call_level=level(alpha), show_level=level((1.0 - confidence) / 2.0),
+                     last=not later, index=len(done), planned=len(done) + len(later))
 
 
 def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: float,
@@ -565,8 +492,6 @@ def _no_samples(key: CellKey, now: NightCell, base: NightCell, margin: float,
 
 def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
                  samples: Samples) -> CellVerdict:
-    from e2e.analysis import compare_verdicts as compare
-
     margin = rules.gsm8k_min_drop_pp
     if not now.run_dirs or not base.run_dirs:
         return _no_samples(key, now, base, margin, "no verdict files recorded for a night")
@@ -576,8 +501,8 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
                                f"the verdicts of {which} ({cell.run_dirs[0]}/verdicts.jsonl) "
                                "could not be read; keep the results folder between nights")
     try:
-        agree = compare(samples[base.run_dirs[0]], samples[now.run_dirs[0]],
-                        reference_name="the baseline night", arm_name="tonight")
+        agree = compare_verdicts(samples[base.run_dirs[0]], samples[now.run_dirs[0]],
+                                 reference_name="the baseline night", arm_name="tonight")
     except ResultsError as exc:
         return _no_samples(key, now, base, margin, str(exc))
     b, c, n = len(agree.reference_only_correct), len(agree.arm_only_correct), agree.n
@@ -590,7 +515,8 @@ def _judge_gsm8k(key: CellKey, now: NightCell, base: NightCell, rules: Rules,
     floor = None
     if len(now.run_dirs) > 1 and now.run_dirs[1] in samples:
         try:
-            floor = len(compare(samples[now.run_dirs[0]], samples[now.run_dirs[1]]).flipped) / n * 100
+            flips = compare_verdicts(samples[now.run_dirs[0]], samples[now.run_dirs[1]]).flipped
+            floor = len(flips) / n * 100
         except ResultsError:
             floor = None
     significant = agree.p_value < rules.gsm8k_alpha
@@ -679,6 +605,23 @@ def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),
     if problems or any(v.verdict in _BLOCKING for v in verdicts):
         return "incomplete"
     return "pass"
+
+
+def _with_outputs_status(j: Judgement, status: NightStatus) -> NightStatus:
+    return "regression" if j.outputs_fail and j.output_findings else status
+
+
+def judgement_with_changes(j: Judgement, changes: Sequence[ChangePoint]) -> Judgement:
+    """``j`` with the change points found over the history, its status redone."""
+    return dataclasses.replace(j, changes=tuple(changes), status=_with_outputs_status(
+        j, night_status(j.verdicts, j.problems, changes)))
+
+
+def judgement_with_outputs(j: Judgement, checks: Sequence, *, fail: bool) -> Judgement:
+    """``j`` with tonight's outputs checks; a finding makes it a regression where ``fail``
+    (``[nightly] outputs_fail``)."""
+    done = dataclasses.replace(j, outputs=tuple(checks), outputs_fail=fail)
+    return dataclasses.replace(done, status=_with_outputs_status(done, j.status))
 
 
 def _server_headline(key: CellKey, now: Mapping[CellKey, NightCell],
