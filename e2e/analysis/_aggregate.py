@@ -38,7 +38,7 @@ from e2e.arms import default_profile
 from e2e.names import did_you_mean
 from e2e.plan import pinned_of
 from e2e.metrics import metric_value
-from e2e.results import RunRecord
+from e2e.results import INTERFERENCE_SHARE, RunRecord
 
 __all__ = ["equivalence_of", "Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow",
            "ReportWarning", "RunCounts", "Summary", "runs_frame", "summarize", "comparable",
@@ -59,9 +59,9 @@ def _limit(x: float) -> str:
 
 
 SPREAD_CAUSE = f"spread (max − min) more than {_limit(MAX_SPREAD)} of the median"
-OTHERS_SHARE = 0.25
-"""Other processes' cores' worth during a run that the session warns about
-(``e2e.load.INTERFERENCE_SHARE``; a test keeps the two equal)."""
+OTHERS_SHARE = INTERFERENCE_SHARE
+"""Other processes' cores' worth during a run that the session warns about (the one level,
+``e2e.results.INTERFERENCE_SHARE``)."""
 OWN_SHARE = 0.5
 """A saturated client that used less than this share of its core was starved by others, not
 by its own load (the session's rule, ``e2e.load._workload``)."""
