@@ -17,7 +17,7 @@ from e2e.nightly.assess import assess_night
 from e2e.nightly.changepoints import find_changes
 from e2e.nightly.history import append_night, history_path, night_rows
 from e2e.nightly.judge import Baseline, CellKey, NightCell, Rules, judge_night
-from e2e.nightly.render import SummaryContext, render_summary
+from e2e.render import SummaryContext, render_summary
 from e2e.nightly.settings import parse_nightly
 
 KEY = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")  # judged at 2 % (nightly.toml)

@@ -19,7 +19,7 @@ from e2e.results import Looks
 from e2e.nightly.history import night_rows, ratio_history
 from e2e.nightly.judge import (Baseline, CellKey, Judgement, NightCell, RatioHistory, Rules,
                                history_fit, history_interval, judge_night, night_look)
-from e2e.nightly.render import SummaryContext, render_summary, said
+from e2e.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")

@@ -138,7 +138,7 @@ def test_the_nightly_summary_as_a_comment():
     """The nightly's summary-github.md: marker, status icon, an icon per verdict, and a night
     with thousands of judged cells still fits, its report linked."""
     from e2e.nightly.judge import CellKey, NightCell, Rules, judge_night
-    from e2e.nightly.render import SummaryContext, render_summary_github
+    from e2e.render import SummaryContext, render_summary_github
 
     rules = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
     def cells(date, level, n):

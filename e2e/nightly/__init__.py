@@ -12,12 +12,12 @@
               history.parquet (imported once into the store)
     store     the results store: every night in SQLite (default) or PostgreSQL, one
               transaction per night, versioned migrations (SQLAlchemy)
-    dashboard pure: the store's rows -> a static site (plotly), e2e dashboard writes it
-    render    pure: the Markdown summary and the trend plots (bytes)
     run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
-The typer commands are ``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
+The night's summary, trend plots and the dashboard of the store are written by ``e2e.render``
+(``render_summary``, ``render_trends``, ``site_files``). The typer commands are
+``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
 """
 
 from e2e.nightly.judge import (EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell,

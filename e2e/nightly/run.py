@@ -34,12 +34,11 @@ from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_sa
                                 with_git_commits)
 from e2e.nightly.history import night_rows
 from e2e.nightly.judge import CellKey, Judgement, NightCell, worse_end
-from e2e.nightly.render import (SummaryContext, render_summary, render_summary_github,
-                                render_trends)
 from e2e.nightly.settings import (GSM8K_METRIC, MAX_ATTEMPTS, NIGHTLY_METRICS, NightlyConfig,
                                   judged_metrics, relative_arm, with_arm_settings)
 from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
+from e2e.render import SummaryContext, render_summary, render_summary_github, render_trends
 from e2e.results import RunRecord, resume_state
 from e2e.results import utc_now
 

@@ -41,10 +41,10 @@ from typing import Any
 
 import pandas as pd
 
-from e2e.nightly.render import metric_label
 from e2e.nightly.settings import GSM8K_METRIC
+from e2e.render._nightly import metric_label
 
-__all__ = ["SiteData", "site_files", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
+__all__ = ["SiteData", "site_files", "write_site", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {
     "regressed": "#d62728", "improved": "#2ca02c", "noise": "#7f7f7f", "undecided": "#bcbd22",

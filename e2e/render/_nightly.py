@@ -1,4 +1,5 @@
-"""Renderers of a night: the Markdown summary and the trend plots, as text/bytes (no I/O).
+"""Renderers of a night (``e2e nightly``): the Markdown summary and the trend plots, as
+text/bytes (no I/O).
 
 The summary is short enough for a CI step summary or a chat message: the status, the build,
 the baseline and the headline metrics on top, then what regressed (by how much, against which
@@ -18,9 +19,11 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.render import md_text
-from e2e.nightly.judge import CellVerdict, Judgement, NightCell, worse_end
+from e2e.nightly.judge import Judgement
 from e2e.nightly.settings import GSM8K_METRIC, NIGHTLY_METRICS
+from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
+from e2e.render._markup import md_text
+from e2e.results import CellVerdict, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]
@@ -306,8 +309,6 @@ def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
     """The summary as a pull-request comment or step summary: ``render_summary`` with the
     hidden marker of ``e2e.render.render_github``, an icon per verdict, cut to whole sections and
     rows under ``limit`` bytes (default: GitHub's comment limit) with the report linked."""
-    from e2e.render import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
-
     lines = render_summary(judgement, ctx, icons=True).splitlines()
     lines[0] = lines[0].replace("# Nightly", f"# {_STATUS_ICON.get(judgement.status, '')} "
                                              "Nightly", 1)
