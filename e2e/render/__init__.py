@@ -5,7 +5,7 @@ results folder, aggregates and writes them. GSM8K's report: ``gsm8k_markdown``, 
 (``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...) and ``e2e
 unit``'s matrix (``unit_markdown``). The nightly's: a night's summary (``render_summary``,
 ``render_summary_github`` for GitHub, ``render_trends``' PNGs) and the dashboard of its store
-(``site_files``, ``write_site``).
+(``site_files``: Jinja2 templates, ``templates/*.html.j2``; ``write_site``).
 
 The kernels' writers and the unit matrix need the standard library alone, and load with this
 face: ``bench/kernels_step.py`` runs on GPU hosts that have torch and Triton but
