@@ -1,4 +1,4 @@
-"""The nightly dashboard (e2e.nightly.dashboard) in a real browser: ten synthetic nights, one
+"""The nightly dashboard (e2e.render.site_files) in a real browser: ten synthetic nights, one
 cell stepping up 8 % from night 6, go through the nightly's own judgement and the SQLite
 store; the site written by ``e2e dashboard`` is loaded from disk (file://) in headless
 Chromium, which must draw every cell's plot, list the regression, mark the change point at

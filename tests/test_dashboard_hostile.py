@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import chromium
 from e2e.errors import ResultsError
 from e2e.nightly import store as store_mod
-from e2e.nightly.dashboard import _link
+from e2e.render._dashboard import _link
 from e2e.nightly.history import HISTORY_FILE
 from e2e.nightly.store import open_store
 from test_dashboard import config, ten_nights

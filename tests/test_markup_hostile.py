@@ -69,7 +69,7 @@ def test_a_forged_error_body_stays_one_line_of_text_everywhere():
 def test_the_nightly_summary_keeps_problems_to_one_line():
     from e2e.analysis import judge_night
     from e2e.results import Baseline
-    from e2e.nightly.render import SummaryContext, render_summary
+    from e2e.render import SummaryContext, render_summary
     from test_nightly_judge import BASE_RUNS, RULES, TPOT, cell
 
     base = Baseline("2026-01-01", (cell(TPOT, BASE_RUNS),), "last passing night")

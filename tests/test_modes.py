@@ -37,7 +37,7 @@ def test_written_files_and_folders_follow_the_umask(tmp_path, mask):
 
 
 def test_the_dashboard_is_readable_by_a_web_server(tmp_path, mask):
-    from e2e.nightly.dashboard import write_site
+    from e2e.render import write_site
 
     for path in write_site({"index.html": b"x", "plotly.min.js": b"y"}, tmp_path / "site"):
         assert mode(path) == 0o666 & ~mask

@@ -18,7 +18,7 @@ from e2e.analysis import (Rules, boundaries, history_fit, history_interval, judg
                           spending_at)
 from e2e.nightly.history import night_rows, ratio_history
 from e2e.results import Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory
-from e2e.nightly.render import SummaryContext, render_summary, said
+from e2e.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")

@@ -17,7 +17,7 @@ from e2e.errors import ConfigError
 from e2e.results import CellKey, NightCell
 from e2e.nightly.outputs import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY,
                                  NEW_DIVERGENCE, check_outputs)
-from e2e.nightly.render import SummaryContext, render_summary, render_summary_github
+from e2e.render import SummaryContext, render_summary, render_summary_github
 from e2e.nightly.settings import parse_nightly
 from test_outputs_compare import N, diverged, outs, runs
 

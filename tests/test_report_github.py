@@ -139,7 +139,7 @@ def test_the_nightly_summary_as_a_comment():
     with thousands of judged cells still fits, its report linked."""
     from e2e.analysis import Rules, judge_night
     from e2e.results import CellKey, NightCell
-    from e2e.nightly.render import SummaryContext, render_summary_github
+    from e2e.render import SummaryContext, render_summary_github
 
     rules = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
     def cells(date, level, n):

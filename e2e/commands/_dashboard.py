@@ -1,4 +1,4 @@
-"""``e2e dashboard``: the results store -> a static site (``e2e.nightly.dashboard``), and
+"""``e2e dashboard``: the results store -> a static site (``e2e.render.site_files``), and
 ``--serve`` to look at it on http://127.0.0.1:PORT/. Exit 2 on bad input or a store that
 cannot be opened."""
 
@@ -19,7 +19,7 @@ __all__ = ["dashboard_command", "build_dashboard"]
 
 def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> list[Path]:
     """Write the site of ``store`` (an ``e2e.nightly.store.Store``) under ``out_dir``."""
-    from e2e.nightly.dashboard import SiteData, site_files, write_site
+    from e2e.render import SiteData, site_files, write_site
 
     data = SiteData(history=store.history(), nights=store.night_details(),
                     changes=store.change_points(), verdicts=store.verdict_details(),

@@ -8,8 +8,6 @@
               history.parquet (imported once into the store)
     store     the results store: every night in SQLite (default) or PostgreSQL, one
               transaction per night, versioned migrations (SQLAlchemy)
-    dashboard pure: the store's rows -> a static site (plotly), e2e dashboard writes it
-    render    pure: the Markdown summary and the trend plots (bytes)
     run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
@@ -18,7 +16,9 @@ a baseline night's, or a ratio's history -> verdicts, status, exit code; GSM8K p
 exact McNemar), change points (steps in a cell's history: ruptures Pelt + permutation
 confirmation) and what a nightly design resolves. The records they pass (cells, verdicts,
 baseline, ratio history, change points, judgement) are the results stage's (``e2e.results``).
-The typer commands are ``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
+The night's summary, trend plots and the dashboard of the store are written by ``e2e.render``
+(``render_summary``, ``render_trends``, ``site_files``). The typer commands are
+``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
 """
 
 from e2e.analysis import Rules, judge_cell, judge_night, night_status

@@ -1,10 +1,12 @@
-"""Renderers of a night: the Markdown summary and the trend plots, as text/bytes (no I/O).
+"""Renderers of a night (``e2e nightly``): the Markdown summary and the trend plots, as
+text/bytes (no I/O).
 
 The summary is short enough for a CI step summary or a chat message: the status, the build,
 the baseline and the headline metrics on top, then what regressed (by how much, against which
 night, with links to both nights' run folders), change points over the history, the
 ``e2e bisect`` command for a regressed git-built arm, what improved, the problems, and a
-table of every judged cell.
+table of every judged cell. ``render_summary_github`` is the same summary as a comment that
+fits GitHub's limits (``fit_comment``, as ``render_github`` cuts a report's).
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.render import md_text
 from e2e.analysis import NIGHTLY_METRICS
 from e2e.nightly.settings import GSM8K_METRIC
+from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
+from e2e.render._markup import md_text
+from e2e.render._table import md_row
 from e2e.results import CellVerdict, Judgement, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]
 
 _HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
+# the tables' rule row as the summary has always written it (md_rule writes "|---|")
+_RULE = md_row(["---"] * 8)
 
 
 def metric_label(key: str) -> tuple[str, str]:
@@ -135,7 +141,7 @@ def _row(ctx: SummaryContext, v: CellVerdict, *, with_verdict: bool, icons: bool
         cells.append(f"{icon} {said(v)}" if icon else said(v))
     else:
         cells.append(_runs(ctx, v))
-    return "| " + " | ".join(cells) + " |"
+    return md_row(cells)
 
 
 def _build_line(ctx: SummaryContext) -> str:
@@ -229,23 +235,25 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
     if heads:
         lines.append("- **Judged metrics**: " + "; ".join(heads))
     lines.append("")
-    header = ("| cell | metric | baseline | tonight | change | interval / floor | threshold | {} |\n"
-              "| --- | --- | --- | --- | --- | --- | --- | --- |")
+    columns = ["cell", "metric", "baseline", "tonight", "change", "interval / floor", "threshold"]
+
+    def header(last: str) -> list[str]:
+        return [md_row(columns + [last]), _RULE]
+
     if regressed:
-        lines += ["## Regressed", "", header.format("runs")]
+        lines += ["## Regressed", "", *header("runs")]
         lines += [_row(ctx, v, with_verdict=False) for v in regressed]
         lines.append("")
     if j.changes:
         lines += ["## Change points over the history", "",
-                  "| cell | metric | started | level before → after | change | p | "
-                  "night-vs-night caught it | verdict |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  md_row(["cell", "metric", "started", "level before → after", "change", "p",
+                          "night-vs-night caught it", "verdict"]), _RULE]
         for c in j.changes:
             label, unit = metric_label(c.key.metric)
             verdict = "**regression**" if c.regression else c.reason
-            lines.append(f"| {c.key.label()} | {label} ({unit}) | {c.start} | "
-                         f"{c.before:.3f} → {c.after:.3f} | {c.pct:+.1f} % | {c.p_value:.3g} | "
-                         f"{'yes' if c.caught else 'no'} | {verdict} |")
+            lines.append(md_row([c.key.label(), f"{label} ({unit})", str(c.start),
+                                 f"{c.before:.3f} → {c.after:.3f}", f"{c.pct:+.1f} %",
+                                 f"{c.p_value:.3g}", "yes" if c.caught else "no", verdict]))
         lines.append("")
     if ctx.bisect:
         lines += ["## Find the commit", "", "A git-built arm regressed; this names the first bad "
@@ -253,7 +261,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
         lines += [f"    {line}" for line in ctx.bisect]
         lines.append("")
     if improved:
-        lines += ["## Improved", "", header.format("runs")]
+        lines += ["## Improved", "", *header("runs")]
         lines += [_row(ctx, v, with_verdict=False) for v in improved]
         lines.append("")
     blocked = j.by_verdict("missing", "too few runs", "no samples")
@@ -266,7 +274,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
     if ctx.notes:
         lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in ctx.notes] + [""]
     if judged:
-        lines += ["## Every judged cell", "", header.format("verdict")]
+        lines += ["## Every judged cell", "", *header("verdict")]
         lines += [_row(ctx, v, with_verdict=True, icons=icons) for v in judged]
         lines.append("")
     if any(v.history for v in j.verdicts):
@@ -307,8 +315,6 @@ def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
     """The summary as a pull-request comment or step summary: ``render_summary`` with the
     hidden marker of ``e2e.render.render_github``, an icon per verdict, cut to whole sections and
     rows under ``limit`` bytes (default: GitHub's comment limit) with the report linked."""
-    from e2e.render import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
-
     lines = render_summary(judgement, ctx, icons=True).splitlines()
     lines[0] = lines[0].replace("# Nightly", f"# {_STATUS_ICON.get(judgement.status, '')} "
                                              "Nightly", 1)
