@@ -168,7 +168,7 @@ FACES = {
     "e2e.results": [
         "ArmResult", "ArmSearch", "Baseline", "BurstSummary", "Capacity", "CapacityResult",
         "CellKey", "CellVerdict", "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES",
-        "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM",
+        "EvalInfo", "Evaluation", "GPUDevice", "GPUProcess", "GPUState", "GSM8K_METRIC", "GSM8K_REFERENCE_ARM",
         "GSM8K_SCHEMA_VERSION", "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE",
         "Looks", "MarginRun", "NightCell", "NightStatus", "Objective", "P99_FIELDS", "Placement",
         "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory",

@@ -13,7 +13,7 @@ from e2e.nightly.history import (HISTORY_COLUMNS, append_night, night_cells, nig
 from e2e.analysis import Rules, judge_cell, judge_night, night_status
 from e2e.results import Baseline, CellKey, NightCell
 from e2e.render import SummaryContext, render_summary, render_trends
-from e2e.nightly.settings import GSM8K_METRIC
+from e2e.results import GSM8K_METRIC
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0, "output_throughput_tok_s": 2.0},
                           "dspark": {"ms_per_verify_step": 2.0}})

@@ -33,12 +33,13 @@ from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_samples,
                                 with_git_commits)
 from e2e.nightly.history import night_rows
-from e2e.nightly.settings import GSM8K_METRIC, MAX_ATTEMPTS, NightlyConfig, with_arm_settings
+from e2e.nightly.settings import MAX_ATTEMPTS, NightlyConfig, with_arm_settings
 from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.analysis import NIGHTLY_METRICS, judged_metrics, judgement_with_outputs, relative_arm
 from e2e.render import SummaryContext, render_summary, render_summary_github, render_trends
-from e2e.results import CellKey, Judgement, NightCell, RunRecord, resume_state, worse_end
+from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, resume_state,
+                         worse_end)
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",

@@ -33,12 +33,11 @@ from e2e.console import describe_validation_error
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
 
-__all__ = ["NIGHTLY_CONFIG", "GSM8K_METRIC", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
+__all__ = ["NIGHTLY_CONFIG", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
            "ChangePointSettings", "NightlySettings", "NightlyConfig", "load_nightly",
            "parse_nightly", "parse_arm_settings", "with_arm_settings", "default_nightly_path"]
 
 NIGHTLY_CONFIG = "nightly.toml"
-GSM8K_METRIC = "gsm8k_strict_match"
 MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 

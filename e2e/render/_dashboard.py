@@ -48,8 +48,8 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from e2e.nightly.settings import GSM8K_METRIC
 from e2e.render._nightly import metric_label
+from e2e.results import GSM8K_METRIC
 
 __all__ = ["SiteData", "site_files", "write_site", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 

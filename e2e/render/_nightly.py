@@ -21,11 +21,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.analysis import NIGHTLY_METRICS
-from e2e.nightly.settings import GSM8K_METRIC
 from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 from e2e.render._markup import md_text
 from e2e.render._table import md_row
-from e2e.results import CellVerdict, Judgement, NightCell, worse_end
+from e2e.results import GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]

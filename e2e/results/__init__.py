@@ -19,7 +19,7 @@ from e2e.results._gsm8k import (
     read_evaluations, read_verdicts, write_eval_info, write_verdicts
 )
 from e2e.results._nightly import (
-    EXIT_CODES, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
+    EXIT_CODES, GSM8K_METRIC, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
     NightStatus, RatioHistory, VerdictName, worse_end
 )
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
@@ -33,7 +33,7 @@ from e2e.results._store import (
 __all__ = [
     "ArmResult", "ArmSearch", "Baseline", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
     "CellVerdict", "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES", "EvalInfo", "Evaluation",
-    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
+    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_METRIC", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
     "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE", "Looks", "MarginRun", "NightCell",
     "NightStatus", "Objective", "P99_FIELDS", "Placement", "PlacementInfo", "PluginInfo",
     "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory", "RequestRecord", "RunMetrics",

@@ -11,12 +11,15 @@ from typing import Literal
 import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
-           "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES"]
+           "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
+           "GSM8K_METRIC"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
 NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
+GSM8K_METRIC = "gsm8k_strict_match"
+"""The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
 
 
 @dataclass(frozen=True, order=True)
