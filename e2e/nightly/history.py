@@ -256,9 +256,9 @@ def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment:
 
     A night joins when its verdict for ``key`` said no change within ``threshold`` ("noise")
     or there was nothing to judge it against yet ("no baseline"); one whose interval reached
-    past the threshold ("undecided") joins unless it looks changed (``judge.looks_changed``), and a
+    past the threshold ("undecided") joins unless it looks changed (``e2e.analysis.looks_changed``), and a
     night that looks changed is held out until it shows no change beyond the threshold
-    against the history as it has grown since (``judge.within``). A call (regressed or
+    against the history as it has grown since (``e2e.analysis.within``). A call (regressed or
     improved) never joins, nor a night measured beside other work (its median run's recorded
     interference at least ``interference_max`` cores; nights stored without interference are
     kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
