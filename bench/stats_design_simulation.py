@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from e2e.analysis import stats
 from e2e.analysis._aggregate import estimate_of, metric, summarize
-from e2e.analysis._planning import runs_advice
+from e2e.analysis._planning import DESIGN_ROUNDS, runs_advice
 from e2e.config import load_experiment
 from e2e.plan import make_plan
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
@@ -321,70 +321,127 @@ def looks(exp, sims, seed, max_runs, effects):
     print()
 
 
-def _test_power(exp, config, arms, rounds, sims, seed, rho, sigma=0.0125):
+def _test_power(exp, config, arms, rounds, sims, seed, rho, sigma=0.0125, check=None):
     """e2e's own test in the calibration design at ``rounds`` reported rounds: ``sims`` sweeps
     with no change, every non-baseline arm's comparison kept (its estimate, standard error,
     df); a true change δ only shifts an estimate by ln(1 + δ) (the model's residuals, its
     errors and df do not move with an arm's effect), so the test's power at δ is the share of
-    the kept comparisons that ``stats.call`` reads as slower once shifted."""
+    the kept comparisons that ``stats.call`` reads as slower once shifted. Each comparison is
+    kept as the smallest shift that makes it "slower" (its 95 % interval's lower end above 1
+    and at least the minimum effect, 1 %), so the power at any δ is the share of those at most
+    ln(1 + δ): returns them per sweep (rows: sweeps, columns: the sweep's comparisons) and the
+    kept estimates. ``check``: effects (in %) at which the shares are checked against
+    ``stats.call`` itself on the kept comparisons."""
     plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=rounds + 1)
     rng = np.random.default_rng([seed, rounds, int(rho * 100)])
-    kept = []
+    floor = math.log1p(0.01)
+    per_sweep, kept = [], []
     for _ in range(sims):
         s = summarize(sweep(rng, exp, plan, config, {}, sigma, rho), metrics=METRICS[:1])
+        row = []
         for c in s.comparisons:
             if c.arm != "main":
                 e = estimate_of(c)
                 if e is not None:
                     kept.append(e)
-
-    def power(effect_pct: float) -> float:
+                    lo, _ = e.interval(0.95)
+                    row.append(max(-math.log(lo), floor - e.log_ratio))
+        per_sweep.append(row)
+    shifts = np.array(per_sweep, dtype=float)
+    for effect_pct in check or ():
         shift = math.log1p(effect_pct / 100.0)
-        return float(np.mean([stats.call(dataclasses.replace(e, log_ratio=e.log_ratio + shift),
-                                         time_metric=True, confidence=0.95,
-                                         min_effect_pct=1.0) in ("slower",)
-                              for e in kept]))
+        direct = np.mean([stats.call(dataclasses.replace(e, log_ratio=e.log_ratio + shift),
+                                     time_metric=True, confidence=0.95, min_effect_pct=1.0)
+                          == "slower" for e in kept])
+        assert abs(direct - np.mean(shifts <= shift)) < 1e-9, (effect_pct, direct)
+    return shifts, kept
 
-    return power, len(kept)
+
+def _power_at(shifts: np.ndarray, effects: np.ndarray) -> np.ndarray:
+    """The share of ``shifts`` (each comparison's smallest shift read as slower) at most
+    ln(1 + effect) for each effect in %: the test's power at it."""
+    ordered = np.sort(shifts.ravel())
+    return np.searchsorted(ordered, np.log1p(effects / 100.0), side="right") / ordered.size
 
 
-def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5)):
+def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5), ks=(3, 5, 8, 12),
+               boot=200, diagnose=False):
     """`e2e plan`'s power statement: from simulated calibrations (5 arms, --runs 4, noise 1.25 %
     per run, independent or AR(1) in time), the effect `e2e plan` says each design detects with
     80 % power (``runs_advice``), and e2e's own test's power at it (``_test_power``: the same
-    design at those rounds, the same noise)."""
+    design at those rounds, the same noise). The mean true power has two Monte Carlo errors:
+    over the calibrations (the sd of their powers / √sims) and over the power curve (a
+    bootstrap, ``boot`` resamples of the power sweeps, each sweep with all its comparisons)."""
+    if not set(ks) <= set(DESIGN_ROUNDS):
+        raise SystemExit(f"--rounds: e2e plan prints {DESIGN_ROUNDS}, not {ks}")
     arms = ["main", "main-repeat", *DELAYS]
     plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=4)
     config = redacted_config(exp)
     sigma = 0.0125
-    ks = (3, 5, 8, 12)
     print(f"(5) `e2e plan`'s power statement: {sims} simulated calibrations per row (5 arms, "
           "--runs 4, noise 1.25 % per run; independent runs, or AR(1) over the runs' time "
           "order); for each design the effect `e2e plan --target-effect "
           f"{target:g}%` prints as detected with 80 % power, and e2e's own test's power at it "
-          f"({power_sims} sweeps of that design per row, every arm's comparison)")
+          f"({power_sims} sweeps of that design per row, every arm's comparison); mean true "
+          "power ± Monte Carlo error over calibrations ± over the power curve (bootstrap of "
+          f"the power sweeps, {boot} resamples), and both together")
     print()
-    print("| noise | rounds | printed effect (median) | mean true power | true power under 80 % "
-          "| under 50 % |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| noise | rounds | printed effect (median) | mean true power | ± calibrations "
+          "| ± power curve | ± both | true power under 80 % | under 50 % |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    diag = []
     for rho in rhos:
         time_model("e2e")
         rng = np.random.default_rng([seed, int(rho * 100)])
         printed = {k: [] for k in ks}
+        plan_se = {k: [] for k in ks}
         for _ in range(sims):
             s = summarize(sweep(rng, exp, plan, config, {}, sigma, rho), metrics=METRICS[:1])
             adv = runs_advice(s, target, metrics=("tpot_ms_mean",))[0]
             for k, effect in adv.detectable:
-                printed[k].append(effect)
+                if k in printed:
+                    printed[k].append(effect)
+                    plan_se[k].append(adv.plan_se_pct / 100.0 / math.sqrt(k))
+        label = "independent" if rho == 0 else f"AR(1) ρ {rho:g}"
         for k in ks:
-            power, n = _test_power(exp, config, arms, k, power_sims, seed, rho, sigma)
-            p = np.array([power(e) for e in printed[k] if e is not None])
-            se = p.std(ddof=1) / math.sqrt(len(p))
-            label = "independent" if rho == 0 else f"AR(1) ρ {rho:g}"
-            print(f"| {label} | {k} | {np.median(printed[k]):.1f} % | {p.mean() * 100:.1f} % ± "
-                  f"{se * 100:.1f} | {rate(int((p < 0.8).sum()), len(p))} | "
+            effects = np.array([e for e in printed[k] if e is not None], dtype=float)
+            shifts, kept = _test_power(exp, config, arms, k, power_sims, seed, rho, sigma,
+                                       check=[float(np.median(effects))])
+            p = _power_at(shifts, effects)
+            se_cal = p.std(ddof=1) / math.sqrt(len(p))
+            brng = np.random.default_rng([seed, k, int(rho * 100), 9])
+            means = [_power_at(shifts[brng.integers(0, len(shifts), len(shifts))], effects).mean()
+                     for _ in range(boot)]
+            se_curve = float(np.std(means, ddof=1))
+            print(f"| {label} | {k} | {np.median(effects):.1f} % | {p.mean() * 100:.1f} % | "
+                  f"{se_cal * 100:.1f} | {se_curve * 100:.1f} | "
+                  f"{math.hypot(se_cal, se_curve) * 100:.1f} | "
+                  f"{rate(int((p < 0.8).sum()), len(p))} | "
                   f"{rate(int((p < 0.5).sum()), len(p))} |", flush=True)
+            if diagnose:
+                lr = np.array([e.log_ratio for e in kept])
+                se = np.array([e.se for e in kept])
+                df = np.array([e.df for e in kept])
+                alone = np.array([[-math.log(e.interval(0.95)[0]) for e in kept]])
+                diag.append(f"| {label} | {k} | {_power_at(alone, effects).mean() * 100:.1f} % | "
+                            f"{lr.std(ddof=1) * 100:.3f} % | "
+                            f"{np.mean(se) * 100:.3f} % | {np.sqrt(np.mean(se ** 2)) * 100:.3f} % | "
+                            f"{np.median(df):.1f} | {np.median(plan_se[k]) * 100:.3f} % | "
+                            f"{np.mean(plan_se[k]) * 100:.3f} % |")
     print()
+    if diag:
+        print("The test at those rounds (the power sweeps): the mean true power at the printed "
+              "effects were the test's interval alone the call (no minimum effect), the sd of "
+              "its estimates, its mean "
+              "standard error and their root mean square, its median df; and the plan's "
+              "standard error for that design (upper bound per round / √rounds), median and mean "
+              "over the calibrations")
+        print()
+        print("| noise | rounds | power, interval alone | sd of estimates | mean se | rms se "
+              "| median df | plan's se (median) | plan's se (mean) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("\n".join(diag))
+        print()
 
 
 def main() -> None:
@@ -399,6 +456,13 @@ def main() -> None:
     ap.add_argument("--power-sims", type=int, default=200,
                     help="plan: sweeps of each design that measure the test's power")
     ap.add_argument("--rhos", default="0,0.5", help="plan: AR(1) correlations of the noise")
+    ap.add_argument("--rounds", default="3,5,8,12",
+                    help="plan: the designs' reported rounds (of e2e plan's 3, 5, 8, 12)")
+    ap.add_argument("--boot", type=int, default=200,
+                    help="plan: bootstrap resamples of the power sweeps (the power curve's error)")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="plan: also the test's standard error and df at each design beside "
+                    "the plan's")
     ap.add_argument("--comparisons", type=int, choices=[3, 6, 9, 12], default=12,
                     help="family: 3 delay arms x 1, 2, 3 or 4 concurrencies")
     ap.add_argument("--verdicts", default="equivalent,difference",
@@ -429,7 +493,8 @@ def main() -> None:
         looks(exp, args.sims, args.seed, args.max_runs, [float(x) for x in args.effects.split(",")])
     else:
         plan_power(exp, args.sims, args.seed, args.target, args.power_sims,
-                   tuple(float(x) for x in args.rhos.split(",")))
+                   tuple(float(x) for x in args.rhos.split(",")),
+                   tuple(int(x) for x in args.rounds.split(",")), args.boot, args.diagnose)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
