@@ -89,3 +89,30 @@ def test_the_upper_bound_of_the_noise_covers_it_with_its_level() -> None:
     assert np.mean(bounds >= sigma) == pytest.approx(0.7, abs=0.03)
     assert stats.upper_noise(0.01, 7) == pytest.approx(0.01 * math.sqrt(7 / sp.chi2.ppf(0.3, 7)))
     assert stats.upper_noise(0.01, 0.0) == 0.01  # no df: nothing to bound
+
+
+def test_the_power_statement_counts_the_reports_minimum_effect() -> None:
+    """The report calls "slower" only when the interval excludes 0 *and* the estimate is at
+    least the minimum effect (1 %), so the effect a design detects with 80 % power is the larger
+    of the two bars plus t_{0.8, df}·se; where the interval's bar is under 1 % (a precise
+    design), the interval's MDE alone would promise power the report's test does not have."""
+    s = summarize(_records())
+    assert s.min_effect_pct == 1.0
+    a = next(x for x in runs_advice(s, 5.0) if x.metric == "tpot_ms_mean")
+    row = s.noise_row(1, "base", "tpot_ms_mean")
+    se_round = a.plan_se_pct / 100
+
+    def df_at(k):
+        return row.df * stats.design_df(k, method="model", arms=3, slot=row.slot) / \
+            stats.design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
+
+    floored = 0
+    for k, effect in a.detectable:
+        se, df = se_round / math.sqrt(k), df_at(k)
+        crit = sp.t.ppf(0.975, df) * se
+        assert effect == pytest.approx(math.expm1(max(crit, math.log(1.01))
+                                                  + sp.t.ppf(0.8, df) * se) * 100)
+        if crit < math.log(1.01):  # the minimum effect is the bar: above the interval's MDE
+            floored += 1
+            assert effect > math.expm1(stats.mde_log(se, df)) * 100 + 0.05
+    assert floored, "no design of the sample is precise enough to test the minimum effect"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scipy import stats as _sp
+
 from e2e.analysis import stats
 from e2e.analysis._components import Components, RunCost
 from e2e.analysis._aggregate import Summary, metric
@@ -89,13 +91,18 @@ def parse_effect(text: str) -> float:
 
 
 def _effect(se_round: float, rounds: int, df: float, confidence: float,
-            power: float) -> float | None:
-    """The effect in % a design of ``rounds`` rounds detects with ``power``: the MDE
-    (``stats.mde_log``) of se_round / √rounds on ``df``; None without df."""
+            power: float, min_effect_pct: float = 0.0) -> float | None:
+    """The effect in % a design of ``rounds`` rounds detects with ``power`` in the report's
+    test, which calls a difference when the interval excludes 0 and the estimate is at least
+    ``min_effect_pct``: with se = se_round / √rounds on ``df``, the estimate must pass the larger
+    of t_{(1+confidence)/2, df}·se and ln(1 + min_effect), so the effect is that plus
+    t_{power, df}·se (``stats.mde_log``'s formula where the interval's bar is the larger);
+    None without df."""
     if df <= 0 or rounds < 1:
         return None
-    return math.expm1(stats.mde_log(se_round / math.sqrt(rounds), df, confidence=confidence,
-                                    power=power)) * 100.0
+    se = se_round / math.sqrt(rounds)
+    bar = max(float(_sp.t.ppf(0.5 + confidence / 2.0, df)) * se, math.log1p(min_effect_pct / 100.0))
+    return math.expm1(bar + float(_sp.t.ppf(power, df)) * se) * 100.0
 
 
 def _rounds(se_round: float, target_pct: float, df_at, confidence: float, power: float,
@@ -174,7 +181,8 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
             noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
             rounds_now=row.n_blocks, target_pct=target_pct, reported_runs=n,
             sweep_runs=None if n is None else n + summary.report_from_run - 1,
-            detectable=tuple((k, _effect(se_round, k, df_at(k), summary.confidence, power))
+            detectable=tuple((k, _effect(se_round, k, df_at(k), summary.confidence, power,
+                                          summary.min_effect_pct))
                              for k in DESIGN_ROUNDS),
             components=row.components, plan_se_pct=se_round * 100.0, slots=row.slots,
             designs=_designs(row, se_round, target_pct, df_at, summary.confidence, power,
