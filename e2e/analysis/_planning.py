@@ -5,8 +5,9 @@ and plans on the scale of the test the report makes: each cell's comparison (the
 else the cell's first, from ``e2e.analysis._aggregate.summarize``) has a standard error at the
 rounds made, in the design it was fitted in (the model's arms and blocks, its time term's
 honest errors, shared noise, the floor); times √rounds that is the standard error of one
-round, and a design of k rounds has that over √k, on the test's df scaled to k rounds. The
-answer is the fewest reported rounds whose minimal detectable effect (the power asked, the
+round, and a design of k rounds has that over √k, on the test's df scaled to k rounds; the
+effect a design detects counts the report's minimum effect (a difference needs the estimate
+past it as well as the interval excluding 0). The answer is the fewest reported rounds whose minimal detectable effect (the power asked, the
 report's confidence) is the target, planned from that standard error's upper confidence bound
 at ``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
 warmups).
@@ -235,7 +236,9 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                  "design, its errors honest for the time term, shared noise, the floor) times "
                  "√(rounds made / k), on its df scaled to k rounds, planned from that standard "
                  f"error's {level:g} % upper confidence bound (se·√(df / "
-                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), so the power is at least 80 % "
+                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), the estimate past the larger of "
+                 f"the interval's bar and the {summary.min_effect_pct:g} % minimum effect a "
+                 "difference needs, so the power is at least 80 % "
                  f"with {level:g} % confidence (about 84 % on average over calibrations, "
                  "docs/explanation/statistics.md); an injected delay that large should read “slower” about "
                  "that often. The extrapolation assumes the standard error shrinks as "
