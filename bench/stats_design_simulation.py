@@ -384,23 +384,31 @@ def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5), ks=(3, 5, 8
           f"{target:g}%` prints as detected with 80 % power, and e2e's own test's power at it "
           f"({power_sims} sweeps of that design per row, every arm's comparison); mean true "
           "power ± Monte Carlo error over calibrations ± over the power curve (bootstrap of "
-          f"the power sweeps, {boot} resamples), and both together")
+          f"the power sweeps, {boot} resamples), and both together; last, the effect planned "
+          "without the report's minimum effect (the interval's MDE alone, as `e2e plan` did "
+          "before it counted it) and the mean true power there, on the same draws")
     print()
     print("| noise | rounds | printed effect (median) | mean true power | ± calibrations "
-          "| ± power curve | ± both | true power under 80 % | under 50 % |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| ± power curve | ± both | true power under 80 % | under 50 % "
+          "| interval's MDE alone (median) | its mean true power |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     diag = []
     for rho in rhos:
         time_model("e2e")
         rng = np.random.default_rng([seed, int(rho * 100)])
         printed = {k: [] for k in ks}
+        alone = {k: [] for k in ks}
         plan_se = {k: [] for k in ks}
         for _ in range(sims):
             s = summarize(sweep(rng, exp, plan, config, {}, sigma, rho), metrics=METRICS[:1])
             adv = runs_advice(s, target, metrics=("tpot_ms_mean",))[0]
-            for k, effect in adv.detectable:
+            # the plan as if the report had no minimum effect: the interval's MDE alone
+            bare = runs_advice(dataclasses.replace(s, min_effect_pct=0.0), target,
+                               metrics=("tpot_ms_mean",))[0]
+            for (k, effect), (_, effect0) in zip(adv.detectable, bare.detectable):
                 if k in printed:
                     printed[k].append(effect)
+                    alone[k].append(effect0)
                     plan_se[k].append(adv.plan_se_pct / 100.0 / math.sqrt(k))
         label = "independent" if rho == 0 else f"AR(1) ρ {rho:g}"
         for k in ks:
@@ -413,11 +421,13 @@ def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5), ks=(3, 5, 8
             means = [_power_at(shifts[brng.integers(0, len(shifts), len(shifts))], effects).mean()
                      for _ in range(boot)]
             se_curve = float(np.std(means, ddof=1))
+            p0 = _power_at(shifts, np.array([e for e in alone[k] if e is not None], dtype=float))
             print(f"| {label} | {k} | {np.median(effects):.1f} % | {p.mean() * 100:.1f} % | "
                   f"{se_cal * 100:.1f} | {se_curve * 100:.1f} | "
                   f"{math.hypot(se_cal, se_curve) * 100:.1f} | "
                   f"{rate(int((p < 0.8).sum()), len(p))} | "
-                  f"{rate(int((p < 0.5).sum()), len(p))} |", flush=True)
+                  f"{rate(int((p < 0.5).sum()), len(p))} | {np.median(alone[k]):.1f} % | "
+                  f"{p0.mean() * 100:.1f} % |", flush=True)
             if diagnose:
                 lr = np.array([e.log_ratio for e in kept])
                 se = np.array([e.se for e in kept])
