@@ -432,8 +432,9 @@ def plan_power(exp, sims, seed, target, power_sims, rhos=(0.0, 0.5), ks=(3, 5, 8
                 lr = np.array([e.log_ratio for e in kept])
                 se = np.array([e.se for e in kept])
                 df = np.array([e.df for e in kept])
-                alone = np.array([[-math.log(e.interval(0.95)[0]) for e in kept]])
-                diag.append(f"| {label} | {k} | {_power_at(alone, effects).mean() * 100:.1f} % | "
+                bare_shifts = np.array([[-math.log(e.interval(0.95)[0]) for e in kept]])
+                bare = _power_at(bare_shifts, effects).mean()
+                diag.append(f"| {label} | {k} | {bare * 100:.1f} % | "
                             f"{lr.std(ddof=1) * 100:.3f} % | "
                             f"{np.mean(se) * 100:.3f} % | {np.sqrt(np.mean(se ** 2)) * 100:.3f} % | "
                             f"{np.median(df):.1f} | {np.median(plan_se[k]) * 100:.3f} % | "

@@ -7,9 +7,10 @@ rounds made, in the design it was fitted in (the model's arms and blocks, its ti
 honest errors, shared noise, the floor); times √rounds that is the standard error of one
 round, and a design of k rounds has that over √k, on the test's df scaled to k rounds; the
 effect a design detects counts the report's minimum effect (a difference needs the estimate
-past it as well as the interval excluding 0). The answer is the fewest reported rounds whose minimal detectable effect (the power asked, the
-report's confidence) is the target, planned from that standard error's upper confidence bound
-at ``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
+past it as well as the interval excluding 0). The answer is the fewest reported rounds
+whose minimal detectable effect (the interval's alone, the power asked, the report's
+confidence) is the target, planned from that standard error's upper confidence bound at
+``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
 warmups).
 """
 
