@@ -240,8 +240,8 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                  f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), the estimate past the larger of "
                  f"the interval's bar and the {summary.min_effect_pct:g} % minimum effect a "
                  "difference needs, so the power is at least 80 % "
-                 f"with {level:g} % confidence (about 84 % on average over calibrations, "
-                 "docs/explanation/statistics.md); an injected delay that large should read “slower” about "
+                 f"with {level:g} % confidence (83-89 % on average over calibrations of "
+                 "3-12 rounds, docs/measurements/plan-power.md); an injected delay that large should read “slower” about "
                  "that often. The extrapolation assumes the standard error shrinks as "
                  "1/√rounds.")
     return "\n".join(lines) + "\n"

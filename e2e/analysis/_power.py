@@ -15,8 +15,8 @@ __all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "d
 PLAN_NOISE_LEVEL = 0.7
 """``e2e plan`` plans from the upper confidence bound of the test's standard error at this
 level, so its stated power holds with at least this confidence; on average over calibrations
-the power at the printed effect is then 83-84 % (at 0.8 it was 87-88 %, from the median
-estimate 75-78 %: docs/explanation/statistics.md, table (5))."""
+the power at the printed effect is then 83-89 % for designs of 3-12 rounds, the report's
+minimum effect counted (docs/measurements/plan-power.md)."""
 
 
 def _exp(x: float) -> float:
