@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats as _sp
-
 from e2e.analysis import stats
 from e2e.analysis._components import Components, RunCost
 from e2e.analysis._aggregate import Summary, metric
@@ -96,15 +94,14 @@ def _effect(se_round: float, rounds: int, df: float, confidence: float,
             power: float, min_effect_pct: float = 0.0) -> float | None:
     """The effect in % a design of ``rounds`` rounds detects with ``power`` in the report's
     test, which calls a difference when the interval excludes 0 and the estimate is at least
-    ``min_effect_pct``: with se = se_round / √rounds on ``df``, the estimate must pass the larger
-    of t_{(1+confidence)/2, df}·se and ln(1 + min_effect), so the effect is that plus
-    t_{power, df}·se (``stats.mde_log``'s formula where the interval's bar is the larger);
-    None without df."""
+    ``min_effect_pct``: ``stats.mde_log`` of se_round / √rounds on ``df`` with that floor (the
+    estimate must pass the larger of the interval's bar and ln(1 + min_effect)); None without
+    df."""
     if df <= 0 or rounds < 1:
         return None
-    se = se_round / math.sqrt(rounds)
-    bar = max(float(_sp.t.ppf(0.5 + confidence / 2.0, df)) * se, math.log1p(min_effect_pct / 100.0))
-    return math.expm1(bar + float(_sp.t.ppf(power, df)) * se) * 100.0
+    return math.expm1(stats.mde_log(se_round / math.sqrt(rounds), df, confidence=confidence,
+                                    power=power, floor_log=math.log1p(min_effect_pct / 100.0))
+                      ) * 100.0
 
 
 def _rounds(se_round: float, target_pct: float, df_at, confidence: float, power: float,
