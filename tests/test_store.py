@@ -1,4 +1,4 @@
-"""The nightly results store (e2e.nightly.store) on both of its databases: the embedded SQLite
+"""The nightly results store (e2e.results.open_store) on both of its databases: the embedded SQLite
 file and a real PostgreSQL server started for this module (tests/pgcluster.py; no mock).
 
 Each contract test runs on both: the history frame round-trips; a rerun of a night replaces
@@ -26,10 +26,10 @@ import sqlalchemy as sa
 import pgcluster
 from conftest import ROOT
 from e2e.errors import ConfigError, ResultsError
-from e2e.nightly.history import HISTORY_COLUMNS, append_night, history_path, night_rows
 from e2e.analysis import Rules, judge_night
-from e2e.nightly.store import SCHEMA_VERSION, masked_url, open_store, resolve_url
-from e2e.results import CellKey, NightCell, SampleVerdict
+from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, NightCell, SampleVerdict,
+                         append_night, history_path, masked_url, night_rows, open_store,
+                         resolve_url)
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")
@@ -89,7 +89,7 @@ def counts(store) -> dict[str, int]:
 def test_a_night_round_trips_as_the_history_frame(url, tmp_path):
     j, rows = night("2026-01-01")
     with open_store(url, tmp_path) as store:
-        assert store.version() == SCHEMA_VERSION
+        assert store.version() == STORE_SCHEMA_VERSION
         store.write_night(rows, judgement=j)
         back = store.history()
     assert list(back.columns) == HISTORY_COLUMNS
@@ -122,7 +122,7 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_store import night
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
     store = open_store({url!r}, {results!r})
     j, rows = night("2026-01-02", (11.0, 11.1, 10.9))
     seen = []
@@ -160,7 +160,7 @@ _WRITER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_store import night
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
     j, rows = night({date!r}, experiment={experiment!r})
     go = {go!r}
     while time.time() < go:
@@ -220,7 +220,7 @@ def test_a_version_1_store_gains_the_runs_interference_and_keeps_its_nights(url,
     busy = [cell(TPOT, (10.0, 10.1, 9.9), "2026-01-02"), cell(TTFT, (50.0, 51.0, 49.0), "2026-01-02")]
     busy[0] = dataclasses.replace(busy[0], interference=(0.6, None, 0.4))
     with open_store(url, tmp_path) as store:      # opening migrates it
-        assert store.version() == SCHEMA_VERSION == 3
+        assert store.version() == STORE_SCHEMA_VERSION == 3
         store.write_night(night("2026-01-02", cells=busy)[1])
         h = store.history()
     tpot = h[h["metric"] == "tpot_ms_median"].set_index("date")["interference"]

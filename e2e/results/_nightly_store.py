@@ -63,12 +63,14 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
-from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
-                                 read_history, stored_interference)
-from e2e.results import Judgement
+from e2e.results._gsm8k import SampleVerdict
+from e2e.results._nightly import Judgement
+from e2e.results._nightly_history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
+                                          read_history, stored_interference)
+from e2e.results._store import utc_now
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
-           "masked_url", "MIGRATIONS"]
+           "masked_url", "masked_text", "MIGRATIONS", "metadata", "nights"]
 
 SCHEMA_VERSION = 3
 DEFAULT_STORE = "sqlite:///nightly/history.db"
@@ -331,12 +333,6 @@ def _nan(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def _utc_now() -> str:
-    from e2e.results import utc_now
-
-    return utc_now()
-
-
 class Store:
     """One results store. ``open_store`` makes one (migrated, the parquet history imported)."""
 
@@ -387,7 +383,7 @@ class Store:
                 if version > current:
                     step(conn)
                     conn.execute(schema_version.insert().values(
-                        version=version, applied_at=_utc_now(), description=description))
+                        version=version, applied_at=utc_now(), description=description))
                     applied.append(version)
         return applied
 
@@ -530,7 +526,7 @@ class Store:
                 from sqlalchemy.dialects.postgresql import insert
             conn.execute(insert(imports).values(
                 sha256=digest, source=str(path), nights=int(added),
-                imported_at=_utc_now()).on_conflict_do_nothing())
+                imported_at=utc_now()).on_conflict_do_nothing())
         return int(added)
 
     # --- reading ---------------------------------------------------------------------------
@@ -627,8 +623,6 @@ class Store:
     def gsm8k_documents(self, run_dirs: Iterable[str] | None = None) -> dict[str, tuple]:
         """Arm folder -> its SampleVerdicts, as recorded (the baseline night's verdicts when
         its folders are gone, e.g. on a CI runner wiped since)."""
-        from e2e.results import SampleVerdict
-
         g = gsm8k_documents.c
         query = sa.select(g.run_dir, g.doc_id, g.prompt_hash, g.strict, g.flexible).order_by(
             g.run_dir, g.doc_id)
