@@ -261,7 +261,7 @@ def test_gsm8k_documents_are_kept_and_read_back(url, tmp_path):
         store.write_night(rows, judgement=j, samples={dirs[0]: docs})
         assert store.gsm8k_documents(dirs) == {dirs[0]: docs}
         (agreement,) = store.gsm8k_agreement()
-        assert (agreement["documents"], agreement["right"]) == (4, 3)
+        assert (agreement.documents, agreement.right) == (4, 3)
 
 
 def test_urls_passwords_and_masking(tmp_path, monkeypatch):

@@ -64,7 +64,8 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
 from e2e.results._gsm8k import SampleVerdict
-from e2e.results._nightly import Judgement
+from e2e.results._nightly import (GSM8KAgreement, Judgement, StoredChangePoint, StoredNight,
+                                  StoredVerdict)
 from e2e.results._nightly_history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
                                           read_history, stored_interference)
 from e2e.results._store import utc_now
@@ -598,25 +599,26 @@ class Store:
                         continue  # a row another tool wrote: not a yardstick
         return out
 
-    def night_details(self) -> list[dict[str, Any]]:
+    def night_details(self) -> list[StoredNight]:
         """Every night's row (links, problems, exit code) for the dashboard."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredNight(**r._mapping) for r in conn.execute(
                 sa.select(nights).order_by(nights.c.date, nights.c.experiment))]
 
-    def change_points(self) -> list[dict[str, Any]]:
+    def change_points(self) -> list[StoredChangePoint]:
         """Every change point with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredChangePoint(**r._mapping) for r in conn.execute(
                 sa.select(change_points, n.date, n.experiment, n.config_hash)
                 .join(nights, change_points.c.night_id == n.id)
                 .order_by(n.date))]
 
-    def verdict_details(self) -> list[dict[str, Any]]:
+    def verdict_details(self) -> list[StoredVerdict]:
+        """Every night cell's verdict with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredVerdict(**r._mapping) for r in conn.execute(
                 sa.select(verdicts, n.date, n.experiment, n.config_hash)
                 .join(nights, verdicts.c.night_id == n.id))]
 
@@ -639,7 +641,7 @@ class Store:
                     flexible=r.flexible))
         return {k: tuple(v) for k, v in out.items()}
 
-    def gsm8k_agreement(self) -> list[dict[str, Any]]:
+    def gsm8k_agreement(self) -> list[GSM8KAgreement]:
         """Per night and GSM8K arm folder: documents, strict-right, and how many changed
         against the same arm's first folder of the night before (for the dashboard)."""
         n, g = nights.c, gsm8k_documents.c
@@ -652,23 +654,24 @@ class Store:
         for r in rows:
             per.setdefault((r.experiment, r.config_hash, r.arm, r.date, r.run_dir), {})[
                 r.doc_id] = bool(r.strict)
-        out: list[dict[str, Any]] = []
+        out: list[GSM8KAgreement] = []
         previous: dict[tuple, dict[int, bool]] = {}
         first_of_night: dict[tuple, str] = {}
         for (exp, h, arm, date, run_dir), docs in sorted(per.items()):
             key = (exp, h, arm)
             before = previous.get(key) if first_of_night.get(key + (date,)) is None else None
-            row = {"date": date, "experiment": exp, "config_hash": h, "arm": arm,
-                   "run_dir": run_dir, "documents": len(docs), "right": sum(docs.values())}
-            row["first"] = first_of_night.setdefault(key + (date,), run_dir) == run_dir
-            if row["first"]:
+            first = first_of_night.setdefault(key + (date,), run_dir) == run_dir
+            changed: dict[str, int] = {}
+            if first:
                 if before is not None:
                     shared = set(docs) & set(before)
-                    row["lost"] = sum(1 for d in shared if before[d] and not docs[d])
-                    row["gained"] = sum(1 for d in shared if docs[d] and not before[d])
-                    row["shared"] = len(shared)
+                    changed = {"lost": sum(1 for d in shared if before[d] and not docs[d]),
+                               "gained": sum(1 for d in shared if docs[d] and not before[d]),
+                               "shared": len(shared)}
                 previous[key] = docs
-            out.append(row)
+            out.append(GSM8KAgreement(date=date, experiment=exp, config_hash=h, arm=arm,
+                                      run_dir=run_dir, documents=len(docs),
+                                      right=sum(docs.values()), first=first, **changed))
         return out
 
 
