@@ -13,12 +13,11 @@ import os
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from e2e.render import SiteData, site_files
-from e2e.results import (GSM8K_METRIC, GSM8KAgreement, StoredChangePoint, StoredNight,
-                         StoredVerdict)
+from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
+                         StoredNight, StoredVerdict)
 
 GOLDEN = Path(__file__).parent / "golden" / "dashboard"
 EXPERIMENT = "nightly"
@@ -30,18 +29,18 @@ PLOTLY_SCRIPT = re.compile(r"(<script>)\s*window\.PLOTLYENV.*?(</script>)", re.S
 
 
 def _row(date: str, kind: str, conc: int, metric: str, median: float, verdict: str,
-         pct: float, baseline: str | None, status: str) -> dict:
-    return {"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
+         pct: float, baseline: str | None, status: str) -> HistoryCell:
+    return HistoryCell(**{"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
             "night_status": status, "kind": kind, "arm": "main", "concurrency": conc,
             "spec_mode": "base", "metric": metric, "n": 5, "median": median,
             "low": median * 0.99, "high": median * 1.01, "verdict": verdict, "pct": pct,
             "baseline_date": baseline, "engine": "vllm", "engine_version": "0.32.0",
             "engine_git_sha": date.replace("-", "") * 5, "host": HOST,
-            "build_git_commit": None}
+            "build_git_commit": None})
 
 
 def two_nights() -> SiteData:
-    history = pd.DataFrame([
+    history = [
         _row(DATES[0], "load", 1, "server_tpot_ms_mean", 10.0, "no baseline", math.nan, None,
              "pass"),
         _row(DATES[0], "gsm8k", 0, "gsm8k_strict_match", 0.70, "no baseline", math.nan, None,
@@ -49,7 +48,7 @@ def two_nights() -> SiteData:
         _row(DATES[1], "load", 1, "server_tpot_ms_mean", 10.8, "regressed", 8.0, DATES[0],
              "regression"),
         _row(DATES[1], "gsm8k", 0, "gsm8k_strict_match", 0.68, "noise", -2.0, DATES[0],
-             "regression")])
+             "regression")]
     nights = [StoredNight(date=d, experiment=EXPERIMENT, config_hash=CONFIG, status=status,
                           host=HOST, baseline_date=baseline, outputs=outputs,
                           report_path=f"nightly/{d}/nightly/report/report.md")
@@ -76,7 +75,7 @@ def two_nights() -> SiteData:
                     gsm8k=gsm8k, link_base="https://ci.example.org/results")
 
 
-CASES = {"two-nights": two_nights, "empty": lambda: SiteData(history=pd.DataFrame(), nights=[])}
+CASES = {"two-nights": two_nights, "empty": lambda: SiteData(history=[], nights=[])}
 
 
 def pages(data: SiteData) -> dict[str, str]:

@@ -21,7 +21,7 @@ def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> li
     """Write the site of ``store`` (an ``e2e.results.Store``) under ``out_dir``."""
     from e2e.render import SiteData, site_files, write_site
 
-    data = SiteData(history=store.history(), nights=store.night_details(),
+    data = SiteData(history=store.cells(), nights=store.night_details(),
                     changes=store.change_points(), verdicts=store.verdict_details(),
                     gsm8k=store.gsm8k_agreement(), link_base=link_base)
     return write_site(site_files(data), out_dir)

@@ -40,6 +40,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from e2e.render._nightly import metric_label
-from e2e.results import (GSM8K_METRIC, GSM8KAgreement, StoredChangePoint, StoredNight,
-                         StoredVerdict)
+from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
+                         StoredNight, StoredVerdict)
 
 __all__ = ["SiteData", "site_files", "write_site", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 
@@ -66,10 +67,10 @@ _STATUS_COLOURS = {"pass": "#2ca02c", "regression": "#d62728", "incomplete": "#f
 
 @dataclass(frozen=True)
 class SiteData:
-    """What the site is made of: the store's history frame (``HISTORY_COLUMNS``) and its
-    nights, change points, verdicts and GSM8K agreement (the store's records)."""
+    """What the site is made of: the store's records, its night cells (``Store.cells``) and
+    its nights, change points, verdicts and GSM8K agreement."""
 
-    history: pd.DataFrame
+    history: Sequence[HistoryCell]
     nights: Sequence[StoredNight]
     changes: Sequence[StoredChangePoint] = ()
     verdicts: Sequence[StoredVerdict] = ()
@@ -271,9 +272,14 @@ def _plot_div(fig, div_id: str, *, clickable: bool, bar: bool = True) -> str:
                        post_script=post)
 
 
+def _frame(history: Sequence[HistoryCell]) -> pd.DataFrame:
+    """The night cells as a frame, one row each (the plots group and sort it by cell)."""
+    return pd.DataFrame([dataclasses.asdict(c) for c in history])
+
+
 def site_files(data: SiteData) -> dict[str, bytes]:
     """{file name: bytes} of the whole site (``plotly.min.js`` included)."""
-    h = data.history
+    h = _frame(data.history)
     files: dict[str, bytes] = {"plotly.min.js": plotly_js()}
     nights = {(n.date, n.experiment, n.config_hash): n for n in data.nights}
     if h.empty:
@@ -298,8 +304,8 @@ def site_files(data: SiteData) -> dict[str, bytes]:
     for key, rows in cells.items():
         files[f"cell-{cell_slug(*key)}.html"] = _cell(data, key, rows, nights,
                                                       latest_changes.get(key, []))
-    files["index.html"] = _index(data, cells, nights, latest_changes)
-    files["compare.html"] = _compare(data, cells)
+    files["index.html"] = _index(data, h, cells, nights, latest_changes)
+    files["compare.html"] = _compare(data, h)
     files["gsm8k.html"] = _gsm8k(data)
     return files
 
@@ -339,8 +345,7 @@ def _outputs_checks(night: StoredNight | None) -> list[dict[str, Any]]:
             for c in raw if isinstance(c, dict) and "line" in c] if isinstance(raw, list) else []
 
 
-def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
-    h = data.history
+def _index(data: SiteData, h: pd.DataFrame, cells, nights, latest_changes) -> bytes:
     order = {v: i for i, v in enumerate(_ORDER)}
     experiments = []
     for experiment in sorted(set(h["experiment"])):
@@ -405,11 +410,11 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
                  nights=listing, link_base=data.link_base)
 
 
-def _compare(data: SiteData, cells) -> bytes:
+def _compare(data: SiteData, h: pd.DataFrame) -> bytes:
     nights = sorted(data.nights, key=lambda n: (n.date, n.experiment))
     per: dict[int, dict[str, Any]] = {}
     ids = {(n.date, n.experiment, n.config_hash): i for i, n in enumerate(nights)}
-    for r in data.history.itertuples(index=False):
+    for r in h.itertuples(index=False):
         i = ids.get((r.date, r.experiment, r.config_hash))
         if i is None:
             continue
@@ -420,7 +425,7 @@ def _compare(data: SiteData, cells) -> bytes:
         per.setdefault(i, {})[f"{where} · {label} ({unit})"] = {
             "median": med if math.isfinite(med) else None, "verdict": r.verdict}
     builds: dict[tuple, str] = {}
-    for r in data.history.itertuples(index=False):
+    for r in h.itertuples(index=False):
         commit = r.build_git_commit or r.engine_git_sha
         builds.setdefault((r.date, r.experiment, r.config_hash),
                           f"{r.engine_version or '?'} {str(commit)[:12] if commit else ''}".strip())

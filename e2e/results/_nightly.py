@@ -5,6 +5,7 @@ and the renderers pass between them (no logic beyond a label, medians and lookup
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -12,7 +13,8 @@ import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
-           "GSM8K_METRIC", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement"]
+           "GSM8K_METRIC", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
+           "HistoryCell"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
@@ -20,6 +22,8 @@ NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 GSM8K_METRIC = "gsm8k_strict_match"
 """The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
+HISTORY_SCHEMA_VERSION = 4
+"""The history frame's format version (``e2e.results.HISTORY_COLUMNS``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -305,3 +309,50 @@ class GSM8KAgreement:
     lost: int | None = None
     gained: int | None = None
     shared: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryCell:
+    """One night cell of the history as the store reads it back (``Store.cells``; a row of
+    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``): the cell, its runs, its
+    verdict and the provenance of its arm's build. Numbers the store holds as NULL are NaN
+    (as the frame holds them); ``verdict`` is "not judged" for a cell recorded without one;
+    ``arm_overrides`` is the night's ``--arm-setting`` overrides as sorted JSON."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    night_status: str
+    kind: str
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    n: int = 0
+    median: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    values: list = field(default_factory=list)
+    repeats: list = field(default_factory=list)
+    run_dirs: list = field(default_factory=list)
+    verdict: str = "not judged"
+    pct: float = math.nan
+    pct_low: float = math.nan
+    pct_high: float = math.nan
+    threshold: float = math.nan
+    floor_pp: float = math.nan
+    baseline_date: str | None = None
+    baseline_reason: str | None = None
+    recorded_at: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_git_sha: str | None = None
+    packages_sha256: str | None = None
+    build_python: str | None = None
+    arm_overrides: str = "{}"
+    e2e_git_sha: str | None = None
+    host: str | None = None
+    build_git_commit: str | None = None
+    interference: list | None = None
+    schema_version: int = HISTORY_SCHEMA_VERSION
+    """The history file's format version (``e2e.results.HISTORY_SCHEMA_VERSION``)."""

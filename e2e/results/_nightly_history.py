@@ -32,6 +32,7 @@ rerun of a night never duplicates it and a crash leaves the old table or the new
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import io
 import json
@@ -43,13 +44,13 @@ from typing import Any
 import pandas as pd
 
 from e2e.errors import ResultsError
-from e2e.results._nightly import Judgement, NightCell
+from e2e.results._nightly import HISTORY_SCHEMA_VERSION, HistoryCell, Judgement, NightCell
 from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
-           "read_history", "append_night", "night_rows", "interference_of", "stored_interference"]
+           "read_history", "append_night", "night_rows", "history_frame", "interference_of",
+           "stored_interference"]
 
-HISTORY_SCHEMA_VERSION = 4
 HISTORY_FILE = "history.parquet"
 HISTORY_COLUMNS = [
     "schema_version", "date", "experiment", "config_hash", "night_status", "recorded_at",
@@ -70,6 +71,13 @@ def history_path(results: Path) -> Path:
 
 def _empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in HISTORY_COLUMNS})
+
+
+def history_frame(cells: Sequence[HistoryCell]) -> pd.DataFrame:
+    """The history frame (``HISTORY_COLUMNS``) of the store's cells, one row each."""
+    if not cells:
+        return _empty()
+    return pd.DataFrame([dataclasses.asdict(c) for c in cells], columns=HISTORY_COLUMNS)
 
 
 def read_history(path: Path) -> pd.DataFrame:

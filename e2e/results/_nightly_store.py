@@ -39,8 +39,9 @@ PostgreSQL), and a store newer than this e2e is refused. To change the schema, a
 function (``ALTER TABLE`` through ``conn.execute``) with the next number and bump
 ``SCHEMA_VERSION``; never edit an applied one.
 
-Reading: ``history()`` returns the same frame ``history.parquet`` held (``HISTORY_COLUMNS``),
-so baseline selection, change points and trend plots stay pure functions of a frame.
+Reading: ``cells()`` returns every night cell as a typed record (``HistoryCell``) and
+``history()`` the same rows as the frame ``history.parquet`` held (``HISTORY_COLUMNS``), so
+baseline selection, change points and trend plots stay pure functions of a frame.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
 from e2e.results._gsm8k import SampleVerdict
-from e2e.results._nightly import (GSM8KAgreement, Judgement, StoredChangePoint, StoredNight,
-                                  StoredVerdict)
-from e2e.results._nightly_history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
-                                          read_history, stored_interference)
+from e2e.results._nightly import (GSM8KAgreement, HistoryCell, Judgement, StoredChangePoint,
+                                  StoredNight, StoredVerdict)
+from e2e.results._nightly_history import (HISTORY_FILE, history_frame, read_history,
+                                          stored_interference)
 from e2e.results._store import utc_now
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
@@ -533,6 +534,10 @@ class Store:
     # --- reading ---------------------------------------------------------------------------
     def history(self, *, experiment: str | None = None) -> pd.DataFrame:
         """Every night cell as ``history.parquet``'s frame (``HISTORY_COLUMNS``)."""
+        return history_frame(self.cells(experiment=experiment))
+
+    def cells(self, *, experiment: str | None = None) -> list[HistoryCell]:
+        """Every night cell (of ``experiment``; all when None), by night then cell."""
         n, c, v = nights.c, night_cells.c, verdicts.c
         b = builds.c
         query = (sa.select(
@@ -551,18 +556,7 @@ class Store:
         if experiment is not None:
             query = query.where(n.experiment == experiment)
         with self.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
-        frame = pd.DataFrame(rows)
-        if frame.empty:
-            return pd.DataFrame({col: pd.Series(dtype=object) for col in HISTORY_COLUMNS})
-        frame["schema_version"] = HISTORY_SCHEMA_VERSION
-        frame["arm_overrides"] = [json.dumps(x or {}, sort_keys=True)
-                                  for x in frame["arm_overrides"]]
-        frame["verdict"] = frame["verdict"].fillna("not judged")
-        for col in ("pct", "pct_low", "pct_high", "threshold", "floor_pp", "median", "low",
-                    "high"):
-            frame[col] = [_nan(x) for x in frame[col]]
-        return frame[HISTORY_COLUMNS]
+            return [_history_cell(r._mapping) for r in conn.execute(query)]
 
     def nights(self, *, experiment: str | None = None) -> list[NightInfo]:
         n, v = nights.c, verdicts.c
@@ -673,6 +667,16 @@ class Store:
                                       run_dir=run_dir, documents=len(docs),
                                       right=sum(docs.values()), first=first, **changed))
         return out
+
+
+def _history_cell(row: Mapping[str, Any]) -> HistoryCell:
+    values = dict(row)
+    values["arm_overrides"] = json.dumps(values["arm_overrides"] or {}, sort_keys=True)
+    if values["verdict"] is None:  # a cell recorded without a verdict
+        values["verdict"] = "not judged"
+    for col in ("pct", "pct_low", "pct_high", "threshold", "floor_pp", "median", "low", "high"):
+        values[col] = _nan(values[col])
+    return HistoryCell(**values)
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
