@@ -27,9 +27,9 @@ import pgcluster
 from conftest import ROOT
 from e2e.errors import ConfigError, ResultsError
 from e2e.analysis import Rules, judge_night
-from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, NightCell, SampleVerdict,
-                         append_night, history_path, masked_url, night_rows, open_store,
-                         resolve_url)
+from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, HistoryCell, NightCell,
+                         SampleVerdict, append_night, history_path, masked_url, night_rows,
+                         open_store, resolve_url)
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")
@@ -100,6 +100,22 @@ def test_a_night_round_trips_as_the_history_frame(url, tmp_path):
     assert [list(v) for v in back["values"]] == [list(v) for v in rows["values"]]
     assert [list(v) for v in back["run_dirs"]] == [list(v) for v in rows["run_dirs"]]
     assert json.loads(back["arm_overrides"].iloc[0]) == {"step_delay_us": 500}
+
+
+def test_the_night_cells_come_back_as_typed_records(url, tmp_path):
+    j, rows = night("2026-01-01")
+    other_j, other = night("2026-01-02", experiment="other")
+    with open_store(url, tmp_path) as store:
+        store.write_night(rows, judgement=j)
+        store.write_night(other, judgement=other_j)
+        cells = store.cells(experiment="nightly")
+    assert cells and all(isinstance(c, HistoryCell) for c in cells)
+    got = sorted((c.date, c.experiment, c.kind, c.arm, c.concurrency, c.metric, c.verdict,
+                  tuple(c.values), c.engine_version) for c in cells)
+    want = sorted((r.date, r.experiment, r.kind, r.arm, r.concurrency, r.metric, r.verdict,
+                   tuple(r.values), r.engine_version) for r in rows.itertuples(index=False))
+    assert got == want
+    assert {json.loads(c.arm_overrides)["step_delay_us"] for c in cells} == {500}
 
 
 def test_a_rerun_night_replaces_itself_and_duplicates_nothing(url, tmp_path):
