@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from e2e.nightly.assess import assess_night
-from e2e.nightly.history import HISTORY_COLUMNS, night_rows
+from e2e.results import HISTORY_COLUMNS, night_rows
 from e2e.analysis import Rules
 from e2e.nightly.run import expected_cells, judged_key
 from e2e.nightly.settings import NightlyConfig, load_nightly

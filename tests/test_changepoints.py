@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, alone_nightly_raw
 from e2e.analysis import Rules, find_changes, judge_night
 from e2e.nightly.assess import assess_night
-from e2e.nightly.history import append_night, history_path, night_rows
+from e2e.results import append_night, history_path, night_rows
 from e2e.render import SummaryContext, render_summary
 from e2e.nightly.settings import parse_nightly
 from e2e.results import Baseline, CellKey, NightCell

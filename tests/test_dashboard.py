@@ -17,10 +17,9 @@ from typer.testing import CliRunner
 import chromium
 from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.assess import assess_night, read_samples
-from e2e.nightly.history import night_rows
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
-from e2e.nightly.store import open_store
+from e2e.results import night_rows, open_store
 from e2e.results import VERDICTS_FILE, CellKey, NightCell, SampleVerdict, write_verdicts
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier

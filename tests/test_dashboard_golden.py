@@ -13,10 +13,11 @@ import os
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from e2e.render import SiteData, site_files
+from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
+                         StoredNight, StoredVerdict)
 
 GOLDEN = Path(__file__).parent / "golden" / "dashboard"
 EXPERIMENT = "nightly"
@@ -28,18 +29,18 @@ PLOTLY_SCRIPT = re.compile(r"(<script>)\s*window\.PLOTLYENV.*?(</script>)", re.S
 
 
 def _row(date: str, kind: str, conc: int, metric: str, median: float, verdict: str,
-         pct: float, baseline: str | None, status: str) -> dict:
-    return {"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
+         pct: float, baseline: str | None, status: str) -> HistoryCell:
+    return HistoryCell(**{"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
             "night_status": status, "kind": kind, "arm": "main", "concurrency": conc,
             "spec_mode": "base", "metric": metric, "n": 5, "median": median,
             "low": median * 0.99, "high": median * 1.01, "verdict": verdict, "pct": pct,
             "baseline_date": baseline, "engine": "vllm", "engine_version": "0.32.0",
             "engine_git_sha": date.replace("-", "") * 5, "host": HOST,
-            "build_git_commit": None}
+            "build_git_commit": None})
 
 
 def two_nights() -> SiteData:
-    history = pd.DataFrame([
+    history = [
         _row(DATES[0], "load", 1, "server_tpot_ms_mean", 10.0, "no baseline", math.nan, None,
              "pass"),
         _row(DATES[0], "gsm8k", 0, "gsm8k_strict_match", 0.70, "no baseline", math.nan, None,
@@ -47,33 +48,34 @@ def two_nights() -> SiteData:
         _row(DATES[1], "load", 1, "server_tpot_ms_mean", 10.8, "regressed", 8.0, DATES[0],
              "regression"),
         _row(DATES[1], "gsm8k", 0, "gsm8k_strict_match", 0.68, "noise", -2.0, DATES[0],
-             "regression")])
-    nights = [{"date": d, "experiment": EXPERIMENT, "config_hash": CONFIG, "status": status,
-               "host": HOST, "baseline_date": baseline, "outputs": outputs,
-               "report_path": f"nightly/{d}/nightly/report/report.md"}
+             "regression")]
+    nights = [StoredNight(date=d, experiment=EXPERIMENT, config_hash=CONFIG, status=status,
+                          host=HOST, baseline_date=baseline, outputs=outputs,
+                          report_path=f"nightly/{d}/nightly/report/report.md")
               for d, status, baseline, outputs in [
                   (DATES[0], "pass", None, None),
                   (DATES[1], "regression", DATES[0],
                    '[{"line": "main: 2 of 50 prompts diverge (<beyond the A/A> & more)", '
                    '"finding": true}, {"line": "aa: as the A/A", "finding": false}]')]]
-    change = {"date": DATES[1], "experiment": EXPERIMENT, "config_hash": CONFIG,
-              "kind": "load", "arm": "main", "concurrency": 1, "spec_mode": "base",
-              "metric": "server_tpot_ms_mean", "start": DATES[1], "before": 10.0,
-              "after": 10.8, "pct": 8.0, "p_value": 0.0123, "worse": True, "regression": True}
-    verdicts = [{"date": d, "experiment": EXPERIMENT, "config_hash": CONFIG, "arm": "main",
-                 "kind": "gsm8k", "verdict": v, "p_value": p}
+    change = StoredChangePoint(
+        date=DATES[1], experiment=EXPERIMENT, config_hash=CONFIG, kind="load", arm="main",
+        concurrency=1, spec_mode="base", metric="server_tpot_ms_mean", start=DATES[1],
+        before=10.0, after=10.8, pct=8.0, p_value=0.0123, worse=True, regression=True)
+    verdicts = [StoredVerdict(date=d, experiment=EXPERIMENT, config_hash=CONFIG, kind="gsm8k",
+                              arm="main", concurrency=0, spec_mode="base", metric=GSM8K_METRIC,
+                              verdict=v, p_value=p)
                 for d, v, p in [(DATES[0], "no baseline", None), (DATES[1], "noise", 1.0)]]
-    gsm8k = [{"date": DATES[0], "experiment": EXPERIMENT, "config_hash": CONFIG, "arm": "main",
-              "run_dir": f"nightly/{DATES[0]}/nightly/gsm8k/base-n50/main", "documents": 50,
-              "right": 35, "first": True},
-             {"date": DATES[1], "experiment": EXPERIMENT, "config_hash": CONFIG, "arm": "main",
-              "run_dir": f"nightly/{DATES[1]}/nightly/gsm8k/base-n50/main", "documents": 50,
-              "right": 34, "first": True, "lost": 1, "gained": 0, "shared": 50}]
+    gsm8k = [GSM8KAgreement(date=DATES[0], experiment=EXPERIMENT, config_hash=CONFIG, arm="main",
+                            run_dir=f"nightly/{DATES[0]}/nightly/gsm8k/base-n50/main",
+                            documents=50, right=35, first=True),
+             GSM8KAgreement(date=DATES[1], experiment=EXPERIMENT, config_hash=CONFIG, arm="main",
+                            run_dir=f"nightly/{DATES[1]}/nightly/gsm8k/base-n50/main",
+                            documents=50, right=34, first=True, lost=1, gained=0, shared=50)]
     return SiteData(history=history, nights=nights, changes=[change], verdicts=verdicts,
                     gsm8k=gsm8k, link_base="https://ci.example.org/results")
 
 
-CASES = {"two-nights": two_nights, "empty": lambda: SiteData(history=pd.DataFrame(), nights=[])}
+CASES = {"two-nights": two_nights, "empty": lambda: SiteData(history=[], nights=[])}
 
 
 def pages(data: SiteData) -> dict[str, str]:

@@ -17,10 +17,8 @@ from typer.testing import CliRunner
 
 import chromium
 from e2e.errors import ResultsError
-from e2e.nightly import store as store_mod
 from e2e.render._dashboard import _link
-from e2e.nightly.history import HISTORY_FILE
-from e2e.nightly.store import open_store
+from e2e.results import HISTORY_FILE, STORE_METADATA, open_store
 from test_dashboard import config, ten_nights
 
 LEAK = "http://127.0.0.1:9/leak"
@@ -39,7 +37,7 @@ def poison(results) -> int:
     engine = sa.create_engine(f"sqlite:///{results / 'nightly' / 'history.db'}")
     count = 0
     with engine.begin() as conn:
-        for table in store_mod.metadata.sorted_tables:
+        for table in STORE_METADATA.sorted_tables:
             if table.name in ("schema_version", "imports"):
                 continue
             for col in table.columns:
@@ -50,8 +48,8 @@ def poison(results) -> int:
                     conn.execute(table.update().values({col.name: PAYLOAD + sa.func.coalesce(
                         col, "")}))
                     count += 1
-        conn.execute(store_mod.nights.update().values(
-            report_path=JS_URL + store_mod.nights.c.report_path))
+        conn.execute(STORE_METADATA.tables["nights"].update().values(
+            report_path=JS_URL + STORE_METADATA.tables["nights"].c.report_path))
     engine.dispose()
     return count
 
@@ -144,7 +142,7 @@ def test_links_are_relative_or_http():
 
 def _history(results, date: str) -> None:
     """A one-row history.parquet beside the default store, night ``date``."""
-    from e2e.nightly.history import HISTORY_COLUMNS
+    from e2e.results import HISTORY_COLUMNS
 
     row = {c: None for c in HISTORY_COLUMNS}
     row.update(schema_version=2, date=date, experiment="nightly", config_hash="c" * 64,
@@ -165,7 +163,7 @@ def test_an_imported_history_with_a_bad_date_is_refused(tmp_path, date):
         open_store(None, tmp_path).close()
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'nightly' / 'history.db'}")
     with engine.connect() as conn:
-        assert conn.execute(sa.select(sa.func.count()).select_from(store_mod.nights)).scalar() == 0
+        assert conn.execute(sa.select(sa.func.count()).select_from(STORE_METADATA.tables["nights"])).scalar() == 0
     engine.dispose()
 
 

@@ -113,7 +113,7 @@ def _two_nights(cfg, tmp_path, tonight_correct):
     """Night 1 (35 of 50 right) passes and is appended to the history; night 2 is judged
     against it by e2e.nightly.assess.assess_night, as run_nightly does after collecting."""
     from e2e.nightly.assess import assess_night
-    from e2e.nightly.history import append_night, history_path, night_rows
+    from e2e.results import append_night, history_path, night_rows
 
     results = tmp_path / "results"
     gsm8k_only = [k for k in expected_cells(cfg) if k.kind == "gsm8k"]  # no load cells here

@@ -16,8 +16,8 @@ from scipy.stats import t as student_t
 
 from e2e.analysis import (Rules, boundaries, history_fit, history_interval, judge_night, night_look,
                           spending_at)
-from e2e.nightly.history import night_rows, ratio_history
-from e2e.results import Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory
+from e2e.nightly.history import ratio_history
+from e2e.results import Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory, night_rows
 from e2e.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")

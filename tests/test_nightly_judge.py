@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from e2e.errors import ConfigError
-from e2e.nightly.history import (HISTORY_COLUMNS, append_night, night_cells, night_rows,
-                                 read_history, select_baseline)
+from e2e.nightly.history import night_cells, select_baseline
 from e2e.analysis import Rules, judge_cell, judge_night, night_status
-from e2e.results import Baseline, CellKey, NightCell
+from e2e.results import (HISTORY_COLUMNS, Baseline, CellKey, NightCell, append_night, night_rows,
+                         read_history)
 from e2e.render import SummaryContext, render_summary, render_trends
 from e2e.results import GSM8K_METRIC
 

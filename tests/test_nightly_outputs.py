@@ -122,8 +122,7 @@ def test_outputs_fail_is_a_boolean_and_defaults_to_true(tmp_path):
 
 
 def test_the_store_keeps_each_night_s_checks_for_the_next(tmp_path):
-    from e2e.nightly.history import night_rows
-    from e2e.nightly.store import open_store
+    from e2e.results import night_rows, open_store
 
     finding = _night(runs("main") + runs("pr"), _some(3))
     j = _judged(finding, fail=True)
@@ -179,8 +178,7 @@ def test_the_dashboard_shows_the_finding_and_escapes_the_stored_line(tmp_path):
     from typer.testing import CliRunner
 
     from e2e.cli import app
-    from e2e.nightly.history import night_rows
-    from e2e.nightly.store import open_store
+    from e2e.results import night_rows, open_store
 
     (finding,) = _night(runs("main") + runs("pr"), _some(3))
     hostile = dataclasses.replace(finding, arm="<b>pr</b>")  # any writer may fill the store

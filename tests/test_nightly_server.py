@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from planted import Planted
 from e2e.commands import nightly_command
-from e2e.nightly.store import open_store
+from e2e.results import open_store
 
 pytestmark = pytest.mark.server
 PLANTED = Planted("NIGHTLY")

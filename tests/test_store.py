@@ -1,4 +1,4 @@
-"""The nightly results store (e2e.nightly.store) on both of its databases: the embedded SQLite
+"""The nightly results store (e2e.results.open_store) on both of its databases: the embedded SQLite
 file and a real PostgreSQL server started for this module (tests/pgcluster.py; no mock).
 
 Each contract test runs on both: the history frame round-trips; a rerun of a night replaces
@@ -26,10 +26,10 @@ import sqlalchemy as sa
 import pgcluster
 from conftest import ROOT
 from e2e.errors import ConfigError, ResultsError
-from e2e.nightly.history import HISTORY_COLUMNS, append_night, history_path, night_rows
 from e2e.analysis import Rules, judge_night
-from e2e.nightly.store import SCHEMA_VERSION, masked_url, open_store, resolve_url
-from e2e.results import CellKey, NightCell, SampleVerdict
+from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, HistoryCell, NightCell,
+                         SampleVerdict, append_night, history_path, masked_url, night_rows,
+                         open_store, resolve_url)
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")
@@ -89,7 +89,7 @@ def counts(store) -> dict[str, int]:
 def test_a_night_round_trips_as_the_history_frame(url, tmp_path):
     j, rows = night("2026-01-01")
     with open_store(url, tmp_path) as store:
-        assert store.version() == SCHEMA_VERSION
+        assert store.version() == STORE_SCHEMA_VERSION
         store.write_night(rows, judgement=j)
         back = store.history()
     assert list(back.columns) == HISTORY_COLUMNS
@@ -100,6 +100,22 @@ def test_a_night_round_trips_as_the_history_frame(url, tmp_path):
     assert [list(v) for v in back["values"]] == [list(v) for v in rows["values"]]
     assert [list(v) for v in back["run_dirs"]] == [list(v) for v in rows["run_dirs"]]
     assert json.loads(back["arm_overrides"].iloc[0]) == {"step_delay_us": 500}
+
+
+def test_the_night_cells_come_back_as_typed_records(url, tmp_path):
+    j, rows = night("2026-01-01")
+    other_j, other = night("2026-01-02", experiment="other")
+    with open_store(url, tmp_path) as store:
+        store.write_night(rows, judgement=j)
+        store.write_night(other, judgement=other_j)
+        cells = store.cells(experiment="nightly")
+    assert cells and all(isinstance(c, HistoryCell) for c in cells)
+    got = sorted((c.date, c.experiment, c.kind, c.arm, c.concurrency, c.metric, c.verdict,
+                  tuple(c.values), c.engine_version) for c in cells)
+    want = sorted((r.date, r.experiment, r.kind, r.arm, r.concurrency, r.metric, r.verdict,
+                   tuple(r.values), r.engine_version) for r in rows.itertuples(index=False))
+    assert got == want
+    assert {json.loads(c.arm_overrides)["step_delay_us"] for c in cells} == {500}
 
 
 def test_a_rerun_night_replaces_itself_and_duplicates_nothing(url, tmp_path):
@@ -122,7 +138,7 @@ _KILLED_WRITER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_store import night
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
     store = open_store({url!r}, {results!r})
     j, rows = night("2026-01-02", (11.0, 11.1, 10.9))
     seen = []
@@ -160,7 +176,7 @@ _WRITER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [{tests!r}, {root!r}]
     from test_store import night
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
     j, rows = night({date!r}, experiment={experiment!r})
     go = {go!r}
     while time.time() < go:
@@ -220,7 +236,7 @@ def test_a_version_1_store_gains_the_runs_interference_and_keeps_its_nights(url,
     busy = [cell(TPOT, (10.0, 10.1, 9.9), "2026-01-02"), cell(TTFT, (50.0, 51.0, 49.0), "2026-01-02")]
     busy[0] = dataclasses.replace(busy[0], interference=(0.6, None, 0.4))
     with open_store(url, tmp_path) as store:      # opening migrates it
-        assert store.version() == SCHEMA_VERSION == 3
+        assert store.version() == STORE_SCHEMA_VERSION == 3
         store.write_night(night("2026-01-02", cells=busy)[1])
         h = store.history()
     tpot = h[h["metric"] == "tpot_ms_median"].set_index("date")["interference"]
@@ -261,7 +277,7 @@ def test_gsm8k_documents_are_kept_and_read_back(url, tmp_path):
         store.write_night(rows, judgement=j, samples={dirs[0]: docs})
         assert store.gsm8k_documents(dirs) == {dirs[0]: docs}
         (agreement,) = store.gsm8k_agreement()
-        assert (agreement["documents"], agreement["right"]) == (4, 3)
+        assert (agreement.documents, agreement.right) == (4, 3)
 
 
 def test_urls_passwords_and_masking(tmp_path, monkeypatch):

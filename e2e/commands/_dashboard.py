@@ -18,10 +18,10 @@ __all__ = ["dashboard_command", "build_dashboard"]
 
 
 def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> list[Path]:
-    """Write the site of ``store`` (an ``e2e.nightly.store.Store``) under ``out_dir``."""
+    """Write the site of ``store`` (an ``e2e.results.Store``) under ``out_dir``."""
     from e2e.render import SiteData, site_files, write_site
 
-    data = SiteData(history=store.history(), nights=store.night_details(),
+    data = SiteData(history=store.cells(), nights=store.night_details(),
                     changes=store.change_points(), verdicts=store.verdict_details(),
                     gsm8k=store.gsm8k_agreement(), link_base=link_base)
     return write_site(site_files(data), out_dir)
@@ -51,7 +51,7 @@ def dashboard_command(
 
 def _dashboard(out_dir, results, store, config, link_base, serve, port) -> int:
     from e2e.commands._history import store_url
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
 
     out_dir = Path(out_dir)
     base = link_base or os.path.relpath(Path(results).resolve(), out_dir.resolve())

@@ -4,7 +4,7 @@
     e2e history --metric server_tpot_ms_mean --arm main --concurrency 1 --spec-mode base \\
         --format csv > tpot.csv                          one cell, one row per night
 
-Thin: the store is ``e2e.nightly.store``; the rows are the store's history frame. Exit 2 on bad
+Thin: the store is ``e2e.results.Store``; the rows are the store's history frame. Exit 2 on bad
 input or a store that cannot be opened.
 """
 
@@ -93,7 +93,7 @@ def history_command(
 
 def _history(results, store, config, experiment, metric, arm, concurrency, spec_mode,
              format_: str, output) -> int:
-    from e2e.nightly.store import open_store
+    from e2e.results import open_store
 
     if format_ not in ("table", "csv", "json"):
         raise ConfigError(f"--format {format_!r}: give table, csv or json")

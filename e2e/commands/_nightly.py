@@ -135,8 +135,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
 
 def _dry_history(url, results):
     """The history a dry run judges against, without creating a store that is not there."""
-    from e2e.nightly.history import HISTORY_FILE, read_history
-    from e2e.nightly.store import open_store, resolve_url
+    from e2e.results import HISTORY_FILE, open_store, read_history, resolve_url
 
     resolved = resolve_url(url, results)
     if resolved.get_backend_name() == "sqlite" and not Path(resolved.database).exists():

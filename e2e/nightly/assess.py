@@ -83,10 +83,10 @@ def assess_night(
     judged load cells (``[nightly.changepoints]``).
 
     ``history``: the frame to judge against; None reads it from ``store`` (an
-    ``e2e.nightly.store.Store``; None opens the config's ``[nightly] store`` for this call).
+    ``e2e.results.Store``; None opens the config's ``[nightly] store`` for this call).
     GSM8K verdict files that are gone (a wiped runner) are read from ``store``."""
     if history is None:
-        from e2e.nightly.store import open_store
+        from e2e.results import open_store
 
         own = store is None
         store = store or open_store(cfg.settings.store, results)

@@ -17,7 +17,7 @@ GSM8K subset under ``<date>/<experiment>/gsm8k/``, and the night's own files bes
 
 A night killed midway and restarted with the same date continues: valid runs and finished
 GSM8K arms are kept, and the night's rows in the store (``[nightly] store``,
-``e2e.nightly.store``) are replaced in one transaction, never duplicated.
+``e2e.results.open_store``) are replaced in one transaction, never duplicated.
 """
 
 from __future__ import annotations
@@ -32,14 +32,12 @@ from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.nightly.assess import (assess_night, bisect_hints, git_commits, read_samples,
                                 with_git_commits)
-from e2e.nightly.history import night_rows
 from e2e.nightly.settings import MAX_ATTEMPTS, NightlyConfig, with_arm_settings
-from e2e.nightly.store import open_store
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.analysis import NIGHTLY_METRICS, judged_metrics, judgement_with_outputs, relative_arm
 from e2e.render import SummaryContext, render_summary, render_summary_github, render_trends
-from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, resume_state,
-                         worse_end)
+from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, night_rows,
+                         open_store, resume_state, worse_end)
 from e2e.results import utc_now
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "prepare_builds", "night_dir",

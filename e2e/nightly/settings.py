@@ -167,7 +167,7 @@ class NightlySettings(_Strict):
         None, description="Where the nights are kept: a SQLAlchemy URL; default "
         "sqlite:///nightly/history.db (a relative SQLite path is under the results folder); "
         "a team's PostgreSQL: postgresql+psycopg://user@host/db, the password from "
-        "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.nightly.store).")
+        "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.results.open_store).")
     outputs_fail: StrictBool = Field(
         True, description="Tonight's greedy outputs are compared prompt by prompt with the "
         "reference arm's (e2e.nightly.outputs); a night whose outputs diverge from the "

@@ -40,6 +40,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from e2e.render._nightly import metric_label
-from e2e.results import GSM8K_METRIC
+from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
+                         StoredNight, StoredVerdict)
 
 __all__ = ["SiteData", "site_files", "write_site", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 
@@ -65,14 +67,14 @@ _STATUS_COLOURS = {"pass": "#2ca02c", "regression": "#d62728", "incomplete": "#f
 
 @dataclass(frozen=True)
 class SiteData:
-    """What the site is made of: the store's history frame (``HISTORY_COLUMNS``) and its
-    nights, change points, verdict details and GSM8K agreement rows."""
+    """What the site is made of: the store's records, its night cells (``Store.cells``) and
+    its nights, change points, verdicts and GSM8K agreement."""
 
-    history: pd.DataFrame
-    nights: Sequence[Mapping[str, Any]]
-    changes: Sequence[Mapping[str, Any]] = ()
-    verdicts: Sequence[Mapping[str, Any]] = ()
-    gsm8k: Sequence[Mapping[str, Any]] = ()
+    history: Sequence[HistoryCell]
+    nights: Sequence[StoredNight]
+    changes: Sequence[StoredChangePoint] = ()
+    verdicts: Sequence[StoredVerdict] = ()
+    gsm8k: Sequence[GSM8KAgreement] = ()
     link_base: str | None = None     # URL (or relative path) of the results folder
     title: str = "e2e nightly"
 
@@ -199,8 +201,12 @@ def _scale(metric: str) -> float:
     return 100.0 if metric == GSM8K_METRIC else 1.0
 
 
-def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]],
-            nights: Mapping[tuple, Mapping[str, Any]], base: str | None, *, small: bool):
+def _report_path(night: StoredNight | None) -> str | None:
+    return night.report_path if night else None
+
+
+def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[StoredChangePoint],
+            nights: Mapping[tuple, StoredNight], base: str | None, *, small: bool):
     import plotly.graph_objects as go
 
     metric = key[-1]
@@ -213,7 +219,7 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
     hi = [float(v) * scale for v in rows["high"]]
     hover, links = [], []
     for r in rows.itertuples(index=False):
-        night = nights.get((r.date, r.experiment, r.config_hash), {})
+        report = _report_path(nights.get((r.date, r.experiment, r.config_hash)))
         commit = r.build_git_commit or r.engine_git_sha
         hover.append("<br>".join(_plot_text(x) for x in [
             f"night {r.date} ({r.night_status})", f"verdict: {r.verdict}"
@@ -222,8 +228,8 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
             f"build: {r.engine or 'engine'} {r.engine_version or '?'}",
             f"commit: {str(commit)[:12] if commit else '?'}",
             f"host: {r.host or '?'} · runs: {r.n}"]
-            + (["click: the night's report"] if night.get("report_path") else [])))
-        links.append(_link(base, night.get("report_path")) or "")
+            + (["click: the night's report"] if report else [])))
+        links.append(_link(base, report) or "")
     colours = [VERDICT_COLOURS.get(v, "#999") for v in rows["verdict"]]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
@@ -238,14 +244,14 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[Mapping[str, Any]]
         hovertext=hover, hoverinfo="text"))
     shapes, notes = [], []
     for c in changes:
-        colour = "#d62728" if c.get("worse") else "#2ca02c"
-        start = _plot_text(c["start"])
+        colour = "#d62728" if c.worse else "#2ca02c"
+        start = _plot_text(c.start)
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": start,
                        "x1": start, "y0": 0, "y1": 1,
                        "line": {"color": colour, "width": 2, "dash": "dash"}})
         notes.append({"x": start, "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
                       "showarrow": False, "font": {"color": colour, "size": 11},
-                      "text": f"change point: started {start} ({float(c['pct']):+.1f} %)"})
+                      "text": f"change point: started {start} ({float(c.pct):+.1f} %)"})
     fig.update_layout(
         shapes=shapes, annotations=notes, showlegend=False,
         height=220 if small else 430, margin={"l": 50, "r": 15, "t": 30, "b": 40},
@@ -266,25 +272,30 @@ def _plot_div(fig, div_id: str, *, clickable: bool, bar: bool = True) -> str:
                        post_script=post)
 
 
+def _frame(history: Sequence[HistoryCell]) -> pd.DataFrame:
+    """The night cells as a frame, one row each (the plots group and sort it by cell)."""
+    return pd.DataFrame([dataclasses.asdict(c) for c in history])
+
+
 def site_files(data: SiteData) -> dict[str, bytes]:
     """{file name: bytes} of the whole site (``plotly.min.js`` included)."""
-    h = data.history
+    h = _frame(data.history)
     files: dict[str, bytes] = {"plotly.min.js": plotly_js()}
-    nights = {(n["date"], n["experiment"], n["config_hash"]): n for n in data.nights}
+    nights = {(n.date, n.experiment, n.config_hash): n for n in data.nights}
     if h.empty:
         files["index.html"] = _page("index.html.j2", data.title, empty=True)
         files["compare.html"] = _page("compare.html.j2", "Compare two nights", empty=True)
         files["gsm8k.html"] = _page("gsm8k.html.j2", "GSM8K per night", empty=True)
         return files
-    latest_changes: dict[tuple, list] = {}
+    latest_changes: dict[tuple, list[StoredChangePoint]] = {}
     last_date: dict[tuple, str] = {}
     for r in h.itertuples(index=False):
         key = _cell_key(r)
         last_date[key] = max(last_date.get(key, ""), r.date)
     for c in data.changes:
-        key = (c["experiment"], c["config_hash"], c["kind"], c["arm"], int(c["concurrency"]),
-               c["spec_mode"], c["metric"])
-        if c["date"] == last_date.get(key):  # the change points as the latest night saw them
+        key = (c.experiment, c.config_hash, c.kind, c.arm, int(c.concurrency), c.spec_mode,
+               c.metric)
+        if c.date == last_date.get(key):  # the change points as the latest night saw them
             latest_changes.setdefault(key, []).append(c)
 
     cells = {key: rows.sort_values("date") for key, rows in h.groupby(
@@ -293,38 +304,38 @@ def site_files(data: SiteData) -> dict[str, bytes]:
     for key, rows in cells.items():
         files[f"cell-{cell_slug(*key)}.html"] = _cell(data, key, rows, nights,
                                                       latest_changes.get(key, []))
-    files["index.html"] = _index(data, cells, nights, latest_changes)
-    files["compare.html"] = _compare(data, cells)
+    files["index.html"] = _index(data, h, cells, nights, latest_changes)
+    files["compare.html"] = _compare(data, h)
     files["gsm8k.html"] = _gsm8k(data)
     return files
 
 
 def _cell(data: SiteData, key: tuple, rows: pd.DataFrame,
-          nights: Mapping[tuple, Mapping[str, Any]], changes: Sequence[Mapping[str, Any]]) -> bytes:
+          nights: Mapping[tuple, StoredNight], changes: Sequence[StoredChangePoint]) -> bytes:
     fig = _figure(key, rows, changes, nights, data.link_base, small=False)
     scale = _scale(key[-1])
     table = []
     for r in rows.itertuples(index=False):
-        night = nights.get((r.date, r.experiment, r.config_hash), {})
+        night = nights.get((r.date, r.experiment, r.config_hash))
         commit = r.build_git_commit or r.engine_git_sha
         table.append({
             "date": r.date, "status": r.night_status, "median": _f(r.median * scale),
             "low": _f(r.low * scale), "high": _f(r.high * scale), "n": f"{r.n}",
             "verdict": r.verdict, "pct": _pct(r.pct), "baseline": r.baseline_date,
             "version": r.engine_version or "?", "commit": str(commit)[:12] if commit else "",
-            "report_path": night.get("report_path")})
-    points = [{"start": c["start"], "before": _f(c["before"]), "after": _f(c["after"]),
-               "pct": f"{float(c['pct']):+.1f} %", "p_value": _f(c["p_value"], 3),
-               "regression": bool(c.get("regression"))} for c in changes]
+            "report_path": _report_path(night)})
+    points = [{"start": c.start, "before": _f(c.before), "after": _f(c.after),
+               "pct": f"{float(c.pct):+.1f} %", "p_value": _f(c.p_value, 3),
+               "regression": bool(c.regression)} for c in changes]
     return _page("cell.html.j2", _cell_title(key), plots=True, experiment=key[0],
                  config=key[1][:12], plot=Markup(_plot_div(fig, "cell-plot", clickable=True)),
                  changes=points, rows=table, link_base=data.link_base)
 
 
-def _outputs_checks(night: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _outputs_checks(night: StoredNight | None) -> list[dict[str, Any]]:
     """A night's outputs checks as stored (``nights.outputs``), each with a ``line`` and a
     ``finding``; what another writer put there otherwise is left out."""
-    raw = night.get("outputs")
+    raw = night.outputs if night else None
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -334,8 +345,7 @@ def _outputs_checks(night: Mapping[str, Any]) -> list[dict[str, Any]]:
             for c in raw if isinstance(c, dict) and "line" in c] if isinstance(raw, list) else []
 
 
-def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
-    h = data.history
+def _index(data: SiteData, h: pd.DataFrame, cells, nights, latest_changes) -> bytes:
     order = {v: i for i, v in enumerate(_ORDER)}
     experiments = []
     for experiment in sorted(set(h["experiment"])):
@@ -343,12 +353,12 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
         date = str(mine["date"].max())
         tonight = mine[mine["date"] == date]
         config_hash = str(tonight["config_hash"].iloc[0])
-        night = nights.get((date, experiment, config_hash), {})
+        night = nights.get((date, experiment, config_hash))
         rows = sorted(tonight.itertuples(index=False),
                       key=lambda r: (order.get(r.verdict, 99), r.arm, r.spec_mode,
                                      r.concurrency, r.metric))
         cp_bad = [c for key, cs in latest_changes.items() if key[0] == experiment
-                  and key[1] == config_hash for c in cs if c.get("regression")]
+                  and key[1] == config_hash for c in cs if c.regression]
         checks = _outputs_checks(night)
         table = []
         for r in rows:
@@ -376,34 +386,35 @@ def _index(data: SiteData, cells, nights, latest_changes) -> bytes:
         experiments.append({
             "experiment": experiment, "date": date,
             "status": str(tonight["night_status"].iloc[0]), "config": config_hash[:12],
-            "host": night.get("host") or "?", "baseline": night.get("baseline_date"),
-            "report_path": night.get("report_path"),
+            "host": (night.host if night else None) or "?",
+            "baseline": night.baseline_date if night else None,
+            "report_path": _report_path(night),
             "regressed": [{"slug": cell_slug(*_cell_key(r)), "title": _cell_title(_cell_key(r)),
                            "pct": f"{float(r.pct):+.1f} %", "baseline": r.baseline_date}
                           for r in rows if r.verdict == "regressed"],
-            "change_points": [{"arm": c["arm"], "concurrency": f"{c['concurrency']}",
-                               "spec_mode": c["spec_mode"], "label": metric_label(c["metric"])[0],
-                               "start": c["start"], "pct": f"{float(c['pct']):+.1f} %"}
+            "change_points": [{"arm": c.arm, "concurrency": f"{c.concurrency}",
+                               "spec_mode": c.spec_mode, "label": metric_label(c.metric)[0],
+                               "start": c.start, "pct": f"{float(c.pct):+.1f} %"}
                               for c in cp_bad],
             "checks": checks, "findings": [c["line"] for c in checks if c["finding"]],
             "cells": table, "cards": cards})
     listing = []
-    for n in sorted(data.nights, key=lambda n: (n["date"], n["experiment"]), reverse=True):
+    for n in sorted(data.nights, key=lambda n: (n.date, n.experiment), reverse=True):
         checks = _outputs_checks(n)
-        listing.append({"date": n["date"], "experiment": n["experiment"],
-                        "config": n["config_hash"][:12], "status": n["status"],
+        listing.append({"date": n.date, "experiment": n.experiment,
+                        "config": n.config_hash[:12], "status": n.status,
                         "checks": len(checks), "findings": sum(1 for c in checks if c["finding"]),
-                        "host": n.get("host") or "?", "baseline": n.get("baseline_date"),
-                        "report_path": n.get("report_path")})
+                        "host": n.host or "?", "baseline": n.baseline_date,
+                        "report_path": n.report_path})
     return _page("index.html.j2", data.title, plots=True, empty=False, experiments=experiments,
                  nights=listing, link_base=data.link_base)
 
 
-def _compare(data: SiteData, cells) -> bytes:
-    nights = sorted(data.nights, key=lambda n: (n["date"], n["experiment"]))
+def _compare(data: SiteData, h: pd.DataFrame) -> bytes:
+    nights = sorted(data.nights, key=lambda n: (n.date, n.experiment))
     per: dict[int, dict[str, Any]] = {}
-    ids = {(n["date"], n["experiment"], n["config_hash"]): i for i, n in enumerate(nights)}
-    for r in data.history.itertuples(index=False):
+    ids = {(n.date, n.experiment, n.config_hash): i for i, n in enumerate(nights)}
+    for r in h.itertuples(index=False):
         i = ids.get((r.date, r.experiment, r.config_hash))
         if i is None:
             continue
@@ -414,15 +425,15 @@ def _compare(data: SiteData, cells) -> bytes:
         per.setdefault(i, {})[f"{where} · {label} ({unit})"] = {
             "median": med if math.isfinite(med) else None, "verdict": r.verdict}
     builds: dict[tuple, str] = {}
-    for r in data.history.itertuples(index=False):
+    for r in h.itertuples(index=False):
         commit = r.build_git_commit or r.engine_git_sha
         builds.setdefault((r.date, r.experiment, r.config_hash),
                           f"{r.engine_version or '?'} {str(commit)[:12] if commit else ''}".strip())
-    payload = {"nights": [{"id": i, "date": n["date"], "experiment": n["experiment"],
-                           "config_hash": n["config_hash"], "status": n["status"],
-                           "host": n.get("host") or "?",
-                           "build": builds.get((n["date"], n["experiment"], n["config_hash"]), "?"),
-                           "report": _link(data.link_base, n.get("report_path"))}
+    payload = {"nights": [{"id": i, "date": n.date, "experiment": n.experiment,
+                           "config_hash": n.config_hash, "status": n.status,
+                           "host": n.host or "?",
+                           "build": builds.get((n.date, n.experiment, n.config_hash), "?"),
+                           "report": _link(data.link_base, n.report_path)}
                           for i, n in enumerate(nights)], "cells": per}
     return _page("compare.html.j2", "Compare two nights", plots=True, empty=False,
                  payload=payload)
@@ -434,24 +445,24 @@ def _gsm8k(data: SiteData) -> bytes:
     rows = [r for r in data.gsm8k]
     if not rows:
         return _page("gsm8k.html.j2", "GSM8K per night", empty=False, rows=[])
-    g_verdicts = {(v["date"], v["experiment"], v["config_hash"], v["arm"]): v
-                  for v in data.verdicts if v["kind"] == "gsm8k"}
+    g_verdicts = {(v.date, v.experiment, v.config_hash, v.arm): v
+                  for v in data.verdicts if v.kind == "gsm8k"}
     table = []
     fig = go.Figure()
     series: dict[tuple, tuple[list, list]] = {}
     for r in rows:
-        acc = r["right"] / r["documents"] * 100 if r["documents"] else float("nan")
-        v = g_verdicts.get((r["date"], r["experiment"], r["config_hash"], r["arm"]))
+        acc = r.right / r.documents * 100 if r.documents else float("nan")
+        v = g_verdicts.get((r.date, r.experiment, r.config_hash, r.arm))
         table.append({
-            "date": r["date"], "experiment": r["experiment"], "run_dir": r["run_dir"],
-            "documents": f"{r['documents']}", "right": f"{r['right']}",
+            "date": r.date, "experiment": r.experiment, "run_dir": r.run_dir,
+            "documents": f"{r.documents}", "right": f"{r.right}",
             "accuracy": f"{acc:.1f} %",
-            "changed": f"{r['lost']} / {r['gained']} of {r['shared']}" if "lost" in r else "—",
-            "judged": bool(v), "verdict": v["verdict"] if v else None,
-            "p_value": _f(v.get("p_value") if v else None, 3)})
-        if r.get("first"):  # each arm's first fresh server of the night
-            xs, ys = series.setdefault((r["experiment"], r["arm"]), ([], []))
-            xs.append(_plot_text(r["date"]))
+            "changed": f"{r.lost} / {r.gained} of {r.shared}" if r.lost is not None else "—",
+            "judged": bool(v), "verdict": v.verdict if v else None,
+            "p_value": _f(v.p_value if v else None, 3)})
+        if r.first:  # each arm's first fresh server of the night
+            xs, ys = series.setdefault((r.experiment, r.arm), ([], []))
+            xs.append(_plot_text(r.date))
             ys.append(acc)
     for (experiment, arm), (xs, ys) in series.items():
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers",

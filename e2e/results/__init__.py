@@ -1,6 +1,7 @@
 """What e2e writes and reads back: the typed records (``run.json``, requests; GSM8K's
 ``arm.json``, ``eval.json``, verdicts; the nightly's cells, verdicts, change points and
-judgement; capacity's objective, searches and estimates; the levels a run warns at) and the
+judgement, the history frame and the nightly results store (SQLite or PostgreSQL);
+capacity's objective, searches and estimates; the levels a run warns at) and the
 results store (one folder per unit, made by one atomic rename).
 """
 
@@ -20,7 +21,16 @@ from e2e.results._gsm8k import (
 )
 from e2e.results._nightly import (
     EXIT_CODES, GSM8K_METRIC, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
-    NightStatus, RatioHistory, VerdictName, worse_end
+    NightStatus, RatioHistory, VerdictName, worse_end, GSM8KAgreement, HistoryCell,
+    StoredChangePoint, StoredNight, StoredVerdict
+)
+from e2e.results._nightly_history import (
+    HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, append_night, history_frame,
+    history_path, interference_of, night_rows, read_history, stored_interference
+)
+from e2e.results._nightly_store import (
+    SCHEMA_VERSION as STORE_SCHEMA_VERSION, metadata as STORE_METADATA, NightInfo, Store,
+    masked_text, masked_url, open_store, resolve_url
 )
 from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
 from e2e.results._store import (
@@ -33,16 +43,20 @@ from e2e.results._store import (
 __all__ = [
     "ArmResult", "ArmSearch", "Baseline", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
     "CellVerdict", "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES", "EvalInfo", "Evaluation",
-    "GPUDevice", "GPUProcess", "GPUState", "GSM8K_METRIC", "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION",
-    "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE", "Looks", "MarginRun", "NightCell",
-    "NightStatus", "Objective", "P99_FIELDS", "Placement", "PlacementInfo", "PluginInfo",
-    "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory", "RequestRecord", "RunMetrics",
-    "RunRecord", "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters",
-    "Step", "VERDICTS_FILE", "VerdictName", "WARN_SHARE", "WorkloadInfo", "arm_is_complete",
-    "eval_dir_name", "finalize", "finalize_unit", "gsm8k_dir", "last_look_confidence",
-    "load_outputs", "load_records", "new_partial_dir", "next_attempt_dir", "next_repeat",
-    "objective_of", "read_arm", "read_eval_info", "read_evaluations", "read_looks", "read_outputs",
-    "read_requests", "read_run", "read_verdicts", "record_name", "resume_state", "unit_dir",
-    "unit_state", "utc_now", "worse_end", "write_eval_info", "write_looks", "write_requests",
-    "write_run", "write_verdicts", "writing"
+    "GPUDevice", "GPUProcess", "GPUState", "GSM8KAgreement", "GSM8K_METRIC", "GSM8K_REFERENCE_ARM",
+    "GSM8K_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "HISTORY_SCHEMA_VERSION",
+    "HistoryCell", "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE", "Looks",
+    "MarginRun", "NightCell", "NightInfo", "NightStatus", "Objective", "P99_FIELDS", "Placement",
+    "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory",
+    "RequestRecord", "RunMetrics", "RunRecord", "STORE_METADATA", "STORE_SCHEMA_VERSION",
+    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step",
+    "Store", "StoredChangePoint", "StoredNight", "StoredVerdict", "VERDICTS_FILE", "VerdictName",
+    "WARN_SHARE", "WorkloadInfo", "append_night", "arm_is_complete", "eval_dir_name", "finalize",
+    "finalize_unit", "gsm8k_dir", "history_frame", "history_path", "interference_of",
+    "last_look_confidence", "load_outputs", "load_records", "masked_text", "masked_url",
+    "new_partial_dir", "next_attempt_dir", "next_repeat", "night_rows", "objective_of",
+    "open_store", "read_arm", "read_eval_info", "read_evaluations", "read_history", "read_looks",
+    "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name", "resolve_url",
+    "resume_state", "stored_interference", "unit_dir", "unit_state", "utc_now", "worse_end",
+    "write_eval_info", "write_looks", "write_requests", "write_run", "write_verdicts", "writing"
 ]

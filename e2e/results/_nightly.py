@@ -5,6 +5,7 @@ and the renderers pass between them (no logic beyond a label, medians and lookup
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -12,7 +13,8 @@ import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
-           "GSM8K_METRIC"]
+           "GSM8K_METRIC", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
+           "HistoryCell"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
@@ -20,6 +22,8 @@ NightStatus = Literal["pass", "regression", "incomplete"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
 GSM8K_METRIC = "gsm8k_strict_match"
 """The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
+HISTORY_SCHEMA_VERSION = 4
+"""The history frame's format version (``e2e.results.HISTORY_COLUMNS``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -203,3 +207,152 @@ class Judgement:
 
     def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
         return tuple(v for v in self.verdicts if v.verdict in names)
+
+
+# --- what the results store reads back (``e2e.results.Store``) ------------------------------
+# Field names are the store's column names, so a template or a caller reads ``row.date`` as it
+# read ``row["date"]``; None where the store holds NULL.
+
+@dataclass(frozen=True)
+class StoredNight:
+    """One night's row of the store (``Store.night_details``): its status, baseline, host,
+    links and problems, and its outputs checks as stored (JSON; None where not compared)."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    status: str
+    id: int | None = None
+    exit_code: int | None = None
+    recorded_at: str | None = None
+    baseline_date: str | None = None
+    baseline_reason: str | None = None
+    host: str | None = None
+    e2e_git_sha: str | None = None
+    arm_overrides: object = None
+    problems: object = None
+    night_dir: str | None = None
+    report_path: str | None = None
+    summary_path: str | None = None
+    outputs: object = None
+
+
+@dataclass(frozen=True)
+class StoredChangePoint:
+    """A change point as a night stored it (``Store.change_points``), with that night's date,
+    experiment and config hash (``start`` is the night the change started)."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    kind: str
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    start: str
+    before: float | None = None
+    after: float | None = None
+    pct: float | None = None
+    p_value: float | None = None
+    worse: bool | None = None
+    latest: bool | None = None
+    caught: bool | None = None
+    regression: bool | None = None
+    break_date: str | None = None
+    reason: str | None = None
+    id: int | None = None
+    night_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    """A night cell's verdict as stored (``Store.verdict_details``), with its night's date,
+    experiment and config hash."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    kind: str
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    verdict: str
+    pct: float | None = None
+    pct_low: float | None = None
+    pct_high: float | None = None
+    threshold: float | None = None
+    floor_pp: float | None = None
+    p_value: float | None = None
+    source: str | None = None
+    reason: str | None = None
+    id: int | None = None
+    night_id: int | None = None
+
+
+@dataclass(frozen=True)
+class GSM8KAgreement:
+    """One GSM8K arm folder of a night (``Store.gsm8k_agreement``): its documents and how many
+    were strictly right; for the arm's first folder of the night (``first``), how many
+    documents changed against the same arm's first folder of the night before (``lost``,
+    ``gained`` of ``shared``; None when there is no night before)."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    arm: str
+    run_dir: str
+    documents: int
+    right: int
+    first: bool
+    lost: int | None = None
+    gained: int | None = None
+    shared: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryCell:
+    """One night cell of the history as the store reads it back (``Store.cells``; a row of
+    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``): the cell, its runs, its
+    verdict and the provenance of its arm's build. Numbers the store holds as NULL are NaN
+    (as the frame holds them); ``verdict`` is "not judged" for a cell recorded without one;
+    ``arm_overrides`` is the night's ``--arm-setting`` overrides as sorted JSON."""
+
+    date: str
+    experiment: str
+    config_hash: str
+    night_status: str
+    kind: str
+    arm: str
+    concurrency: int
+    spec_mode: str
+    metric: str
+    n: int = 0
+    median: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    values: list = field(default_factory=list)
+    repeats: list = field(default_factory=list)
+    run_dirs: list = field(default_factory=list)
+    verdict: str = "not judged"
+    pct: float = math.nan
+    pct_low: float = math.nan
+    pct_high: float = math.nan
+    threshold: float = math.nan
+    floor_pp: float = math.nan
+    baseline_date: str | None = None
+    baseline_reason: str | None = None
+    recorded_at: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_git_sha: str | None = None
+    packages_sha256: str | None = None
+    build_python: str | None = None
+    arm_overrides: str = "{}"
+    e2e_git_sha: str | None = None
+    host: str | None = None
+    build_git_commit: str | None = None
+    interference: list | None = None
+    schema_version: int = HISTORY_SCHEMA_VERSION
+    """The history file's format version (``e2e.results.HISTORY_SCHEMA_VERSION``)."""

@@ -39,8 +39,9 @@ PostgreSQL), and a store newer than this e2e is refused. To change the schema, a
 function (``ALTER TABLE`` through ``conn.execute``) with the next number and bump
 ``SCHEMA_VERSION``; never edit an applied one.
 
-Reading: ``history()`` returns the same frame ``history.parquet`` held (``HISTORY_COLUMNS``),
-so baseline selection, change points and trend plots stay pure functions of a frame.
+Reading: ``cells()`` returns every night cell as a typed record (``HistoryCell``) and
+``history()`` the same rows as the frame ``history.parquet`` held (``HISTORY_COLUMNS``), so
+baseline selection, change points and trend plots stay pure functions of a frame.
 """
 
 from __future__ import annotations
@@ -63,12 +64,15 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
-from e2e.nightly.history import (HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION,
-                                 read_history, stored_interference)
-from e2e.results import Judgement
+from e2e.results._gsm8k import SampleVerdict
+from e2e.results._nightly import (GSM8KAgreement, HistoryCell, Judgement, StoredChangePoint,
+                                  StoredNight, StoredVerdict)
+from e2e.results._nightly_history import (HISTORY_FILE, history_frame, read_history,
+                                          stored_interference)
+from e2e.results._store import utc_now
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
-           "masked_url", "MIGRATIONS"]
+           "masked_url", "masked_text", "MIGRATIONS", "metadata", "nights"]
 
 SCHEMA_VERSION = 3
 DEFAULT_STORE = "sqlite:///nightly/history.db"
@@ -331,12 +335,6 @@ def _nan(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
-def _utc_now() -> str:
-    from e2e.results import utc_now
-
-    return utc_now()
-
-
 class Store:
     """One results store. ``open_store`` makes one (migrated, the parquet history imported)."""
 
@@ -387,7 +385,7 @@ class Store:
                 if version > current:
                     step(conn)
                     conn.execute(schema_version.insert().values(
-                        version=version, applied_at=_utc_now(), description=description))
+                        version=version, applied_at=utc_now(), description=description))
                     applied.append(version)
         return applied
 
@@ -530,12 +528,16 @@ class Store:
                 from sqlalchemy.dialects.postgresql import insert
             conn.execute(insert(imports).values(
                 sha256=digest, source=str(path), nights=int(added),
-                imported_at=_utc_now()).on_conflict_do_nothing())
+                imported_at=utc_now()).on_conflict_do_nothing())
         return int(added)
 
     # --- reading ---------------------------------------------------------------------------
     def history(self, *, experiment: str | None = None) -> pd.DataFrame:
         """Every night cell as ``history.parquet``'s frame (``HISTORY_COLUMNS``)."""
+        return history_frame(self.cells(experiment=experiment))
+
+    def cells(self, *, experiment: str | None = None) -> list[HistoryCell]:
+        """Every night cell (of ``experiment``; all when None), by night then cell."""
         n, c, v = nights.c, night_cells.c, verdicts.c
         b = builds.c
         query = (sa.select(
@@ -554,18 +556,7 @@ class Store:
         if experiment is not None:
             query = query.where(n.experiment == experiment)
         with self.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
-        frame = pd.DataFrame(rows)
-        if frame.empty:
-            return pd.DataFrame({col: pd.Series(dtype=object) for col in HISTORY_COLUMNS})
-        frame["schema_version"] = HISTORY_SCHEMA_VERSION
-        frame["arm_overrides"] = [json.dumps(x or {}, sort_keys=True)
-                                  for x in frame["arm_overrides"]]
-        frame["verdict"] = frame["verdict"].fillna("not judged")
-        for col in ("pct", "pct_low", "pct_high", "threshold", "floor_pp", "median", "low",
-                    "high"):
-            frame[col] = [_nan(x) for x in frame[col]]
-        return frame[HISTORY_COLUMNS]
+            return [_history_cell(r._mapping) for r in conn.execute(query)]
 
     def nights(self, *, experiment: str | None = None) -> list[NightInfo]:
         n, v = nights.c, verdicts.c
@@ -602,33 +593,32 @@ class Store:
                         continue  # a row another tool wrote: not a yardstick
         return out
 
-    def night_details(self) -> list[dict[str, Any]]:
+    def night_details(self) -> list[StoredNight]:
         """Every night's row (links, problems, exit code) for the dashboard."""
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredNight(**r._mapping) for r in conn.execute(
                 sa.select(nights).order_by(nights.c.date, nights.c.experiment))]
 
-    def change_points(self) -> list[dict[str, Any]]:
+    def change_points(self) -> list[StoredChangePoint]:
         """Every change point with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredChangePoint(**r._mapping) for r in conn.execute(
                 sa.select(change_points, n.date, n.experiment, n.config_hash)
                 .join(nights, change_points.c.night_id == n.id)
                 .order_by(n.date))]
 
-    def verdict_details(self) -> list[dict[str, Any]]:
+    def verdict_details(self) -> list[StoredVerdict]:
+        """Every night cell's verdict with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
+            return [StoredVerdict(**r._mapping) for r in conn.execute(
                 sa.select(verdicts, n.date, n.experiment, n.config_hash)
                 .join(nights, verdicts.c.night_id == n.id))]
 
     def gsm8k_documents(self, run_dirs: Iterable[str] | None = None) -> dict[str, tuple]:
         """Arm folder -> its SampleVerdicts, as recorded (the baseline night's verdicts when
         its folders are gone, e.g. on a CI runner wiped since)."""
-        from e2e.results import SampleVerdict
-
         g = gsm8k_documents.c
         query = sa.select(g.run_dir, g.doc_id, g.prompt_hash, g.strict, g.flexible).order_by(
             g.run_dir, g.doc_id)
@@ -645,7 +635,7 @@ class Store:
                     flexible=r.flexible))
         return {k: tuple(v) for k, v in out.items()}
 
-    def gsm8k_agreement(self) -> list[dict[str, Any]]:
+    def gsm8k_agreement(self) -> list[GSM8KAgreement]:
         """Per night and GSM8K arm folder: documents, strict-right, and how many changed
         against the same arm's first folder of the night before (for the dashboard)."""
         n, g = nights.c, gsm8k_documents.c
@@ -658,24 +648,35 @@ class Store:
         for r in rows:
             per.setdefault((r.experiment, r.config_hash, r.arm, r.date, r.run_dir), {})[
                 r.doc_id] = bool(r.strict)
-        out: list[dict[str, Any]] = []
+        out: list[GSM8KAgreement] = []
         previous: dict[tuple, dict[int, bool]] = {}
         first_of_night: dict[tuple, str] = {}
         for (exp, h, arm, date, run_dir), docs in sorted(per.items()):
             key = (exp, h, arm)
             before = previous.get(key) if first_of_night.get(key + (date,)) is None else None
-            row = {"date": date, "experiment": exp, "config_hash": h, "arm": arm,
-                   "run_dir": run_dir, "documents": len(docs), "right": sum(docs.values())}
-            row["first"] = first_of_night.setdefault(key + (date,), run_dir) == run_dir
-            if row["first"]:
+            first = first_of_night.setdefault(key + (date,), run_dir) == run_dir
+            changed: dict[str, int] = {}
+            if first:
                 if before is not None:
                     shared = set(docs) & set(before)
-                    row["lost"] = sum(1 for d in shared if before[d] and not docs[d])
-                    row["gained"] = sum(1 for d in shared if docs[d] and not before[d])
-                    row["shared"] = len(shared)
+                    changed = {"lost": sum(1 for d in shared if before[d] and not docs[d]),
+                               "gained": sum(1 for d in shared if docs[d] and not before[d]),
+                               "shared": len(shared)}
                 previous[key] = docs
-            out.append(row)
+            out.append(GSM8KAgreement(date=date, experiment=exp, config_hash=h, arm=arm,
+                                      run_dir=run_dir, documents=len(docs),
+                                      right=sum(docs.values()), first=first, **changed))
         return out
+
+
+def _history_cell(row: Mapping[str, Any]) -> HistoryCell:
+    values = dict(row)
+    values["arm_overrides"] = json.dumps(values["arm_overrides"] or {}, sort_keys=True)
+    if values["verdict"] is None:  # a cell recorded without a verdict
+        values["verdict"] = "not judged"
+    for col in ("pct", "pct_low", "pct_high", "threshold", "floor_pp", "median", "low", "high"):
+        values[col] = _nan(values[col])
+    return HistoryCell(**values)
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
