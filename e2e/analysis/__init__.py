@@ -12,8 +12,7 @@ from e2e.analysis._aggregate import (
 from e2e.analysis._attribution import Attribution, attribute
 from e2e.analysis._capacity import estimate, ratio
 from e2e.analysis._capacity_criterion import censored, goodput_margin, margin, margin_terms
-from e2e.analysis._compare import run_times
-from e2e.analysis._frame import arrival_of, runs_frame, workload_key
+from e2e.analysis._frame import arrival_of, run_times, runs_frame, workload_key
 from e2e.analysis._gsm8k import (
     Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
     gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy

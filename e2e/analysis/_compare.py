@@ -1,107 +1,20 @@
 """Every arm against the baseline of its cell (``compare``): one model per cell, shared noise
 where it is alike, the floor, the verdicts, the family-wise rule over the primary comparisons,
-and the noise table; which arms are A/A checks; each run's slot in its block."""
+and the noise table."""
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 
 from e2e.analysis import stats
-from e2e.analysis._components import components
-from e2e.analysis._frame import _host
-from e2e.analysis._summary import Cell, Comparison, NoiseRow, ReportWarning, label_of, metric
-from e2e.plan import comparable_settings
-from e2e.results import RunRecord
+from e2e.analysis._headline import headline_metric
+from e2e.analysis._noise import noise_rows
+from e2e.analysis._summary import (
+    Cell, Comparison, NoiseRow, ReportWarning, RunKey as _RunKey, label_of, metric
+)
 
-__all__ = ["compare", "aa_arms", "slots", "run_times", "estimate_of", "primary_metric"]
-
-_RunKey = tuple[str, int, str, int, "str | None"]  # arm, concurrency, spec mode, repeat, host
-
-
-def aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
-    """Arms whose comparable settings (``config.comparable_settings``: description aside)
-    equal the baseline's: repeats of the baseline, whose comparison measures the noise (A/A)."""
-    config: dict = {}
-    for r in records:
-        if isinstance(r.config, dict) and isinstance(r.config.get("arms"), dict):
-            config = {**r.config, "arms": {**config.get("arms", {}), **r.config["arms"]}}
-    known = config.get("arms", {})
-    if baseline not in known:
-        return ()
-    base = comparable_settings(config, baseline)["arm"]
-    return tuple(a for a in arms if a != baseline and a in known
-                 and comparable_settings(config, a)["arm"] == base)
-
-
-def slots(records: Sequence[RunRecord]) -> dict[_RunKey, int | None]:
-    """Each run's position in its block (0 = first): the rank of its start time among the
-    runs of the same round, host, concurrency and spec mode (the runs a host made back to back).
-    None for every run of a block whose start times are missing, unparsable or tied (then the
-    model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
-    cell back to back, on one host."""
-    from datetime import datetime, timezone
-
-    groups: dict[tuple, list[tuple[_RunKey, object]]] = {}
-    out: dict[_RunKey, int | None] = {}
-    for r in records:
-        name = _host(r)
-        if r.spec.duet is not None:  # measured together: its slot is its place in the block
-            out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name,
-                 int(r.spec.duet))] = r.spec.slot
-            continue
-        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
-        try:
-            when = datetime.fromisoformat(str(r.started_at))
-        except ValueError:
-            when = None
-        if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
-            when = when.replace(tzinfo=timezone.utc)
-        groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
-    for runs in groups.values():
-        times = [w for _, w in runs]
-        if any(w is None for w in times) or len(set(times)) < len(times):
-            out.update({k: None for k, _ in runs})
-            continue
-        for rank, (k, _) in enumerate(sorted(runs, key=lambda kw: kw[1])):
-            out[k] = rank
-    return out
-
-
-def _started(r: RunRecord):
-    from datetime import datetime, timezone
-
-    try:
-        when = datetime.fromisoformat(str(r.started_at))
-    except ValueError:
-        return None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
-
-
-def run_times(records: Sequence[RunRecord]) -> dict[_RunKey, float]:
-    """Each sequential run's start on its host's timeline, in runs: seconds since the host's
-    first run over the median spacing of the host's consecutive starts (so one run apart is
-    about 1, a round of other cells in between more, a resume the next day very far). Runs
-    measured in duets, or on a host with fewer than 3 parsable, distinct start times, have none
-    (then the cell model has no time term: ``stats.cell_model``)."""
-    hosts: dict[str | None, list[tuple[_RunKey, object]]] = {}
-    for r in records:
-        when = _started(r)
-        if r.spec.duet is not None or when is None:
-            continue
-        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), _host(r))
-        hosts.setdefault(key[4], []).append((key, when))
-    out: dict[_RunKey, float] = {}
-    for runs in hosts.values():
-        starts = sorted(w.timestamp() for _, w in runs)
-        gaps = [b - a for a, b in zip(starts, starts[1:]) if b > a]
-        if len(set(starts)) < 3 or not gaps:
-            continue
-        unit = sorted(gaps)[len(gaps) // 2]
-        out.update({k: (w.timestamp() - starts[0]) / unit for k, w in runs})
-    return out
-
+__all__ = ["compare", "estimate_of", "primary_metric"]
 
 def _runs(cell: Cell) -> list[tuple[object, float]]:
     return list(zip(cell.blocks(), cell.values))
@@ -132,8 +45,6 @@ def estimate_of(comp: Comparison) -> stats.LogRatio | None:
 def primary_metric(concurrency: int, spec_mode: str) -> str:
     """The cell's primary (headline) metric: mean TPOT at concurrency 1, median TPOT above it,
     ms per verify step with the speculator."""
-    from e2e.analysis._headline import headline_metric
-
     return headline_metric(concurrency, spec_mode)
 
 
@@ -169,6 +80,9 @@ def compare(
        step-down with Shaffer's restriction (``stats.paired_holm``), so a false "faster",
        "slower" or "equivalent" anywhere in the family has probability at most α. A/A arms are
        "check"s, other metrics "secondary" (unadjusted)."""
+    # each cell's runs as the model reads them, and as the fallbacks' (block, value) pairs
+    model_runs = {id(c): _model_runs(c, slots, times or {}) for c in cells}
+    blocked = {id(c): _runs(c) for c in cells}
     warnings: list[ReportWarning] = []
     pairs: list[tuple[Cell, Cell]] = []
     for c in cells:
@@ -183,6 +97,7 @@ def compare(
                 detail=label_of(c.metric)))
             continue
         pairs.append((c, base))
+    metrics = {c.metric: metric(c.metric) for c, _ in pairs}
 
     # 1. one model per (concurrency, spec mode, metric), else the fallbacks
     groups: dict[tuple[int, str, str], list[tuple[Cell, Cell]]] = {}
@@ -194,15 +109,15 @@ def compare(
     units: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # (metric, mode, conc)
     group_runs: dict[tuple[int, str, str], list[stats.ModelRun]] = {}
     for key, members in groups.items():
-        runs = _model_runs(members[0][1], slots, times or {})
+        runs = list(model_runs[id(members[0][1])])
         for c, _ in members:
-            runs += _model_runs(c, slots, times or {})
+            runs += model_runs[id(c)]
         group_runs[key] = runs
         if len(runs) > 2 and (fit := stats.cell_model(runs, baseline)) is not None:
             fits[key] = fit
     # the host's level over time: one AR(1) correlation for the folder, from its headline cells
     rho, rho_source, plausible = stats.folder_rho([f for (conc, mode, m), f in fits.items()
-                                                   if m == primary_metric(conc, mode)])
+                                                   if m == headline_metric(conc, mode)])
     for key, members in groups.items():
         fit = fits.pop(key, None)
         if fit is not None and fit.design is not None and plausible:
@@ -216,7 +131,7 @@ def compare(
             if e is not None:
                 own_s2[id(c)] = fit.s2
             else:
-                e = stats.log_ratio(_runs(c), _runs(base))
+                e = stats.log_ratio(blocked[id(c)], blocked[id(base)])
                 if e is not None and e.method == "blocked":
                     own_s2[id(c)] = e.raw_noise_sd ** 2 / 2.0
                     units.setdefault((key[2], key[1], key[0]), []).append((own_s2[id(c)], e.df))
@@ -233,7 +148,7 @@ def compare(
         prior = priors[(key, mode, conc)]
         if prior.df > 0:
             pooled_text.append(
-                f"{metric(key).label} (concurrency {conc}, {mode}): each comparison's noise is "
+                f"{metrics[key].label} (concurrency {conc}, {mode}): each comparison's noise is "
                 f"moderated toward the cell's {prior.units} comparisons' (prior "
                 f"{math.sqrt(prior.s2) * 100:.2g} % per run on {prior.df:.1f} df)")
     for c, base in pairs:
@@ -252,7 +167,7 @@ def compare(
         welch = stats.welch_log_ratio(c.values, base.values)
         if welch is not None:
             welch = stats.floor_noise(welch, stats.RESOLUTION_SD)
-        m = metric(c.metric)
+        m = metrics[c.metric]
         verdict = stats.call(e, time_metric=m.unit == "ms", confidence=confidence,
                              min_effect_pct=min_effect_pct, equivalence_pct=equivalence_pct)
         where = (c.arm, c.concurrency, c.spec_mode, c.metric)
@@ -273,7 +188,7 @@ def compare(
                 cause=f"runs without a partner in their round left out of the blocked "
                       f"comparison with {baseline}", detail=f"{m.label} {e.dropped}"))
         role = ("check" if c.arm in aa_arms else
-                "primary" if c.metric == primary_metric(c.concurrency, c.spec_mode) else "secondary")
+                "primary" if c.metric == headline_metric(c.concurrency, c.spec_mode) else "secondary")
         fit = fits.get((c.concurrency, c.spec_mode, c.metric))
         rows.append({
             "c": c, "base": base, "est": e, "welch": welch, "verdict": verdict, "role": role,
@@ -319,82 +234,5 @@ def compare(
             rho=fit.rho if fit is not None else None,
         ))
     target = equivalence_pct if target_effect_pct is None else target_effect_pct
-    return (comparisons, _noise_rows(rows, fits, aa_arms, confidence, target, priors), warnings,
+    return (comparisons, noise_rows(rows, fits, aa_arms, confidence, target, priors), warnings,
             pooled_text)
-
-
-def _noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit],
-                aa_arms: tuple[str, ...], confidence: float, target: float,
-                priors: dict[tuple[str, str, int], stats.Prior]) -> tuple[NoiseRow, ...]:
-    """Per (concurrency, spec mode, metric): the noise the comparisons used (after moderation
-    and the floor; the same for every arm of a fitted cell), with the MDE and df of the A/A
-    arm's comparison when there is one, else of the cell's first comparison, and the reported
-    runs whose MDE in the same design (arms, slot term, prior df) is ``target``."""
-    out: list[NoiseRow] = []
-    keys: list[tuple[int, str, str]] = []
-    for r in rows:
-        k = (r["c"].concurrency, r["c"].spec_mode, r["c"].metric)
-        if k not in keys:
-            keys.append(k)
-    for conc, mode, key in keys:
-        here = [r for r in rows if (r["c"].concurrency, r["c"].spec_mode, r["c"].metric) == (conc, mode, key)
-                and r["est"] is not None]
-        if not here:
-            continue
-        aa = [r for r in here if r["c"].arm in aa_arms]
-        pick = aa[0] if aa else here[0]
-        e, w = pick["est"], pick["welch"]
-        fit = fits.get((conc, mode, key))
-        prior = priors.get((key, mode, conc), stats.Prior(0.0, 0.0, 0))
-        if e.method == "model" and fit is not None:
-            source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
-                      + (", slot term" if fit.slot else "")
-                      + (", recorded interference as a covariate" if fit.covariate else "")
-                      + (f", AR(1) over time ρ {fit.rho:.2f} ({fit.rho_source}; GLS)"
-                         if fit.model == "ar1-gls" else "")
-                      + (f", standard errors honest for ρ {fit.honest_for[0]:g}–"
-                         f"{fit.honest_for[1]:g}" if fit.honest_for else "")
-                      + (f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else ""))
-            arms_n = fit.arms
-        else:
-            source = f"{pick['c'].arm} vs its baseline ({e.method})" + (
-                f" + {prior.df:.1f} df from the cell's {prior.units} comparisons" if e.prior_df else "")
-            arms_n = 2
-        if aa:
-            source = f"A/A arm {pick['c'].arm}: " + source
-        n = e.n_blocks if e.method != "welch" else min(e.n_arm, e.n_baseline)
-        method = e.method if e.method in ("model", "blocked") else "welch"
-        cells = {id(c): c for r in here for c in (r["c"], r["base"])}.values()
-        slots = _duet_sides(cells) if method == "model" else 0
-        if slots:
-            source += f", in duets of {slots}"
-            n = len({b[0] for c in cells for b in c.blocks()})  # rounds, not duets met in
-        run_s2, run_df = ((fit.s2, fit.df) if e.method == "model" and fit is not None
-                          else (e.raw_noise_sd ** 2 / 2.0, e.df))
-        parts = (components([w for c in cells for w in c.windows], run_s2, run_df)
-                 if any(c.windows for c in cells) else None)
-        out.append(NoiseRow(
-            concurrency=conc, spec_mode=mode, metric=key, noise_pct=e.noise_sd * 100.0, source=source,
-            n_blocks=n, mde_pct=e.mde_pct(confidence),
-            unpaired_mde_pct=None if (w is None or not aa) else w.mde_pct(confidence),
-            target_pct=target,
-            runs_for_target=stats.runs_needed(e.noise_sd, target, method=method, confidence=confidence,
-                                              arms=arms_n, prior_df=e.prior_df,
-                                              slot=bool(fit is not None and fit.slot
-                                                        and e.method == "model"),
-                                              noise_df=e.df, slots=slots),
-            floored=e.floored, df=e.df, prior_df=e.prior_df, arms_in_model=arms_n, method=method,
-            slot=bool(fit is not None and fit.slot and e.method == "model"), components=parts,
-            time_model=fit.model if fit is not None and e.method == "model" else None,
-            rho=fit.rho if fit is not None and e.method == "model" else None, slots=slots,
-            se=e.se))
-    return tuple(out)
-
-
-def _duet_sides(cells) -> int:
-    """The sides of the duets the cells' runs were measured in (the most common block size;
-    0 when some run was measured alone)."""
-    if not cells or not all(c.in_duets for c in cells):
-        return 0
-    sizes = Counter(b for c in cells for b in c.blocks())
-    return Counter(sizes.values()).most_common(1)[0][0] if sizes else 0

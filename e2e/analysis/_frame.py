@@ -1,6 +1,8 @@
-"""Run records -> one pandas frame of runs; which runs may share a cell (``comparable``),
-which are kept (``select``), the arms' order, the warmups (``report_from_run``) and the
-equivalence band of the records' config.
+"""Run records -> one pandas frame of runs, checked (``checked_runs``): which runs may share a
+cell (``comparable``), which are kept (``select``), the arms' order and which are A/A repeats
+of the baseline (``aa_arms``), the warmups (``report_from_run``), each run's slot in its block
+(``slots``) and place on its host's timeline (``run_times``), and the equivalence band of the
+records' config.
 
 What a run's load was is read once here (``field_of``), for e2e's runs and imported ones
 alike, and for records written before a field existed: the workload (``workload_key``: its
@@ -12,19 +14,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning
+from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning, RunKey
 from e2e.config import TraceReplay
 from e2e.names import did_you_mean
 from e2e.plan import comparable_settings
 from e2e.metrics import metric_value
 from e2e.results import RunRecord
 
-__all__ = ["WORKLOAD_FIELDS", "runs_frame", "comparable", "select", "equivalence_of",
-           "workload_key", "arrival_of", "field_of", "load_label"]
+__all__ = ["WORKLOAD_FIELDS", "CheckedRuns", "checked_runs", "runs_frame", "comparable",
+           "select", "equivalence_of", "workload_key", "arrival_of", "field_of", "load_label",
+           "aa_arms", "slots", "run_times"]
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
@@ -34,7 +38,7 @@ _SETTINGS = ("server_settings", "arm_settings")
 _FRAME_COLUMNS = (["experiment", "run_id", "arm", "concurrency", "spec_mode", "repeat", "host", "duet", "interference", "valid",
                    "invalid_reasons", "report_from_run", "source", "burst_affected",
                    "client_core_share",
-                   "client_saturated", "goodput_slo", "windows_metrics", "load", "workload_info",
+                   "client_saturated", "goodput_slo", "window_values", "load", "workload_info",
                    "definitions", *WORKLOAD_FIELDS, *_SETTINGS]
                   + [m.key for m in METRICS])
 
@@ -201,7 +205,6 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
             "client_saturated": bool(r.client is not None and r.client.saturated),
             "client_core_share": r.client.core_share if r.client is not None else None,
             "goodput_slo": r.metrics.goodput_slo if r.metrics is not None else None,
-            "windows_metrics": tuple(r.windows),
             "load": load_label(r),
             "workload_info": r.workload,
             "definitions": _definitions(r),
@@ -209,6 +212,8 @@ def runs_frame(records: Iterable[RunRecord], metrics: Sequence[Metric] = METRICS
                        else r.server.kind),  # fresh (started by e2e), external, imported
             **{f: field_of(r, f) for f in WORKLOAD_FIELDS},
             **_settings(r),
+            "window_values": {m.key: tuple(metric_value(w, m.key) for w in r.windows)
+                              for m in metrics},
             **{m.key: metric_value(r.metrics, m.key) for m in metrics},
         })
     columns = _FRAME_COLUMNS[:-len(METRICS)] + [m.key for m in metrics]
@@ -378,3 +383,126 @@ def equivalence_of(records) -> float:
     bands = [r.config.get("equivalence_pct") for r in records if isinstance(r.config, dict)]
     bands = [float(b) for b in bands if b is not None]
     return max(bands) if bands else 1.0
+
+
+def aa_arms(records: Sequence[RunRecord], baseline: str, arms: Sequence[str]) -> tuple[str, ...]:
+    """Arms whose comparable settings (``config.comparable_settings``: description aside)
+    equal the baseline's: repeats of the baseline, whose comparison measures the noise (A/A)."""
+    config: dict = {}
+    for r in records:
+        if isinstance(r.config, dict) and isinstance(r.config.get("arms"), dict):
+            config = {**r.config, "arms": {**config.get("arms", {}), **r.config["arms"]}}
+    known = config.get("arms", {})
+    if baseline not in known:
+        return ()
+    base = comparable_settings(config, baseline)["arm"]
+    return tuple(a for a in arms if a != baseline and a in known
+                 and comparable_settings(config, a)["arm"] == base)
+
+
+def slots(records: Sequence[RunRecord]) -> dict[RunKey, int | None]:
+    """Each run's position in its block (0 = first): the rank of its start time among the
+    runs of the same round, host, concurrency and spec mode (the runs a host made back to back).
+    None for every run of a block whose start times are missing, unparsable or tied (then the
+    model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
+    cell back to back, on one host."""
+    from datetime import datetime, timezone
+
+    groups: dict[tuple, list[tuple[RunKey, object]]] = {}
+    out: dict[RunKey, int | None] = {}
+    for r in records:
+        name = _host(r)
+        if r.spec.duet is not None:  # measured together: its slot is its place in the block
+            out[(r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name,
+                 int(r.spec.duet))] = r.spec.slot
+            continue
+        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
+        try:
+            when = datetime.fromisoformat(str(r.started_at))
+        except ValueError:
+            when = None
+        if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
+            when = when.replace(tzinfo=timezone.utc)
+        groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
+    for runs in groups.values():
+        times = [w for _, w in runs]
+        if any(w is None for w in times) or len(set(times)) < len(times):
+            out.update({k: None for k, _ in runs})
+            continue
+        for rank, (k, _) in enumerate(sorted(runs, key=lambda kw: kw[1])):
+            out[k] = rank
+    return out
+
+
+def _started(r: RunRecord):
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(str(r.started_at))
+    except ValueError:
+        return None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+
+
+def run_times(records: Sequence[RunRecord]) -> dict[RunKey, float]:
+    """Each sequential run's start on its host's timeline, in runs: seconds since the host's
+    first run over the median spacing of the host's consecutive starts (so one run apart is
+    about 1, a round of other cells in between more, a resume the next day very far). Runs
+    measured in duets, or on a host with fewer than 3 parsable, distinct start times, have none
+    (then the cell model has no time term: ``stats.cell_model``)."""
+    hosts: dict[str | None, list[tuple[RunKey, object]]] = {}
+    for r in records:
+        when = _started(r)
+        if r.spec.duet is not None or when is None:
+            continue
+        key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), _host(r))
+        hosts.setdefault(key[4], []).append((key, when))
+    out: dict[RunKey, float] = {}
+    for runs in hosts.values():
+        starts = sorted(w.timestamp() for _, w in runs)
+        gaps = [b - a for a, b in zip(starts, starts[1:]) if b > a]
+        if len(set(starts)) < 3 or not gaps:
+            continue
+        unit = sorted(gaps)[len(gaps) // 2]
+        out.update({k: (w.timestamp() - starts[0]) / unit for k, w in runs})
+    return out
+
+
+@dataclass(frozen=True)
+class CheckedRuns:
+    """Run records as the report reads them (``checked_runs``): one frame row a run, runs that
+    may share a cell (``comparable`` refused the others), and what the cells and comparisons
+    need of the records besides."""
+
+    frame: pd.DataFrame
+    start: int
+    """The first reported repeat (``report_from_run``); earlier valid runs are warmups."""
+    arms: tuple[str, ...]
+    """The baseline first, then the config snapshot's order (``_arm_order``)."""
+    aa_arms: tuple[str, ...]
+    slots: dict[RunKey, int | None]
+    times: dict[RunKey, float]
+    warnings: tuple[ReportWarning, ...]
+
+
+def checked_runs(records: Sequence[RunRecord], metrics: Sequence[Metric], *, baseline: str,
+                 report_from_run: int | None) -> CheckedRuns:
+    """``records`` as one checked frame: raises ValueError where runs that would be compared
+    differ (``comparable``); warns where goodput's SLOs differ, where warmup settings differ,
+    where a metric is not finite, where experiments mix and where the baseline has no runs."""
+    frame = runs_frame(records, metrics)
+    comparable(frame)
+    frame, slo_warnings = _one_slo(frame)
+    start, warnings = _resolve_report_from_run(frame, report_from_run)
+    warnings = warnings + slo_warnings + _drop_non_finite(frame, metrics)
+    experiments = sorted(set(frame["experiment"]))
+    if len(experiments) > 1:
+        warnings.append(ReportWarning(f"runs of several experiments mixed: {', '.join(experiments)}"))
+    arms = _arm_order(records, set(frame["arm"]), baseline)
+    if baseline not in arms:
+        warnings.append(ReportWarning(
+            f"no runs of the baseline arm {baseline!r}{did_you_mean(baseline, arms)}; no "
+            f"comparisons (arms: {', '.join(arms)})"))
+    return CheckedRuns(frame, start, arms,
+                       aa_arms(records, baseline, arms) if baseline in arms else (),
+                       slots(records), run_times(records), tuple(warnings))

@@ -17,7 +17,7 @@ would otherwise count four times.
 
 Verdict. Divergence alone is no finding: batched numerics differ from run to run, so two
 servers of the same build may answer a prompt differently at higher concurrency. The A/A arm
-(a repeat of the baseline: ``_compare.aa_arms``) against the baseline is the yardstick, as it
+(a repeat of the baseline: ``_frame.aa_arms``) against the baseline is the yardstick, as it
 is for speed and GSM8K. A comparison with no divergent prompt is *identical*. Otherwise the
 arm's counts (diverged, identical) are set against the A/A's in a 2x2 table, and Fisher's
 exact test, one-sided (the arm diverges on a larger share of prompts than the A/A;
@@ -50,8 +50,7 @@ from dataclasses import dataclass
 
 from scipy.stats import fisher_exact
 
-from e2e.analysis._compare import aa_arms
-from e2e.analysis._frame import _arm_order
+from e2e.analysis._frame import _arm_order, aa_arms
 from e2e.analysis._multiplicity import holm
 from e2e.analysis._summary import DEFAULT_CONFIDENCE, SPEC_MODES
 from e2e.results import RequestRecord, RunRecord
