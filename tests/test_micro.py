@@ -267,7 +267,8 @@ def test_per_step_without_vllm_ops_is_a_clear_error(tmp_path):
 
 
 def test_micro_without_torch_says_to_install_the_kernels_extra():
-    """A base install (no kernels extra) asking for e2e micro gets one line, not a traceback."""
+    """A base install (no kernels extra) asking for e2e micro gets one line, not a traceback,
+    and exit 2 (what to do: install the extra), as ``--executor ray`` without Ray does."""
     code = ("import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
             "import importlib.util; real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda n, *a: None if n in ('torch', 'triton') "
@@ -275,5 +276,5 @@ def test_micro_without_torch_says_to_install_the_kernels_extra():
             "from e2e.cli import app; app(['micro', '--dry-run', '--rows', '1'])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "install the kernels extra: pip install -e '.[kernels]'" in proc.stderr + proc.stdout

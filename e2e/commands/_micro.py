@@ -46,13 +46,13 @@ def micro_command(
     def body() -> None:
         import importlib.util
 
-        from e2e.errors import E2EError
+        from e2e.errors import ConfigError
 
         missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
         if missing:  # before e2e.kernels, which imports torch
-            raise E2EError(f"e2e micro needs torch and Triton ({', '.join(missing)} missing); "
-                           "install the kernels extra: pip install -e '.[kernels]' (on a "
-                           "CPU-only machine the CPU torch wheel first, as .ci/run does)")
+            raise ConfigError(f"e2e micro needs torch and Triton ({', '.join(missing)} missing); "
+                              "install the kernels extra: pip install -e '.[kernels]' (on a "
+                              "CPU-only machine the CPU torch wheel first, as .ci/run does)")
         from e2e.kernels.micro import (BENCH_PATHS, DEFAULT_ROWS, MicroSpec, parse_int_list,
                                        run_micro)
         from e2e.render import micro_markdown, write_micro
