@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import chromium
 from e2e.errors import ResultsError
-from e2e.render._dashboard import _link
+from e2e.render import report_link
 from e2e.results import HISTORY_FILE, STORE_METADATA, open_store
 from test_dashboard import config, ten_nights
 
@@ -130,14 +130,14 @@ def test_hostile_store_in_headless_chromium(hostile_site):
 
 
 def test_links_are_relative_or_http():
-    assert _link(None, "nightly/2026-01-01/x/report/report.md") == \
+    assert report_link(None, "nightly/2026-01-01/x/report/report.md") == \
         "nightly/2026-01-01/x/report/index.html"
-    assert _link("https://ci.example.org/r", "a/report.md") == "https://ci.example.org/r/a/index.html"
+    assert report_link("https://ci.example.org/r", "a/report.md") == "https://ci.example.org/r/a/index.html"
     for bad in ("javascript:alert(1)", " JaVaScRiPt:alert(1)", "data:text/html,x",
                 "//evil.example/x", "/etc/passwd", "java\tscript:alert(1)", "vbscript:x"):
-        assert _link(None, bad) is None, bad
-        assert _link("../results", bad) is None, bad
-    assert _link("javascript:alert(1)//", "a/report.md") is None
+        assert report_link(None, bad) is None, bad
+        assert report_link("../results", bad) is None, bad
+    assert report_link("javascript:alert(1)//", "a/report.md") is None
 
 
 def _history(results, date: str) -> None:

@@ -242,7 +242,7 @@ FACES = {
         "gsm8k_json", "gsm8k_markdown", "host_cost_markdown", "md_text", "metric_label",
         "micro_markdown", "micro_plot", "render_capacity_plot", "render_csv", "render_github",
         "render_html", "render_markdown", "render_plots", "render_summary",
-        "render_summary_github", "render_trends", "report_json", "run_json", "said",
+        "render_summary_github", "render_trends", "report_json", "report_link", "run_json", "said",
         "site_files", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
         "write_gsm8k_report", "write_micro", "write_site", "write_steps"],
     "e2e.execute": [
@@ -272,7 +272,7 @@ def test_each_face_exports_what_it_says():
 # Test files that import a private module or name of e2e (``e2e.x._y``, ``from e2e.x import
 # _y``) reach past a stage's face: what they need should become public or move to a face. The
 # ceiling only goes down.
-PRIVATE_IMPORT_CEILING = 15
+PRIVATE_IMPORT_CEILING = 14
 
 
 def private_importers() -> list[str]:

@@ -27,12 +27,13 @@ __all__ = [
     "format_value", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
     "md_text", "metric_label", "micro_markdown", "micro_plot", "render_capacity_plot",
     "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
-    "render_summary", "render_summary_github", "render_trends", "report_json", "run_json",
+    "render_summary", "render_summary_github", "render_trends", "report_json", "report_link",
+    "run_json",
     "said", "site_files", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
     "write_gsm8k_report", "write_micro", "write_site", "write_steps"
 ]
 
-_NIGHTLY = ("SiteData", "SummaryContext", "metric_label", "render_summary",
+_NIGHTLY = ("SiteData", "SummaryContext", "metric_label", "render_summary", "report_link",
             "render_summary_github", "render_trends", "said", "site_files", "write_site")
 
 
@@ -42,7 +43,7 @@ def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name in _NIGHTLY:
-        from e2e.render._dashboard import SiteData, site_files, write_site
+        from e2e.render._dashboard import SiteData, report_link, site_files, write_site
         from e2e.render._nightly import (SummaryContext, metric_label, render_summary,
                                          render_summary_github, render_trends, said)
     else:

@@ -53,7 +53,7 @@ from e2e.render._nightly import metric_label
 from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
                          StoredNight, StoredVerdict)
 
-__all__ = ["SiteData", "site_files", "write_site", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
+__all__ = ["SiteData", "site_files", "write_site", "report_link", "cell_slug", "plotly_js", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {
     "regressed": "#d62728", "improved": "#2ca02c", "noise": "#7f7f7f", "undecided": "#bcbd22",
@@ -140,7 +140,7 @@ def _safe_url(url: str) -> bool:
     return scheme is None or scheme.group(1).lower() in ("http", "https")
 
 
-def _link(base: str | None, rel: Any) -> str | None:
+def report_link(base: str | None, rel: Any) -> str | None:
     """``rel`` (relative to the results folder) under ``base``; a night's report.md is
     linked as its HTML view, index.html beside it. None when there is no path, or the link
     would not be a relative path or an http(s) URL (a store's text is anyone's). The
@@ -175,7 +175,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined, finalize=_shown)
     env.filters.update(
         blank_as=_blank_as, script_json=_json_for_script,
-        report_link=lambda rel, base: _link(base, rel),
+        report_link=lambda rel, base: report_link(base, rel),
         verdict_colour=lambda verdict: VERDICT_COLOURS.get(verdict, "#999"),
         status_colour=lambda status: _STATUS_COLOURS.get(status, "#999"))
     return env
@@ -229,7 +229,7 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[StoredChangePoint]
             f"commit: {str(commit)[:12] if commit else '?'}",
             f"host: {r.host or '?'} · runs: {r.n}"]
             + (["click: the night's report"] if report else [])))
-        links.append(_link(base, report) or "")
+        links.append(report_link(base, report) or "")
     colours = [VERDICT_COLOURS.get(v, "#999") for v in rows["verdict"]]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
@@ -433,7 +433,7 @@ def _compare(data: SiteData, h: pd.DataFrame) -> bytes:
                            "config_hash": n.config_hash, "status": n.status,
                            "host": n.host or "?",
                            "build": builds.get((n.date, n.experiment, n.config_hash), "?"),
-                           "report": _link(data.link_base, n.report_path)}
+                           "report": report_link(data.link_base, n.report_path)}
                           for i, n in enumerate(nights)], "cells": per}
     return _page("compare.html.j2", "Compare two nights", plots=True, empty=False,
                  payload=payload)
