@@ -10,8 +10,6 @@ input or a store that cannot be opened.
 
 from __future__ import annotations
 
-import io
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -21,7 +19,7 @@ import typer
 from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
 
 from e2e.console import guard, out, visible
-from e2e.render import csv_safe
+from e2e.render import cell_history_text, history_nights_text
 from e2e.errors import ConfigError
 
 __all__ = ["history_command", "cell_history", "store_url"]
@@ -100,11 +98,11 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
     with open_store(store_url(store, config), results) as opened:
         if metric is None:
             nights = opened.nights(experiment=experiment)
-            text = _nights_text(nights, format_)
+            text = history_nights_text(nights, format_)
         else:
             rows = cell_history(opened.history(experiment=experiment), metric=metric, arm=arm,
                                 concurrency=concurrency, spec_mode=spec_mode)
-            text = _rows_text(rows[EXPORT_COLUMNS], format_)
+            text = cell_history_text(rows[EXPORT_COLUMNS], format_)
     if format_ != "json":  # a store's text is anyone's: a host name may hold an ESC sequence
         text = visible(text)  # (JSON escapes control characters itself)
     if output is not None:
@@ -115,55 +113,3 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
     else:
         sys.stdout.write(text)
     return 0
-
-
-Format = Literal["table", "csv", "json"]
-
-
-def _nights_text(nights, format_: Format) -> str:
-    from dataclasses import asdict
-
-    records = [asdict(n) for n in nights]
-    if format_ == "json":
-        return json.dumps(records, indent=2) + "\n"
-    if format_ == "csv":
-        import pandas as pd
-
-        cols = ["date", "experiment", "config_hash", "status", "cells", "regressed", "host",
-                "recorded_at", "baseline_date"]
-        return csv_safe(pd.DataFrame(records, columns=cols)).to_csv(index=False)
-    if not records:
-        return "no nights in the store\n"
-    lines = [f"{'date':<10}  {'experiment':<16}  {'config':<12}  {'status':<10}  "
-             f"{'cells':>5}  {'regr.':>5}  {'baseline':<10}  host"]
-    for n in nights:
-        lines.append(f"{n.date:<10}  {n.experiment:<16}  {n.config_hash[:12]:<12}  "
-                     f"{n.status:<10}  {n.cells:>5}  {n.regressed:>5}  "
-                     f"{n.baseline_date or '—':<10}  {n.host or '?'}")
-    return "\n".join(lines) + "\n"
-
-
-def _rows_text(rows, format_: Format) -> str:
-    frame = rows.copy()
-    for column in ("values", "run_dirs"):
-        frame[column] = [list(x) for x in frame[column]]
-    if format_ == "json":
-        import math
-
-        records = frame.to_dict(orient="records")
-        for r in records:
-            for k, v in r.items():
-                if isinstance(v, float) and math.isnan(v):
-                    r[k] = None
-        return json.dumps(records, indent=2, default=str) + "\n"
-    if format_ == "csv":
-        frame["values"] = [" ".join(f"{x:g}" for x in v) for v in frame["values"]]
-        frame["run_dirs"] = [" ".join(v) for v in frame["run_dirs"]]
-        buf = io.StringIO()
-        csv_safe(frame).to_csv(buf, index=False)
-        return buf.getvalue()
-    lines = [f"{'date':<10}  {'median':>10}  {'low':>10}  {'high':>10}  {'n':>3}  verdict"]
-    for r in frame.itertuples(index=False):
-        lines.append(f"{r.date:<10}  {r.median:>10.4g}  {r.low:>10.4g}  {r.high:>10.4g}  "
-                     f"{r.n:>3}  {r.verdict}")
-    return "\n".join(lines) + "\n"

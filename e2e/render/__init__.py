@@ -22,9 +22,11 @@ from e2e.render._unit import unit_markdown
 
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
-    "SiteData", "SummaryContext", "build_report", "comparison_plot_names", "csv_safe", "dumps",
+    "SiteData", "SummaryContext", "build_report", "cell_history_text", "comparison_plot_names",
+    "csv_safe", "dumps",
     "fit_comment", "forest_figure", "format_cell", "format_headline_comparison", "format_pct",
-    "format_value", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "host_cost_markdown",
+    "format_value", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "history_nights_text",
+    "host_cost_markdown",
     "md_text", "metric_label", "micro_markdown", "micro_plot", "render_capacity_plot",
     "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
     "render_summary", "render_summary_github", "render_trends", "report_json", "report_link",
@@ -53,6 +55,7 @@ def __getattr__(name: str) -> object:
         from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,
                                         fit_comment, render_github, verdict_icon)
         from e2e.render._gsm8k import gsm8k_csv, gsm8k_markdown, write_gsm8k_report
+        from e2e.render._history import cell_history_text, history_nights_text
         from e2e.render._html import render_html
         from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
         from e2e.render._markdown import (format_cell, format_headline_comparison, format_pct,
