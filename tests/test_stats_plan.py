@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from e2e.analysis import stats
 from e2e.analysis import summarize
 from e2e.errors import ConfigError
-from e2e.analysis import parse_effect, runs_advice
+from e2e.analysis import format_advice, parse_effect, runs_advice
 from e2e.cli import app
 from test_aggregate import cell_runs
 
@@ -116,3 +116,32 @@ def test_the_power_statement_counts_the_reports_minimum_effect() -> None:
             floored += 1
             assert effect > math.expm1(stats.mde_log(se, df)) * 100 + 0.05
     assert floored, "no design of the sample is precise enough to test the minimum effect"
+
+
+def test_a_target_above_the_minimum_effect_plans_the_call_the_report_makes() -> None:
+    """Above the report's 1 % minimum effect the rounds for a target are those whose "slower"
+    call (the interval excludes 0 and the estimate passes 1 %) has 80 % power at the target,
+    the same effect the "detected at" columns print; at 1 % itself no rounds give that, so the
+    rounds resolve ±1 % with the interval alone and the plan says so."""
+    s = summarize(_records())
+    row = s.noise_row(1, "base", "tpot_ms_mean")
+
+    def df_at(k):
+        return row.df * stats.design_df(k, method="model", arms=3, slot=row.slot) / \
+            stats.design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
+
+    def called(se_round, k):  # the effect the report's call detects with 80 % power
+        se, df = se_round / math.sqrt(k), df_at(k)
+        return math.expm1(max(sp.t.ppf(0.975, df) * se, math.log(1.01))
+                          + sp.t.ppf(0.8, df) * se) * 100
+
+    for target in (1.3, 2.0):
+        a = next(x for x in runs_advice(s, target) if x.metric == "tpot_ms_mean")
+        n, se_round = a.reported_runs, a.plan_se_pct / 100
+        assert called(se_round, n) <= target < called(se_round, n - 1)
+    at_floor = next(x for x in runs_advice(s, 1.0) if x.metric == "tpot_ms_mean")
+    n = at_floor.reported_runs
+    assert stats.mde_log(at_floor.plan_se_pct / 100 / math.sqrt(n), df_at(n)) <= math.log(1.01)
+    note = "is not above the report's 1 % minimum effect"
+    assert note in format_advice(s, runs_advice(s, 1.0))
+    assert note not in format_advice(s, runs_advice(s, 2.0))

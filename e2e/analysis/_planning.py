@@ -8,8 +8,8 @@ honest errors, shared noise, the floor); times √rounds that is the standard er
 round, and a design of k rounds has that over √k, on the test's df scaled to k rounds; the
 effect a design detects counts the report's minimum effect (a difference needs the estimate
 past it as well as the interval excluding 0). The answer is the fewest reported rounds
-whose minimal detectable effect (the interval's alone, the power asked, the report's
-confidence) is the target, planned from that standard error's upper confidence bound at
+whose detected effect (the power asked, the report's confidence, and the minimum effect
+where the target is above it: ``planned_floor``) is the target, planned from that standard error's upper confidence bound at
 ``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
 warmups).
 """
@@ -105,10 +105,11 @@ def _effect(se_round: float, rounds: int, df: float, confidence: float,
 
 
 def _rounds(se_round: float, target_pct: float, df_at, confidence: float, power: float,
-            max_rounds: int = 1000) -> int | None:
-    """The fewest rounds (from 2) whose detected effect is at most ``target_pct``."""
+            min_effect_pct: float = 0.0, max_rounds: int = 1000) -> int | None:
+    """The fewest rounds (from 2) whose detected effect (``_effect``, with the minimum effect
+    ``min_effect_pct``) is at most ``target_pct``."""
     for k in range(2, max_rounds + 1):
-        got = _effect(se_round, k, df_at(k), confidence, power)
+        got = _effect(se_round, k, df_at(k), confidence, power, min_effect_pct)
         if got is not None and got <= target_pct:
             return k
     return None
@@ -129,7 +130,8 @@ def _df_at(row, design: dict):
 
 
 def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
-             power: float, warmups: int, cost: RunCost | None, design: dict) -> tuple[Design, ...]:
+             power: float, warmups: int, cost: RunCost | None, design: dict,
+             min_effect_pct: float) -> tuple[Design, ...]:
     """Servers × windows for the target: the plan's standard error per round scaled by the
     per-run sd each windows choice gives relative to the measured one
     (``Components.run_sd_with``), so the measured design reads as the table above."""
@@ -139,7 +141,7 @@ def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
     out = []
     for k in WINDOW_CHOICES:
         se = se_round * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
-        n = _rounds(se, target_pct, df_at, confidence, power)
+        n = _rounds(se, target_pct, df_at, confidence, power, min_effect_pct)
         runs = None if n is None else n + warmups
         out.append(Design(windows=k, sweep_runs=runs,
                           seconds=None if runs is None or cost is None
@@ -154,6 +156,16 @@ def _steps_per_arm(design: dict) -> float:
     return 1.0 if shape is None else shape[1] / design["arms"]
 
 
+def planned_floor(min_effect_pct: float, target_pct: float) -> float:
+    """The minimum effect the rounds for ``target_pct`` are planned with: the report's, where
+    the target is above it (a "slower" call needs the estimate past it, so the rounds are
+    those of the call the report makes); none where the target is at or under it (no number
+    of rounds gives a call at the minimum effect itself 80 % power: the estimate passes it
+    about half the time), so the rounds resolve the target with the interval alone, as an
+    "equivalent" call within ±target needs."""
+    return min_effect_pct if target_pct > min_effect_pct else 0.0
+
+
 def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
                 metrics: tuple[str, ...] | None = None,
                 costs: dict[tuple[int, str], RunCost] | None = None) -> tuple[RunsAdvice, ...]:
@@ -164,6 +176,7 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
     confidence bound at ``stats.PLAN_NOISE_LEVEL`` (so the power is a promise with that
     confidence, not a median); with load windows, the servers × windows designs and their
     time from ``costs`` (``run_costs``)."""
+    floor = planned_floor(summary.min_effect_pct, target_pct)
     out = []
     for row in summary.noise:
         if metrics is not None and row.metric not in metrics:
@@ -174,7 +187,7 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
                       arms=row.arms_in_model, slot=row.slot, slots=row.slots)
         se_round = stats.upper_noise(row.se * math.sqrt(row.n_blocks), row.df or 0.0)
         df_at = _df_at(row, design)
-        n = _rounds(se_round, target_pct, df_at, summary.confidence, power)
+        n = _rounds(se_round, target_pct, df_at, summary.confidence, power, floor)
         out.append(RunsAdvice(
             concurrency=row.concurrency, spec_mode=row.spec_mode, metric=row.metric,
             noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
@@ -186,7 +199,8 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
             components=row.components, plan_se_pct=se_round * 100.0, slots=row.slots,
             designs=_designs(row, se_round, target_pct, df_at, summary.confidence, power,
                              summary.report_from_run - 1,
-                             (costs or {}).get((row.concurrency, row.spec_mode)), design)))
+                             (costs or {}).get((row.concurrency, row.spec_mode)), design,
+                             floor)))
     return tuple(out)
 
 
@@ -227,6 +241,15 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                      "every group of arms measured together once (C(arms, sides) duets; each "
                      "arm sits in C(arms − 1, sides − 1) of them), and the noise is the duets' "
                      "own, with the time the sides share taken out.")
+    if planned_floor(summary.min_effect_pct, target) == 0.0 and summary.min_effect_pct > 0:
+        lines.append(
+            f"A target of {target:g} % is not above the report's {summary.min_effect_pct:g} % "
+            "minimum effect: the report calls a difference only where the estimate passes "
+            f"{summary.min_effect_pct:g} %, so a true change of {target:g} % or less reads "
+            "“slower” in at most about half of sweeps, however many rounds are run. The "
+            f"rounds above resolve ±{target:g} % with the interval alone (what an “equivalent” "
+            "call within that band needs); to plan a “slower” call, give a --target-effect above "
+            f"{summary.min_effect_pct:g} % (the “detected at” columns say what each design finds).")
     lines += _windows_table(advice)
     lines.append("")
     lines.append(f"“Detected at k rounds”: the true change each design finds with 80 % power "
