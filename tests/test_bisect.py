@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from e2e.nightly.bisect import BlockedChange, blocked_change, classify, search_first_bad
+from e2e.analysis import blocked_change, classify
+from e2e.nightly.bisect import search_first_bad
+from e2e.results import BlockedChange
 
 # --- the search: pure ----------------------------------------------------------------------
 

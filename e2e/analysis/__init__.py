@@ -38,6 +38,8 @@ from e2e.analysis.stats import (
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for
 )
+from e2e.analysis._nightly_outputs import check_outputs
+from e2e.analysis._bisect import blocked_change, classify
 from e2e.analysis._nightly_metrics import (
     DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, built_arm, is_relative, judged_metrics, judged_threshold,
     nightly_metric, relative_arm
@@ -67,18 +69,19 @@ __all__ = [
     "PENALTY_PER_LOG_N", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning",
     "Rules", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "SUSPECT_LEVEL", "Samples",
     "Settlement", "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of",
-    "attribute", "boundaries", "built_arm", "burst_affected", "cache_contrast", "cell_caches",
-    "cell_series", "censored", "compare_outputs", "compare_runs", "compare_verdicts", "components",
-    "design_lines", "divergence_test", "equivalence_of", "estimate", "estimate_of", "find_changes",
-    "first_divergence", "format_advice", "goodput_margin", "gsm8k_report", "headline_for",
-    "headline_metric", "history_fit", "history_interval", "holm", "is_relative", "judge_cell",
-    "judge_night", "judged_metrics", "judged_threshold", "judgement_with_changes",
-    "judgement_with_outputs", "look_at", "looks_changed", "margin", "margin_terms", "mcnemar_exact",
-    "median_range", "merge_calls", "metric", "night_changes", "night_look", "night_status",
-    "nightly_metric", "noise_of", "outputs_of", "paired_change_interval", "parse_effect",
-    "position_key", "position_of", "power_at", "primary_metric", "ratio", "relative_arm",
-    "resolution", "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame",
-    "runs_needed", "select", "server_twin", "spending_at", "spent_alpha", "summarize",
-    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines",
-    "within", "workload_key"
+    "attribute", "blocked_change", "boundaries", "built_arm", "burst_affected", "cache_contrast",
+    "cell_caches", "cell_series", "censored", "check_outputs", "classify", "compare_outputs",
+    "compare_runs", "compare_verdicts", "components", "design_lines", "divergence_test",
+    "equivalence_of", "estimate", "estimate_of", "find_changes", "first_divergence",
+    "format_advice", "goodput_margin", "gsm8k_report", "headline_for", "headline_metric",
+    "history_fit", "history_interval", "holm", "is_relative", "judge_cell", "judge_night",
+    "judged_metrics", "judged_threshold", "judgement_with_changes", "judgement_with_outputs",
+    "look_at", "looks_changed", "margin", "margin_terms", "mcnemar_exact", "median_range",
+    "merge_calls", "metric", "night_changes", "night_look", "night_status", "nightly_metric",
+    "noise_of", "outputs_of", "paired_change_interval", "parse_effect", "position_key",
+    "position_of", "power_at", "primary_metric", "ratio", "relative_arm", "resolution",
+    "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed",
+    "select", "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
+    "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines", "within",
+    "workload_key"
 ]

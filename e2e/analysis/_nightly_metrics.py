@@ -1,6 +1,7 @@
 """What the nightly measures and judges, as the judge reads it: its load metrics
 (``NIGHTLY_METRICS``), a thresholds table's threshold for a cell's metric (``judged_threshold``),
-the names of the cells relative to a reference arm (``relative_arm``), and a night's default
+the names of the cells relative to a reference arm (``relative_arm``, a record's naming
+kept with the records in ``e2e.results``), and a night's default
 level (``DEFAULT_NIGHT_ALPHA``). The ``[nightly]`` table that holds the thresholds is
 ``e2e.nightly.settings``'."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from e2e.analysis._headline import BURST_SHARE, HEADLINE, headline_metric
 from e2e.analysis._summary import METRICS, Metric
+from e2e.results import built_arm, is_relative, relative_arm
 
 __all__ = ["NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics",
            "relative_arm", "is_relative", "built_arm", "DEFAULT_NIGHT_ALPHA"]
@@ -23,23 +25,6 @@ NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (
            "understates decode time)"),
 )
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
-_VS = "-vs-"
-
-
-def relative_arm(arm: str, reference: str) -> str:
-    """The name of the cells that hold ``arm`` ÷ ``reference`` measured the same night."""
-    return f"{arm}{_VS}{reference}"
-
-
-def is_relative(arm: str) -> bool:
-    return _VS in arm
-
-
-def built_arm(arm: str) -> str:
-    """The arm whose build a cell measures: ``main`` for ``main-vs-reference``."""
-    return arm.split(_VS, 1)[0]
-
-
 def judged_threshold(thresholds: dict, spec_mode: str, metric_key: str,
                      concurrency: int) -> float | None:
     """A load metric's threshold in % from a thresholds table (the metric's own, else the

@@ -53,7 +53,8 @@ from scipy.stats import fisher_exact
 from e2e.analysis._frame import _arm_order, aa_arms
 from e2e.analysis._multiplicity import holm
 from e2e.analysis._summary import DEFAULT_CONFIDENCE, SPEC_MODES
-from e2e.results import RequestRecord, RunRecord
+from e2e.results import (AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
+                         RequestRecord, RunRecord)
 
 __all__ = ["Outputs", "RunOutputs", "Divergence", "OutputAgreement", "OutputComparison",
            "CellCache", "CacheContrast", "OutputsSummary", "IDENTICAL", "AS_AA", "MORE_THAN_AA",
@@ -66,12 +67,6 @@ Outputs = Mapping[int, "tuple[int, ...] | None"]
 RunOutputs = Mapping[str, Outputs]
 """Every run's outputs, by run id."""
 
-IDENTICAL = "identical"
-AS_AA = "diverges as much as A/A"
-MORE_THAN_AA = "diverges more than A/A"
-NO_AA = "diverges (no A/A to judge against)"
-NOT_RECORDED = "outputs not recorded"
-AA_DIVERGES = "diverges (this is the A/A: the yardstick)"
 
 HIT_RATE_TOLERANCE = 0.01
 """Hit rates closer than this (1 percentage point) are never flagged as different."""

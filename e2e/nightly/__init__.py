@@ -1,8 +1,6 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
     settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
-    outputs   pure: tonight's greedy outputs against the reference arm's, prompt by prompt
-              (a finding where they diverge more than the night's A/A or earlier nights)
     assess    baseline night, verdict files, judgement, change points (after the cells)
     history   the history frame (one row per night cell), baseline selection; the old
               history.parquet (imported once into the store)
@@ -13,7 +11,8 @@
 
 The statistics are the analysis stage's (``e2e.analysis``): the judge (a night's cells against
 a baseline night's, or a ratio's history -> verdicts, status, exit code; GSM8K per document:
-exact McNemar), change points (steps in a cell's history: ruptures Pelt + permutation
+exact McNemar; tonight's greedy outputs against the reference arm's, prompt by prompt:
+``check_outputs``), change points (steps in a cell's history: ruptures Pelt + permutation
 confirmation) and what a nightly design resolves. The records they pass (cells, verdicts,
 baseline, ratio history, change points, judgement) are the results stage's (``e2e.results``).
 The night's summary, trend plots and the dashboard of the store are written by ``e2e.render``

@@ -8,8 +8,8 @@
               the two arms back to back in every round, in the plan's balanced order: ``e2e.plan`` and
               ``e2e.execute._describe``)
            -> the cell's metric per round, the commit against the good build of the same
-              round (``blocked_change``) -> good / bad (``classify``), more rounds while
-              undecided
+              round (``e2e.analysis.blocked_change``) -> good / bad (``classify``), more
+              rounds while undecided
       -> the first bad commit
 
 Everything is kept under ``<results>/bisect/<search>/``: ``bisect.json`` (the search: cell,
@@ -25,22 +25,17 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
 
-import numpy as np
-from scipy.stats import t as t_dist
-
+from e2e.analysis import blocked_change, classify
 from e2e.console import Say
 from e2e.config import BuildSpec, Experiment, GitSource
 from e2e.errors import BuildError, ConfigError, ResultsError
 from e2e.paths import atomic_write_json
-from e2e.results import resume_state
+from e2e.results import BisectOutcome as Outcome, resume_state
 
 __all__ = ["Outcome", "BisectResult", "BisectCell", "Measurement", "search_first_bad",
-           "blocked_change", "classify", "commits_between", "bisect_experiment", "run_bisect",
-           "BISECT_FILE"]
+           "commits_between", "bisect_experiment", "run_bisect", "BISECT_FILE"]
 
-Outcome = Literal["good", "bad"]
 BISECT_FILE = "bisect.json"
 BISECT_SCHEMA_VERSION = 1
 
@@ -80,52 +75,6 @@ def search_first_bad(commits: Sequence[str], measure: Callable[[str], Outcome]) 
             hi = mid
     return BisectResult(first_bad=commits[hi], last_good=commits[lo], commits=tuple(commits),
                         measured=tuple(measured), outcomes=outcomes)
-
-
-@dataclass(frozen=True)
-class BlockedChange:
-    """The commit against the good build, round by round: change in % (geometric mean of the
-    per-round ratios) and its t-interval; None with fewer than 2 rounds."""
-
-    pct: float
-    low: float | None
-    high: float | None
-    rounds: int
-
-
-def blocked_change(candidate: Mapping[int, float], good: Mapping[int, float], *,
-                   confidence: float = 0.95) -> BlockedChange:
-    """Paired (blocked) comparison by round: log ratios log(candidate_k / good_k) of the rounds
-    both have, mean and Student t-interval (n − 1 degrees of freedom) at ``confidence``;
-    back-transformed to % change. Pairing by round removes the host's drift between rounds."""
-    rounds = sorted(set(candidate) & set(good))
-    if not rounds:
-        raise ResultsError("no round has a reported run of both the good build and the commit")
-    ratios = np.log([candidate[k] / good[k] for k in rounds])
-    mean = float(ratios.mean())
-    pct = (math.exp(mean) - 1) * 100
-    if len(rounds) < 2:
-        return BlockedChange(pct, None, None, len(rounds))
-    half = float(t_dist.ppf(0.5 + confidence / 2, len(rounds) - 1)
-                 * ratios.std(ddof=1) / math.sqrt(len(rounds)))
-    return BlockedChange(pct, (math.exp(mean - half) - 1) * 100, (math.exp(mean + half) - 1) * 100,
-                         len(rounds))
-
-
-def classify(change: BlockedChange, *, threshold_pct: float,
-             higher_is_better: bool) -> Outcome | None:
-    """bad: the interval lies on the worse side of no change and the change is at least
-    ``threshold_pct``; good: the interval rules out a worsening of ``threshold_pct``;
-    None (undecided: measure more rounds) otherwise."""
-    if change.low is None or change.high is None:
-        return None
-    sign = -1.0 if higher_is_better else 1.0       # worse = +: slower, or less throughput
-    worse, lo, hi = sign * change.pct, *sorted((sign * change.low, sign * change.high))
-    if lo > 0 and worse >= threshold_pct:
-        return "bad"
-    if hi < threshold_pct:
-        return "good"
-    return None
 
 
 # --- the measurement: builds and runs ------------------------------------------------------

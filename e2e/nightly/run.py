@@ -344,10 +344,10 @@ def retried_attempts(folder: Path) -> list[str]:
 
 def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experiment: str,
                   date: str, say: Say = lambda message: None) -> tuple:
-    """Tonight's outputs against the reference arm's (``e2e.nightly.outputs.check_outputs``),
+    """Tonight's outputs against the reference arm's (``e2e.analysis.check_outputs``),
     the earlier nights of this config in ``store`` the yardstick where the night has no A/A
     arm; () without a reference arm."""
-    from e2e.nightly.outputs import check_outputs
+    from e2e.analysis import check_outputs
     from e2e.results import load_outputs
 
     if not cfg.reference or not records:

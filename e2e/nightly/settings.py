@@ -170,7 +170,7 @@ class NightlySettings(_Strict):
         "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.results.open_store).")
     outputs_fail: StrictBool = Field(
         True, description="Tonight's greedy outputs are compared prompt by prompt with the "
-        "reference arm's (e2e.nightly.outputs); a night whose outputs diverge from the "
+        "reference arm's (e2e.analysis.check_outputs); a night whose outputs diverge from the "
         "reference more than its yardstick allows (an A/A arm of the night, else the earlier "
         "nights) is a finding in its summary and judgement.json. true: the finding also makes "
         "the night a regression (exit 1); false: it is reported only.")

@@ -22,7 +22,9 @@ from e2e.results._gsm8k import (
 from e2e.results._nightly import (
     EXIT_CODES, GSM8K_METRIC, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
     NightStatus, RatioHistory, VerdictName, worse_end, GSM8KAgreement, HistoryCell,
-    StoredChangePoint, StoredNight, StoredVerdict
+    StoredChangePoint, StoredNight, StoredVerdict, OutputsCheck, OutputsHistory, BisectOutcome, BlockedChange,
+    MORE_THAN_HISTORY, AS_HISTORY, NEW_DIVERGENCE, FIRST_DIVERGENCE, relative_arm, is_relative,
+    built_arm, IDENTICAL, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, AA_DIVERGES
 )
 from e2e.results._nightly_history import (
     HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, append_night, history_frame,
@@ -41,22 +43,26 @@ from e2e.results._store import (
 )
 
 __all__ = [
-    "ArmResult", "ArmSearch", "Baseline", "BurstSummary", "Capacity", "CapacityResult", "CellKey",
-    "CellVerdict", "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES", "EvalInfo", "Evaluation",
-    "GPUDevice", "GPUProcess", "GPUState", "GSM8KAgreement", "GSM8K_METRIC", "GSM8K_REFERENCE_ARM",
-    "GSM8K_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "HISTORY_SCHEMA_VERSION",
-    "HistoryCell", "HostNoise", "INTERFERENCE_SHARE", "Judgement", "LOOKS_FILE", "Looks",
-    "MarginRun", "NightCell", "NightInfo", "NightStatus", "Objective", "P99_FIELDS", "Placement",
-    "PlacementInfo", "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory",
-    "RequestRecord", "RunMetrics", "RunRecord", "STORE_METADATA", "STORE_SCHEMA_VERSION",
-    "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step",
-    "Store", "StoredChangePoint", "StoredNight", "StoredVerdict", "VERDICTS_FILE", "VerdictName",
-    "WARN_SHARE", "WorkloadInfo", "append_night", "arm_is_complete", "eval_dir_name", "finalize",
-    "finalize_unit", "gsm8k_dir", "history_frame", "history_path", "interference_of",
-    "last_look_confidence", "load_outputs", "load_records", "masked_text", "masked_url",
-    "new_partial_dir", "next_attempt_dir", "next_repeat", "night_rows", "objective_of",
-    "open_store", "read_arm", "read_eval_info", "read_evaluations", "read_history", "read_looks",
-    "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name", "resolve_url",
-    "resume_state", "stored_interference", "unit_dir", "unit_state", "utc_now", "worse_end",
-    "write_eval_info", "write_looks", "write_requests", "write_run", "write_verdicts", "writing"
+    "AA_DIVERGES", "AS_AA", "AS_HISTORY", "ArmResult", "ArmSearch", "Baseline", "BisectOutcome",
+    "BlockedChange", "BurstSummary", "Capacity", "CapacityResult", "CellKey", "CellVerdict",
+    "ChangePoint", "ClientStats", "DuetInfo", "EXIT_CODES", "EvalInfo", "Evaluation",
+    "FIRST_DIVERGENCE", "GPUDevice", "GPUProcess", "GPUState", "GSM8KAgreement", "GSM8K_METRIC",
+    "GSM8K_REFERENCE_ARM", "GSM8K_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE",
+    "HISTORY_SCHEMA_VERSION", "HistoryCell", "HostNoise", "IDENTICAL", "INTERFERENCE_SHARE",
+    "Judgement", "LOOKS_FILE", "Looks", "MORE_THAN_AA", "MORE_THAN_HISTORY", "MarginRun",
+    "NEW_DIVERGENCE", "NOT_RECORDED", "NO_AA", "NightCell", "NightInfo", "NightStatus",
+    "Objective", "OutputsCheck", "OutputsHistory", "P99_FIELDS", "Placement", "PlacementInfo",
+    "PluginInfo", "ProcessCPU", "ProcessPlacement", "REQUESTS", "RatioHistory", "RequestRecord",
+    "RunMetrics", "RunRecord", "STORE_METADATA", "STORE_SCHEMA_VERSION", "SampleVerdict",
+    "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step", "Store",
+    "StoredChangePoint", "StoredNight", "StoredVerdict", "VERDICTS_FILE", "VerdictName",
+    "WARN_SHARE", "WorkloadInfo", "append_night", "arm_is_complete", "built_arm", "eval_dir_name",
+    "finalize", "finalize_unit", "gsm8k_dir", "history_frame", "history_path", "interference_of",
+    "is_relative", "last_look_confidence", "load_outputs", "load_records", "masked_text",
+    "masked_url", "new_partial_dir", "next_attempt_dir", "next_repeat", "night_rows",
+    "objective_of", "open_store", "read_arm", "read_eval_info", "read_evaluations", "read_history",
+    "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name",
+    "relative_arm", "resolve_url", "resume_state", "stored_interference", "unit_dir", "unit_state",
+    "utc_now", "worse_end", "write_eval_info", "write_looks", "write_requests", "write_run",
+    "write_verdicts", "writing"
 ]

@@ -6,7 +6,8 @@ and the renderers pass between them (no logic beyond a label, medians and lookup
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -14,7 +15,9 @@ import numpy as np
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
            "GSM8K_METRIC", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
-           "HistoryCell"]
+           "HistoryCell", "BisectOutcome", "BlockedChange", "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
+           "NEW_DIVERGENCE", "FIRST_DIVERGENCE", "IDENTICAL", "AS_AA", "MORE_THAN_AA", "NO_AA",
+           "NOT_RECORDED", "AA_DIVERGES", "relative_arm", "is_relative", "built_arm"]
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
@@ -193,7 +196,7 @@ class Judgement:
     status: NightStatus = "pass"
     changes: tuple[ChangePoint, ...] = field(default=())
     outputs: tuple = field(default=())
-    """Tonight's outputs against the reference's (``e2e.nightly.outputs.OutputsCheck``)."""
+    """Tonight's outputs against the reference's (``OutputsCheck``)."""
     outputs_fail: bool = False
     """Whether an outputs finding makes the night a regression (``[nightly] outputs_fail``)."""
 
@@ -207,6 +210,105 @@ class Judgement:
 
     def by_verdict(self, *names: str) -> tuple[CellVerdict, ...]:
         return tuple(v for v in self.verdicts if v.verdict in names)
+
+
+# --- e2e bisect: a commit against the good build (``e2e.analysis.blocked_change``) ------
+
+BisectOutcome = Literal["good", "bad"]
+
+
+@dataclass(frozen=True)
+class BlockedChange:
+    """The commit against the good build, round by round: change in % (geometric mean of the
+    per-round ratios) and its t-interval; None with fewer than 2 rounds."""
+
+    pct: float
+    low: float | None
+    high: float | None
+    rounds: int
+
+
+# --- the cells of an arm relative to the reference (``main-vs-reference``) ---------------
+
+_VS = "-vs-"
+
+
+def relative_arm(arm: str, reference: str) -> str:
+    """The name of the cells that hold ``arm`` ÷ ``reference`` measured the same night."""
+    return f"{arm}{_VS}{reference}"
+
+
+def is_relative(arm: str) -> bool:
+    return _VS in arm
+
+
+def built_arm(arm: str) -> str:
+    """The arm whose build a cell measures: ``main`` for ``main-vs-reference``."""
+    return arm.split(_VS, 1)[0]
+
+
+# --- tonight's outputs against the reference's (``e2e.analysis.check_outputs``) -------------
+
+# a run's outputs against the baseline's (``e2e.analysis.summarize_outputs``): its verdicts
+IDENTICAL = "identical"
+AS_AA = "diverges as much as A/A"
+MORE_THAN_AA = "diverges more than A/A"
+NO_AA = "diverges (no A/A to judge against)"
+NOT_RECORDED = "outputs not recorded"
+AA_DIVERGES = "diverges (this is the A/A: the yardstick)"
+# a night's divergence judged against the earlier nights (``e2e.analysis.check_outputs``)
+MORE_THAN_HISTORY = "diverges more than earlier nights"
+AS_HISTORY = "diverges as much as earlier nights"
+NEW_DIVERGENCE = "diverges (earlier nights identical)"
+FIRST_DIVERGENCE = "diverges (no earlier night to judge against)"
+
+OutputsHistory = Mapping[tuple[str, int, str], Sequence[tuple[str, int, int]]]
+"""Per (arm, concurrency, spec mode): the earlier nights' (date, compared, diverged) counts."""
+
+
+@dataclass(frozen=True)
+class OutputsCheck:
+    """One arm's outputs against the reference at one (concurrency, spec mode) tonight."""
+
+    arm: str
+    reference: str
+    concurrency: int
+    spec_mode: str
+    verdict: str
+    compared: int
+    diverged: int
+    finding: bool
+    position_min: int | None = None
+    position_median: float | None = None
+    position_max: int | None = None
+    p_value: float | None = None
+    yardstick: str = ""
+    """What the verdict was judged against: the night's A/A arm, the earlier nights, or none."""
+
+    @property
+    def cell(self) -> str:
+        return f"{relative_arm(self.arm, self.reference)} c={self.concurrency} {self.spec_mode}"
+
+    def line(self) -> str:
+        """The check in one line, for the summary."""
+        if self.verdict == NOT_RECORDED:
+            return f"{self.cell}: outputs not recorded"
+        if self.diverged == 0:
+            return (f"{self.cell}: outputs identical to the reference ({self.compared} of "
+                    f"{self.compared} prompts)")
+        where = (f"first divergent token at {self.position_min}"
+                 if self.position_min == self.position_max else
+                 f"first divergent token median {self.position_median:g}, range "
+                 f"{self.position_min}–{self.position_max}")
+        p = f", p = {self.p_value:.3g}" if self.p_value is not None else ""
+        verdict = "diverges" if self.verdict == NEW_DIVERGENCE else self.verdict
+        return (f"{self.cell}: outputs differ from the reference on {self.diverged} of "
+                f"{self.compared} prompts ({where}): {verdict}"
+                + (f" ({self.yardstick}{p})" if self.yardstick else ""))
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "line": self.line()}
+
 
 
 # --- what the results store reads back (``e2e.results.Store``) ------------------------------

@@ -1,5 +1,6 @@
 """Same answers as the reference: tonight's greedy outputs against the reference arm's, prompt
-by prompt. Pure functions, no I/O.
+by prompt (``check_outputs``). Pure functions, no I/O; the records (``OutputsCheck``, the
+verdicts) are ``e2e.results``'.
 
 Every run of a night answers the same seeded prompts greedily, so each built arm's outputs can
 be set against the reference arm's, measured the same night. The comparison is
@@ -24,68 +25,16 @@ A finding is reported in the night's summary and ``judgement.json`` and kept in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Sequence
 
-from e2e.analysis import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, Divergence,
-                          OutputAgreement, divergence_test, holm, relative_arm,
-                          summarize_outputs)
-from e2e.results import RunRecord
+from e2e.analysis._multiplicity import holm
+from e2e.analysis._outputs import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED,
+                                   Divergence, OutputAgreement, divergence_test,
+                                   summarize_outputs)
+from e2e.results import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
+                         OutputsCheck, OutputsHistory, RunRecord)
 
-__all__ = ["OutputsCheck", "OutputsHistory", "check_outputs", "MORE_THAN_HISTORY",
-           "AS_HISTORY", "NEW_DIVERGENCE", "FIRST_DIVERGENCE"]
-
-MORE_THAN_HISTORY = "diverges more than earlier nights"
-AS_HISTORY = "diverges as much as earlier nights"
-NEW_DIVERGENCE = "diverges (earlier nights identical)"
-FIRST_DIVERGENCE = "diverges (no earlier night to judge against)"
-
-OutputsHistory = Mapping[tuple[str, int, str], Sequence[tuple[str, int, int]]]
-"""Per (arm, concurrency, spec mode): the earlier nights' (date, compared, diverged) counts."""
-
-
-@dataclass(frozen=True)
-class OutputsCheck:
-    """One arm's outputs against the reference at one (concurrency, spec mode) tonight."""
-
-    arm: str
-    reference: str
-    concurrency: int
-    spec_mode: str
-    verdict: str
-    compared: int
-    diverged: int
-    finding: bool
-    position_min: int | None = None
-    position_median: float | None = None
-    position_max: int | None = None
-    p_value: float | None = None
-    yardstick: str = ""
-    """What the verdict was judged against: the night's A/A arm, the earlier nights, or none."""
-
-    @property
-    def cell(self) -> str:
-        return f"{relative_arm(self.arm, self.reference)} c={self.concurrency} {self.spec_mode}"
-
-    def line(self) -> str:
-        """The check in one line, for the summary."""
-        if self.verdict == NOT_RECORDED:
-            return f"{self.cell}: outputs not recorded"
-        if self.diverged == 0:
-            return (f"{self.cell}: outputs identical to the reference ({self.compared} of "
-                    f"{self.compared} prompts)")
-        where = (f"first divergent token at {self.position_min}"
-                 if self.position_min == self.position_max else
-                 f"first divergent token median {self.position_median:g}, range "
-                 f"{self.position_min}–{self.position_max}")
-        p = f", p = {self.p_value:.3g}" if self.p_value is not None else ""
-        verdict = "diverges" if self.verdict == NEW_DIVERGENCE else self.verdict
-        return (f"{self.cell}: outputs differ from the reference on {self.diverged} of "
-                f"{self.compared} prompts ({where}): {verdict}"
-                + (f" ({self.yardstick}{p})" if self.yardstick else ""))
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "line": self.line()}
+__all__ = ["check_outputs"]
 
 
 def _pooled(counts: Sequence[tuple[str, int, int]], like: OutputAgreement) -> OutputAgreement:
