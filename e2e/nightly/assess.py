@@ -16,14 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
                           night_changes, nightly_metric)
 from e2e.errors import ResultsError
 from e2e.nightly.history import ratio_history, select_baseline
 from e2e.nightly.settings import NightlyConfig
-from e2e.results import CellKey, Judgement, NightCell
+from e2e.results import CellKey, HistoryCell, Judgement, NightCell
 
 __all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
 
@@ -73,7 +71,7 @@ def assess_night(
     expected: Iterable[CellKey] = (),
     problems: Sequence[str] = (),
     pinned: str | None = None,
-    history: pd.DataFrame | None = None,
+    history: Sequence[HistoryCell] | None = None,
     store=None,
 ) -> Judgement:
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
@@ -82,25 +80,24 @@ def assess_night(
     ``e2e.nightly.history.ratio_history``), then change points over the history of the other
     judged load cells (``[nightly.changepoints]``).
 
-    ``history``: the frame to judge against; None reads it from ``store`` (an
-    ``e2e.results.Store``; None opens the config's ``[nightly] store`` for this call).
-    GSM8K verdict files that are gone (a wiped runner) are read from ``store``."""
-    if history is None:
+    ``history``: the cells of this experiment and config's nights before tonight; None reads
+    them from ``store`` (an ``e2e.results.Store``; None opens the config's ``[nightly] store``
+    for this call). GSM8K verdict files that are gone (a wiped runner) are read from
+    ``store``."""
+    if history is None and store is None:
         from e2e.results import open_store
 
-        own = store is None
-        store = store or open_store(cfg.settings.store, results)
-        try:
+        with open_store(cfg.settings.store, results) as opened:
             return assess_night(cfg, results=results, date=date, experiment=experiment,
                                 cells=cells, expected=expected, problems=problems,
-                                pinned=pinned, history=store.history(experiment=experiment),
-                                store=store)
-        finally:
-            if own:
-                store.close()
+                                pinned=pinned, store=opened)
+    if history is None:
+        history = store.cells(experiment=experiment, config_hash=cfg.config_hash, before=date)
     pinned = pinned or cfg.settings.baseline_night
     baseline = select_baseline(history, date=date, experiment=experiment,
-                               config_hash=cfg.config_hash, pinned=pinned)
+                               config_hash=cfg.config_hash, pinned=pinned,
+                               nights=store.nights(experiment=experiment)
+                               if pinned and store is not None else ())
     rules = Rules.from_settings(cfg.settings, cfg.looks)
     gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
                   if c.key.kind == "gsm8k" for d in c.run_dirs]
@@ -110,8 +107,7 @@ def assess_night(
         samples.update(store.gsm8k_documents(gone))
     cp = cfg.settings.changepoints
     histories = {
-        c.key: ratio_history(history, c.key, date=date, experiment=experiment,
-                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
+        c.key: ratio_history(history, c.key, limit=cfg.settings.history_nights,
                              threshold=rules.threshold_or_headline(c.key), since=cp.since, pinned=pinned,
                              interference_max=rules.interference_max,
                              confidence=rules.confidence)
@@ -125,36 +121,33 @@ def assess_night(
               if v.key.kind == "load" and v.threshold is not None and v.verdict != "not judged"
               and not is_relative(v.key.arm)}
     changes = night_changes(
-        history, date=date, experiment=experiment, config_hash=cfg.config_hash, tonight=cells,
+        history, date=date, tonight=cells,
         verdicts=judgement.verdicts, thresholds=judged,
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
     return judgement_with_changes(judgement, changes)
 
 
-def _commit_on(history: pd.DataFrame, *, date: str, arm: str, experiment: str) -> str | None:
-    rows = history[(history["date"] == date) & (history["arm"] == arm)
-                   & (history["experiment"] == experiment)]
-    commits = [c for c in rows["build_git_commit"] if isinstance(c, str) and c]
+def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | None:
+    commits = [r.build_git_commit for r in history if r.date == date and r.arm == arm
+               and isinstance(r.build_git_commit, str) and r.build_git_commit]
     return commits[0] if commits else None
 
 
-def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame, *,
-                 experiment: str, builds: Mapping[str, Mapping[str, Any]],
-                 results: Path) -> list[str]:
+def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: Sequence[HistoryCell], *,
+                 builds: Mapping[str, Mapping[str, Any]], results: Path) -> list[str]:
     """An ``e2e bisect`` command line for each regressed load cell of a git-built arm whose
     commit changed since the good night (the baseline night, or the night before a change
-    point started). Its ``--threshold`` is half the change seen (at least the cell's
-    threshold): a commit is bad when it holds at least half of the regression."""
+    point started), from ``history`` (the cells of this experiment and config's nights before
+    tonight). Its ``--threshold`` is half the change seen (at least the cell's threshold): a
+    commit is bad when it holds at least half of the regression."""
     wanted: list[tuple[CellKey, str, float]] = []
     for v in judgement.by_verdict("regressed"):
         if v.key.kind == "load" and judgement.baseline is not None and v.pct is not None:
             wanted.append((v.key, judgement.baseline.date, max(v.threshold or 0, abs(v.pct) / 2)))
     for ch in judgement.changes:
         if ch.regression:
-            mine = history[(history["experiment"] == experiment)
-                           & (history["config_hash"] == cfg.config_hash)]
-            earlier = sorted(d for d in set(mine["date"]) if d < ch.start)
+            earlier = sorted({r.date for r in history if r.date < ch.start})
             if earlier:
                 threshold = 0.0
                 for v in judgement.verdicts:
@@ -167,7 +160,7 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
         arm = cfg.experiment.arm(name)
         build = arm.build or cfg.experiment.server.build
         bad = builds.get(name, {}).get("git_commit")
-        good = _commit_on(history, date=good_night, arm=name, experiment=experiment)
+        good = _commit_on(history, date=good_night, arm=name)
         if build.git is None or not bad or not good or good == bad:
             continue
         argv = ["e2e", "bisect", "--config", cfg.source, "--arm", name,

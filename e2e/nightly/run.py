@@ -148,12 +148,13 @@ def one_at_a_time(experiment: Experiment, reference: str | None = None) -> str |
             f"slots (cores {', '.join(str(c) for c in sorted(here))} here)")
 
 
-def design_lines(cfg: NightlyConfig, history, *, date: str, experiment: str,
-                 pinned: str | None = None, alone: str | None = None) -> list[str]:
+def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
+                 alone: str | None = None) -> list[str]:
     """What a night of ``cfg`` resolves for each judged ratio cell
-    (``e2e.analysis.design_lines``), planned from the ratio's history in
-    ``history`` (the store's frame) where it holds 2 nights, else from the host's measured
-    noise; ``alone``: why the night runs one server at a time."""
+    (``e2e.analysis.design_lines``), planned from the ratio's history in ``history`` (the
+    cells of the experiment and config's nights before tonight, ``Store.cells``) where it
+    holds 2 nights, else from the host's measured noise; ``alone``: why the night runs one
+    server at a time."""
     from e2e.analysis import HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, noise_of
     from e2e.analysis import design_lines as resolved_lines
     from e2e.nightly.history import ratio_history
@@ -167,8 +168,7 @@ def design_lines(cfg: NightlyConfig, history, *, date: str, experiment: str,
         threshold = rules.threshold_or_headline(key)
         if threshold is None:
             continue
-        hist = ratio_history(history, key, date=date, experiment=experiment,
-                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
+        hist = ratio_history(history, key, limit=cfg.settings.history_nights,
                              threshold=threshold, since=cfg.settings.changepoints.since,
                              pinned=pinned or cfg.settings.baseline_night,
                              interference_max=rules.interference_max)
@@ -459,8 +459,9 @@ def run_nightly(
     builds = with_git_commits(builds, git_commits(records))
     with open_store(options.store or cfg.settings.store, results) as store:
         say(f"results store: {store.masked}")
-        design = design_lines(cfg, store.history(experiment=experiment.name), date=options.date,
-                              experiment=experiment.name, pinned=options.pinned, alone=alone)
+        design = design_lines(cfg, store.cells(experiment=experiment.name,
+                                               config_hash=cfg.config_hash, before=options.date),
+                              pinned=options.pinned, alone=alone)
         judgement = assess_night(cfg, results=results, date=options.date,
                                  experiment=experiment.name, cells=cells,
                                  expected=expected_cells(cfg), problems=problems,
@@ -481,6 +482,8 @@ def run_nightly(
                                  "report_path": (_rel(report_dir / "report.md", results)
                                                  if report_dir else None),
                                  "summary_path": f"{prefix}/summary.md"})
+        before = store.cells(experiment=experiment.name, config_hash=cfg.config_hash,
+                             before=options.date)
         history = store.history(experiment=experiment.name)
         store_name = store.masked
 
@@ -497,8 +500,7 @@ def run_nightly(
         trends_dir=_rel(folder / "trends", results) if trend_paths else None,
         link_base=options.link_base, confidence=cfg.settings.confidence,
         notes=tuple(retried_attempts(folder)), design=tuple(design),
-        bisect=tuple(bisect_hints(cfg, judgement, history, experiment=experiment.name,
-                                  builds=builds, results=results)))
+        bisect=tuple(bisect_hints(cfg, judgement, before, builds=builds, results=results)))
     text = render_summary(judgement, ctx)
     summary_path = folder / "summary.md"
     atomic_write_bytes(summary_path, text.encode("utf-8"))

@@ -48,7 +48,7 @@ from e2e.results._nightly import HISTORY_SCHEMA_VERSION, HistoryCell, Judgement,
 from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
-           "read_history", "append_night", "night_rows", "history_frame", "interference_of",
+           "read_history", "append_night", "night_rows", "history_frame", "history_cells", "interference_of",
            "stored_interference"]
 
 HISTORY_FILE = "history.parquet"
@@ -78,6 +78,14 @@ def history_frame(cells: Sequence[HistoryCell]) -> pd.DataFrame:
     if not cells:
         return _empty()
     return pd.DataFrame([dataclasses.asdict(c) for c in cells], columns=HISTORY_COLUMNS)
+
+
+def history_cells(frame: pd.DataFrame) -> list[HistoryCell]:
+    """The rows of a history frame (``HISTORY_COLUMNS``, e.g. ``night_rows``') as the typed
+    records the store reads back (``Store.cells``), in the frame's order."""
+    names = [f.name for f in dataclasses.fields(HistoryCell)]
+    return [HistoryCell(**{k: row[k] for k in names if k in row})
+            for row in frame.to_dict("records")]
 
 
 def read_history(path: Path) -> pd.DataFrame:
