@@ -1,10 +1,10 @@
 """Series of nights judged night by night through e2e's own nightly judgement and history,
 as ``e2e nightly`` judges them: each night's ratio cells (tonight's build ÷ the pinned
 reference, one value per duet) go through ``e2e.nightly.assess.assess_night`` (the baseline
-night, ``ratio_history`` over the store frame of every earlier night, ``judge_night``, change
-points) with the night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose
+night, ``ratio_history`` over the store's records of every earlier night, ``judge_night``,
+change points) with the night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose
 cell is not resolved measures more duets, up to ``max_runs``, and is judged again), and each
-night's rows (``night_rows``) join the frame the next night reads.
+night's rows (``night_rows``) join the records the next night reads.
 
 The design is a nightly config's, by default the embedded one (``e2e/configs/nightly.toml``,
 ``--config`` for another): its judged cells (the server's mean TPOT of ``main-vs-reference``

@@ -78,7 +78,7 @@ def nightly_command(
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
              executor=None, store=None, duet=None) -> int:
-    from e2e.nightly.history import select_baseline
+    from e2e.analysis import select_baseline
     from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
 

@@ -4,17 +4,18 @@
     outputs   pure: tonight's greedy outputs against the reference arm's, prompt by prompt
               (a finding where they diverge more than the night's A/A or earlier nights)
     assess    baseline night, verdict files, judgement, change points (after the cells)
-    history   the history frame (one row per night cell), baseline selection; the old
-              history.parquet (imported once into the store)
-    store     the results store: every night in SQLite (default) or PostgreSQL, one
-              transaction per night, versioned migrations (SQLAlchemy)
     run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
-The statistics are the analysis stage's (``e2e.analysis``): the judge (a night's cells against
-a baseline night's, or a ratio's history -> verdicts, status, exit code; GSM8K per document:
-exact McNemar), change points (steps in a cell's history: ruptures Pelt + permutation
-confirmation) and what a nightly design resolves. The records they pass (cells, verdicts,
+The nights are kept in the results stage's store (``e2e.results.open_store``: SQLite by default
+or PostgreSQL, one transaction per night, versioned migrations; the old history.parquet is
+imported once), which answers the history a night is judged against as typed records
+(``Store.cells``). The statistics are the analysis stage's (``e2e.analysis``): the baseline
+night and a ratio's history selected from those records (``select_baseline``,
+``ratio_history``), the judge (a night's cells against a baseline night's, or a ratio's
+history -> verdicts, status, exit code; GSM8K per document: exact McNemar), change points
+(steps in a cell's history: ruptures Pelt + permutation confirmation) and what a nightly
+design resolves. The records they pass (cells, verdicts,
 baseline, ratio history, change points, judgement) are the results stage's (``e2e.results``).
 The night's summary, trend plots and the dashboard of the store are written by ``e2e.render``
 (``render_summary``, ``render_trends``, ``site_files``). The typer commands are

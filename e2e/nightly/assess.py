@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
-                          night_changes, nightly_metric)
+                          night_changes, nightly_metric, ratio_history, select_baseline)
 from e2e.errors import ResultsError
-from e2e.nightly.history import ratio_history, select_baseline
 from e2e.nightly.settings import NightlyConfig
 from e2e.results import CellKey, HistoryCell, Judgement, NightCell
 
@@ -77,7 +76,7 @@ def assess_night(
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
     else the last passing night with this config hash), night-against-night verdicts (GSM8K
     per document; a cell relative to the reference against its ratio's history,
-    ``e2e.nightly.history.ratio_history``), then change points over the history of the other
+    ``e2e.analysis.ratio_history``), then change points over the history of the other
     judged load cells (``[nightly.changepoints]``).
 
     ``history``: the cells of this experiment and config's nights before tonight; None reads

@@ -157,7 +157,7 @@ def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
     server at a time."""
     from e2e.analysis import HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, noise_of
     from e2e.analysis import design_lines as resolved_lines
-    from e2e.nightly.history import ratio_history
+    from e2e.analysis import ratio_history
 
     if not cfg.reference:
         return []

@@ -136,7 +136,7 @@ class NightlySettings(_Strict):
         "pinned baseline night, or a confirmed improvement; judged from 3 nights on), a "
         "prediction interval that counts the nights' spread. Once full the history is the "
         "level every later night is judged against: no later night joins it, so a change "
-        "is never absorbed (e2e.nightly.history.ratio_history).")
+        "is never absorbed (e2e.analysis.ratio_history).")
     alpha: Annotated[float, Field(gt=0, lt=0.5)] = Field(
         DEFAULT_NIGHT_ALPHA, description="With a reference arm: the chance that a night of an "
         "unchanged build is called regressed, all its judged ratio cells together (split "

@@ -25,7 +25,7 @@ from e2e.results._nightly import (
     StoredChangePoint, StoredNight, StoredVerdict
 )
 from e2e.results._nightly_history import (
-    HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, append_night, history_cells, history_frame,
+    HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, history_cells, history_frame,
     history_path, interference_of, night_rows, read_history, stored_interference
 )
 from e2e.results._nightly_store import (
@@ -51,7 +51,7 @@ __all__ = [
     "RequestRecord", "RunMetrics", "RunRecord", "STORE_METADATA", "STORE_SCHEMA_VERSION",
     "SampleVerdict", "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step",
     "Store", "StoredChangePoint", "StoredNight", "StoredVerdict", "VERDICTS_FILE", "VerdictName",
-    "WARN_SHARE", "WorkloadInfo", "append_night", "arm_is_complete", "eval_dir_name", "finalize",
+    "WARN_SHARE", "WorkloadInfo", "arm_is_complete", "eval_dir_name", "finalize",
     "finalize_unit", "gsm8k_dir", "history_cells", "history_frame", "history_path", "interference_of",
     "last_look_confidence", "load_outputs", "load_records", "masked_text", "masked_url",
     "new_partial_dir", "next_attempt_dir", "next_repeat", "night_rows", "objective_of",

@@ -1,8 +1,9 @@
-"""Selecting from the history a night is judged against: the cells of the earlier nights of
-one experiment and config (``e2e.results.HistoryCell`` records, ``Store.cells(experiment=,
-config_hash=, before=tonight)``): the night tonight is judged against (``select_baseline``),
-one night's cells (``night_cells``) and a relative cell's ratio history (``ratio_history``).
-Pure functions of those records.
+"""The nightly's selections from the history a night is judged against: the cells of the
+earlier nights of one experiment and config (``e2e.results.HistoryCell`` records, as the
+results store answers them: ``Store.cells(experiment=, config_hash=, before=tonight)``): the
+night tonight is judged against (``select_baseline``), one night's cells (``night_cells``) and
+a relative cell's ratio history (``ratio_history``) for the judge (``_nightly_judge``). Pure
+functions of those records.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from e2e.analysis._nightly_judge import looks_changed, within
+from e2e.analysis._nightly_metrics import nightly_metric
 from e2e.errors import ConfigError
-from e2e.analysis import looks_changed, nightly_metric, within
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
                          interference_of)
 
@@ -80,9 +82,9 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
 
     A night joins when its verdict for ``key`` said no change within ``threshold`` ("noise")
     or there was nothing to judge it against yet ("no baseline"); one whose interval reached
-    past the threshold ("undecided") joins unless it looks changed (``e2e.analysis.looks_changed``), and a
+    past the threshold ("undecided") joins unless it looks changed (``looks_changed``), and a
     night that looks changed is held out until it shows no change beyond the threshold
-    against the history as it has grown since (``e2e.analysis.within``). A call (regressed or
+    against the history as it has grown since (``within``). A call (regressed or
     improved) never joins, nor a night measured beside other work (its median run's recorded
     interference at least ``interference_max`` cores; nights stored without interference are
     kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
