@@ -22,7 +22,7 @@ from e2e.nightly.settings import parse_nightly
 from e2e.results import Baseline, CellKey, NightCell
 
 KEY = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")  # judged at 2 % (nightly.toml)
-# what the night's plan expects (nightly.run.expected_cells): the cell's headline, mean TPOT at
+# what the night's plan expects (nightly.settings.expected_cells): the cell's headline, mean TPOT at
 # concurrency 1, which nightly.toml builds from the server's TPOT: KEY is its server twin
 HEADLINE = CellKey("load", "main", 1, "base", "tpot_ms_mean")
 
@@ -133,7 +133,7 @@ def test_too_short_a_history_has_no_change_points():
 
 @pytest.mark.slow
 def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
-    from e2e.nightly.run import night_report
+    from e2e.nightly.write import night_report
     from e2e.results import write_run
     from test_aggregate import make_record
 

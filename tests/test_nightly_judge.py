@@ -240,7 +240,7 @@ def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
 def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
     import json
 
-    from e2e.nightly.run import retried_attempts
+    from e2e.nightly.measure import retried_attempts
 
     attempt = tmp_path / ".attempts" / "main-c1-base-r2.1"
     attempt.mkdir(parents=True)
@@ -256,7 +256,7 @@ def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
 
 
 def test_load_cells_take_the_reported_runs_as_the_report_does() -> None:
-    from e2e.nightly.run import load_cells
+    from e2e.nightly.measure import load_cells
     from test_aggregate import make_record
 
     records = [make_record("main", 1, 1, tpot=50.0),              # warmup (report_from_run 2)
@@ -280,7 +280,8 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     import tomllib
 
     from conftest import ROOT, alone_nightly_raw
-    from e2e.nightly.assess import bisect_hints, git_commits, with_git_commits
+    from e2e.nightly.assess import bisect_hints
+    from e2e.nightly.measure import git_commits, with_git_commits
     from e2e.nightly.settings import parse_nightly
     from test_aggregate import make_record
 

@@ -79,8 +79,8 @@ def nightly_command(
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
              executor=None, store=None, duet=None) -> int:
     from e2e.analysis import select_baseline
-    from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
-    from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
+    from e2e.nightly.run import NightlyOptions, run_nightly
+    from e2e.nightly.settings import load_nightly, parse_arm_settings
 
     date = date or _today()
     for value, flag in ((date, "--date"), (baseline, "--baseline-night")):
@@ -99,14 +99,12 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                              executor=executor, store=store)
     if dry_run:
         from e2e.execute import describe_plan
-        from e2e.nightly.run import design_lines, night_looks, one_at_a_time
+        from e2e.nightly.assess import design_lines
+        from e2e.nightly.settings import night_looks, night_of, plan_night
 
-        experiment = with_arm_settings(cfg.experiment, cfg.built_arms, overrides)
-        alone = one_at_a_time(experiment, cfg.reference)
-        if alone and experiment.duet.enabled:
-            experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
-                update={"enabled": False})})
-        for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
+        night = night_of(cfg, date=date, results=results, arm_overrides=overrides)
+        experiment = night.experiment
+        for line in describe_plan(experiment, plan_night(cfg, experiment), night.root):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         looks = night_looks(cfg)
         if len(looks) > 1:
@@ -123,7 +121,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
         out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
                    + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
                    highlight=False, markup=False)
-        for line in design_lines(cfg, history, pinned=baseline, alone=alone):
+        for line in design_lines(cfg, history, pinned=baseline, alone=night.alone):
             out.print(f"resolves: {line}", highlight=False, markup=False, soft_wrap=True)
         return 0
 

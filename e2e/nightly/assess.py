@@ -1,28 +1,38 @@
-"""Judge a night whose cells are collected: everything between "tonight's cells" and "append
-them to the history".
+"""Judge a night whose cells are collected: everything between "tonight's cells" and "write
+the night".
 
-    history -> baseline night (last passing, or pinned) -> GSM8K verdict files of both nights
+    history (the store's records of this config's earlier nights) -> what the design resolves
+      -> baseline night (last passing, or pinned) -> GSM8K verdict files of both nights
       -> night-against-night judgement -> change points over each judged cell's history
-      -> bisect command lines for regressed git-built arms
+      -> outputs against the reference's -> the night's rows -> bisect command lines for
+      regressed git-built arms
 
-``assess_night`` reads the history and the verdict files (the only I/O); the judgement itself
-is ``e2e.analysis.judge_night`` and ``e2e.analysis.night_changes`` (pure).
+``assess`` runs it once for the night and returns everything the writes need
+(``Assessment``); ``assess_night`` is its judgement (a look during the night is one). The
+reads are the store's and the verdict files'; the judgement itself is ``e2e.analysis``'s
+(``select_baseline``, ``ratio_history``, ``judge_night``, ``night_changes``: pure).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
-                          night_changes, nightly_metric, ratio_history, select_baseline)
-from e2e.errors import ResultsError
-from e2e.nightly.settings import NightlyConfig
-from e2e.results import CellKey, HistoryCell, Judgement, NightCell
+import pandas as pd
 
-__all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
+from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
+                          judgement_with_outputs, night_changes, nightly_metric, ratio_history,
+                          select_baseline)
+from e2e.console import Say
+from e2e.errors import ResultsError
+from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
+from e2e.results import CellKey, HistoryCell, Judgement, NightCell, night_rows, utc_now
+
+__all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
+           "night_outputs", "bisect_hints"]
 
 
 def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
@@ -42,22 +52,44 @@ def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
     return out
 
 
-def git_commits(records: Iterable[Any]) -> dict[str, str]:
-    """Arm -> the commit its git build was made from, from the runs' provenance (``build``
-    of ``run.json``); arms not built from git are left out."""
-    out: dict[str, str] = {}
-    for r in records:
-        build = (r.provenance or {}).get("build") or {}
-        if build.get("kind") == "git" and build.get("git_commit"):
-            out.setdefault(r.spec.arm, str(build["git_commit"]))
-    return out
+@dataclass(frozen=True)
+class Assessment:
+    """A night assessed (``assess``): its judgement (outputs checks included), what its design
+    resolves, the bisect command lines, tonight's GSM8K documents by arm folder and the rows
+    the night writes to the store (``night_rows``)."""
+
+    judgement: Judgement
+    design: tuple[str, ...]
+    bisect: tuple[str, ...]
+    samples: dict[str, tuple]
+    rows: pd.DataFrame
 
 
-def with_git_commits(builds: Mapping[str, Mapping[str, Any]],
-                     commits: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """``builds`` (arm -> facts) with each git-built arm's ``git_commit`` added."""
-    return {arm: {**facts, **({"git_commit": commits[arm]} if arm in commits else {})}
-            for arm, facts in builds.items()}
+def assess(cfg: NightlyConfig, night: Night, measured, store, *,
+           say: Say = lambda message: None) -> Assessment:
+    """Assess tonight (``measured``: an ``e2e.nightly.measure.Measured``) against the
+    history ``store`` holds (an ``e2e.results.Store``): the module docstring, once."""
+    history = store.cells(experiment=night.experiment.name, config_hash=cfg.config_hash,
+                          before=night.date)
+    design = design_lines(cfg, history, pinned=night.pinned, alone=night.alone)
+    judgement = assess_night(cfg, results=night.results, date=night.date,
+                             experiment=night.experiment.name, cells=measured.cells,
+                             expected=expected_cells(cfg), problems=measured.problems,
+                             pinned=night.pinned, history=history, store=store)
+    judgement = judgement_with_outputs(
+        judgement, night_outputs(cfg, night.folder, measured.records, store,
+                                 experiment=night.experiment.name, date=night.date, say=say),
+        fail=cfg.settings.outputs_fail)
+    some = next(iter(measured.builds.values()), {})
+    rows = night_rows(judgement, experiment=night.experiment.name, config_hash=cfg.config_hash,
+                      recorded_at=utc_now(), cells=measured.cells, builds=measured.builds,
+                      arm_overrides=night.arm_overrides, e2e_git_sha=some.get("e2e_git_sha"),
+                      host=str(some.get("host")))
+    g_dirs = [d for c in measured.cells if c.key.kind == "gsm8k" for d in c.run_dirs]
+    return Assessment(judgement=judgement, design=tuple(design),
+                      bisect=tuple(bisect_hints(cfg, judgement, history, builds=measured.builds,
+                                                results=night.results)),
+                      samples=read_samples(night.results, g_dirs), rows=rows)
 
 
 def assess_night(
@@ -170,3 +202,57 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: Sequence[His
         if line not in lines:
             lines.append(line)
     return lines
+
+
+def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
+                 alone: str | None = None) -> list[str]:
+    """What a night of ``cfg`` resolves for each judged ratio cell
+    (``e2e.analysis.design_lines``), planned from the ratio's history in ``history`` (the
+    cells of the experiment and config's nights before tonight, ``Store.cells``) where it
+    holds 2 nights, else from the host's measured noise; ``alone``: why the night runs one
+    server at a time."""
+    from e2e.analysis import HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, noise_of
+    from e2e.analysis import design_lines as resolved_lines
+    from e2e.analysis import ratio_history
+
+    if not cfg.reference:
+        return []
+    rules = Rules.from_settings(cfg.settings, cfg.looks)
+    keys = [judged_key(cfg, k) for k in expected_cells(cfg) if k.kind == "load"]
+    lines = []
+    for key in keys:
+        threshold = rules.threshold_or_headline(key)
+        if threshold is None:
+            continue
+        hist = ratio_history(history, key, limit=cfg.settings.history_nights,
+                             threshold=threshold, since=cfg.settings.changepoints.since,
+                             pinned=pinned or cfg.settings.baseline_night,
+                             interference_max=rules.interference_max)
+        host = HOST_ONE_AT_A_TIME if alone else HOST_DUETS
+        noise = noise_of([c.values for _, c in hist.nights],
+                         f"the ratio's history ({len(hist.nights)} nights)") or host
+        lines += resolved_lines(
+            cell=f"{key.label()} {key.metric}", threshold=threshold, looks=cfg.looks,
+            runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
+            nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
+            noise=noise, confidence=cfg.settings.confidence, one_at_a_time=alone)
+    return lines
+
+
+def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experiment: str,
+                  date: str, say: Say = lambda message: None) -> tuple:
+    """Tonight's outputs against the reference arm's (``e2e.nightly.outputs.check_outputs``),
+    the earlier nights of this config in ``store`` the yardstick where the night has no A/A
+    arm; () without a reference arm."""
+    from e2e.nightly.outputs import check_outputs
+    from e2e.results import load_outputs
+
+    if not cfg.reference or not records:
+        return ()
+    outputs, unreadable = load_outputs(folder, records)
+    for line in unreadable:
+        say(line)
+    history = store.outputs_history(experiment=experiment, config_hash=cfg.config_hash,
+                                    before=date)
+    return check_outputs(records, outputs, reference=cfg.reference, history=history,
+                         confidence=cfg.settings.confidence)

@@ -408,7 +408,7 @@ class Store:
                     samples: Mapping[str, Sequence[Any]] | None = None,
                     paths: Mapping[str, str | None] | None = None,
                     problems: Sequence[str] = (), _after_cell=None) -> None:
-        """Replace the night(s) of ``rows`` (``history.night_rows``' frame) in one
+        """Replace the night(s) of ``rows`` (``night_rows``' frame) in one
         transaction: the night, its cells and verdicts, the change points and GSM8K
         documents of ``judgement``/``samples`` (arm folder -> SampleVerdicts) and the builds.
         ``_after_cell`` (tests only) is called after each cell is written, inside the
