@@ -1,10 +1,15 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
-    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
+    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash;
+              tonight of it (its experiment on this host, its folders) and what it plans
+    measure   builds, night.json (resume check), the sweep with its looks, the GSM8K subset,
+              the night's cells
     outputs   pure: tonight's greedy outputs against the reference arm's, prompt by prompt
               (a finding where they diverge more than the night's A/A or earlier nights)
-    assess    baseline night, verdict files, judgement, change points (after the cells)
-    run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
+    assess    against the store's history: baseline night, verdict files, judgement, change
+              points, outputs, what the design resolves, bisect lines (after the cells)
+    write     the night's writes, at its end: report, store, trends, summaries, judgement.json
+    run       the pipeline: settings -> measure -> assess -> write, each called once
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
 The nights are kept in the results stage's store (``e2e.results.open_store``: SQLite by default
