@@ -47,7 +47,8 @@ def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: st
     with another config hash."""
     if pinned is not None:
         if pinned == date:
-            raise ConfigError(f"the pinned baseline {pinned} is tonight itself; pin an earlier night")
+            raise ConfigError(f"the pinned baseline {pinned} is tonight itself; "
+                              "pin an earlier night")
         night = [n for n in nights if n.date == pinned]
         if not night:
             dates = sorted({n.date for n in nights})

@@ -23,13 +23,18 @@ from typing import Any
 
 import pandas as pd
 
-from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
-                          judgement_with_outputs, night_changes, nightly_metric, ratio_history,
+from e2e.analysis import (HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, built_arm, is_relative,
+                          judge_night, judgement_with_changes, judgement_with_outputs,
+                          night_changes, nightly_metric, noise_of, ratio_history,
                           select_baseline)
+from e2e.analysis import design_lines as resolved_lines
 from e2e.console import Say
 from e2e.errors import ResultsError
+from e2e.nightly.measure import Measured
+from e2e.nightly.outputs import check_outputs
 from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
-from e2e.results import CellKey, HistoryCell, Judgement, NightCell, night_rows, utc_now
+from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, load_outputs, night_rows,
+                         utc_now)
 
 __all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
            "night_outputs", "bisect_hints"]
@@ -65,10 +70,10 @@ class Assessment:
     rows: pd.DataFrame
 
 
-def assess(cfg: NightlyConfig, night: Night, measured, store, *,
+def assess(cfg: NightlyConfig, night: Night, measured: Measured, store, *,
            say: Say = lambda message: None) -> Assessment:
-    """Assess tonight (``measured``: an ``e2e.nightly.measure.Measured``) against the
-    history ``store`` holds (an ``e2e.results.Store``): the module docstring, once."""
+    """Assess tonight (``measured``) against the history ``store`` (an
+    ``e2e.results.Store``) holds: the module docstring, once."""
     history = store.cells(experiment=night.experiment.name, config_hash=cfg.config_hash,
                           before=night.date)
     design = design_lines(cfg, history, pinned=night.pinned, alone=night.alone)
@@ -139,7 +144,8 @@ def assess_night(
     cp = cfg.settings.changepoints
     histories = {
         c.key: ratio_history(history, c.key, limit=cfg.settings.history_nights,
-                             threshold=rules.threshold_or_headline(c.key), since=cp.since, pinned=pinned,
+                             threshold=rules.threshold_or_headline(c.key), since=cp.since,
+                             pinned=pinned,
                              interference_max=rules.interference_max,
                              confidence=rules.confidence)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
@@ -211,10 +217,6 @@ def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
     cells of the experiment and config's nights before tonight, ``Store.cells``) where it
     holds 2 nights, else from the host's measured noise; ``alone``: why the night runs one
     server at a time."""
-    from e2e.analysis import HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, noise_of
-    from e2e.analysis import design_lines as resolved_lines
-    from e2e.analysis import ratio_history
-
     if not cfg.reference:
         return []
     rules = Rules.from_settings(cfg.settings, cfg.looks)
@@ -244,9 +246,6 @@ def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experimen
     """Tonight's outputs against the reference arm's (``e2e.nightly.outputs.check_outputs``),
     the earlier nights of this config in ``store`` the yardstick where the night has no A/A
     arm; () without a reference arm."""
-    from e2e.nightly.outputs import check_outputs
-    from e2e.results import load_outputs
-
     if not cfg.reference or not records:
         return ()
     outputs, unreadable = load_outputs(folder, records)

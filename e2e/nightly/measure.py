@@ -246,7 +246,8 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
             problems.append(f"GSM8K arm {label} is invalid: {'; '.join(result.invalid_reasons)}")
             continue
         by_arm.setdefault(result.arm, []).append(
-            (result.occurrence, result.accuracy_strict, Path(arm_dir).relative_to(results).as_posix()))
+            (result.occurrence, result.accuracy_strict,
+             Path(arm_dir).relative_to(results).as_posix()))
     cells = []
     for arm, items in by_arm.items():
         items.sort()
