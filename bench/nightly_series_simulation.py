@@ -1,10 +1,10 @@
 """Series of nights judged night by night through e2e's own nightly judgement and history,
 as ``e2e nightly`` judges them: each night's ratio cells (tonight's build ÷ the pinned
 reference, one value per duet) go through ``e2e.nightly.assess.assess_night`` (the baseline
-night, ``ratio_history`` over the store frame of every earlier night, ``judge_night``, change
-points) with the night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose
+night, ``ratio_history`` over the store's records of every earlier night, ``judge_night``,
+change points) with the night's looks as the nightly runs them (``NightlyConfig.looks``: a night whose
 cell is not resolved measures more duets, up to ``max_runs``, and is judged again), and each
-night's rows (``night_rows``) join the frame the next night reads.
+night's rows (``night_rows``) join the records the next night reads.
 
 The design is a nightly config's, by default the embedded one (``e2e/configs/nightly.toml``,
 ``--config`` for another): its judged cells (the server's mean TPOT of ``main-vs-reference``
@@ -52,10 +52,9 @@ import numpy as np
 import pandas as pd
 
 from e2e.nightly.assess import assess_night
-from e2e.results import HISTORY_COLUMNS, night_rows
+from e2e.results import history_cells, night_rows
 from e2e.analysis import Rules
-from e2e.nightly.run import expected_cells, judged_key
-from e2e.nightly.settings import NightlyConfig, load_nightly
+from e2e.nightly.settings import NightlyConfig, expected_cells, judged_key, load_nightly
 from e2e.results import NightCell
 
 
@@ -100,7 +99,7 @@ def series(args) -> tuple[list[str], list[int]]:
     expected, keys = judged(cfg)
     measured = {judged_key(cfg, k): k for k in expected if k.kind == "load"}
     schedule = cfg.looks.schedule()
-    frame = pd.DataFrame({c: pd.Series(dtype=object) for c in HISTORY_COLUMNS})
+    history = []  # the store's records of the nights so far (Store.cells)
     out, duets = [], []
     with tempfile.TemporaryDirectory() as results:
         for i in range(a.nights):
@@ -116,13 +115,13 @@ def series(args) -> tuple[list[str], list[int]]:
                          for k, _ in keys for c in dict.fromkeys((measured[k], k))]
                 j = assess_night(cfg, results=Path(results), date=date,
                                  experiment=cfg.experiment.name, cells=cells,
-                                 expected=expected, history=frame)
+                                 expected=expected, history=history)
                 if not any(v.more for v in j.verdicts):
                     break
             rows = night_rows(j, experiment=cfg.experiment.name, config_hash=cfg.config_hash,
                               recorded_at=date, cells=cells, builds={}, arm_overrides={},
                               e2e_git_sha=None, host="sim")
-            frame = rows if not len(frame) else pd.concat([frame, rows], ignore_index=True)
+            history += history_cells(rows)
             names = {v.verdict for v in j.verdicts}
             out.append("regressed" if "regressed" in names else
                        "improved" if "improved" in names else "pass")

@@ -16,13 +16,13 @@ import pytest
 from conftest import ROOT, alone_nightly_raw
 from e2e.analysis import Rules, find_changes, judge_night
 from e2e.nightly.assess import assess_night
-from e2e.results import append_night, history_path, night_rows
+from e2e.results import night_rows, open_store
 from e2e.render import SummaryContext, render_summary
 from e2e.nightly.settings import parse_nightly
 from e2e.results import Baseline, CellKey, NightCell
 
 KEY = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")  # judged at 2 % (nightly.toml)
-# what the night's plan expects (nightly.run.expected_cells): the cell's headline, mean TPOT at
+# what the night's plan expects (nightly.settings.expected_cells): the cell's headline, mean TPOT at
 # concurrency 1, which nightly.toml builds from the server's TPOT: KEY is its server twin
 HEADLINE = CellKey("load", "main", 1, "base", "tpot_ms_mean")
 
@@ -49,15 +49,17 @@ def play(tmp_path, levels, cfg=None, pinned=None):
     cfg = cfg or config()
     results = tmp_path / "results"
     out = []
-    for i, (date, level) in enumerate(zip(dates(len(levels)), levels)):
-        cell = NightCell(KEY, runs(level, i), tuple(range(2, 7)),
-                         tuple(f"nightly/{date}/nightly/main-c1-base-r{k}" for k in range(2, 7)))
-        j = assess_night(cfg, results=results, date=date, experiment="nightly", cells=[cell],
-                         expected=[HEADLINE], pinned=pinned if pinned and pinned < date else None)
-        append_night(history_path(results), night_rows(
-            j, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
-            cells=[cell], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
-        out.append(j)
+    with open_store(None, results) as store:
+        for i, (date, level) in enumerate(zip(dates(len(levels)), levels)):
+            cell = NightCell(KEY, runs(level, i), tuple(range(2, 7)),
+                             tuple(f"nightly/{date}/nightly/main-c1-base-r{k}" for k in range(2, 7)))
+            j = assess_night(cfg, results=results, date=date, experiment="nightly", cells=[cell],
+                             expected=[HEADLINE], pinned=pinned if pinned and pinned < date else None,
+                             store=store)
+            store.write_night(night_rows(
+                j, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
+                cells=[cell], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
+            out.append(j)
     return out
 
 
@@ -131,7 +133,7 @@ def test_too_short_a_history_has_no_change_points():
 
 @pytest.mark.slow
 def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
-    from e2e.nightly.run import night_report
+    from e2e.nightly.write import night_report
     from e2e.results import write_run
     from test_aggregate import make_record
 

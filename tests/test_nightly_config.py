@@ -160,7 +160,7 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
 
 def test_a_resumed_night_must_measure_the_same_build_and_settings(tmp_path) -> None:
     from e2e.errors import ResultsError
-    from e2e.nightly.run import check_night
+    from e2e.nightly.measure import check_night
 
     state = {"config_hash": "h", "arm_overrides": {}, "packages": {"main": "p1"},
              "started_at": "t"}

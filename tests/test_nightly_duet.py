@@ -14,7 +14,8 @@ from e2e.analysis import Cell, Rules, judge_cell
 from e2e.config import DuetConfig
 from e2e.errors import ConfigError
 from e2e.results import CellKey, NightCell
-from e2e.nightly.run import NightlyOptions, relative_cells, run_nightly
+from e2e.nightly.measure import relative_cells
+from e2e.nightly.run import NightlyOptions, run_nightly
 from e2e.nightly.settings import parse_nightly
 
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT, alone_nightly_raw
 from e2e.analysis import Rules, judge_night
 from e2e.results import Baseline
-from e2e.nightly.run import expected_cells, gsm8k_cells
+from e2e.nightly.measure import gsm8k_cells
+from e2e.nightly.settings import expected_cells
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
 from test_gsm8k_run import Fake
@@ -113,21 +114,22 @@ def _two_nights(cfg, tmp_path, tonight_correct):
     """Night 1 (35 of 50 right) passes and is appended to the history; night 2 is judged
     against it by e2e.nightly.assess.assess_night, as run_nightly does after collecting."""
     from e2e.nightly.assess import assess_night
-    from e2e.results import append_night, history_path, night_rows
+    from e2e.results import night_rows, open_store
 
     results = tmp_path / "results"
     gsm8k_only = [k for k in expected_cells(cfg) if k.kind == "gsm8k"]  # no load cells here
     right = set(range(35))
     first = _write_night(results, "2026-01-01", right)
-    j1 = assess_night(cfg, results=results, date="2026-01-01", experiment="nightly",
-                      cells=[first], expected=gsm8k_only)
-    assert (j1.status, j1.verdicts[0].verdict) == ("pass", "no baseline")
-    append_night(history_path(results), night_rows(
-        j1, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t", cells=[first],
-        builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
-    second = _write_night(results, "2026-01-02", tonight_correct)
-    return assess_night(cfg, results=results, date="2026-01-02", experiment="nightly",
-                        cells=[second], expected=gsm8k_only)
+    with open_store(None, results) as store:
+        j1 = assess_night(cfg, results=results, date="2026-01-01", experiment="nightly",
+                          cells=[first], expected=gsm8k_only, store=store)
+        assert (j1.status, j1.verdicts[0].verdict) == ("pass", "no baseline")
+        store.write_night(night_rows(
+            j1, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
+            cells=[first], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
+        second = _write_night(results, "2026-01-02", tonight_correct)
+        return assess_night(cfg, results=results, date="2026-01-02", experiment="nightly",
+                            cells=[second], expected=gsm8k_only, store=store)
 
 
 def test_one_flipped_document_of_50_is_not_a_regression(cfg, tmp_path):

@@ -16,13 +16,24 @@ from scipy.stats import t as student_t
 
 from e2e.analysis import (Rules, boundaries, history_fit, history_interval, judge_night, night_look,
                           spending_at)
-from e2e.nightly.history import ratio_history
-from e2e.results import Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory, night_rows
+from e2e.analysis import ratio_history as ratio_of_records
+from e2e.results import (Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory,
+                         history_cells, night_rows)
 from e2e.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")
 LOOKS = Looks(first=4, step=4, last=12)
+
+
+def ratio_history(frame: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
+                  config_hash: str, **kw) -> RatioHistory:
+    """The ratio's history over the nights in ``frame`` (night_rows' frames) as the nightly
+    reads them from its store: the records of the experiment and config's nights before
+    ``date`` (``Store.cells(experiment=, config_hash=, before=date)``)."""
+    cells = history_cells(frame)
+    return ratio_of_records([c for c in cells if c.experiment == experiment
+                             and c.config_hash == config_hash and c.date < date], key, **kw)
 
 
 def _night(values, date="2026-01-01", key=REL) -> NightCell:

@@ -1,6 +1,6 @@
 """The nightly judgement rules on hand-made nights and histories: regression, improvement,
 noise, missing baseline, changed config hash, pinned baselines, GSM8K noise floor, and the
-history store's atomic, idempotent append. Pure: no server."""
+results store's replacement of a rerun night. No server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import pandas as pd
 import pytest
 
 from e2e.errors import ConfigError
-from e2e.nightly.history import night_cells, select_baseline
+from e2e.analysis import night_cells, select_baseline
 from e2e.analysis import Rules, judge_cell, judge_night, night_status
-from e2e.results import (HISTORY_COLUMNS, Baseline, CellKey, NightCell, append_night, night_rows,
-                         read_history)
+from e2e.results import Baseline, CellKey, NightCell, night_rows, open_store
 from e2e.render import SummaryContext, render_summary, render_trends
 from e2e.results import GSM8K_METRIC
 
@@ -131,82 +130,90 @@ def night(date: str, status: str, values, *, config_hash="H1", experiment="night
                       arm_overrides={}, e2e_git_sha="abc", host="h")
 
 
-def history_of(tmp_path, *nights) -> pd.DataFrame:
-    path = tmp_path / "nightly" / "history.parquet"
+def stored(tmp_path, *nights):
+    """A results store under ``tmp_path`` holding ``nights`` (night_rows' frames)."""
+    store = open_store(None, tmp_path)
     for frame in nights:
-        append_night(path, frame)
-    return read_history(path)
+        store.write_night(frame)
+    return store
+
+
+def baseline(store, *, date: str, config_hash: str, experiment: str = "nightly",
+             pinned: str | None = None) -> Baseline | None:
+    """select_baseline over the store's records, as the nightly queries them."""
+    return select_baseline(
+        store.cells(experiment=experiment, config_hash=config_hash, before=date), date=date,
+        experiment=experiment, config_hash=config_hash, pinned=pinned,
+        nights=store.nights(experiment=experiment))
 
 
 def test_baseline_is_the_last_passing_night_of_the_same_config(tmp_path) -> None:
-    h = history_of(tmp_path,
-                   night("2026-01-01", "pass", BASE_RUNS),
-                   night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
-                   night("2026-01-03", "incomplete", (10.0,)),
-                   night("2026-01-04", "pass", (9.0, 9.1, 8.9), config_hash="H2"),
-                   night("2026-01-05", "pass", (5.0, 5.1), experiment="other"))
-    b = select_baseline(h, date="2026-01-06", experiment="nightly", config_hash="H1")
-    assert b.date == "2026-01-01" and b.status == "pass"
-    assert b.cells[0].values == BASE_RUNS
-    assert b.cells[0].run_dirs[0] == "nightly/2026-01-01/x/main-c1-base-r2"
-    # a later night is never the baseline of an earlier one, nor a night of itself
-    assert select_baseline(h, date="2026-01-01", experiment="nightly", config_hash="H1") is None
+    with stored(tmp_path,
+                night("2026-01-01", "pass", BASE_RUNS),
+                night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
+                night("2026-01-03", "incomplete", (10.0,)),
+                night("2026-01-04", "pass", (9.0, 9.1, 8.9), config_hash="H2"),
+                night("2026-01-05", "pass", (5.0, 5.1), experiment="other")) as h:
+        b = baseline(h, date="2026-01-06", config_hash="H1")
+        assert b.date == "2026-01-01" and b.status == "pass"
+        assert b.cells[0].values == BASE_RUNS
+        assert b.cells[0].run_dirs[0] == "nightly/2026-01-01/x/main-c1-base-r2"
+        # a later night is never the baseline of an earlier one, nor a night of itself
+        assert baseline(h, date="2026-01-01", config_hash="H1") is None
 
 
 def test_changed_config_hash_has_no_baseline(tmp_path) -> None:
-    h = history_of(tmp_path, night("2026-01-01", "pass", BASE_RUNS))
-    assert select_baseline(h, date="2026-01-02", experiment="nightly", config_hash="H2") is None
+    with stored(tmp_path, night("2026-01-01", "pass", BASE_RUNS)) as h:
+        assert baseline(h, date="2026-01-02", config_hash="H2") is None
     j = judge_night("2026-01-02", [cell(TPOT, (20.0, 20.1, 19.9))], None, RULES)
     assert j.status == "pass"  # a new config starts a new baseline chain
 
 
 def test_pinned_baseline(tmp_path) -> None:
-    h = history_of(tmp_path, night("2026-01-01", "pass", BASE_RUNS),
-                   night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
-                   night("2026-01-03", "pass", (10.0, 10.1, 9.9), config_hash="H2"))
-    b = select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
-                        pinned="2026-01-02")
-    assert (b.date, b.reason, b.status) == ("2026-01-02", "pinned", "regression")
-    with pytest.raises(ConfigError, match="another config|made with config"):
-        select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
-                        pinned="2026-01-03")
-    with pytest.raises(ConfigError, match="not in the history"):
-        select_baseline(h, date="2026-01-05", experiment="nightly", config_hash="H1",
-                        pinned="2025-12-31")
-    with pytest.raises(ConfigError, match="tonight"):
-        select_baseline(h, date="2026-01-02", experiment="nightly", config_hash="H1",
-                        pinned="2026-01-02")
+    with stored(tmp_path, night("2026-01-01", "pass", BASE_RUNS),
+                night("2026-01-02", "regression", (11.0, 11.1, 10.9)),
+                night("2026-01-03", "pass", (10.0, 10.1, 9.9), config_hash="H2")) as h:
+        b = baseline(h, date="2026-01-05", config_hash="H1", pinned="2026-01-02")
+        assert (b.date, b.reason, b.status) == ("2026-01-02", "pinned", "regression")
+        assert b.cells[0].values == (11.0, 11.1, 10.9)
+        with pytest.raises(ConfigError, match="another config|made with config"):
+            baseline(h, date="2026-01-05", config_hash="H1", pinned="2026-01-03")
+        with pytest.raises(ConfigError, match="not in the history"):
+            baseline(h, date="2026-01-05", config_hash="H1", pinned="2025-12-31")
+        with pytest.raises(ConfigError, match="tonight"):
+            baseline(h, date="2026-01-02", config_hash="H1", pinned="2026-01-02")
+        with pytest.raises(ConfigError, match="after tonight"):
+            baseline(h, date="2026-01-01", config_hash="H1", pinned="2026-01-02")
 
 
-def test_append_replaces_a_rerun_night_and_keeps_the_others(tmp_path) -> None:
-    path = tmp_path / "nightly" / "history.parquet"
-    append_night(path, night("2026-01-01", "pass", BASE_RUNS))
-    append_night(path, night("2026-01-02", "incomplete", (10.0,)))
-    h = append_night(path, night("2026-01-02", "pass", (10.0, 10.1, 9.9)))  # resumed night
-    assert list(h.columns) == HISTORY_COLUMNS
-    assert sorted(h["date"]) == ["2026-01-01", "2026-01-02"]
-    assert h[h["date"] == "2026-01-02"]["night_status"].tolist() == ["pass"]
-    assert night_cells(read_history(path), date="2026-01-02", experiment="nightly",
-                       config_hash="H1")[0].values == (10.0, 10.1, 9.9)
-    assert not list(path.parent.glob(".history.parquet.*"))  # no temporary file left
+def test_a_rerun_night_replaces_its_cells_and_keeps_the_others(tmp_path) -> None:
+    with stored(tmp_path, night("2026-01-01", "pass", BASE_RUNS),
+                night("2026-01-02", "incomplete", (10.0,)),
+                night("2026-01-02", "pass", (10.0, 10.1, 9.9))) as h:  # resumed night
+        cells = h.cells(experiment="nightly", config_hash="H1", before="2026-01-03")
+        assert sorted({c.date for c in cells}) == ["2026-01-01", "2026-01-02"]
+        assert [c.night_status for c in cells if c.date == "2026-01-02"] == ["pass"]
+        assert night_cells(cells, date="2026-01-02")[0].values == (10.0, 10.1, 9.9)
+        assert night_cells(cells, date="2026-01-01")[0].values == BASE_RUNS
+        assert h.cells(experiment="nightly", config_hash="H1", before="2026-01-02") == [
+            c for c in cells if c.date == "2026-01-01"]
 
 
 @pytest.mark.slow
 def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
     """Night 1 (no baseline) passes, night 2 (same build) passes against it, night 3 (a
     slower build) regresses against night 2; the summary names the cell and both nights."""
-    path = tmp_path / "nightly" / "history.parquet"
     nights = {"2026-01-01": (10.0, 10.1, 9.95), "2026-01-02": (10.05, 9.98, 10.02),
               "2026-01-03": (11.2, 11.25, 11.1)}
     statuses = []
+    store = stored(tmp_path)
     for date, values in nights.items():
-        base = select_baseline(read_history(path), date=date, experiment="nightly",
-                               config_hash="H1")
+        base = baseline(store, date=date, config_hash="H1")
         cells = [cell(TPOT, values, date)]
         j = judge_night(date, cells, base, RULES, expected=[TPOT])
-        append_night(path, night_rows(j, experiment="nightly", config_hash="H1",
-                                      recorded_at="t", cells=cells, builds={}, arm_overrides={},
-                                      e2e_git_sha=None, host="h"))
+        store.write_night(night_rows(j, experiment="nightly", config_hash="H1",
+                                     recorded_at="t", cells=cells, builds={}, arm_overrides={},
+                                     e2e_git_sha=None, host="h"))
         statuses.append((j.status, j.baseline.date if j.baseline else None))
     assert statuses == [("pass", None), ("pass", "2026-01-01"), ("regression", "2026-01-02")]
     ctx = SummaryContext(experiment="nightly", config_hash="H1" * 8,
@@ -223,7 +230,9 @@ def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
     plain = render_summary(j, SummaryContext(experiment="nightly", config_hash="H1" * 8,
                                              night_dir="n", builds={}, arm_overrides={}))
     assert "tonight `nightly/2026-01-03/x/main-c1-base-r*`" in plain
-    plots = render_trends(read_history(path), experiment="nightly", config_hash="H1")
+    plots = render_trends(store.history(experiment="nightly"), experiment="nightly",
+                          config_hash="H1")
+    store.close()
     assert list(plots) == ["tpot_ms_median.png"]
     assert plots["tpot_ms_median.png"].startswith(b"\x89PNG")
 
@@ -231,7 +240,7 @@ def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
 def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
     import json
 
-    from e2e.nightly.run import retried_attempts
+    from e2e.nightly.measure import retried_attempts
 
     attempt = tmp_path / ".attempts" / "main-c1-base-r2.1"
     attempt.mkdir(parents=True)
@@ -247,7 +256,7 @@ def test_retried_attempts_are_named_not_dropped(tmp_path) -> None:
 
 
 def test_load_cells_take_the_reported_runs_as_the_report_does() -> None:
-    from e2e.nightly.run import load_cells
+    from e2e.nightly.measure import load_cells
     from test_aggregate import make_record
 
     records = [make_record("main", 1, 1, tpot=50.0),              # warmup (report_from_run 2)
@@ -271,7 +280,8 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     import tomllib
 
     from conftest import ROOT, alone_nightly_raw
-    from e2e.nightly.assess import bisect_hints, git_commits, with_git_commits
+    from e2e.nightly.assess import bisect_hints
+    from e2e.nightly.measure import git_commits, with_git_commits
     from e2e.nightly.settings import parse_nightly
     from test_aggregate import make_record
 
@@ -282,19 +292,17 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     record = make_record("main", 1, 2, experiment="nightly")
     record = record.model_copy(update={"provenance": {"build": {"kind": "git", "git_commit": bad}}})
     assert git_commits([record]) == {"main": bad}
-    path = tmp_path / "nightly" / "history.parquet"
     first = [cell(TPOT, BASE_RUNS, "2026-01-01")]
     j1 = judge_night("2026-01-01", first, None, RULES)
-    append_night(path, night_rows(j1, experiment="nightly", config_hash="H1", recorded_at="t",
-                                  cells=first, builds={"main": {"git_commit": good}},
-                                  arm_overrides={}, e2e_git_sha=None, host="h"))
-    base = select_baseline(read_history(path), date="2026-01-02", experiment="nightly",
-                           config_hash="H1")
+    with stored(tmp_path, night_rows(j1, experiment="nightly", config_hash="H1", recorded_at="t",
+                                     cells=first, builds={"main": {"git_commit": good}},
+                                     arm_overrides={}, e2e_git_sha=None, host="h")) as store:
+        history = store.cells(experiment="nightly", config_hash="H1", before="2026-01-02")
+    base = select_baseline(history, date="2026-01-02", experiment="nightly", config_hash="H1")
     j2 = judge_night("2026-01-02", [cell(TPOT, (11.0, 11.05, 10.95), "2026-01-02")], base, RULES)
     assert j2.status == "regression"
     builds = with_git_commits({"main": {"engine_version": "0.0.1"}}, git_commits([record]))
-    (line,) = bisect_hints(cfg, j2, read_history(path), experiment="nightly", builds=builds,
-                           results=tmp_path)
+    (line,) = bisect_hints(cfg, j2, history, builds=builds, results=tmp_path)
     assert line == (f"e2e bisect --config configs/nightly.toml --arm main --concurrency 1 "
                     f"--spec-mode base --metric tpot_ms_median --threshold 5.0 --good {good} "
                     f"--bad {bad} "
@@ -304,5 +312,4 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
                                              bisect=(line,)))
     assert "## Find the commit" in text and line in text
     same = with_git_commits({"main": {}}, {"main": good})
-    assert bisect_hints(cfg, j2, read_history(path), experiment="nightly", builds=same,
-                        results=tmp_path) == []
+    assert bisect_hints(cfg, j2, history, builds=same, results=tmp_path) == []

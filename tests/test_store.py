@@ -25,10 +25,11 @@ import sqlalchemy as sa
 
 import pgcluster
 from conftest import ROOT
+from old_history import append_night
 from e2e.errors import ConfigError, ResultsError
 from e2e.analysis import Rules, judge_night
 from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, HistoryCell, NightCell,
-                         SampleVerdict, append_night, history_path, masked_url, night_rows,
+                         SampleVerdict, history_path, masked_url, night_rows,
                          open_store, resolve_url)
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})

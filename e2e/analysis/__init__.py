@@ -49,6 +49,9 @@ from e2e.analysis._nightly_judge import (
     judge_cell, judge_night, judgement_with_changes, judgement_with_outputs, looks_changed,
     night_look, night_status, paired_change_interval, within
 )
+from e2e.analysis._nightly_history import (
+    night_cell, night_cells, ratio_history, select_baseline
+)
 from e2e.analysis._changepoints import (
     MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
 )
@@ -77,11 +80,11 @@ __all__ = [
     "history_fit", "history_interval", "holm", "is_relative", "judge_cell", "judge_night",
     "judged_metrics", "judged_threshold", "judgement_with_changes", "judgement_with_outputs",
     "look_at", "looks_changed", "margin", "margin_terms", "mcnemar_exact", "median_range",
-    "merge_calls", "metric", "night_changes", "night_look", "night_status", "nightly_metric",
-    "noise_of", "outputs_of", "paired_change_interval", "parse_effect", "position_key",
-    "position_of", "power_at", "primary_metric", "ratio", "relative_arm", "resolution",
-    "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed",
-    "select", "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
-    "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines", "within",
-    "workload_key"
+    "merge_calls", "metric", "night_cell", "night_cells", "night_changes", "night_look",
+    "night_status", "nightly_metric", "noise_of", "outputs_of", "paired_change_interval",
+    "parse_effect", "position_key", "position_of", "power_at", "primary_metric", "ratio",
+    "ratio_history", "relative_arm", "resolution", "rounds_needed", "run_costs", "run_times",
+    "runs_advice", "runs_frame", "runs_needed", "select", "select_baseline", "server_twin",
+    "spending_at", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
+    "verdict_accuracy", "verdict_for", "warning_lines", "within", "workload_key"
 ]

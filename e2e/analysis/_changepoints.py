@@ -39,13 +39,12 @@ and an interval a nightly can threshold like its night-against-night verdicts.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from e2e.results import CellKey, CellVerdict, ChangePoint, NightCell
+from e2e.results import CellKey, CellVerdict, ChangePoint, HistoryCell, NightCell
 
 __all__ = ["Change", "find_changes", "cell_series", "night_changes", "MIN_SEGMENT",
            "PENALTY_PER_LOG_N"]
@@ -148,27 +147,23 @@ def find_changes(values: Sequence[float], *, threshold_pct: float, alpha: float 
     return out
 
 
-def cell_series(history: pd.DataFrame, key: CellKey, *, experiment: str, config_hash: str,
-                before: str, since: str | None = None) -> list[tuple[str, float, str]]:
-    """(date, median, verdict) of every night of ``key`` in the history before ``before``
-    (and on or after ``since``), oldest first, for one experiment and config hash."""
-    rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
-                   & (history["kind"] == key.kind) & (history["arm"] == key.arm)
-                   & (history["concurrency"].astype(int) == int(key.concurrency))
-                   & (history["spec_mode"] == key.spec_mode) & (history["metric"] == key.metric)
-                   & (history["date"] < before)]
-    if since is not None:
-        rows = rows[rows["date"] >= since]
-    rows = rows.sort_values("date")
-    return [(str(r.date), float(r.median), str(r.verdict)) for r in rows.itertuples(index=False)]
+def cell_series(history: Iterable[HistoryCell], key: CellKey, *,
+                since: str | None = None) -> list[tuple[str, float, str]]:
+    """(date, median, verdict) of every night of ``key`` in ``history`` (the cells of one
+    experiment and config's nights before tonight, ``Store.cells``) on or after ``since``,
+    oldest first."""
+    rows = [r for r in history
+            if (r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)
+            == (key.kind, key.arm, int(key.concurrency), key.spec_mode, key.metric)
+            and (since is None or r.date >= since)]
+    return [(str(r.date), float(r.median), str(r.verdict))
+            for r in sorted(rows, key=lambda r: r.date)]
 
 
 def night_changes(
-    history: pd.DataFrame,
+    history: Sequence[HistoryCell],
     *,
     date: str,
-    experiment: str,
-    config_hash: str,
     tonight: Sequence[NightCell],
     verdicts: Sequence[CellVerdict],
     thresholds: Mapping[CellKey, float],
@@ -179,7 +174,8 @@ def night_changes(
     accepted_through: str | None = None,
 ) -> list[ChangePoint]:
     """Change points of every judged load cell (``thresholds``: cell -> its threshold in %)
-    over the history plus tonight. Nights on or before ``accepted_through`` (a pinned
+    over ``history`` (the cells of tonight's experiment and config before tonight,
+    ``Store.cells``) plus tonight. Nights on or before ``accepted_through`` (a pinned
     baseline night) may hold change points, but those are not regressions."""
     now = {c.key: c for c in tonight}
     tonight_verdict = {v.key: v.verdict for v in verdicts}
@@ -188,8 +184,7 @@ def night_changes(
         cell = now.get(key)
         if cell is None or key.kind != "load" or min(cell.values, default=0) <= 0:
             continue
-        series = cell_series(history, key, experiment=experiment, config_hash=config_hash,
-                             before=date, since=since)
+        series = cell_series(history, key, since=since)
         series.append((date, cell.median, tonight_verdict.get(key, "not judged")))
         series = [s for s in series if s[1] > 0]
         dates = [s[0] for s in series]

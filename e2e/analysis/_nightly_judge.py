@@ -29,7 +29,7 @@ compared with the baseline night's cell of the same key; the rules are:
   **noise**. Verdict files that cannot be read: **no samples**.
 * **a cell relative to the reference** (``[nightly] reference``: tonight's arm ÷ the pinned
   reference, both measured tonight) is judged against its ratio's **history**
-  (``e2e.results.RatioHistory``, chosen by ``e2e.nightly.history.ratio_history``: the first
+  (``e2e.results.RatioHistory``, chosen by ``e2e.analysis.ratio_history``: the first
   ``history_nights`` nights since the config's first night, a pinned baseline night or a
   confirmed improvement; full, it is the level every later night is judged against). With
   fewer than ``MIN_HISTORY_NIGHTS`` nights in it: **no baseline** (the night builds it).

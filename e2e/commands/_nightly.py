@@ -78,9 +78,9 @@ def nightly_command(
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
              executor=None, store=None, duet=None) -> int:
-    from e2e.nightly.history import select_baseline
-    from e2e.nightly.run import NightlyOptions, night_dir, plan_night, run_nightly
-    from e2e.nightly.settings import load_nightly, parse_arm_settings, with_arm_settings
+    from e2e.analysis import select_baseline
+    from e2e.nightly.run import NightlyOptions, run_nightly
+    from e2e.nightly.settings import load_nightly, parse_arm_settings
 
     date = date or _today()
     for value, flag in ((date, "--date"), (baseline, "--baseline-night")):
@@ -99,14 +99,12 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                              executor=executor, store=store)
     if dry_run:
         from e2e.execute import describe_plan
-        from e2e.nightly.run import design_lines, night_looks, one_at_a_time
+        from e2e.nightly.assess import design_lines
+        from e2e.nightly.settings import night_looks, night_of, plan_night
 
-        experiment = with_arm_settings(cfg.experiment, cfg.built_arms, overrides)
-        alone = one_at_a_time(experiment, cfg.reference)
-        if alone and experiment.duet.enabled:
-            experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
-                update={"enabled": False})})
-        for line in describe_plan(experiment, plan_night(cfg, experiment), night_dir(results, date)):
+        night = night_of(cfg, date=date, results=results, arm_overrides=overrides)
+        experiment = night.experiment
+        for line in describe_plan(experiment, plan_night(cfg, experiment), night.root):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         looks = night_looks(cfg)
         if len(looks) > 1:
@@ -114,15 +112,16 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                       f"reported), then while a ratio cell is not resolved (neither a call nor "
                       f"no change beyond its threshold) up to {', '.join(map(str, looks[1:]))}",
                       highlight=False, markup=False, soft_wrap=True)
-        history = _dry_history(store or cfg.settings.store, results)
+        history, nights = _dry_history(store or cfg.settings.store, results,
+                                       experiment=experiment.name, config_hash=cfg.config_hash,
+                                       date=date)
         chosen = select_baseline(history, date=date, experiment=experiment.name,
                                  config_hash=cfg.config_hash,
-                                 pinned=baseline or cfg.settings.baseline_night)
+                                 pinned=baseline or cfg.settings.baseline_night, nights=nights)
         out.print(f"config hash {cfg.config_hash[:12]}; baseline: "
                    + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"),
                    highlight=False, markup=False)
-        for line in design_lines(cfg, history, date=date, experiment=experiment.name,
-                                 pinned=baseline, alone=alone):
+        for line in design_lines(cfg, history, pinned=baseline, alone=night.alone):
             out.print(f"resolves: {line}", highlight=False, markup=False, soft_wrap=True)
         return 0
 
@@ -133,12 +132,19 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     return outcome.judgement.exit_code
 
 
-def _dry_history(url, results):
-    """The history a dry run judges against, without creating a store that is not there."""
-    from e2e.results import HISTORY_FILE, open_store, read_history, resolve_url
+def _dry_history(url, results, *, experiment, config_hash, date):
+    """The history a dry run judges against (the cells of this config's nights before
+    ``date``, and every night of the experiment), without creating a store that is not there:
+    an old history.parquet alone is read through a store in a scratch folder."""
+    import contextlib
+    import tempfile
+
+    from e2e.results import open_store, resolve_url
 
     resolved = resolve_url(url, results)
-    if resolved.get_backend_name() == "sqlite" and not Path(resolved.database).exists():
-        return read_history(Path(results) / "nightly" / HISTORY_FILE)
-    with open_store(url, results) as opened:
-        return opened.history()
+    with contextlib.ExitStack() as stack:
+        if resolved.get_backend_name() == "sqlite" and not Path(resolved.database).exists():
+            url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/history.db"
+        opened = stack.enter_context(open_store(url, results))
+        return (opened.cells(experiment=experiment, config_hash=config_hash, before=date),
+                opened.nights(experiment=experiment))

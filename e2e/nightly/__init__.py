@@ -1,19 +1,25 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
-    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
-    assess    baseline night, verdict files, judgement, change points (after the cells)
-    history   the history frame (one row per night cell), baseline selection; the old
-              history.parquet (imported once into the store)
-    store     the results store: every night in SQLite (default) or PostgreSQL, one
-              transaction per night, versioned migrations (SQLAlchemy)
-    run       the pipeline (builds -> plan -> executor -> GSM8K -> assess -> store -> outputs)
+    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash;
+              tonight of it (its experiment on this host, its folders) and what it plans
+    measure   builds, night.json (resume check), the sweep with its looks, the GSM8K subset,
+              the night's cells
+    assess    against the store's history: baseline night, verdict files, judgement, change
+              points, outputs, what the design resolves, bisect lines (after the cells)
+    write     the night's writes, at its end: report, store, trends, summaries, judgement.json
+    run       the pipeline: settings -> measure -> assess -> write, each called once
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
-The statistics are the analysis stage's (``e2e.analysis``): the judge (a night's cells against
-a baseline night's, or a ratio's history -> verdicts, status, exit code; GSM8K per document:
-exact McNemar; tonight's greedy outputs against the reference arm's, prompt by prompt:
-``check_outputs``), change points (steps in a cell's history: ruptures Pelt + permutation
-confirmation) and what a nightly design resolves. The records they pass (cells, verdicts,
+The nights are kept in the results stage's store (``e2e.results.open_store``: SQLite by default
+or PostgreSQL, one transaction per night, versioned migrations; the old history.parquet is
+imported once), which answers the history a night is judged against as typed records
+(``Store.cells``). The statistics are the analysis stage's (``e2e.analysis``): the baseline
+night and a ratio's history selected from those records (``select_baseline``,
+``ratio_history``), the judge (a night's cells against a baseline night's, or a ratio's
+history -> verdicts, status, exit code; GSM8K per document: exact McNemar; tonight's greedy
+outputs against the reference arm's, prompt by prompt: ``check_outputs``), change points
+(steps in a cell's history: ruptures Pelt + permutation confirmation) and what a nightly
+design resolves. The records they pass (cells, verdicts,
 baseline, ratio history, change points, judgement) are the results stage's (``e2e.results``).
 The night's summary, trend plots and the dashboard of the store are written by ``e2e.render``
 (``render_summary``, ``render_trends``, ``site_files``). The typer commands are

@@ -1,31 +1,42 @@
-"""Judge a night whose cells are collected: everything between "tonight's cells" and "append
-them to the history".
+"""Judge a night whose cells are collected: everything between "tonight's cells" and "write
+the night".
 
-    history -> baseline night (last passing, or pinned) -> GSM8K verdict files of both nights
+    history (the store's records of this config's earlier nights) -> what the design resolves
+      -> baseline night (last passing, or pinned) -> GSM8K verdict files of both nights
       -> night-against-night judgement -> change points over each judged cell's history
-      -> bisect command lines for regressed git-built arms
+      -> outputs against the reference's -> the night's rows -> bisect command lines for
+      regressed git-built arms
 
-``assess_night`` reads the history and the verdict files (the only I/O); the judgement itself
-is ``e2e.analysis.judge_night`` and ``e2e.analysis.night_changes`` (pure).
+``assess`` runs it once for the night and returns everything the writes need
+(``Assessment``); ``assess_night`` is its judgement (a look during the night is one). The
+reads are the store's and the verdict files'; the judgement itself is ``e2e.analysis``'s
+(``select_baseline``, ``ratio_history``, ``judge_night``, ``night_changes``: pure).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from e2e.analysis import (Rules, built_arm, is_relative, judge_night, judgement_with_changes,
-                          night_changes, nightly_metric)
+from e2e.analysis import (HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, built_arm, check_outputs,
+                          is_relative, judge_night, judgement_with_changes, judgement_with_outputs,
+                          night_changes, nightly_metric, noise_of, ratio_history,
+                          select_baseline)
+from e2e.analysis import design_lines as resolved_lines
+from e2e.console import Say
 from e2e.errors import ResultsError
-from e2e.nightly.history import ratio_history, select_baseline
-from e2e.nightly.settings import NightlyConfig
-from e2e.results import CellKey, Judgement, NightCell
+from e2e.nightly.measure import Measured
+from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
+from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, load_outputs, night_rows,
+                         utc_now)
 
-__all__ = ["read_samples", "git_commits", "with_git_commits", "assess_night", "bisect_hints"]
+__all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
+           "night_outputs", "bisect_hints"]
 
 
 def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
@@ -45,22 +56,44 @@ def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
     return out
 
 
-def git_commits(records: Iterable[Any]) -> dict[str, str]:
-    """Arm -> the commit its git build was made from, from the runs' provenance (``build``
-    of ``run.json``); arms not built from git are left out."""
-    out: dict[str, str] = {}
-    for r in records:
-        build = (r.provenance or {}).get("build") or {}
-        if build.get("kind") == "git" and build.get("git_commit"):
-            out.setdefault(r.spec.arm, str(build["git_commit"]))
-    return out
+@dataclass(frozen=True)
+class Assessment:
+    """A night assessed (``assess``): its judgement (outputs checks included), what its design
+    resolves, the bisect command lines, tonight's GSM8K documents by arm folder and the rows
+    the night writes to the store (``night_rows``)."""
+
+    judgement: Judgement
+    design: tuple[str, ...]
+    bisect: tuple[str, ...]
+    samples: dict[str, tuple]
+    rows: pd.DataFrame
 
 
-def with_git_commits(builds: Mapping[str, Mapping[str, Any]],
-                     commits: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """``builds`` (arm -> facts) with each git-built arm's ``git_commit`` added."""
-    return {arm: {**facts, **({"git_commit": commits[arm]} if arm in commits else {})}
-            for arm, facts in builds.items()}
+def assess(cfg: NightlyConfig, night: Night, measured: Measured, store, *,
+           say: Say = lambda message: None) -> Assessment:
+    """Assess tonight (``measured``) against the history ``store`` (an
+    ``e2e.results.Store``) holds: the module docstring, once."""
+    history = store.cells(experiment=night.experiment.name, config_hash=cfg.config_hash,
+                          before=night.date)
+    design = design_lines(cfg, history, pinned=night.pinned, alone=night.alone)
+    judgement = assess_night(cfg, results=night.results, date=night.date,
+                             experiment=night.experiment.name, cells=measured.cells,
+                             expected=expected_cells(cfg), problems=measured.problems,
+                             pinned=night.pinned, history=history, store=store)
+    judgement = judgement_with_outputs(
+        judgement, night_outputs(cfg, night.folder, measured.records, store,
+                                 experiment=night.experiment.name, date=night.date, say=say),
+        fail=cfg.settings.outputs_fail)
+    some = next(iter(measured.builds.values()), {})
+    rows = night_rows(judgement, experiment=night.experiment.name, config_hash=cfg.config_hash,
+                      recorded_at=utc_now(), cells=measured.cells, builds=measured.builds,
+                      arm_overrides=night.arm_overrides, e2e_git_sha=some.get("e2e_git_sha"),
+                      host=str(some.get("host")))
+    g_dirs = [d for c in measured.cells if c.key.kind == "gsm8k" for d in c.run_dirs]
+    return Assessment(judgement=judgement, design=tuple(design),
+                      bisect=tuple(bisect_hints(cfg, judgement, history, builds=measured.builds,
+                                                results=night.results)),
+                      samples=read_samples(night.results, g_dirs), rows=rows)
 
 
 def assess_night(
@@ -73,34 +106,33 @@ def assess_night(
     expected: Iterable[CellKey] = (),
     problems: Sequence[str] = (),
     pinned: str | None = None,
-    history: pd.DataFrame | None = None,
+    history: Sequence[HistoryCell] | None = None,
     store=None,
 ) -> Judgement:
     """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
     else the last passing night with this config hash), night-against-night verdicts (GSM8K
     per document; a cell relative to the reference against its ratio's history,
-    ``e2e.nightly.history.ratio_history``), then change points over the history of the other
+    ``e2e.analysis.ratio_history``), then change points over the history of the other
     judged load cells (``[nightly.changepoints]``).
 
-    ``history``: the frame to judge against; None reads it from ``store`` (an
-    ``e2e.results.Store``; None opens the config's ``[nightly] store`` for this call).
-    GSM8K verdict files that are gone (a wiped runner) are read from ``store``."""
-    if history is None:
+    ``history``: the cells of this experiment and config's nights before tonight; None reads
+    them from ``store`` (an ``e2e.results.Store``; None opens the config's ``[nightly] store``
+    for this call). GSM8K verdict files that are gone (a wiped runner) are read from
+    ``store``."""
+    if history is None and store is None:
         from e2e.results import open_store
 
-        own = store is None
-        store = store or open_store(cfg.settings.store, results)
-        try:
+        with open_store(cfg.settings.store, results) as opened:
             return assess_night(cfg, results=results, date=date, experiment=experiment,
                                 cells=cells, expected=expected, problems=problems,
-                                pinned=pinned, history=store.history(experiment=experiment),
-                                store=store)
-        finally:
-            if own:
-                store.close()
+                                pinned=pinned, store=opened)
+    if history is None:
+        history = store.cells(experiment=experiment, config_hash=cfg.config_hash, before=date)
     pinned = pinned or cfg.settings.baseline_night
     baseline = select_baseline(history, date=date, experiment=experiment,
-                               config_hash=cfg.config_hash, pinned=pinned)
+                               config_hash=cfg.config_hash, pinned=pinned,
+                               nights=store.nights(experiment=experiment)
+                               if pinned and store is not None else ())
     rules = Rules.from_settings(cfg.settings, cfg.looks)
     gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
                   if c.key.kind == "gsm8k" for d in c.run_dirs]
@@ -110,9 +142,9 @@ def assess_night(
         samples.update(store.gsm8k_documents(gone))
     cp = cfg.settings.changepoints
     histories = {
-        c.key: ratio_history(history, c.key, date=date, experiment=experiment,
-                             config_hash=cfg.config_hash, limit=cfg.settings.history_nights,
-                             threshold=rules.threshold_or_headline(c.key), since=cp.since, pinned=pinned,
+        c.key: ratio_history(history, c.key, limit=cfg.settings.history_nights,
+                             threshold=rules.threshold_or_headline(c.key), since=cp.since,
+                             pinned=pinned,
                              interference_max=rules.interference_max,
                              confidence=rules.confidence)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
@@ -125,36 +157,33 @@ def assess_night(
               if v.key.kind == "load" and v.threshold is not None and v.verdict != "not judged"
               and not is_relative(v.key.arm)}
     changes = night_changes(
-        history, date=date, experiment=experiment, config_hash=cfg.config_hash, tonight=cells,
+        history, date=date, tonight=cells,
         verdicts=judgement.verdicts, thresholds=judged,
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
     return judgement_with_changes(judgement, changes)
 
 
-def _commit_on(history: pd.DataFrame, *, date: str, arm: str, experiment: str) -> str | None:
-    rows = history[(history["date"] == date) & (history["arm"] == arm)
-                   & (history["experiment"] == experiment)]
-    commits = [c for c in rows["build_git_commit"] if isinstance(c, str) and c]
+def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | None:
+    commits = [r.build_git_commit for r in history if r.date == date and r.arm == arm
+               and isinstance(r.build_git_commit, str) and r.build_git_commit]
     return commits[0] if commits else None
 
 
-def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame, *,
-                 experiment: str, builds: Mapping[str, Mapping[str, Any]],
-                 results: Path) -> list[str]:
+def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: Sequence[HistoryCell], *,
+                 builds: Mapping[str, Mapping[str, Any]], results: Path) -> list[str]:
     """An ``e2e bisect`` command line for each regressed load cell of a git-built arm whose
     commit changed since the good night (the baseline night, or the night before a change
-    point started). Its ``--threshold`` is half the change seen (at least the cell's
-    threshold): a commit is bad when it holds at least half of the regression."""
+    point started), from ``history`` (the cells of this experiment and config's nights before
+    tonight). Its ``--threshold`` is half the change seen (at least the cell's threshold): a
+    commit is bad when it holds at least half of the regression."""
     wanted: list[tuple[CellKey, str, float]] = []
     for v in judgement.by_verdict("regressed"):
         if v.key.kind == "load" and judgement.baseline is not None and v.pct is not None:
             wanted.append((v.key, judgement.baseline.date, max(v.threshold or 0, abs(v.pct) / 2)))
     for ch in judgement.changes:
         if ch.regression:
-            mine = history[(history["experiment"] == experiment)
-                           & (history["config_hash"] == cfg.config_hash)]
-            earlier = sorted(d for d in set(mine["date"]) if d < ch.start)
+            earlier = sorted({r.date for r in history if r.date < ch.start})
             if earlier:
                 threshold = 0.0
                 for v in judgement.verdicts:
@@ -167,7 +196,7 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
         arm = cfg.experiment.arm(name)
         build = arm.build or cfg.experiment.server.build
         bad = builds.get(name, {}).get("git_commit")
-        good = _commit_on(history, date=good_night, arm=name, experiment=experiment)
+        good = _commit_on(history, date=good_night, arm=name)
         if build.git is None or not bad or not good or good == bad:
             continue
         argv = ["e2e", "bisect", "--config", cfg.source, "--arm", name,
@@ -178,3 +207,50 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: pd.DataFrame
         if line not in lines:
             lines.append(line)
     return lines
+
+
+def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
+                 alone: str | None = None) -> list[str]:
+    """What a night of ``cfg`` resolves for each judged ratio cell
+    (``e2e.analysis.design_lines``), planned from the ratio's history in ``history`` (the
+    cells of the experiment and config's nights before tonight, ``Store.cells``) where it
+    holds 2 nights, else from the host's measured noise; ``alone``: why the night runs one
+    server at a time."""
+    if not cfg.reference:
+        return []
+    rules = Rules.from_settings(cfg.settings, cfg.looks)
+    keys = [judged_key(cfg, k) for k in expected_cells(cfg) if k.kind == "load"]
+    lines = []
+    for key in keys:
+        threshold = rules.threshold_or_headline(key)
+        if threshold is None:
+            continue
+        hist = ratio_history(history, key, limit=cfg.settings.history_nights,
+                             threshold=threshold, since=cfg.settings.changepoints.since,
+                             pinned=pinned or cfg.settings.baseline_night,
+                             interference_max=rules.interference_max)
+        host = HOST_ONE_AT_A_TIME if alone else HOST_DUETS
+        noise = noise_of([c.values for _, c in hist.nights],
+                         f"the ratio's history ({len(hist.nights)} nights)") or host
+        lines += resolved_lines(
+            cell=f"{key.label()} {key.metric}", threshold=threshold, looks=cfg.looks,
+            runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
+            nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
+            noise=noise, confidence=cfg.settings.confidence, one_at_a_time=alone)
+    return lines
+
+
+def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experiment: str,
+                  date: str, say: Say = lambda message: None) -> tuple:
+    """Tonight's outputs against the reference arm's (``e2e.analysis.check_outputs``),
+    the earlier nights of this config in ``store`` the yardstick where the night has no A/A
+    arm; () without a reference arm."""
+    if not cfg.reference or not records:
+        return ()
+    outputs, unreadable = load_outputs(folder, records)
+    for line in unreadable:
+        say(line)
+    history = store.outputs_history(experiment=experiment, config_hash=cfg.config_hash,
+                                    before=date)
+    return check_outputs(records, outputs, reference=cfg.reference, history=history,
+                         confidence=cfg.settings.confidence)

@@ -27,7 +27,7 @@ from e2e.results._nightly import (
     built_arm, IDENTICAL, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, AA_DIVERGES
 )
 from e2e.results._nightly_history import (
-    HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, append_night, history_frame,
+    HISTORY_COLUMNS, HISTORY_FILE, HISTORY_SCHEMA_VERSION, history_cells, history_frame,
     history_path, interference_of, night_rows, read_history, stored_interference
 )
 from e2e.results._nightly_store import (
@@ -56,13 +56,13 @@ __all__ = [
     "RunMetrics", "RunRecord", "STORE_METADATA", "STORE_SCHEMA_VERSION", "SampleVerdict",
     "SegmentMetrics", "ServerInfo", "ServerMemory", "SpecCounters", "Step", "Store",
     "StoredChangePoint", "StoredNight", "StoredVerdict", "VERDICTS_FILE", "VerdictName",
-    "WARN_SHARE", "WorkloadInfo", "append_night", "arm_is_complete", "built_arm", "eval_dir_name",
-    "finalize", "finalize_unit", "gsm8k_dir", "history_frame", "history_path", "interference_of",
-    "is_relative", "last_look_confidence", "load_outputs", "load_records", "masked_text",
-    "masked_url", "new_partial_dir", "next_attempt_dir", "next_repeat", "night_rows",
-    "objective_of", "open_store", "read_arm", "read_eval_info", "read_evaluations", "read_history",
-    "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts", "record_name",
-    "relative_arm", "resolve_url", "resume_state", "stored_interference", "unit_dir", "unit_state",
-    "utc_now", "worse_end", "write_eval_info", "write_looks", "write_requests", "write_run",
-    "write_verdicts", "writing"
+    "WARN_SHARE", "WorkloadInfo", "arm_is_complete", "built_arm", "eval_dir_name",
+    "finalize", "finalize_unit", "gsm8k_dir", "history_cells", "history_frame", "history_path",
+    "interference_of", "is_relative", "last_look_confidence", "load_outputs", "load_records",
+    "masked_text", "masked_url", "new_partial_dir", "next_attempt_dir", "next_repeat",
+    "night_rows", "objective_of", "open_store", "read_arm", "read_eval_info", "read_evaluations",
+    "read_history", "read_looks", "read_outputs", "read_requests", "read_run", "read_verdicts",
+    "record_name", "relative_arm", "resolve_url", "resume_state", "stored_interference",
+    "unit_dir", "unit_state", "utc_now", "worse_end", "write_eval_info", "write_looks",
+    "write_requests", "write_run", "write_verdicts", "writing"
 ]

@@ -148,7 +148,7 @@ class Baseline:
 
 @dataclass(frozen=True)
 class RatioHistory:
-    """A relative cell's earlier nights to judge tonight against (``e2e.nightly.history.
+    """A relative cell's earlier nights to judge tonight against (``e2e.analysis.
     ratio_history``): ``nights`` ((date, cell), oldest first), the first ``history_nights``
     nights since ``since`` (why: ``why``); ``full`` when no later night joins them;
     ``regressed_since`` the night a regression was called that has not returned since."""

@@ -1,9 +1,9 @@
 """The history frame, one row per night cell, and the old ``results/nightly/history.parquet``.
 
 The nightly keeps its nights in the results store (``e2e.results.open_store``), whose
-``history()`` returns this frame. The parquet file is what nights were kept in before the
-store: ``read_history`` reads one for the store's one-time import, ``append_night`` still writes
-one (tests, tools).
+``history()`` returns this frame (and ``cells()`` its rows as typed records). ``night_rows``
+are the rows a night writes to the store. The parquet file is what nights were kept in before
+the store: ``read_history`` reads one for the store's one-time import.
 
 Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, 3
 ``interference``, 4 ``baseline_reason``, each read as empty from older files):
@@ -24,20 +24,14 @@ Columns (``HISTORY_COLUMNS``; ``schema_version`` 2 added ``build_git_commit``, 3
 ``run_dirs`` of a GSM8K cell are its arm folders (``verdicts.jsonl`` inside): the per-document
 judgement of a later night reads the baseline night's verdicts from there.
 
-``append_night`` replaces the rows of the same (date, experiment, config_hash) and writes the
-whole table atomically (read, concat, write a temporary file, rename) under an flock, so a
-rerun of a night never duplicates it and a crash leaves the old table or the new one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import io
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +39,9 @@ import pandas as pd
 
 from e2e.errors import ResultsError
 from e2e.results._nightly import HISTORY_SCHEMA_VERSION, HistoryCell, Judgement, NightCell
-from e2e.paths import atomic_write_bytes
 
 __all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_COLUMNS", "HISTORY_FILE", "history_path",
-           "read_history", "append_night", "night_rows", "history_frame", "interference_of",
+           "read_history", "night_rows", "history_frame", "history_cells", "interference_of",
            "stored_interference"]
 
 HISTORY_FILE = "history.parquet"
@@ -62,7 +55,6 @@ HISTORY_COLUMNS = [
     "baseline_reason",
 ]
 _ADDED = {"build_git_commit", "interference", "baseline_reason"}  # newer than version 1
-_NIGHT = ["date", "experiment", "config_hash"]
 
 
 def history_path(results: Path) -> Path:
@@ -78,6 +70,14 @@ def history_frame(cells: Sequence[HistoryCell]) -> pd.DataFrame:
     if not cells:
         return _empty()
     return pd.DataFrame([dataclasses.asdict(c) for c in cells], columns=HISTORY_COLUMNS)
+
+
+def history_cells(frame: pd.DataFrame) -> list[HistoryCell]:
+    """The rows of a history frame (``HISTORY_COLUMNS``, e.g. ``night_rows``') as the typed
+    records the store reads back (``Store.cells``), in the frame's order."""
+    names = [f.name for f in dataclasses.fields(HistoryCell)]
+    return [HistoryCell(**{k: row[k] for k in names if k in row})
+            for row in frame.to_dict("records")]
 
 
 def read_history(path: Path) -> pd.DataFrame:
@@ -97,41 +97,6 @@ def read_history(path: Path) -> pd.DataFrame:
         raise ResultsError(f"{path}: not an e2e nightly history (missing columns "
                            f"{', '.join(missing)})")
     return frame
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(path.name + ".lock")
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock, "a+")
-    except OSError as exc:
-        raise ResultsError(f"cannot create {lock}: {exc}") from exc
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def append_night(path: Path, rows: pd.DataFrame) -> pd.DataFrame:
-    """Replace the night(s) in ``rows`` in the history at ``path``; returns the new table."""
-    path = Path(path)
-    with _locked(path):
-        old = read_history(path)
-        if len(rows):
-            nights = set(map(tuple, rows[_NIGHT].astype(str).itertuples(index=False)))
-            keep = ~old[_NIGHT].astype(str).apply(tuple, axis=1).isin(nights) if len(old) else []
-            old = old[keep] if len(old) else old
-        frames = [f for f in (old, rows[HISTORY_COLUMNS]) if len(f)]
-        new = pd.concat(frames, ignore_index=True) if frames else _empty()
-        new = new.sort_values(["date", "experiment", "kind", "arm", "spec_mode", "concurrency",
-                               "metric"], kind="stable").reset_index(drop=True)
-        buffer = io.BytesIO()
-        new.to_parquet(buffer, index=False)
-        atomic_write_bytes(path, buffer.getvalue())
-    return new
 
 
 def _num(value: float | None) -> float:

@@ -39,9 +39,11 @@ PostgreSQL), and a store newer than this e2e is refused. To change the schema, a
 function (``ALTER TABLE`` through ``conn.execute``) with the next number and bump
 ``SCHEMA_VERSION``; never edit an applied one.
 
-Reading: ``cells()`` returns every night cell as a typed record (``HistoryCell``) and
-``history()`` the same rows as the frame ``history.parquet`` held (``HISTORY_COLUMNS``), so
-baseline selection, change points and trend plots stay pure functions of a frame.
+Reading: ``cells()`` returns the night cells as typed records (``HistoryCell``), those of one
+experiment and config before a night being the history that night is judged against (the
+baseline night, a ratio's history and the change points are pure functions of them,
+``e2e.analysis``); ``history()`` returns the same rows as the frame ``history.parquet`` held
+(``HISTORY_COLUMNS``), for the trend plots and ``e2e history``.
 """
 
 from __future__ import annotations
@@ -406,7 +408,7 @@ class Store:
                     samples: Mapping[str, Sequence[Any]] | None = None,
                     paths: Mapping[str, str | None] | None = None,
                     problems: Sequence[str] = (), _after_cell=None) -> None:
-        """Replace the night(s) of ``rows`` (``history.night_rows``' frame) in one
+        """Replace the night(s) of ``rows`` (``night_rows``' frame) in one
         transaction: the night, its cells and verdicts, the change points and GSM8K
         documents of ``judgement``/``samples`` (arm folder -> SampleVerdicts) and the builds.
         ``_after_cell`` (tests only) is called after each cell is written, inside the
@@ -536,8 +538,12 @@ class Store:
         """Every night cell as ``history.parquet``'s frame (``HISTORY_COLUMNS``)."""
         return history_frame(self.cells(experiment=experiment))
 
-    def cells(self, *, experiment: str | None = None) -> list[HistoryCell]:
-        """Every night cell (of ``experiment``; all when None), by night then cell."""
+    def cells(self, *, experiment: str | None = None, config_hash: str | None = None,
+              before: str | None = None) -> list[HistoryCell]:
+        """The night cells of ``experiment`` and ``config_hash`` on nights before ``before``
+        (each left out: every experiment, every config, every night), by night then cell:
+        the history a night is judged against is ``cells(experiment=, config_hash=,
+        before=tonight)``."""
         n, c, v = nights.c, night_cells.c, verdicts.c
         b = builds.c
         query = (sa.select(
@@ -555,6 +561,10 @@ class Store:
                       c.metric))
         if experiment is not None:
             query = query.where(n.experiment == experiment)
+        if config_hash is not None:
+            query = query.where(n.config_hash == config_hash)
+        if before is not None:
+            query = query.where(n.date < before)
         with self.engine.connect() as conn:
             return [_history_cell(r._mapping) for r in conn.execute(query)]
 

@@ -1,85 +1,91 @@
-"""Selecting from the history frame (one row per night cell, ``e2e.results.HISTORY_COLUMNS``):
-the night tonight is judged against (``select_baseline``), one night's cells (``night_cells``)
-and a relative cell's ratio history (``ratio_history``). Pure functions of a frame; the frame
-is the results store's ``history()`` (``e2e.results.open_store``).
+"""The nightly's selections from the history a night is judged against: the cells of the
+earlier nights of one experiment and config (``e2e.results.HistoryCell`` records, as the
+results store answers them: ``Store.cells(experiment=, config_hash=, before=tonight)``): the
+night tonight is judged against (``select_baseline``), one night's cells (``night_cells``) and
+a relative cell's ratio history (``ratio_history``) for the judge (``_nightly_judge``). Pure
+functions of those records.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 
-import pandas as pd
-
+from e2e.analysis._nightly_judge import looks_changed, within
+from e2e.analysis._nightly_metrics import nightly_metric
 from e2e.errors import ConfigError
-from e2e.analysis import looks_changed, nightly_metric, within
-from e2e.results import Baseline, CellKey, NightCell, RatioHistory, interference_of
+from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
+                         interference_of)
 
-__all__ = ["night_cells", "select_baseline", "ratio_history"]
-
-
-def night_cells(history: pd.DataFrame, *, date: str, experiment: str,
-                config_hash: str) -> tuple[NightCell, ...]:
-    """The cells of one night of the history."""
-    rows = history[(history["date"] == date) & (history["experiment"] == experiment)
-                   & (history["config_hash"] == config_hash)]
-    return tuple(
-        NightCell(key=CellKey(str(r.kind), str(r.arm), int(r.concurrency), str(r.spec_mode),
-                              str(r.metric)),
-                  values=tuple(float(x) for x in r.values),
-                  repeats=tuple(int(x) for x in r.repeats),
-                  run_dirs=tuple(str(x) for x in r.run_dirs),
-                  interference=interference_of(r.interference))
-        for r in rows.itertuples(index=False))
+__all__ = ["night_cell", "night_cells", "select_baseline", "ratio_history"]
 
 
-def select_baseline(history: pd.DataFrame, *, date: str, experiment: str, config_hash: str,
-                    pinned: str | None = None) -> Baseline | None:
-    """The night tonight (``date``) is judged against.
+def night_cell(row: HistoryCell) -> NightCell:
+    """A stored cell back as the judge's ``NightCell``."""
+    return NightCell(key=CellKey(str(row.kind), str(row.arm), int(row.concurrency),
+                                 str(row.spec_mode), str(row.metric)),
+                     values=tuple(float(x) for x in row.values),
+                     repeats=tuple(int(x) for x in row.repeats),
+                     run_dirs=tuple(str(x) for x in row.run_dirs),
+                     interference=interference_of(row.interference))
 
-    Default: the latest night before ``date`` of the same experiment and config hash whose
-    status is ``pass``; None when there is none. ``pinned``: that night, whatever its status;
-    a ConfigError when it is tonight, absent, or was made with another config hash."""
-    same = history[history["experiment"] == experiment]
+
+def night_cells(history: Iterable[HistoryCell], *, date: str) -> tuple[NightCell, ...]:
+    """The cells of the night ``date`` in ``history`` (one experiment and config's cells)."""
+    return tuple(night_cell(r) for r in history if r.date == date)
+
+
+def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: str,
+                    config_hash: str, pinned: str | None = None,
+                    nights: Sequence[NightInfo] = ()) -> Baseline | None:
+    """The night tonight (``date``) is judged against, from ``history``: the cells of the
+    nights of tonight's experiment and config (``config_hash``) before tonight.
+
+    Default: the latest of them whose status is ``pass``; None when there is none.
+    ``pinned``: that night, whatever its status; a ConfigError when it is tonight or later,
+    is not among ``nights`` (every night of the experiment, ``Store.nights``), or was made
+    with another config hash."""
     if pinned is not None:
         if pinned == date:
-            raise ConfigError(f"the pinned baseline {pinned} is tonight itself; pin an earlier night")
-        night = same[same["date"] == pinned]
-        if night.empty:
-            dates = sorted(set(same["date"]))
+            raise ConfigError(f"the pinned baseline {pinned} is tonight itself; "
+                              "pin an earlier night")
+        night = [n for n in nights if n.date == pinned]
+        if not night:
+            dates = sorted({n.date for n in nights})
             raise ConfigError(f"the pinned baseline night {pinned} is not in the history of "
                               f"{experiment!r} (nights: {', '.join(dates) or 'none'})")
-        hashes = set(night["config_hash"])
+        hashes = {n.config_hash for n in night}
         if config_hash not in hashes:
             raise ConfigError(
                 f"the pinned baseline night {pinned} was made with config "
                 f"{', '.join(h[:12] for h in sorted(hashes))}, tonight's is {config_hash[:12]}: "
                 "their cells do not measure the same thing; pin a night of this config")
-        status = str(night[night["config_hash"] == config_hash]["night_status"].iloc[0])
-        return Baseline(pinned, night_cells(history, date=pinned, experiment=experiment,
-                                            config_hash=config_hash), "pinned", status)
-    ok = same[(same["config_hash"] == config_hash) & (same["night_status"] == "pass")
-              & (same["date"] < date)]
-    if ok.empty:
+        if pinned > date:
+            raise ConfigError(f"the pinned baseline night {pinned} is after tonight ({date}); "
+                              "pin an earlier night")
+        status = next(n.status for n in night if n.config_hash == config_hash)
+        return Baseline(pinned, night_cells(history, date=pinned), "pinned", status)
+    ok = [r.date for r in history if r.night_status == "pass" and r.date < date]
+    if not ok:
         return None
-    chosen = str(ok["date"].max())
-    return Baseline(chosen, night_cells(history, date=chosen, experiment=experiment,
-                                        config_hash=config_hash),
+    chosen = max(ok)
+    return Baseline(chosen, night_cells(history, date=chosen),
                     "last passing night with the same config hash")
 
 
-def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment: str,
-                  config_hash: str, limit: int, threshold: float | None = None,
-                  since: str | None = None, pinned: str | None = None,
-                  interference_max: float | None = None,
+def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
+                  threshold: float | None = None, since: str | None = None,
+                  pinned: str | None = None, interference_max: float | None = None,
                   confidence: float = 0.95) -> RatioHistory:
-    """A relative cell's history to judge tonight (``date``) against: the first ``limit``
-    nights of this experiment and config hash since the history started that joined it.
+    """A relative cell's history to judge tonight against: the first ``limit`` nights of
+    ``history`` (the cells of the nights of tonight's experiment and config before tonight)
+    since the history started that joined it.
 
     A night joins when its verdict for ``key`` said no change within ``threshold`` ("noise")
     or there was nothing to judge it against yet ("no baseline"); one whose interval reached
-    past the threshold ("undecided") joins unless it looks changed (``e2e.analysis.looks_changed``), and a
+    past the threshold ("undecided") joins unless it looks changed (``looks_changed``), and a
     night that looks changed is held out until it shows no change beyond the threshold
-    against the history as it has grown since (``e2e.analysis.within``). A call (regressed or
+    against the history as it has grown since (``within``). A call (regressed or
     improved) never joins, nor a night measured beside other work (its median run's recorded
     interference at least ``interference_max`` cores; nights stored without interference are
     kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
@@ -96,21 +102,18 @@ def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment:
     (``returning``: the interval's worse end under the smallest change a night calls; a
     second such night in a row returns it), and whether the last night, not called, looked
     changed (``suspect``: a second such night in a row is a regression)."""
-    rows = history[(history["experiment"] == experiment) & (history["config_hash"] == config_hash)
-                   & (history["date"] < date)]
     anchors = [(since, f"since {since} (changepoints.since)")] if since else []
     pins = [pinned] if pinned else [
-        d for d in rows.loc[rows["baseline_reason"] == "pinned", "baseline_date"]
-        if isinstance(d, str)]
+        r.baseline_date for r in history
+        if r.baseline_reason == "pinned" and isinstance(r.baseline_date, str)]
     if pins:
         pin = max(pins)
         anchors.append((pin, f"since {pin}, the baseline night pinned"))
     start, why = max(anchors) if anchors else (None, "")
-    mine = rows[(rows["kind"] == key.kind) & (rows["arm"] == key.arm)
-                & (rows["concurrency"].astype(int) == int(key.concurrency))
-                & (rows["spec_mode"] == key.spec_mode) & (rows["metric"] == key.metric)]
-    if start is not None:
-        mine = mine[mine["date"] >= start]
+    mine = [r for r in history
+            if (r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)
+            == (key.kind, key.arm, int(key.concurrency), key.spec_mode, key.metric)
+            and (start is None or r.date >= start)]
     better = nightly_metric(key.metric).higher_is_better if key.kind == "load" else False
     sign = -1.0 if better else 1.0
     window: list[tuple[str, NightCell]] = []
@@ -133,13 +136,9 @@ def ratio_history(history: pd.DataFrame, key: CellKey, *, date: str, experiment:
         return threshold is not None and len(window) >= 2 and looks_changed(
             cell.values, [c.values for _, c in window], threshold, higher_is_better=better)
 
-    mine = mine.sort_values("date")
-    for day, verdict, values, repeats, run_dirs, busy, low, high in zip(
-            mine["date"].astype(str), mine["verdict"].astype(str), mine["values"],
-            mine["repeats"], mine["run_dirs"], mine["interference"], mine["pct_low"],
-            mine["pct_high"]):
-        cell = NightCell(key, tuple(float(x) for x in values), tuple(int(x) for x in repeats),
-                         tuple(str(x) for x in run_dirs), interference_of(busy))
+    for row in sorted(mine, key=lambda r: r.date):
+        day, verdict, low, high = str(row.date), str(row.verdict), row.pct_low, row.pct_high
+        cell = night_cell(row)
         if interference_max is not None and (cell.busy_share or 0.0) >= interference_max:
             last_improved = suspect = None
             continue
