@@ -50,7 +50,7 @@ from e2e.analysis._nightly_judge import (
     night_look, night_status, paired_change_interval, within
 )
 from e2e.analysis._nightly_history import (
-    night_cell, night_cells, ratio_history, select_baseline
+    cell_history, night_cell, night_cells, ratio_history, select_baseline
 )
 from e2e.analysis._changepoints import (
     MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
@@ -73,18 +73,19 @@ __all__ = [
     "Rules", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "SUSPECT_LEVEL", "Samples",
     "Settlement", "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of",
     "attribute", "blocked_change", "boundaries", "built_arm", "burst_affected", "cache_contrast",
-    "cell_caches", "cell_series", "censored", "check_outputs", "classify", "compare_outputs",
-    "compare_runs", "compare_verdicts", "components", "design_lines", "divergence_test",
-    "equivalence_of", "estimate", "estimate_of", "find_changes", "first_divergence",
-    "format_advice", "goodput_margin", "gsm8k_report", "headline_for", "headline_metric",
-    "history_fit", "history_interval", "holm", "is_relative", "judge_cell", "judge_night",
-    "judged_metrics", "judged_threshold", "judgement_with_changes", "judgement_with_outputs",
-    "look_at", "looks_changed", "margin", "margin_terms", "mcnemar_exact", "median_range",
-    "merge_calls", "metric", "night_cell", "night_cells", "night_changes", "night_look",
-    "night_status", "nightly_metric", "noise_of", "outputs_of", "paired_change_interval",
-    "parse_effect", "position_key", "position_of", "power_at", "primary_metric", "ratio",
-    "ratio_history", "relative_arm", "resolution", "rounds_needed", "run_costs", "run_times",
-    "runs_advice", "runs_frame", "runs_needed", "select", "select_baseline", "server_twin",
-    "spending_at", "spent_alpha", "summarize", "summarize_gsm8k", "summarize_outputs",
-    "verdict_accuracy", "verdict_for", "warning_lines", "within", "workload_key"
+    "cell_caches", "cell_history", "cell_series", "censored", "check_outputs", "classify",
+    "compare_outputs", "compare_runs", "compare_verdicts", "components", "design_lines",
+    "divergence_test", "equivalence_of", "estimate", "estimate_of", "find_changes",
+    "first_divergence", "format_advice", "goodput_margin", "gsm8k_report", "headline_for",
+    "headline_metric", "history_fit", "history_interval", "holm", "is_relative", "judge_cell",
+    "judge_night", "judged_metrics", "judged_threshold", "judgement_with_changes",
+    "judgement_with_outputs", "look_at", "looks_changed", "margin", "margin_terms",
+    "mcnemar_exact", "median_range", "merge_calls", "metric", "night_cell", "night_cells",
+    "night_changes", "night_look", "night_status", "nightly_metric", "noise_of", "outputs_of",
+    "paired_change_interval", "parse_effect", "position_key", "position_of", "power_at",
+    "primary_metric", "ratio", "ratio_history", "relative_arm", "resolution", "rounds_needed",
+    "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed", "select",
+    "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
+    "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines", "within",
+    "workload_key"
 ]

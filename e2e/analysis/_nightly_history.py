@@ -17,7 +17,7 @@ from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
                          interference_of)
 
-__all__ = ["night_cell", "night_cells", "select_baseline", "ratio_history"]
+__all__ = ["night_cell", "night_cells", "select_baseline", "ratio_history", "cell_history"]
 
 
 def night_cell(row: HistoryCell) -> NightCell:
@@ -170,3 +170,27 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
     return RatioHistory(nights=tuple(window), since=start, why=why or "since the first night",
                         full=len(window) >= limit, regressed_since=regressed,
                         returning=returning, suspect=suspect)
+
+
+def cell_history(history: Sequence[HistoryCell], *, metric: str, arm: str | None = None,
+                 concurrency: int | None = None, spec_mode: str | None = None,
+                 experiment: str | None = None) -> list[HistoryCell]:
+    """The night cells of one cell (one a night), oldest first (``e2e history --metric``); a
+    ConfigError naming what the history holds when nothing matches, or naming the cells that
+    match when the ones left out (None) leave several."""
+    wanted = {"arm": arm, "concurrency": concurrency, "spec_mode": spec_mode,
+              "experiment": experiment}
+    rows = [r for r in history if r.metric == metric
+            and all(v is None or getattr(r, k) == v for k, v in wanted.items())]
+    if not rows:
+        cells = sorted({f"{r.arm} c{r.concurrency} {r.spec_mode} {r.metric}" for r in history})
+        raise ConfigError(f"no night has the cell {arm or '*'} c{concurrency or '*'} "
+                          f"{spec_mode or '*'} {metric}; the store has: "
+                          f"{', '.join(cells[:20]) or 'no nights'}")
+    keys = list(dict.fromkeys((r.experiment, r.config_hash, r.kind, r.arm, r.concurrency,
+                               r.spec_mode) for r in rows))
+    if len(keys) > 1 and (arm is None or concurrency is None or spec_mode is None):
+        found = ", ".join(f"{k[3]} c{k[4]} {k[5]}" for k in keys)
+        raise ConfigError(f"{metric}: several cells match ({found}); give --arm, "
+                          "--concurrency and --spec-mode")
+    return sorted(rows, key=lambda r: (r.date, r.experiment))

@@ -19,16 +19,11 @@ import typer
 from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
 
 from e2e.console import guard, out, visible
+from e2e.analysis import cell_history
 from e2e.render import cell_history_text, history_nights_text
 from e2e.errors import ConfigError
 
-__all__ = ["history_command", "cell_history", "store_url"]
-
-EXPORT_COLUMNS = ["date", "experiment", "config_hash", "night_status", "kind", "arm",
-                  "concurrency", "spec_mode", "metric", "n", "median", "low", "high", "values",
-                  "verdict", "pct", "pct_low", "pct_high", "threshold", "baseline_date",
-                  "engine_version", "engine_git_sha", "build_git_commit", "host", "run_dirs"]
-
+__all__ = ["history_command", "store_url"]
 
 def store_url(store: str | None, config: Path | None) -> str | None:
     """``--store``, else the nightly config's ``[nightly] store`` (None: the default)."""
@@ -37,31 +32,6 @@ def store_url(store: str | None, config: Path | None) -> str | None:
     from e2e.nightly.settings import load_nightly
 
     return load_nightly(config).settings.store
-
-
-def cell_history(frame, *, metric: str, arm: str | None = None, concurrency: int | None = None,
-                 spec_mode: str | None = None, experiment: str | None = None):
-    """The rows of one cell (one per night), oldest first; a ConfigError naming what the
-    history holds when nothing matches."""
-    rows = frame[frame["metric"] == metric]
-    for column, value in (("arm", arm), ("concurrency", concurrency),
-                          ("spec_mode", spec_mode), ("experiment", experiment)):
-        if value is not None:
-            rows = rows[rows[column] == value]
-    if rows.empty:
-        cells = sorted({f"{r.arm} c{r.concurrency} {r.spec_mode} {r.metric}"
-                        for r in frame.itertuples(index=False)})
-        raise ConfigError(f"no night has the cell {arm or '*'} c{concurrency or '*'} "
-                          f"{spec_mode or '*'} {metric}; the store has: "
-                          f"{', '.join(cells[:20]) or 'no nights'}")
-    keys = rows[["experiment", "config_hash", "kind", "arm", "concurrency", "spec_mode"]
-                ].drop_duplicates()
-    if len(keys) > 1 and (arm is None or concurrency is None or spec_mode is None):
-        found = ", ".join(f"{r.arm} c{r.concurrency} {r.spec_mode}"
-                          for r in keys.itertuples(index=False))
-        raise ConfigError(f"{metric}: several cells match ({found}); give --arm, "
-                          "--concurrency and --spec-mode")
-    return rows.sort_values(["date", "experiment"]).reset_index(drop=True)
 
 
 def history_command(
@@ -100,9 +70,9 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
             nights = opened.nights(experiment=experiment)
             text = history_nights_text(nights, format_)
         else:
-            rows = cell_history(opened.history(experiment=experiment), metric=metric, arm=arm,
+            rows = cell_history(opened.cells(experiment=experiment), metric=metric, arm=arm,
                                 concurrency=concurrency, spec_mode=spec_mode)
-            text = cell_history_text(rows[EXPORT_COLUMNS], format_)
+            text = cell_history_text(rows, format_)
     if format_ != "json":  # a store's text is anyone's: a host name may hold an ESC sequence
         text = visible(text)  # (JSON escapes control characters itself)
     if output is not None:

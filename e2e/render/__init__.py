@@ -23,16 +23,14 @@ from e2e.render._unit import unit_markdown
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
     "SiteData", "SummaryContext", "build_report", "cell_history_text", "comparison_plot_names",
-    "csv_safe", "dumps",
-    "fit_comment", "forest_figure", "format_cell", "format_headline_comparison", "format_pct",
-    "format_value", "gsm8k_csv", "gsm8k_json", "gsm8k_markdown", "history_nights_text",
-    "host_cost_markdown",
-    "md_text", "metric_label", "micro_markdown", "micro_plot", "render_capacity_plot",
-    "render_csv", "render_github", "render_html", "render_markdown", "render_plots",
-    "render_summary", "render_summary_github", "render_trends", "report_json", "report_link",
-    "run_json",
-    "said", "site_files", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
-    "write_gsm8k_report", "write_micro", "write_site", "write_steps"
+    "csv_safe", "dumps", "fit_comment", "forest_figure", "format_cell",
+    "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv", "gsm8k_json",
+    "gsm8k_markdown", "history_nights_text", "host_cost_markdown", "md_text", "metric_label",
+    "micro_markdown", "micro_plot", "render_capacity_plot", "render_csv", "render_github",
+    "render_html", "render_markdown", "render_plots", "render_summary", "render_summary_github",
+    "render_trends", "report_json", "report_link", "run_json", "said", "site_files",
+    "steps_markdown", "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report",
+    "write_micro", "write_site", "write_steps"
 ]
 
 _NIGHTLY = ("SiteData", "SummaryContext", "metric_label", "render_summary", "report_link",

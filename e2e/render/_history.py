@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from typing import Literal
 
 from e2e.render._markup import csv_safe
+from e2e.results import HistoryCell, history_frame
 
-__all__ = ["history_nights_text", "cell_history_text"]
+__all__ = ["history_nights_text", "cell_history_text", "EXPORT_COLUMNS"]
+
+EXPORT_COLUMNS = ["date", "experiment", "config_hash", "night_status", "kind", "arm",
+                  "concurrency", "spec_mode", "metric", "n", "median", "low", "high", "values",
+                  "verdict", "pct", "pct_low", "pct_high", "threshold", "baseline_date",
+                  "engine_version", "engine_git_sha", "build_git_commit", "host", "run_dirs"]
+"""The columns ``e2e history --metric`` exports, in order."""
 
 Format = Literal["table", "csv", "json"]
 
@@ -39,10 +47,10 @@ def history_nights_text(nights, format_: Format) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cell_history_text(rows, format_: Format) -> str:
-    """``e2e history --metric``'s export of one cell, a row a night, as an aligned table, CSV
-    or JSON (NaN as null)."""
-    frame = rows.copy()
+def cell_history_text(rows: Sequence[HistoryCell], format_: Format) -> str:
+    """``e2e history --metric``'s export of one cell's night cells (``e2e.analysis.cell_history``),
+    a row a night, as an aligned table, CSV or JSON (NaN as null)."""
+    frame = history_frame(list(rows))[EXPORT_COLUMNS].copy()
     for column in ("values", "run_dirs"):
         frame[column] = [list(x) for x in frame[column]]
     if format_ == "json":
