@@ -176,9 +176,12 @@ def estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
         xhat, top = float(grid[i]), float(values[i])
     slope, sigma = (math.exp(v) for v in prof.params(xhat))
     # the runs whose outcome the fitted line leaves open carry what the runs say of the edge
-    # (a run far past it says only which side it is on): the t's df are theirs, less 2
-    open_ = int(np.sum(np.abs(slope * (xhat - x)) < 2.0 * sigma + BAND))
-    df = max(open_ - 2, 1)
+    # (a run far past it says only which side it is on): the t's df are theirs, less 2, but
+    # at most two per rate among them (repeats at one rate pin its share, not the line
+    # between the rates: the root at the truth widens as the rates near the edge get fewer)
+    near = np.abs(slope * (xhat - x)) < 2.0 * sigma + BAND
+    open_, rates = int(near.sum()), len(np.unique(x[near]))
+    df = max(min(open_ - 2, 2 * rates), 1)
 
     def quantile(u):
         return student_t.ppf(u, df)
@@ -208,7 +211,7 @@ def estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
     reps = np.interp(-t, rs, xs)
     reps = np.where(-t < rs[0], -math.inf, np.where(-t > rs[-1], math.inf, reps))
     method = (f"censored line over all {len(runs)} runs, profile likelihood, t on {df} df "
-              f"({open_} runs near the edge)")
+              f"({open_} runs near the edge, at {rates} rates)")
     return Capacity(rate=math.exp(xhat), low=math.exp(low) if math.isfinite(low) else 0.0,
                     high=math.exp(high), confidence=confidence, lo=lo, hi=hi,
                     replicates=tuple(float(v) for v in np.sort(reps)), slope=slope,
