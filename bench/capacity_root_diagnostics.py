@@ -12,6 +12,12 @@ says the quantile is.
     python bench/capacity_search_simulation.py --sims 400 --repeats 6 --save-runs r6.jsonl
     python bench/capacity_root_diagnostics.py r6.jsonl --sims 100
 
+``--records FILE`` also writes each estimate's record as its search is done (the roots, the
+runs near the edge, the fit, the estimate's own interval and method), which
+``bench/capacity_df_rules.py`` reads to compare df rules over the same searches; ``--skip N``
+starts at search N (two processes over one file); ``--boot B`` adds a parametric bootstrap of
+|r| at the fitted capacity (B refits an estimate: slow).
+
 Reads the internals of e2e's estimate, ``e2e/analysis/_capacity.py`` (``_Profile``, ``_near``,
 ``_loglik``): a diagnostic of the estimate, not a user of it.
 """
