@@ -12,6 +12,12 @@ says the quantile is.
     python bench/capacity_search_simulation.py --sims 400 --repeats 6 --save-runs r6.jsonl
     python bench/capacity_root_diagnostics.py r6.jsonl --sims 100
 
+``--records FILE`` also writes each estimate's record as its search is done (the roots, the
+runs near the edge, the fit, the estimate's own interval and method), which
+``bench/capacity_df_rules.py`` reads to compare df rules over the same searches; ``--skip N``
+starts at search N (two processes over one file); ``--boot B`` adds a parametric bootstrap of
+|r| at the fitted capacity (B refits an estimate: slow).
+
 Reads the internals of e2e's estimate, ``e2e/analysis/_capacity.py`` (``_Profile``, ``_near``,
 ``_loglik``): a diagnostic of the estimate, not a user of it.
 """
@@ -67,10 +73,49 @@ def one(search):
                     ra[f"cl{k}"] = float((Vm @ S.T @ S @ Vm)[0, 0] / Vm[0, 0])
         except np.linalg.LinAlgError:
             pass
+        near = np.abs(s * (xh - x)) < 2 * sig + E.BAND
         out[arm] = {"open": False, "rT": sg(lt), "sL": sg(x.min()), "sR": sg(x.max()),
                     "inside": x.min() <= lt <= x.max(), "n": len(x), "op": op,
-                    "unc": int((~(A | B)).sum()), "closed": est.closed, "ra": ra}
+                    "unc": int((~(A | B)).sum()), "closed": est.closed, "ra": ra,
+                    "low": est.low, "high": est.high, "rate": est.rate, "method": est.method,
+                    "truth": search["truth"][arm], "slope": s, "sigma": sig,
+                    "k": len(set(x.tolist())), "kop": len(set(x[near].tolist())),
+                    "reps": int(max(np.unique(x, return_counts=True)[1]))}
+        if BOOT and search["search"] < BOOT_SIMS:
+            out[arm]["boot"] = boot(x, xh, ls, lsig, BOOT, search["search"])
     return out
+
+
+BOOT, BOOT_SIMS = 0, 0
+
+
+def boot(x, xh, ls, lsig, n_boot, seed):
+    """|signed root| at the fitted capacity over ``n_boot`` runs simulated at the search's own
+    rates from the fitted line (censored at the band as the estimate reads them), refitted;
+    replicates with no edge among their runs (the estimate would not place one) left out."""
+    from scipy import optimize
+    rng = np.random.default_rng([seed, 0xB007])
+    s, sig = math.exp(ls), math.exp(lsig)
+    mu = s * (xh - x)
+    box3 = [E._SLOPE, E._SIGMA, (float(x.min()), float(x.max()))]
+    got = []
+    for _ in range(n_boot):
+        m = mu + sig * rng.standard_normal(len(x))
+        if (m >= 0).all() or (m < 0).all():
+            continue
+        A, B = m >= E.BAND, m <= -E.BAND
+        m = np.clip(m, -E.BAND, E.BAND)
+        def full(p):
+            ll, g = E._loglik(p[2], p[0], p[1], x, m, A, B); return -ll, -g
+        def prof(p):
+            ll, g = E._loglik(xh, p[0], p[1], x, m, A, B); return -ll, -g[:2]
+        f = min((optimize.minimize(full, np.array([ls, lsig, x0]), jac=True, method="L-BFGS-B",
+                                   bounds=box3) for x0 in (xh, float(x.min()), float(x.max()))),
+                key=lambda r: r.fun)
+        g = optimize.minimize(prof, np.array([ls, lsig]), jac=True, method="L-BFGS-B",
+                              bounds=box3[:2])
+        got.append(math.sqrt(max(2 * (g.fun - f.fun), 0.0)))
+    return got
 def q(df): return T.ppf(0.975, max(df, 1))
 def ev(recs, rule):
     cl, cv = [], []
@@ -91,14 +136,29 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="files --save-runs wrote")
     p.add_argument("--sims", type=int, default=0, help="only the first N searches of each (0: all)")
+    p.add_argument("--skip", type=int, default=0, help="leave out the first N searches of each")
     p.add_argument("--jobs", type=int, default=os.cpu_count())
+    p.add_argument("--records", metavar="FILE", help="also write every estimate's record (JSON lines)")
+    p.add_argument("--boot", type=int, default=0, help="parametric bootstrap replicates of |r| at the fit")
+    p.add_argument("--boot-sims", type=int, default=10**9, help="bootstrap only the first N searches")
     args = p.parse_args()
+    BOOT, BOOT_SIMS = args.boot, args.boot_sims
     for src in args.runs:
         S = [json.loads(l) for l in open(src) if l.strip()]
         S = S[:args.sims] if args.sims else S
+        S = S[args.skip:]
         t0 = time.time()
-        with Pool(args.jobs) as pool: res = pool.map(one, S, chunksize=1)
-        recs = [dict(v, arm=a) for d in res for a, v in d.items()]
+        out = open(args.records if len(args.runs) == 1 else f"{args.records}.{Path(src).stem}",
+                   "w") if args.records else None
+        res = []
+        with Pool(args.jobs) as pool:  # records written as each search is done
+            for i, d in enumerate(pool.imap(one, S, chunksize=1)):
+                res.append(d)
+                if out:
+                    out.writelines(json.dumps(dict(v, arm=a, search=args.skip + i), default=lambda o: o.item())
+                                   + "\n" for a, v in d.items())
+                    out.flush()
+        recs = [dict(v, arm=a, search=args.skip + i) for i, d in enumerate(res) for a, v in d.items()]
         rt = np.abs([r["rT"] for r in recs if not r["open"] and r["inside"]])
         print(src, len(S), f"{time.time()-t0:.0f} s; |rT| q90/95/97.5", np.round(np.quantile(rt, [.9, .95, .975]), 2),
               "med op", np.median([r["op"] for r in recs if not r["open"]]), "n", np.median([r["n"] for r in recs if not r["open"]]),

@@ -21,19 +21,23 @@ curvature error was in no interval.
 
 **The interval** is the profile-likelihood interval of ln C: the rates whose signed root of
 the profile deviance, r(ln C) = ±√(2(ℓ̂ − ℓ_p(ln C))), lies within Student's t quantile at
-``confidence`` on the df of the runs near the edge: those whose outcome the fitted line leaves
-open (fitted margin within 2σ̂ + ``BAND`` of 0), less 2. A run far past the edge says only which
-side it is on, so counting it (n − 3 df) read the deviance at the true capacity against too
-small a quantile: 8-14 % of searches past the 95 % one, against 0-5 % with the runs near the
-edge (bench/capacity_search_simulation.py's scenarios). A side where r does not reach the
-quantile within the measured rates is open (0 or ∞: the line is not extrapolated), never a
-narrow guess. Its level is the stated confidence *conditional on the search closing it*: an
-interval left open says the runs could not place that side. Simulated in the search's own
-scenario (docs/measurements/capacity-coverage.md), closed 95 % intervals cover the median
-server's capacity 95.4-95.5 % of the time with 3 repeats (closing 35-39 % of them) and only
-89.5-90.1 % with 6 (closing 84-88 %). Why is not yet separated: a sandwich variance over
-neighbouring runs' scores does not see their shared drift at these sizes, and halving the df
-covers with 6 repeats but stops 3-repeat intervals closing (the same document).
+``confidence`` on a df read from the runs near the edge: those whose outcome the fitted line
+leaves open (fitted margin within 2σ̂ + ``BAND`` of 0), less 2, **but at most two for each rate
+among them**. A run far past the edge says only which side it is on, so counting it (n − 3 df)
+read the deviance at the true capacity against too small a quantile: 8-14 % of searches past
+the 95 % one, against 0-5 % with the runs near the edge (bench/capacity_search_simulation.py's
+scenarios). And repeats at one rate pin that rate's share, not the line between the rates: in
+simulated 6-repeat searches the root at the truth is wider the fewer the rates near the edge
+(its 95 % quantile 3.5 with one such rate, 3.2 with two, 2.6 with three, 2.1 with more),
+however many runs each holds, so counting every repeat (12-13 runs at 2-3 rates: t on 10-11
+df, 2.2) read closed 95 % intervals that covered only 89.5-90.1 %. A side
+where r does not reach the quantile within the measured rates is open (0 or ∞: the line is not
+extrapolated), never a narrow guess. Its level is the stated confidence *conditional on the
+search closing it*: an interval left open says the runs could not place that side. Simulated in
+the search's own scenario (docs/measurements/capacity-coverage.md), closed 95 % intervals cover
+the median server's capacity 93.0-96.8 % of the time with 6 repeats (closing 71-80 % of them)
+and 95.4-95.5 % with 3 (closing 35-39 %; there the runs near the edge are at most two a rate
+in all but 24 of 1,536 estimates, none of which closed or opened differently).
 
 **The ratio** of an arm's capacity to the baseline's draws each arm's ln C from its
 confidence distribution (the ln C where r equals the t quantile of a uniform draw: the
@@ -176,9 +180,12 @@ def estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
         xhat, top = float(grid[i]), float(values[i])
     slope, sigma = (math.exp(v) for v in prof.params(xhat))
     # the runs whose outcome the fitted line leaves open carry what the runs say of the edge
-    # (a run far past it says only which side it is on): the t's df are theirs, less 2
-    open_ = int(np.sum(np.abs(slope * (xhat - x)) < 2.0 * sigma + BAND))
-    df = max(open_ - 2, 1)
+    # (a run far past it says only which side it is on): the t's df are theirs, less 2, but
+    # at most two per rate among them (repeats at one rate pin its share, not the line
+    # between the rates: the root at the truth widens as the rates near the edge get fewer)
+    near = np.abs(slope * (xhat - x)) < 2.0 * sigma + BAND
+    open_, rates = int(near.sum()), len(np.unique(x[near]))
+    df = max(min(open_ - 2, 2 * rates), 1)
 
     def quantile(u):
         return student_t.ppf(u, df)
@@ -208,7 +215,7 @@ def estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
     reps = np.interp(-t, rs, xs)
     reps = np.where(-t < rs[0], -math.inf, np.where(-t > rs[-1], math.inf, reps))
     method = (f"censored line over all {len(runs)} runs, profile likelihood, t on {df} df "
-              f"({open_} runs near the edge)")
+              f"({open_} runs near the edge, at {rates} rates)")
     return Capacity(rate=math.exp(xhat), low=math.exp(low) if math.isfinite(low) else 0.0,
                     high=math.exp(high), confidence=confidence, lo=lo, hi=hi,
                     replicates=tuple(float(v) for v in np.sort(reps)), slope=slope,
