@@ -53,7 +53,8 @@ def estimate_search(job: tuple[str, dict]) -> dict:
             ests[arm] = None
             continue
         runs = [mod.MarginRun(r, m, c) for r, m, c in got["runs"]]
-        ests[arm] = mod.estimate(runs, lo=got["lo"], hi=got["hi"])
+        fit = getattr(mod, "capacity_estimate", None) or mod.estimate  # (named estimate before)
+        ests[arm] = fit(runs, lo=got["lo"], hi=got["hi"])
     base = next(iter(truth))
     out = {"arms": {a: None if e is None else {"rate": e.rate, "low": e.low, "high": e.high,
                                                "closed": e.closed, "confidence": e.confidence}

@@ -40,7 +40,7 @@ def one(search):
     for arm, got in search["arms"].items():
         if got is None: continue
         runs = [E.MarginRun(r, m, c) for r, m, c in got["runs"]]
-        est = E.estimate(runs, lo=got["lo"], hi=got["hi"])
+        est = E.capacity_estimate(runs, lo=got["lo"], hi=got["hi"])
         if not (0 < est.rate < math.inf):
             out[arm] = {"open": True}; continue
         prof = E._Profile([E._near(r) for r in runs])

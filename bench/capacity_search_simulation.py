@@ -39,7 +39,7 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from e2e.analysis import estimate, goodput_margin, ratio
+from e2e.analysis import capacity_estimate, capacity_ratio, goodput_margin
 from e2e.capacity import SearchSettings, next_rates
 from e2e.capacity._run import interleave
 from e2e.results import MarginRun
@@ -101,7 +101,7 @@ def one(caps: dict[str, float], a: argparse.Namespace, rng, estimate_them: bool 
     units = sum(len(v) for o in observed.values() for v in o.values())
     if not estimate_them:
         return searches, units
-    return {arm: None if x is None else estimate(x[0], lo=x[1], hi=x[2])
+    return {arm: None if x is None else capacity_estimate(x[0], lo=x[1], hi=x[2])
             for arm, x in searches.items()}, units
 
 
@@ -179,7 +179,7 @@ def main() -> None:
               f"{_share(allc)}; median high/low {width:.2f}, median ln(estimate / truth) "
               f"{bias:+.3f}")
     if rat:
-        rs = [(ratio(e, b), t, e.closed and b.closed) for e, b, t in rat]
+        rs = [(capacity_ratio(e, b), t, e.closed and b.closed) for e, b, t in rat]
         both = [(r, t) for r, t, c in rs if c]
         print(f"  ratio: {len(rs)} with both; covers the truth {_share([lo <= t <= hi for (_, lo, hi), t, _c in rs])}, "
               f"where both arms closed {_share([lo <= t <= hi for (_, lo, hi), t in both])}; "

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import estimate, ratio
+from e2e.analysis import capacity_estimate, capacity_ratio
 from e2e.capacity import SearchSettings, boundary, capacity, next_rates, round_rate
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
@@ -22,7 +22,7 @@ from e2e.results import (DuetInfo, MarginRun, RunMetrics, RunRecord, ServerInfo,
 
 
 def _search(truth, settings, noise=0.0, seed=0):
-    """Run next_rates against margin(rate) = ln(truth / rate) + noise until done."""
+    """Run next_rates against capacity_margin(rate) = ln(truth / rate) + noise until done."""
     rng = np.random.default_rng(seed)
     observed: dict = {}
     for _ in range(100):
@@ -114,21 +114,21 @@ def test_under_server_noise_the_search_ends_with_means_either_side():
 
 
 def test_the_margin_is_the_tightest_term():
-    from e2e.analysis import margin, margin_terms
+    from e2e.analysis import capacity_margin, capacity_margin_terms
 
     metrics = RunMetrics(requests=80, ok_requests=80, duration_s=10.0, input_tokens=1,
                          output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
                          goodput_slo="tpot=20ms", goodput_share=0.95)
     only_goodput = objective_of("tpot=20ms", 90)
     from scipy.stats import norm
-    assert margin_terms(metrics, only_goodput) == {
+    assert capacity_margin_terms(metrics, only_goodput) == {
         "goodput": pytest.approx(norm.ppf(0.95) - norm.ppf(0.9))}
     with_p99 = objective_of("tpot=20ms", 90, p99="tpot=20ms,ttft=500ms")
-    terms = margin_terms(metrics, with_p99)
+    terms = capacity_margin_terms(metrics, with_p99)
     assert terms["tpot"] == pytest.approx(math.log(20 / 25)) and terms["ttft"] > 0
-    assert margin(metrics, with_p99) == terms["tpot"] < 0 < margin(metrics, only_goodput)
+    assert capacity_margin(metrics, with_p99) == terms["tpot"] < 0 < capacity_margin(metrics, only_goodput)
     nothing = metrics.model_copy(update={"goodput_share": 0.0})  # floored: finite
-    assert math.isfinite(margin(nothing, only_goodput))
+    assert math.isfinite(capacity_margin(nothing, only_goodput))
 
 
 def test_the_goodput_margin_is_symmetric_about_the_edge_and_says_pass_exactly():
@@ -164,17 +164,17 @@ RATES = [16.0, 10.7, 7.13, 8.73, 9.6] + [9.6, 10.7] * 3   # a search's: bracket,
 def test_the_estimate_reads_the_line_over_every_run():
     truth = 9.9
     # no noise, a gentle edge: the runs near it lie on the line itself
-    est = estimate(_runs(truth, RATES, slope=2.0), lo=9.6, hi=10.7)
+    est = capacity_estimate(_runs(truth, RATES, slope=2.0), lo=9.6, hi=10.7)
     assert est.rate == pytest.approx(truth, rel=0.01) and est.closed
     assert est.low <= truth <= est.high and est.high / est.low < 1.1
     assert est.slope == pytest.approx(2.0, rel=0.05) and est.runs == len(RATES)
     assert (est.lo, est.hi) == (9.6, 10.7) and "profile likelihood" in est.method
     # margins far past the edge count only for their side: a steep edge (most runs beyond
     # the band) still reads the crossing within a few %
-    steep = estimate(_runs(truth, RATES), lo=9.6, hi=10.7)
+    steep = capacity_estimate(_runs(truth, RATES), lo=9.6, hi=10.7)
     assert steep.rate == pytest.approx(truth, rel=0.03)
     rng = np.random.default_rng(1)
-    noisy = estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
+    noisy = capacity_estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
     assert noisy.low < noisy.rate < noisy.high
     assert len(noisy.replicates) > 100 and list(noisy.replicates) == sorted(noisy.replicates)
 
@@ -184,7 +184,7 @@ def test_the_interval_covers_the_median_server_at_its_level():
     rng = np.random.default_rng(2)
     truth, covered, closed = 9.9, 0, 0
     for _ in range(150):
-        est = estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
+        est = capacity_estimate(_runs(truth, RATES, rng), lo=9.6, hi=10.7)
         if est.closed:
             closed += 1
             covered += est.low <= truth <= est.high
@@ -203,7 +203,7 @@ def test_repeats_at_the_same_rates_do_not_narrow_the_interval_past_what_the_rate
                 (9.66, 120), (8.73, 119), (9.66, 93)]
     runs = [MarginRun(r, goodput_margin(k / 120, 0.9, 120),
                       "above" if k == 120 else "below" if k == 0 else "") for r, k in measured]
-    est = estimate(runs, lo=8.73, hi=9.66)
+    est = capacity_estimate(runs, lo=8.73, hi=9.66)
     assert est.closed and est.low <= 10.0 <= est.high
     assert "t on 4 df (12 runs near the edge, at 2 rates)" in est.method
 
@@ -212,17 +212,17 @@ def test_censored_runs_bound_the_line_and_no_edge_gives_an_open_estimate():
     # every run met every request or none: only which side of the edge each rate lies on
     sharp = _runs(9.9, RATES, slope=60.0)
     assert all(r.censored for r in sharp)
-    est = estimate(sharp, lo=9.6, hi=10.7)
+    est = capacity_estimate(sharp, lo=9.6, hi=10.7)
     assert 9.6 <= est.rate <= 10.7  # within the gap between the last pass and first miss
     # no run near the edge says how far past the gap it may lie: the interval holds the gap,
     # open where nothing bounds it
     assert est.low <= 9.6 * 1.001 and est.high >= 10.7 / 1.001
-    above = estimate(_runs(100.0, [4.0, 6.0, 9.0]), lo=6.0, hi=9.0)  # every run meets
+    above = capacity_estimate(_runs(100.0, [4.0, 6.0, 9.0]), lo=6.0, hi=9.0)  # every run meets
     assert above.rate == math.inf and above.high == math.inf and not above.closed
-    below = estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)   # none does
+    below = capacity_estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)   # none does
     assert below.rate == 0.0 and below.low == 0.0
     with pytest.raises(ValueError):
-        estimate(_runs(9.9, [9.6, 10.7]), lo=9.6, hi=10.7)
+        capacity_estimate(_runs(9.9, [9.6, 10.7]), lo=9.6, hi=10.7)
 
 
 def test_a_side_the_runs_cannot_place_stays_open():
@@ -230,27 +230,27 @@ def test_a_side_the_runs_cannot_place_stays_open():
     # upper side cannot be placed within the measured rates
     runs = [MarginRun(4.0, 0.3), MarginRun(4.6, 0.05), MarginRun(4.6, -0.02),
             MarginRun(4.0, 0.25), MarginRun(4.6, 0.1), MarginRun(4.6, -0.05)]
-    est = estimate(runs, lo=4.0, hi=4.6)
+    est = capacity_estimate(runs, lo=4.0, hi=4.6)
     assert est.high == math.inf and not est.closed
 
 
 def test_the_ratio_of_two_arms():
     rng = np.random.default_rng(3)
-    a = estimate(_runs(10.0, RATES, rng, sd=0.3), lo=9.6, hi=10.7)
-    b = estimate(_runs(5.0, [r / 2 for r in RATES], rng, sd=0.3), lo=4.8, hi=5.35)
-    r, low, high = ratio(b, a)
+    a = capacity_estimate(_runs(10.0, RATES, rng, sd=0.3), lo=9.6, hi=10.7)
+    b = capacity_estimate(_runs(5.0, [r / 2 for r in RATES], rng, sd=0.3), lo=4.8, hi=5.35)
+    r, low, high = capacity_ratio(b, a)
     assert r == pytest.approx(b.rate / a.rate) and low < 0.5 < high < 0.7
 
 
 def test_the_ratio_of_an_open_capacity_is_open_not_an_error():
-    placed = estimate(_runs(10.0, RATES), lo=9.6, hi=10.7)
-    unplaced = estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)  # misses everywhere
+    placed = capacity_estimate(_runs(10.0, RATES), lo=9.6, hi=10.7)
+    unplaced = capacity_estimate(_runs(1.0, [4.0, 6.0, 9.0]), lo=4.0, hi=6.0)  # misses everywhere
     assert unplaced.rate == 0.0
-    r, low, high = ratio(placed, unplaced)
+    r, low, high = capacity_ratio(placed, unplaced)
     assert r == math.inf and high == math.inf
-    r, low, high = ratio(unplaced, placed)
+    r, low, high = capacity_ratio(unplaced, placed)
     assert r == 0.0 and low == 0.0
-    assert math.isnan(ratio(unplaced, unplaced)[0])
+    assert math.isnan(capacity_ratio(unplaced, unplaced)[0])
 
 
 # --- the orchestration, over a fake executor ------------------------------------------------

@@ -10,8 +10,10 @@ from e2e.analysis._aggregate import (
     Summary, metric, select, summarize
 )
 from e2e.analysis._attribution import Attribution, attribute
-from e2e.analysis._capacity import estimate, ratio
-from e2e.analysis._capacity_criterion import censored, goodput_margin, margin, margin_terms
+from e2e.analysis._capacity import capacity_estimate, capacity_ratio
+from e2e.analysis._capacity_criterion import (
+    capacity_censored, capacity_margin, capacity_margin_terms, goodput_margin
+)
 from e2e.analysis._frame import arrival_of, run_times, runs_frame, workload_key
 from e2e.analysis._gsm8k import (
     Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
@@ -73,19 +75,19 @@ __all__ = [
     "Rules", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "SUSPECT_LEVEL", "Samples",
     "Settlement", "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of",
     "attribute", "blocked_change", "boundaries", "built_arm", "burst_affected", "cache_contrast",
-    "cell_caches", "cell_history", "cell_series", "censored", "check_outputs", "classify",
+    "capacity_censored", "capacity_estimate", "capacity_margin", "capacity_margin_terms",
+    "capacity_ratio", "cell_caches", "cell_history", "cell_series", "check_outputs", "classify",
     "compare_outputs", "compare_runs", "compare_verdicts", "components", "design_lines",
-    "divergence_test", "equivalence_of", "estimate", "estimate_of", "find_changes",
-    "first_divergence", "format_advice", "goodput_margin", "gsm8k_report", "headline_for",
-    "headline_metric", "history_fit", "history_interval", "holm", "is_relative", "judge_cell",
-    "judge_night", "judged_metrics", "judged_threshold", "judgement_with_changes",
-    "judgement_with_outputs", "look_at", "looks_changed", "margin", "margin_terms",
-    "mcnemar_exact", "median_range", "merge_calls", "metric", "night_cell", "night_cells",
-    "night_changes", "night_look", "night_status", "nightly_metric", "noise_of", "outputs_of",
-    "paired_change_interval", "parse_effect", "position_key", "position_of", "power_at",
-    "primary_metric", "ratio", "ratio_history", "relative_arm", "resolution", "rounds_needed",
-    "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed", "select",
-    "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize", "summarize_gsm8k",
-    "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines", "within",
-    "workload_key"
+    "divergence_test", "equivalence_of", "estimate_of", "find_changes", "first_divergence",
+    "format_advice", "goodput_margin", "gsm8k_report", "headline_for", "headline_metric",
+    "history_fit", "history_interval", "holm", "is_relative", "judge_cell", "judge_night",
+    "judged_metrics", "judged_threshold", "judgement_with_changes", "judgement_with_outputs",
+    "look_at", "looks_changed", "mcnemar_exact", "median_range", "merge_calls", "metric",
+    "night_cell", "night_cells", "night_changes", "night_look", "night_status", "nightly_metric",
+    "noise_of", "outputs_of", "paired_change_interval", "parse_effect", "position_key",
+    "position_of", "power_at", "primary_metric", "ratio_history", "relative_arm", "resolution",
+    "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed",
+    "select", "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize",
+    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines",
+    "within", "workload_key"
 ]

@@ -56,7 +56,7 @@ from scipy.stats import t as student_t
 
 from e2e.results import Capacity, MarginRun
 
-__all__ = ["estimate", "ratio", "REPLICATES"]
+__all__ = ["capacity_estimate", "capacity_ratio", "REPLICATES"]
 
 REPLICATES = 2000
 """Draws of ln C from each arm's confidence distribution (fixed quantiles: no randomness)."""
@@ -152,7 +152,7 @@ class _Profile:
         return self.cache[float(x0)][1]
 
 
-def estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
+def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
              confidence: float = 0.95) -> Capacity:
     """The capacity from ``runs`` (every run of an arm's search), its interval and replicates
     (see the module's docstring); ``lo``/``hi``: the search's boundary, kept for the record."""
@@ -231,7 +231,7 @@ def _tails(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def ratio(arm: Capacity, base: Capacity, *, seed: int = 0) -> tuple[float, float, float]:
+def capacity_ratio(arm: Capacity, base: Capacity, *, seed: int = 0) -> tuple[float, float, float]:
     """(C_arm / C_base, low, high) at the arms' confidence: each arm's replicates (its
     confidence distribution) paired at random, the tails of their difference in ln C (an
     infinite replicate on either side gives an infinite or zero bound)."""

@@ -27,12 +27,12 @@ import math
 
 from e2e.results import P99_FIELDS, Objective, RunMetrics
 
-__all__ = ["margin_terms", "margin", "goodput_margin", "censored"]
+__all__ = ["capacity_margin_terms", "capacity_margin", "goodput_margin", "capacity_censored"]
 
 MISSING = -10.0  # the margin of a figure a run could not measure (no successful request)
 
 
-def margin_terms(metrics: RunMetrics, objective: Objective) -> dict[str, float]:
+def capacity_margin_terms(metrics: RunMetrics, objective: Objective) -> dict[str, float]:
     """Each term's log ratio (positive: within the objective). The goodput share is floored
     at half a request so that a run meeting nothing has a finite margin."""
     terms: dict[str, float] = {}
@@ -61,17 +61,17 @@ def goodput_margin(share: float, goodput: float, requests: int) -> float:
     return min(float(norm.ppf(max(share, half))) - target, -1e-9)
 
 
-def margin(metrics: RunMetrics, objective: Objective) -> float:
+def capacity_margin(metrics: RunMetrics, objective: Objective) -> float:
     """The run's margin: its smallest term (>= 0: the run meets the objective)."""
-    return min(margin_terms(metrics, objective).values())
+    return min(capacity_margin_terms(metrics, objective).values())
 
 
-def censored(metrics: RunMetrics, objective: Objective) -> str:
+def capacity_censored(metrics: RunMetrics, objective: Objective) -> str:
     """How a run's margin bounds the line it is read by (``estimate``): "above" when it is
     the goodput term at its ceiling (every request met: the margin could be no higher, the
     run's own level may be), "below" at its floor (none met) or where nothing was measured,
     else "" (the margin as measured)."""
-    terms = margin_terms(metrics, objective)
+    terms = capacity_margin_terms(metrics, objective)
     m = min(terms.values())
     if m <= MISSING:
         return "below"

@@ -3,8 +3,8 @@
     for each round: per arm, the next step of its search (``_search.next_rates``, replayed
     from the records in the folder) -> the units of all arms -> ``e2e.pipeline.execute``
     (the executor: local or Ray; resume and retries as for sweeps) -> margins
-    (``e2e.analysis.margin``) -> per arm the estimate from every run it made
-    (``e2e.analysis.estimate``) -> capacity.json, capacity.png
+    (``e2e.analysis.capacity_margin``) -> per arm the estimate from every run it made
+    (``e2e.analysis.capacity_estimate``) -> capacity.json, capacity.png
 
 The records it keeps (``ArmSearch``, ``CapacityResult``) are ``e2e.results``'; the plot is
 ``e2e.render.render_capacity_plot``.
@@ -28,7 +28,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from e2e.analysis import censored, estimate, margin, margin_terms, ratio
+from e2e.analysis import (capacity_censored, capacity_estimate, capacity_margin,
+                          capacity_margin_terms, capacity_ratio)
 from e2e.capacity._search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec
@@ -109,14 +110,14 @@ def _replay(experiment: Experiment, results: Path, base: RunSpec, search: Search
             raise ConfigError(f"{folder}: measured against goodput SLO "
                               f"{record.metrics.goodput_slo if record.metrics else None!r}, "
                               f"not {str(objective.slo)!r}; use a new --results folder")
-        value = margin(record.metrics, objective)
+        value = capacity_margin(record.metrics, objective)
         if not extra:
             observed.setdefault(rate, {})[repeat] = value
         arm.runs.append({"rate": rate, "repeat": repeat, "run_id": unit.run_id,
                          "margin": value, "meets": value >= 0,
-                         "censored": censored(record.metrics, objective),
+                         "censored": capacity_censored(record.metrics, objective),
                          "requests": record.metrics.requests,
-                         "terms": margin_terms(record.metrics, objective),
+                         "terms": capacity_margin_terms(record.metrics, objective),
                          "goodput_share": record.metrics.goodput_share,
                          "ttft_ms_p99": record.metrics.ttft_ms_p99,
                          "tpot_ms_p99": record.metrics.tpot_ms_p99,
@@ -302,14 +303,14 @@ def _finish(state: dict[str, ArmSearch], baseline: str, objective: Objective, fo
         step = arm.step
         if arm.given_up or step is None or step.phase != "done":
             continue
-        arm.estimate = estimate([MarginRun(x["rate"], x["margin"], x["censored"])
+        arm.estimate = capacity_estimate([MarginRun(x["rate"], x["margin"], x["censored"])
                                  for x in arm.runs], lo=step.lo, hi=step.hi,
                                 confidence=confidence)
     ratios = {}
     base = state[baseline].estimate
     for name, arm in state.items():
         if name != baseline and arm.estimate is not None and base is not None:
-            ratios[name] = ratio(arm.estimate, base)
+            ratios[name] = capacity_ratio(arm.estimate, base)
     return CapacityResult(arms=state, baseline=baseline, objective=objective, ratios=ratios,
                           folder=folder)
 
