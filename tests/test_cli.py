@@ -133,3 +133,20 @@ def test_swap_is_asked_with_the_windows_it_needs(tmp_path):
     shown = runner.invoke(app, [*base, "--windows", "4"])
     assert shown.exit_code == 0, shown.output
     assert shown.output.count("trade CPUs between load windows") == 4  # 2 duets x 2 sides
+
+
+def test_the_command_line_loads_no_statistics_stack_until_a_command_needs_it():
+    """``import e2e.cli`` (every command's start, ``--help`` included) loads neither scipy nor
+    statsmodels, matplotlib or torch: the analysis and render stages come with the command
+    that uses them. A top-level import of e2e.analysis in a command module once made every
+    command import scipy, and a process that had hidden torch (as the micro test does) failed
+    inside scipy's import before any command ran."""
+    import subprocess
+    import sys
+
+    code = ("import sys, e2e.cli; print(sorted(m for m in ('scipy', 'statsmodels', "
+            "'matplotlib', 'torch') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -19,8 +19,6 @@ import typer
 from e2e.commands._options import StoreConfigOpt, StoreOpt, StoreResultsOpt
 
 from e2e.console import guard, out, visible
-from e2e.analysis import cell_history
-from e2e.render import cell_history_text, history_nights_text
 from e2e.errors import ConfigError
 
 __all__ = ["history_command", "store_url"]
@@ -61,6 +59,8 @@ def history_command(
 
 def _history(results, store, config, experiment, metric, arm, concurrency, spec_mode,
              format_: str, output) -> int:
+    from e2e.analysis import cell_history  # (scipy: loaded by the command that needs it)
+    from e2e.render import cell_history_text, history_nights_text
     from e2e.results import open_store
 
     if format_ not in ("table", "csv", "json"):
