@@ -239,7 +239,7 @@ def _spread_warning(cell: Cell, m: Metric) -> ReportWarning | None:
     return None
 
 
-def cells_of(frame: pd.DataFrame, start: int, metrics: Sequence[Metric],
+def cells_of(frame: pd.DataFrame, start: int, metrics: Sequence[Metric]
              ) -> tuple[list[Cell], list[WorkloadRow], list[ReportWarning]]:
     """Every (arm, concurrency, spec mode) group of ``frame`` (``_frame.checked_runs``) with
     reported runs from repeat ``start`` on: its cells (one per metric with a value), its

@@ -406,8 +406,6 @@ def slots(records: Sequence[RunRecord]) -> dict[RunKey, int | None]:
     None for every run of a block whose start times are missing, unparsable or tied (then the
     model has no slot term). A block is (round, host): the sweep runs round k of every arm of a
     cell back to back, on one host."""
-    from datetime import datetime, timezone
-
     groups: dict[tuple, list[tuple[RunKey, object]]] = {}
     out: dict[RunKey, int | None] = {}
     for r in records:
@@ -417,12 +415,7 @@ def slots(records: Sequence[RunRecord]) -> dict[RunKey, int | None]:
                  int(r.spec.duet))] = r.spec.slot
             continue
         key = (r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode, int(r.spec.repeat), name)
-        try:
-            when = datetime.fromisoformat(str(r.started_at))
-        except ValueError:
-            when = None
-        if when is not None and when.tzinfo is None:  # e.g. an imported vllm-bench file's date
-            when = when.replace(tzinfo=timezone.utc)
+        when = _started(r)  # None where unparsable; a naive time (an imported file's) as UTC
         groups.setdefault((key[3], name, key[1], key[2]), []).append((key, when))
     for runs in groups.values():
         times = [w for _, w in runs]
