@@ -189,18 +189,14 @@ def median_unbiased(df: float) -> float:
     return math.sqrt(df / float(_sp.chi2.ppf(0.5, df)))
 
 
-def mde_log(se: float, df: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER,
-            floor_log: float = 0.0) -> float:
+def mde_log(se: float, df: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER) -> float:
     """Minimal detectable effect on the log scale of a two-sided t-test:
     (t_{(1+confidence)/2, df} + t_{power, df}) × se (the usual normal-approximation power
-    formula with t quantiles; exact power of the noncentral t differs by a few % at 2 df).
-    ``floor_log``: a call also needs the estimate past this (the report's minimum effect), so
-    the bar the estimate must pass is the larger of t_{(1+confidence)/2, df} × se and it."""
+    formula with t quantiles; exact power of the noncentral t differs by a few % at 2 df)."""
     _check_confidence(confidence)
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), got {power}")
-    bar = max(float(_sp.t.ppf(0.5 + confidence / 2.0, df)) * se, floor_log)
-    return bar + float(_sp.t.ppf(power, df)) * se
+    return float(_sp.t.ppf(0.5 + confidence / 2.0, df) + _sp.t.ppf(power, df)) * se
 
 
 def _logs(values: Sequence[float], what: str) -> np.ndarray:

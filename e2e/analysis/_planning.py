@@ -10,7 +10,7 @@ effect a design detects counts the report's minimum effect (a difference needs t
 past it as well as the interval excluding 0). The answer is the fewest reported rounds
 whose detected effect (the power asked, the report's confidence, and the minimum effect
 where the target is above it: ``planned_floor``) is the target, planned from that standard error's upper confidence bound at
-``PLAN_NOISE_LEVEL`` on its df, and the ``e2e sweep --runs`` value that gives them (plus
+``PLAN_NOISE_LEVEL`` on its df (the margin above the exact minimum effect from the estimate: ``_effect``), and the ``e2e sweep --runs`` value that gives them (plus
 warmups).
 """
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from scipy.stats import t as student_t
 
 from e2e.analysis import stats
 from e2e.analysis._components import Components, RunCost
@@ -91,25 +93,31 @@ def parse_effect(text: str) -> float:
 
 
 def _effect(se_round: float, rounds: int, df: float, confidence: float,
-            power: float, min_effect_pct: float = 0.0) -> float | None:
+            power: float, min_effect_pct: float = 0.0, bound: float = 1.0) -> float | None:
     """The effect in % a design of ``rounds`` rounds detects with ``power`` in the report's
     test, which calls a difference when the interval excludes 0 and the estimate is at least
-    ``min_effect_pct``: ``stats.mde_log`` of se_round / √rounds on ``df`` with that floor (the
-    estimate must pass the larger of the interval's bar and ln(1 + min_effect)); None without
-    df."""
+    ``min_effect_pct``: the larger of what the interval needs (``stats.mde_log`` of se_round /
+    √rounds on ``df``: its bar plus the power's margin) and what the minimum effect needs
+    (ln(1 + min_effect) plus the power's margin). ``se_round`` is the standard error's upper
+    confidence bound, ``bound`` times its estimate: the interval's bar is read from the bound,
+    but the minimum effect is exact, so the margin above it is read from the estimate (from the
+    bound, a design the minimum effect decides had 88-89 % power at the printed effect,
+    docs/measurements/plan-power.md). None without df."""
     if df <= 0 or rounds < 1:
         return None
-    return math.expm1(stats.mde_log(se_round / math.sqrt(rounds), df, confidence=confidence,
-                                    power=power, floor_log=math.log1p(min_effect_pct / 100.0))
-                      ) * 100.0
+    se = se_round / math.sqrt(rounds)
+    interval = stats.mde_log(se, df, confidence=confidence, power=power)
+    at_floor = (math.log1p(min_effect_pct / 100.0)
+                + float(student_t.ppf(power, df)) * se / bound) if min_effect_pct > 0 else 0.0
+    return math.expm1(max(interval, at_floor)) * 100.0
 
 
 def _rounds(se_round: float, target_pct: float, df_at, confidence: float, power: float,
-            min_effect_pct: float = 0.0, max_rounds: int = 1000) -> int | None:
+            min_effect_pct: float = 0.0, bound: float = 1.0, max_rounds: int = 1000) -> int | None:
     """The fewest rounds (from 2) whose detected effect (``_effect``, with the minimum effect
     ``min_effect_pct``) is at most ``target_pct``."""
     for k in range(2, max_rounds + 1):
-        got = _effect(se_round, k, df_at(k), confidence, power, min_effect_pct)
+        got = _effect(se_round, k, df_at(k), confidence, power, min_effect_pct, bound)
         if got is not None and got <= target_pct:
             return k
     return None
@@ -131,7 +139,7 @@ def _df_at(row, design: dict):
 
 def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
              power: float, warmups: int, cost: RunCost | None, design: dict,
-             min_effect_pct: float) -> tuple[Design, ...]:
+             min_effect_pct: float, bound: float) -> tuple[Design, ...]:
     """Servers × windows for the target: the plan's standard error per round scaled by the
     per-run sd each windows choice gives relative to the measured one
     (``Components.run_sd_with``), so the measured design reads as the table above."""
@@ -141,7 +149,7 @@ def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
     out = []
     for k in WINDOW_CHOICES:
         se = se_round * parts.run_sd_with(k) / parts.run_sd_with(parts.windows)
-        n = _rounds(se, target_pct, df_at, confidence, power, min_effect_pct)
+        n = _rounds(se, target_pct, df_at, confidence, power, min_effect_pct, bound)
         runs = None if n is None else n + warmups
         out.append(Design(windows=k, sweep_runs=runs,
                           seconds=None if runs is None or cost is None
@@ -185,22 +193,24 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
             continue
         design = dict(method=row.method if row.method in ("model", "blocked", "welch") else "blocked",
                       arms=row.arms_in_model, slot=row.slot, slots=row.slots)
-        se_round = stats.upper_noise(row.se * math.sqrt(row.n_blocks), row.df or 0.0)
+        se_point = row.se * math.sqrt(row.n_blocks)
+        se_round = stats.upper_noise(se_point, row.df or 0.0)
+        bound = se_round / se_point if se_point > 0 else 1.0
         df_at = _df_at(row, design)
-        n = _rounds(se_round, target_pct, df_at, summary.confidence, power, floor)
+        n = _rounds(se_round, target_pct, df_at, summary.confidence, power, floor, bound)
         out.append(RunsAdvice(
             concurrency=row.concurrency, spec_mode=row.spec_mode, metric=row.metric,
             noise_pct=row.noise_pct, source=row.source, mde_now_pct=row.mde_pct,
             rounds_now=row.n_blocks, target_pct=target_pct, reported_runs=n,
             sweep_runs=None if n is None else n + summary.report_from_run - 1,
             detectable=tuple((k, _effect(se_round, k, df_at(k), summary.confidence, power,
-                                          summary.min_effect_pct))
+                                          summary.min_effect_pct, bound))
                              for k in DESIGN_ROUNDS),
             components=row.components, plan_se_pct=se_round * 100.0, slots=row.slots,
             designs=_designs(row, se_round, target_pct, df_at, summary.confidence, power,
                              summary.report_from_run - 1,
                              (costs or {}).get((row.concurrency, row.spec_mode)), design,
-                             floor)))
+                             floor, bound)))
     return tuple(out)
 
 
@@ -257,12 +267,12 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                  "design, its errors honest for the time term, shared noise, the floor) times "
                  "√(rounds made / k), on its df scaled to k rounds, planned from that standard "
                  f"error's {level:g} % upper confidence bound (se·√(df / "
-                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), the estimate past the larger of "
-                 f"the interval's bar and the {summary.min_effect_pct:g} % minimum effect a "
-                 "difference needs, so the power is at least 80 % "
-                 f"with {level:g} % confidence (83-89 % on average over calibrations of "
-                 "3-12 rounds, docs/measurements/plan-power.md); an injected delay that large should read “slower” about "
-                 "that often. The extrapolation assumes the standard error shrinks as "
+                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), or the {summary.min_effect_pct:g} % "
+                 "minimum effect a difference needs plus the power's margin from the standard "
+                 "error itself, whichever is larger (the minimum effect is exact), so the power is "
+                 f"80 % or more, with {level:g} % confidence where the interval decides (83-88 % "
+                 "on average over calibrations of 3-12 rounds, docs/measurements/plan-power.md); "
+                 "an injected delay that large should read “slower” about that often. The extrapolation assumes the standard error shrinks as "
                  "1/√rounds.")
     return "\n".join(lines) + "\n"
 

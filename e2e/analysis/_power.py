@@ -14,9 +14,9 @@ __all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "d
 
 PLAN_NOISE_LEVEL = 0.7
 """``e2e plan`` plans from the upper confidence bound of the test's standard error at this
-level, so its stated power holds with at least this confidence; on average over calibrations
-the power at the printed effect is then 83-89 % for designs of 3-12 rounds, the report's
-minimum effect counted (docs/measurements/plan-power.md)."""
+level (where the interval, not the report's minimum effect, decides), so its stated power
+holds with at least this confidence there; on average over calibrations the power at the
+printed effect is 83-88 % for designs of 3-12 rounds (docs/measurements/plan-power.md)."""
 
 
 def _exp(x: float) -> float:
