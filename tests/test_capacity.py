@@ -205,7 +205,7 @@ def test_repeats_at_the_same_rates_do_not_narrow_the_interval_past_what_the_rate
                       "above" if k == 120 else "below" if k == 0 else "") for r, k in measured]
     est = capacity_estimate(runs, lo=8.73, hi=9.66)
     assert est.closed and est.low <= 10.0 <= est.high
-    assert "t on 4 df (12 runs near the edge, at 2 rates)" in est.method
+    assert "t on 3 df (12 runs near the edge, at 2 rates)" in est.method
 
 
 def test_censored_runs_bound_the_line_and_no_edge_gives_an_open_estimate():

@@ -23,21 +23,23 @@ curvature error was in no interval.
 the profile deviance, r(ln C) = ±√(2(ℓ̂ − ℓ_p(ln C))), lies within Student's t quantile at
 ``confidence`` on a df read from the runs near the edge: those whose outcome the fitted line
 leaves open (fitted margin within 2σ̂ + ``BAND`` of 0), less 2, **but at most two for each rate
-among them**. A run far past the edge says only which side it is on, so counting it (n − 3 df)
+among them, less one** (2·rates − 1). A run far past the edge says only which side it is on, so counting it (n − 3 df)
 read the deviance at the true capacity against too small a quantile: 8-14 % of searches past
 the 95 % one, against 0-5 % with the runs near the edge (bench/capacity_search_simulation.py's
 scenarios). And repeats at one rate pin that rate's share, not the line between the rates: in
 simulated 6-repeat searches the root at the truth is wider the fewer the rates near the edge
 (its 95 % quantile 3.5 with one such rate, 3.2 with two, 2.6 with three, 2.1 with more),
 however many runs each holds, so counting every repeat (12-13 runs at 2-3 rates: t on 10-11
-df, 2.2) read closed 95 % intervals that covered only 89.5-90.1 %. A side
+df, 2.2) read closed 95 % intervals that covered only 89.5-90.1 %. Two df a rate (t on 4 df,
+2.78, at two rates) still fell short where two rates hold the edge (the root's 95 % quantile
+3.0 with 3 repeats, 3.2 with 6): the slow arm's closed intervals covered 91.8-93.2 % with 3
+repeats; 2·rates − 1 (3.18 at two rates, 2.57 at three, 2.36 at four) covers at every count. A side
 where r does not reach the quantile within the measured rates is open (0 or ∞: the line is not
 extrapolated), never a narrow guess. Its level is the stated confidence *conditional on the
 search closing it*: an interval left open says the runs could not place that side. Simulated in
 the search's own scenario (docs/measurements/capacity-coverage.md), closed 95 % intervals cover
-the median server's capacity 93.0-96.8 % of the time with 6 repeats (closing 71-80 % of them)
-and 95.4-95.5 % with 3 (closing 35-39 %; there the runs near the edge are at most two a rate
-in all but 24 of 1,536 estimates, none of which closed or opened differently).
+the median server's capacity at least 93 % of the time in every scenario at 3 and 6 repeats
+(docs/measurements/capacity-coverage.md, "One df fewer").
 
 **The ratio** of an arm's capacity to the baseline's draws each arm's ln C from its
 confidence distribution (the ln C where r equals the t quantile of a uniform draw: the
@@ -181,11 +183,12 @@ def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
     slope, sigma = (math.exp(v) for v in prof.params(xhat))
     # the runs whose outcome the fitted line leaves open carry what the runs say of the edge
     # (a run far past it says only which side it is on): the t's df are theirs, less 2, but
-    # at most two per rate among them (repeats at one rate pin its share, not the line
-    # between the rates: the root at the truth widens as the rates near the edge get fewer)
+    # at most two per rate among them, less one (repeats at one rate pin its share, not the
+    # line between the rates: the root at the truth widens as the rates near the edge get
+    # fewer; at two rates its 95 % quantile is 3.0-3.2, t on 3 df 3.18)
     near = np.abs(slope * (xhat - x)) < 2.0 * sigma + BAND
     open_, rates = int(near.sum()), len(np.unique(x[near]))
-    df = max(min(open_ - 2, 2 * rates), 1)
+    df = max(min(open_ - 2, 2 * rates - 1), 1)
 
     def quantile(u):
         return student_t.ppf(u, df)
