@@ -39,14 +39,15 @@ def per_rate(c: int):
 
 RULES = {
     "runs near the edge − 2 (earlier)": lambda r: q(r["op"] - 2),
-    "… at most 2 a rate: min(runs − 2, 2·rates) (now)": lambda r: q(min(r["op"] - 2, 2 * r["kop"])),
+    "… at most 2 a rate: min(runs − 2, 2·rates)": lambda r: q(min(r["op"] - 2, 2 * r["kop"])),
+    "… less one: min(runs − 2, 2·rates − 1) (now)": lambda r: q(min(r["op"] - 2, 2 * r["kop"] - 1)),
     "… at most 3 runs a rate, − 2": per_rate(3),
     "… at most 4 runs a rate, − 2": per_rate(4),
     "2·rates near the edge": lambda r: q(2 * r["kop"]),
     "min(runs − 2, 5)": lambda r: q(min(r["op"] - 2, 5)),
     "runs / 2 − 2": lambda r: q(r["op"] / 2 - 2),
 }
-EARLIER, NOW = list(RULES)[:2]
+EARLIER, TWO, NOW = list(RULES)[:3]
 
 
 def load(records: str, searches: str) -> list[dict]:
@@ -69,10 +70,14 @@ def load(records: str, searches: str) -> list[dict]:
 
 
 def own(r: dict) -> str:
-    """The rule the estimate that made ``r`` used."""
+    """The rule the estimate that made ``r`` used (read from the df its method names)."""
     if "method" not in r and "made" in r:
         return r["made"]
-    return NOW if "rates)" in r.get("method", "") else EARLIER
+    method = r.get("method", "")
+    if "rates)" not in method:
+        return EARLIER
+    df = int(method.split("t on ")[1].split(" df")[0])
+    return NOW if df == max(min(r["op"] - 2, 2 * r["kop"] - 1), 1) else TWO
 
 
 def _share(x: list[bool]) -> str:
