@@ -94,12 +94,15 @@ __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 MIN_HISTORY_NIGHTS = 3
 """Earlier nights of a relative cell before its history, not one night, is judged against."""
-SUSPECT_LEVEL = 0.01
+SUSPECT_LEVEL = 0.03
 """A night *looks changed* when its change on the worse side is at least half the threshold
 and its one-sided p of no change against the history is under this level. Such a night is
 held out of a history still being built, and two such nights in a row are a regression
-(each alone 1 % of unchanged nights, two in a row about one in ten thousand): a step that
-one night's level does not reach is called the next night instead of joining the history."""
+(each alone at most 3 % of unchanged nights, and only with a change of half the threshold): a
+step that one night's level does not reach is called the next night instead of joining the
+history. At 0.01 a +5 % step under the embedded 7 % threshold went uncalled for three nights
+in 13.8 % of series; at 0.03 in 8.8 %, for half a point more series with a false call
+(docs/measurements/nightly-series.md, "At scale, and the two-night rule's level")."""
 
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
