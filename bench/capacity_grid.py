@@ -8,11 +8,11 @@ fresh servers, ``--rates-per-server`` rates each; every server is the one e2e st
 and on it `vllm bench serve` (the server's own vLLM, through its module, pinned to the
 config's load CPUs) runs its rates one after another, each with ``--save-result
 --save-detailed``. Every result is read through e2e's import (``e2e.interop``), its goodput
-share is e2e's over the imported requests, and its SLO margin is ``e2e.analysis.capacity_margin``; the
-capacity is where the mean margin over the servers crosses 0, interpolated in log rate between
-the highest grid rate whose mean margin meets the objective and the next rate (the rule
-``e2e capacity`` applies at its boundary). Rerun to resume: a result file already there is
-not measured again.
+share is e2e's over the imported requests, and its SLO margin is
+``e2e.analysis.capacity_margin``; the capacity is where the mean margin over the servers
+crosses 0, interpolated in log rate between the highest grid rate whose mean margin meets the
+objective and the next rate (the rule ``e2e capacity`` applies at its boundary). Rerun to
+resume: a result file already there is not measured again.
 
     python bench/capacity_grid.py -c configs/calibration.toml --arm main \
         --rates 1.5,1.75,2,2.25,2.5,2.75,3,3.5,4 --prompts 80 --input-len 128 \
@@ -73,7 +73,8 @@ def _row(path: Path, a, objective) -> dict:
     met = goodput(run.requests or (), objective.slo)  # e2e's share, over the same requests
     metrics = run.record.metrics.model_copy(update={"goodput_share": met.share})
     return {"file": path.name, "rate": float(result["request_rate"]),
-            "margin": capacity_margin(metrics, objective), "terms": capacity_margin_terms(metrics, objective),
+            "margin": capacity_margin(metrics, objective),
+            "terms": capacity_margin_terms(metrics, objective),
             "p99_tpot_ms": metrics.tpot_ms_p99, "p99_ttft_ms": metrics.ttft_ms_p99,
             "goodput_share": met.share, "vllm_request_goodput": result.get("request_goodput"),
             "request_throughput": result.get("request_throughput")}

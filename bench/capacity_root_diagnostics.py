@@ -116,6 +116,8 @@ def boot(x, xh, ls, lsig, n_boot, seed):
                               bounds=box3[:2])
         got.append(math.sqrt(max(2 * (g.fun - f.fun), 0.0)))
     return got
+
+
 def q(df): return T.ppf(0.975, max(df, 1))
 def ev(recs, rule):
     cl, cv = [], []

@@ -22,24 +22,22 @@ curvature error was in no interval.
 **The interval** is the profile-likelihood interval of ln C: the rates whose signed root of
 the profile deviance, r(ln C) = ±√(2(ℓ̂ − ℓ_p(ln C))), lies within Student's t quantile at
 ``confidence`` on a df read from the runs near the edge: those whose outcome the fitted line
-leaves open (fitted margin within 2σ̂ + ``BAND`` of 0), less 2, **but at most two for each rate
-among them, less one** (2·rates − 1). A run far past the edge says only which side it is on, so counting it (n − 3 df)
-read the deviance at the true capacity against too small a quantile: 8-14 % of searches past
-the 95 % one, against 0-5 % with the runs near the edge (bench/capacity_search_simulation.py's
-scenarios). And repeats at one rate pin that rate's share, not the line between the rates: in
-simulated 6-repeat searches the root at the truth is wider the fewer the rates near the edge
-(its 95 % quantile 3.5 with one such rate, 3.2 with two, 2.6 with three, 2.1 with more),
-however many runs each holds, so counting every repeat (12-13 runs at 2-3 rates: t on 10-11
-df, 2.2) read closed 95 % intervals that covered only 89.5-90.1 %. Two df a rate (t on 4 df,
-2.78, at two rates) still fell short where two rates hold the edge (the root's 95 % quantile
-3.0 with 3 repeats, 3.2 with 6): the slow arm's closed intervals covered 91.8-93.2 % with 3
-repeats; 2·rates − 1 (3.18 at two rates, 2.57 at three, 2.36 at four) covers at every count. A side
-where r does not reach the quantile within the measured rates is open (0 or ∞: the line is not
-extrapolated), never a narrow guess. Its level is the stated confidence *conditional on the
-search closing it*: an interval left open says the runs could not place that side. Simulated in
-the search's own scenario (docs/measurements/capacity-coverage.md), closed 95 % intervals cover
-the median server's capacity at least 93 % of the time in every scenario at 3 and 6 repeats
-(docs/measurements/capacity-coverage.md, "One df fewer").
+leaves open (fitted margin within 2σ̂ + ``BAND`` of 0), less 2, **but at most 2·rates − 1**
+(rates: the rates among them). A run far past the edge says only which side it is on, so
+counting it (n − 3 df) read the deviance at the true capacity against too small a quantile:
+8-14 % of searches past the 95 % one, against 0-5 % with the runs near the edge
+(bench/capacity_search_simulation.py's scenarios). And repeats at one rate pin that rate's
+share, not the line between the rates: the root at the truth is wider the fewer the rates
+near the edge, however many runs each holds (its 95 % quantile in simulated 6-repeat searches
+3.5 with one such rate, 3.2 with two, 2.6 with three, 2.1 with more; 3.0 with two rates at 3
+repeats). Counting every repeat (t on 10-11 df, 2.2, at 2-3 rates) covered 89.5-90.1 %;
+two df a rate (t on 4 df, 2.78, at two rates) 91.8-93.2 % for a slow arm at 3 repeats;
+2·rates − 1 gives 3.18 at two rates, 2.57 at three, 2.36 at four. A side where r does not
+reach the quantile within the measured rates is open (0 or ∞: the line is not extrapolated),
+never a narrow guess. Its level is the stated confidence *conditional on the search closing
+it*: an interval left open says the runs could not place that side. Simulated in the search's
+own scenarios (docs/measurements/capacity-coverage.md, "One df fewer"), closed 95 % intervals
+cover the median server's capacity 94.4-100 % of the time at 3 and 6 repeats.
 
 **The ratio** of an arm's capacity to the baseline's draws each arm's ln C from its
 confidence distribution (the ln C where r equals the t quantile of a uniform draw: the
@@ -155,7 +153,7 @@ class _Profile:
 
 
 def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
-             confidence: float = 0.95) -> Capacity:
+                      confidence: float = 0.95) -> Capacity:
     """The capacity from ``runs`` (every run of an arm's search), its interval and replicates
     (see the module's docstring); ``lo``/``hi``: the search's boundary, kept for the record."""
     runs = [_near(r) for r in runs if r.rate > 0 and math.isfinite(r.margin)]

@@ -67,7 +67,7 @@ def capacity_margin(metrics: RunMetrics, objective: Objective) -> float:
 
 
 def capacity_censored(metrics: RunMetrics, objective: Objective) -> str:
-    """How a run's margin bounds the line it is read by (``estimate``): "above" when it is
+    """How a run's margin bounds the line it is read by (``capacity_estimate``): "above" when it is
     the goodput term at its ceiling (every request met: the margin could be no higher, the
     run's own level may be), "below" at its floor (none met) or where nothing was measured,
     else "" (the margin as measured)."""

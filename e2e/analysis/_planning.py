@@ -9,9 +9,10 @@ round, and a design of k rounds has that over √k, on the test's df scaled to k
 effect a design detects counts the report's minimum effect (a difference needs the estimate
 past it as well as the interval excluding 0). The answer is the fewest reported rounds
 whose detected effect (the power asked, the report's confidence, and the minimum effect
-where the target is above it: ``planned_floor``) is the target, planned from that standard error's upper confidence bound at
-``PLAN_NOISE_LEVEL`` on its df (the margin above the exact minimum effect from the estimate: ``_effect``), and the ``e2e sweep --runs`` value that gives them (plus
-warmups).
+where the target is above it: ``planned_floor``) is the target, planned from that standard
+error's upper confidence bound at ``PLAN_NOISE_LEVEL`` on its df (the margin above the exact
+minimum effect from the estimate: ``_effect``), and the ``e2e sweep --runs`` value that gives
+them (plus warmups).
 """
 
 from __future__ import annotations
@@ -272,8 +273,8 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                  "error itself, whichever is larger (the minimum effect is exact), so the power is "
                  f"80 % or more, with {level:g} % confidence where the interval decides (83-88 % "
                  "on average over calibrations of 3-12 rounds, docs/measurements/plan-power.md); "
-                 "an injected delay that large should read “slower” about that often. The extrapolation assumes the standard error shrinks as "
-                 "1/√rounds.")
+                 "an injected delay that large should read “slower” about that often. The "
+                 "extrapolation assumes the standard error shrinks as 1/√rounds.")
     return "\n".join(lines) + "\n"
 
 

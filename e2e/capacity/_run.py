@@ -304,8 +304,8 @@ def _finish(state: dict[str, ArmSearch], baseline: str, objective: Objective, fo
         if arm.given_up or step is None or step.phase != "done":
             continue
         arm.estimate = capacity_estimate([MarginRun(x["rate"], x["margin"], x["censored"])
-                                 for x in arm.runs], lo=step.lo, hi=step.hi,
-                                confidence=confidence)
+                                          for x in arm.runs], lo=step.lo, hi=step.hi,
+                                         confidence=confidence)
     ratios = {}
     base = state[baseline].estimate
     for name, arm in state.items():
