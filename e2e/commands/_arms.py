@@ -14,9 +14,9 @@ __all__ = ["arms", "build"]
 
 
 def arms(config: ConfigOpt = None) -> None:
-    """Show what each arm of a config runs, as TOML: its build (a git build's repo@ref and the
-    commit it resolves to, a wheel and its sha256, an interpreter, requirements), the
-    environment and arguments its server gets and its plugin settings; secrets redacted."""
+    """Show what each arm of a config runs, as a config that loads back: its build, the
+    environment and arguments its server gets and its plugin settings, secrets redacted; the
+    facts (a git ref's commit, a wheel's sha256, the managed environment) as comments."""
 
     def body() -> None:
         from e2e.execute import describe_arms

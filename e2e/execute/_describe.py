@@ -107,16 +107,18 @@ def build_line(source: dict) -> str:
 
 
 def describe_arms(experiment: Experiment, arms: Sequence[str] | None = None) -> tuple[dict, dict]:
-    """(document, comments) of what each arm runs, for ``e2e arms`` (TOML, secrets redacted
-    through the experiment's ``Redactor``): its build (``describe_source``: a git build's
-    repo, ref and commit, a wheel's file and sha256, an interpreter, requirements), the
-    environment its server gets, its server arguments and plugin settings. ``comments``: one
-    ``arm: build`` line above each arm's table."""
+    """(document, comments) of what each arm runs, for ``e2e arms``: a config that loads back
+    (``name``, ``[server] model``, the speculator profiles, and each arm with its build as the
+    config gives it and the environment, arguments and plugin settings its server gets, the
+    server's merged in), secrets redacted through the experiment's ``Redactor``. What is a
+    fact rather than a setting (a git ref's commit, a wheel's sha256, the managed environment
+    and whether it is built: ``describe_source``) is a comment above the arm's table, so the
+    saved output is a config."""
     redactor = experiment.redactor()
     server = experiment.server
-    document: dict = {"model": redactor.text(server.model)}
+    document: dict = {"name": experiment.name, "server": {"model": redactor.text(server.model)}}
     if experiment.speculators:
-        document["speculator"] = experiment.default_speculator
+        document["speculators"] = redactor.config(dict(experiment.speculators))
     comments: dict[str, list[str]] = {}
     table: dict = {}
     names = list(arms or experiment.arms)
@@ -125,19 +127,26 @@ def describe_arms(experiment: Experiment, arms: Sequence[str] | None = None) -> 
         arm = experiment.arm(name)
         build = experiment.build_of(name)
         source = redactor.config(dict(sources[name]))
-        if build.env:
-            source["install_env"] = redactor.env(dict(build.env))
         entry: dict = {"description": redactor.text(arm.description) or None,
-                       "build": source,
+                       "build": redactor.config(build.model_dump(exclude_defaults=True)),
                        "env": redactor.env({**server.env, **arm.env}),
                        "args": redactor.argv([*server.args, *arm.args]),
                        "plugin": redactor.config(arm.plugin)}
         if arm.opt_in:
             entry["opt_in"] = True
         table[name] = entry
-        comments[f"arms.{name}"] = [f"{name}: {build_line(source)}"]
+        comments[f"arms.{name}"] = [f"{name}: {build_line(source)}", *_facts(source)]
     document["arms"] = table
     return document, comments
+
+
+_FACT_KEYS = ("commit", "resolved", "sha256", "venv", "exists")
+
+
+def _facts(source: dict) -> list[str]:
+    """The facts ``describe_source`` found beyond the build's settings, one ``key: value`` a
+    line (``e2e arms`` prints them as comments)."""
+    return [f"  {key}: {source[key]}" for key in _FACT_KEYS if source.get(key) is not None]
 
 
 def _duration(record) -> float | None:
