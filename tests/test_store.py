@@ -327,8 +327,14 @@ def test_history_command_on_the_default_sqlite_store(tmp_path):
     from e2e.cli import app
 
     results = tmp_path / "results"
+    results.mkdir()
     empty = CliRunner().invoke(app, ["history", "--results", str(results)])
     assert empty.exit_code == 0 and "no nights in the store" in empty.output
+    assert list(results.iterdir()) == []  # a listing writes nothing, not even an empty store
+    site = CliRunner().invoke(app, ["dashboard", "--results", str(results),
+                                    "--out", str(tmp_path / "site")])
+    assert site.exit_code == 0, site.output
+    assert list(results.iterdir()) == []
     with open_store(None, results) as store:
         for date, values in (("2026-01-01", (10.0, 10.1, 9.9)), ("2026-01-02", (10.2, 10.3, 10.1))):
             j, rows = night(date, values)

@@ -55,7 +55,7 @@ def _dashboard(out_dir, results, store, config, link_base, serve, port) -> int:
 
     out_dir = Path(out_dir)
     base = link_base or os.path.relpath(Path(results).resolve(), out_dir.resolve())
-    with open_store(store_url(store, config), results) as opened:
+    with open_store(store_url(store, config), results, create=False) as opened:
         paths = build_dashboard(opened, out_dir, link_base=base)
         source = opened.masked
     out.print(f"dashboard of {source}: {len(paths)} files in {out_dir} "

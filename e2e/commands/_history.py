@@ -65,7 +65,7 @@ def _history(results, store, config, experiment, metric, arm, concurrency, spec_
 
     if format_ not in ("table", "csv", "json"):
         raise ConfigError(f"--format {format_!r}: give table, csv or json")
-    with open_store(store_url(store, config), results) as opened:
+    with open_store(store_url(store, config), results, create=False) as opened:
         if metric is None:
             nights = opened.nights(experiment=experiment)
             text = history_nights_text(nights, format_)

@@ -134,17 +134,10 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
 
 def _dry_history(url, results, *, experiment, config_hash, date):
     """The history a dry run judges against (the cells of this config's nights before
-    ``date``, and every night of the experiment), without creating a store that is not there:
-    an old history.parquet alone is read through a store in a scratch folder."""
-    import contextlib
-    import tempfile
+    ``date``, and every night of the experiment), without creating a store that is not
+    there."""
+    from e2e.results import open_store
 
-    from e2e.results import open_store, resolve_url
-
-    resolved = resolve_url(url, results)
-    with contextlib.ExitStack() as stack:
-        if resolved.get_backend_name() == "sqlite" and not Path(resolved.database).exists():
-            url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/history.db"
-        opened = stack.enter_context(open_store(url, results))
+    with open_store(url, results, create=False) as opened:
         return (opened.cells(experiment=experiment, config_hash=config_hash, before=date),
                 opened.nights(experiment=experiment))

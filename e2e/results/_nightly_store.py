@@ -54,6 +54,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,8 +353,14 @@ class Store:
     def is_sqlite(self) -> bool:
         return self.url.get_backend_name() == "sqlite"
 
+    scratch: Any = None
+    """A read-only view's scratch folder (a ``TemporaryDirectory``), removed at ``close``."""
+
     def close(self) -> None:
         self.engine.dispose()
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
 
     def __enter__(self) -> "Store":
         return self
@@ -743,12 +750,23 @@ def _engine(url: URL) -> Engine:
                                           "application_name": "e2e nightly"})
 
 
-def open_store(url: str | None, results: Path, *, import_history: bool = True) -> Store:
+def open_store(url: str | None, results: Path, *, import_history: bool = True,
+               create: bool = True) -> Store:
     """Open (create, migrate) the store of ``url`` (``[nightly] store``; default the SQLite
     file under ``results``), and import ``<results>/nightly/history.parquet`` once when one is
-    there. A store that cannot be reached is a ResultsError with the URL masked."""
+    there. A store that cannot be reached is a ResultsError with the URL masked.
+    ``create=False`` (a listing, a dry run): a SQLite store that is not there is read through
+    an empty scratch store (an old history.parquet imported into it), so reading writes
+    nothing under ``results``."""
     resolved = resolve_url(url, results)
-    store = Store(_engine(resolved), resolved)
+    scratch = None
+    engine_url = resolved
+    if not create and resolved.get_backend_name() == "sqlite" \
+            and not Path(resolved.database).exists():
+        scratch = tempfile.TemporaryDirectory(prefix="e2e-store-")
+        engine_url = resolved.set(database=str(Path(scratch.name) / "history.db"))
+    store = Store(_engine(engine_url), resolved)
+    store.scratch = scratch
     try:
         store.migrate()
         legacy = Path(results) / "nightly" / HISTORY_FILE
