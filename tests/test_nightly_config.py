@@ -156,6 +156,15 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
         in result.output
     assert "The 7 % threshold is resolved." in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing
+    # the header first, as the sweep's dry run opens: the plan, builds, model, rounds and the
+    # warm-up, servers, time, then the night's looks, baseline and resolution; then the units
+    header = result.output.split("\n[1/")[0].splitlines()
+    assert header[0].startswith("plan: 9 unit(s) of 2 arm(s) (main, reference)")
+    assert [line.split(":")[0] for line in header if not line.startswith(" ")][:9] == [
+        "plan", "builds", "model", "spec modes", "load", "rounds", "servers", "time", "looks"]
+    assert "rounds: 9, the first round a warm-up, not reported (report_from_run = 2): 8 " \
+        "reported" in header
+    assert any(line.startswith("resolves: ") for line in header)
 
 
 def test_a_resumed_night_must_measure_the_same_build_and_settings(tmp_path) -> None:

@@ -105,6 +105,9 @@ def test_the_dry_run_opens_with_what_will_happen(two_repos, tmp_path):
     assert "load: 1024 in / 256 out, 32 prompts per unit of concurrency, concurrency 1, 16" in header
     assert "e2e's defaults" not in header  # the template sets its own load
     assert "servers: 16 fresh server(s), one at a time" in header
+    # the rounds and the warm-up round the report leaves out, though the template sets neither
+    assert "rounds: 4, the first round a warm-up, not reported (report_from_run = 2): 3 " \
+        "reported" in header
     assert re.search(r"^time: ", header, flags=re.M)
     assert result.output.index("builds:") < result.output.index("[1/16]")
 

@@ -211,6 +211,13 @@ def plan_header(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
         lines.append(f"  not in this config's [load], so e2e's defaults (the reference change's "
                      f"shape): {', '.join(f'{k} = {getattr(load, k)}' for k in defaulted)}; "
                      "set them in [load] to measure your own")
+    rounds = max((unit.repeat for unit in plan), default=0)
+    warmup = experiment.report_from_run - 1
+    first = "the first round a warm-up" if warmup == 1 else f"the first {warmup} warm-up rounds"
+    lines.append(f"rounds: {rounds}" + (
+        f", {first}, not reported (report_from_run = {experiment.report_from_run}): "
+        f"{max(rounds - warmup, 0)} reported" if warmup else
+        ", every one reported (report_from_run = 1)"))
     servers = len(sides)
     at_once = (f"{len(plan[0].sides) if plan else 1} at once (duets: one per slot)"
                if plan and plan[0].kind == "duet" else
