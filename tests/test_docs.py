@@ -142,7 +142,8 @@ def test_the_reference_names_every_command_and_every_top_level_key():
 NAME_PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *DOCS]
 MODULE_NAME = re.compile(r"(?<![\w.\"'/-])e2e(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 PYTHON_M = re.compile(r"\bpython3?(?:\.\d+)?\s+-m\s+([A-Za-z_][\w.]*)")
-REPO_PATH = re.compile(r"(?<![\w./~$-])((?:configs|bench|e2e|tests|examples|docs|\.ci)/"
+# a path of this checkout; not one in a home folder or after `REV:` (`git show REV:path`)
+REPO_PATH = re.compile(r"(?<![\w./~$:-])((?:configs|bench|e2e|tests|examples|docs|\.ci)/"
                        r"[\w./*-]*[\w*])(?![\w<])")
 # `[load] input_len`, `[arms.<name>.build]`, `[[unit.mutants]]`; a lone `[word]` is a table
 # only with a dot or a key after it (`[DONE]`, `[invalid]`, `[N]` are not)
