@@ -11,6 +11,7 @@ import functools
 import re
 import runpy
 import shlex
+import shutil
 import types
 import typing
 from pathlib import Path
@@ -483,9 +484,31 @@ def test_the_command_extractor_and_parser_catch_what_they_should(tmp_path):
         parse(["import"])
 
 
+def test_every_whole_config_a_tutorial_shows_loads(tmp_path):
+    """A TOML block of the README or a tutorial that is a whole config (it has a `name`), such
+    as the CPU rehearsal's `my.toml`, validates as one."""
+    import tomllib
+
+    from e2e.config import load_experiment
+
+    shown = [(page, block) for page in COMMAND_PAGES for block in
+             TOML_BLOCK.findall(page.read_text(encoding="utf-8"))
+             if "name" in tomllib.loads(block)]
+    assert shown, "the CPU rehearsal's my.toml is a whole config"
+    for page, block in shown:
+        path = tmp_path / "my.toml"
+        path.write_text(block, encoding="utf-8")
+        load_experiment(path)  # a ConfigError names the key
+
+
+# The reader's own config, as the README's and the tutorial's first step makes it.
+READER_CONFIGS = {"my.toml": "configs/pr-template.toml"}
+
+
 def _dry_runnable() -> list[tuple[str, list[str]]]:
     """Every command line of the README and the tutorials whose command has --dry-run, with
-    it, and whose config file (if it names one) is in this checkout."""
+    it, and whose config file (if it names one) is in this checkout or is the reader's copy of
+    a template (``my.toml``)."""
     out = []
     for page in COMMAND_PAGES:
         for argv in command_lines(page):
@@ -495,8 +518,9 @@ def _dry_runnable() -> list[tuple[str, list[str]]]:
                 continue
             config = next((rest[i + 1] for i, a in enumerate(rest[:-1])
                            if a in ("-c", "--config")), None)
-            if config is not None and not (ROOT / config).is_file():
-                continue  # the reader's own file (my.toml)
+            if config is not None and config not in READER_CONFIGS and \
+                    not (ROOT / config).is_file():
+                continue  # a file of the reader's own that no step makes
             line = (str(page.relative_to(ROOT)), argv + ([] if "--dry-run" in argv else ["--dry-run"]))
             if line not in out:
                 out.append(line)
@@ -509,12 +533,15 @@ def _dry_runnable() -> list[tuple[str, list[str]]]:
 def test_every_command_with_a_dry_run_runs_as_shown(page, argv, tmp_path):
     """The README's and the tutorials' commands run verbatim as dry runs (nothing built,
     started or written), each in its own process (e2e micro's dry run must set
-    TRITON_INTERPRET before Triton loads), from a folder beside this checkout's configs."""
+    TRITON_INTERPRET before Triton loads), from a folder beside this checkout's configs and
+    the reader's copy of the PR template."""
     import os
     import subprocess
     import sys
 
     (tmp_path / "configs").symlink_to(ROOT / "configs")
+    for name, template in READER_CONFIGS.items():  # `cp configs/pr-template.toml my.toml`
+        shutil.copy(ROOT / template, tmp_path / name)
     done = subprocess.run([sys.executable, "-m", "e2e.cli", *argv], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "E2E_HOME": str(tmp_path / "home"),
