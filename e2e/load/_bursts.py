@@ -8,14 +8,14 @@ and when the *first* chunk was held back too, its decode time hides inside TTFT 
 client's TPOT understates it (seen here: TTFT 0.39 s, then 128 chunks within 1.5 ms).
 Measured here, the two differ: at concurrency 4 many streams came in lumps while the run's
 client mean TPOT stayed within 3.2 % of the server's; at concurrency 1 the held-back ones
-pulled it down to 0.13-0.59 x the server's (docs/explanation/measurement.md).
+pulled it down to 0.13-0.59 x the server's (docs/measurements/bursts.md).
 
     stream_spread(record, reference_s=...)  -> float | None   lumps: the gap statistic
     decode_share(record, reference_s=...)   -> float | None   held back: the TPOT statistic
     decode_reference_s(record, server_tpot_s) -> float | None the time both are compared with
     burst_summary(records, server_tpot_s=...) -> BurstSummary per run, with its warnings
 
-The rules (chosen from measured streams; docs/explanation/measurement.md has the distributions):
+The rules (chosen from measured streams; docs/measurements/bursts.md has the distributions):
 
     reference = the server's mean TPOT x (completion_tokens - 1) when the run has it
                 (vllm:request_time_per_output_token_seconds), else the request's E2E latency
