@@ -14,13 +14,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo,
+                      field_validator, model_validator)
 
 from e2e.console import validated
 from e2e.errors import ConfigError, E2EError
 from e2e.names import ArgList, CpuList, EnvTable, check_wheel, plugin_settings
-from e2e.names import did_you_mean, number_tag, parse_cpus, safe_name
+from e2e.names import known_name, number_tag, parse_cpus, safe_name
 from e2e.paths import read_toml
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
 from e2e.arms import PIN_KEY, check_pin, default_profile
@@ -422,11 +422,12 @@ class Experiment(_Strict):
     # What `e2e unit` runs; not part of what a run measures, so left out of dumps too.
     unit: UnitConfig = Field(default_factory=UnitConfig, exclude=True)
 
-    @field_validator("arms")
+    @field_validator("arms", "speculators")
     @classmethod
-    def _arm_names(cls, value: dict[str, ArmConfig]) -> dict[str, ArmConfig]:
+    def _names(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        what = "arm name" if info.field_name == "arms" else "speculator profile name"
         for name in value:
-            safe_name(name, "arm name")
+            safe_name(name, what)
         return value
 
     @model_validator(mode="after")
@@ -484,13 +485,7 @@ class Experiment(_Strict):
             update={"executor": self.executor, "duet": self.duet, "unit": self.unit})
 
     def arm(self, name: str) -> ArmConfig:
-        try:
-            return self.arms[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown arm {name!r}{did_you_mean(name, self.arms)}; this config's arms are: "
-                f"{', '.join(self.arms)}"
-            ) from None
+        return self.arms[known_name(name, self.arms, "arm", "this config's arms")]
 
     @field_validator("speculators")
     @classmethod
@@ -511,16 +506,13 @@ class Experiment(_Strict):
         """The profile as the config gives it (e2e's ``pinned`` key included); ``name`` None:
         ``default_speculator``."""
         name = name or self.default_speculator
-        if name is not None and name in self.speculators:
-            return self.speculators[name]
         if not self.speculators:
             raise ConfigError(
                 f"this config has no [speculators{'.' + name if name else ''}] profile; add one "
                 "(a vLLM speculative_config) or run without the speculator (leave out "
                 f"--spec{' and --dspark' if name == 'dspark' else ''})")
-        raise ConfigError(
-            f"this config has no [speculators.{name}] profile{did_you_mean(name, self.speculators)}"
-            f"; its profiles: {', '.join(self.speculators)} (--spec NAME)")
+        return self.speculators[known_name(name, self.speculators, "speculator profile",
+                                           "this config's [speculators.NAME] profiles")]
 
     def with_speculator(self, name: str) -> Experiment:
         """The experiment whose speculator spec mode runs profile ``name`` (``--spec NAME``):

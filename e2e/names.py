@@ -1,8 +1,17 @@
-"""What a config or a flag writes that e2e turns into a name or a set of cores, checked once.
+"""What a config or a flag writes that e2e turns into a name, a link or a set of cores,
+checked once.
 
     safe_name(value, what)  -> value   a name that may become a folder under results/ (an arm,
                                        an experiment, a run id, a label); ValueError otherwise
     check_name(value, what) -> value   the same for a flag or a file's field: a ConfigError
+    known_name(value, names, what, among)
+                                       a name the user gives that must be one of ``names``
+                                       (an arm, a slot, a speculator profile, a baseline): a
+                                       ConfigError listing them otherwise
+    safe_link(value, what)  -> value   a link e2e may write into Markdown or HTML (the PR
+                                       comment's, the nightly summary's, the dashboard's): a
+                                       relative path or an http(s) URL; ValueError otherwise
+    check_link(value, what) -> value   the same for a flag (``--link``, ``--link-base``)
     number_tag(value)       -> str     a number as it appears inside such a name
     parse_cpus("0-1,3")     -> frozenset({0, 1, 3})   Linux's CPU list format; ConfigError
 
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -30,8 +40,8 @@ from e2e.errors import ConfigError, E2EError
 from e2e.plugin.settings import PluginSettings
 from e2e.redact import copied, scrub
 
-__all__ = ["NAME_RULE", "MAX_CPU", "safe_name", "check_name", "number_tag", "parse_cpus",
-           "did_you_mean", "CpuList", "EnvTable", "ArgList", "check_wheel", "plugin_settings"]
+__all__ = ["NAME_RULE", "LINK_RULE", "MAX_CPU", "safe_name", "check_name", "known_name",
+           "safe_link", "check_link", "number_tag", "parse_cpus", "did_you_mean", "CpuList", "EnvTable", "ArgList", "check_wheel", "plugin_settings"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or digit, without "
@@ -39,13 +49,19 @@ NAME_RULE = ("1-64 letters, digits, '.', '_' or '-', starting with a letter or d
 MAX_CPU = 8192  # Linux's CONFIG_NR_CPUS maximum
 
 
+def _shown(value: Any) -> str:
+    """``value`` as an error message quotes it: its ``repr`` (every control character written
+    as its escape), a long one cut."""
+    if not isinstance(value, str) or len(value) <= 80:
+        return repr(value)
+    return repr(value[:60]) + f"... ({len(value)} characters)"
+
+
 def safe_name(value: str, what: str = "name") -> str:
     """Return ``value`` if it can be a folder name under ``results/``, else raise ValueError.
     The one rule for every name that becomes part of a path: arm, experiment, run id, label."""
     if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
-        shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else (
-            repr(value[:60]) + f"... ({len(value)} characters)")
-        raise ValueError(f"{what} {shown} must be {NAME_RULE}")
+        raise ValueError(f"{what} {_shown(value)} must be {NAME_RULE}")
     return value
 
 
@@ -53,6 +69,66 @@ def check_name(value: str, what: str = "name") -> str:
     """``safe_name`` for a flag or a file's field: a ConfigError (exit 2) naming the rule."""
     try:
         return safe_name(value, what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def known_name(value: str, names: Iterable[str], what: str, among: str) -> str:
+    """``value`` if it is one of ``names``, else a ConfigError (exit 2) in one line: "unknown
+    ``what``", the value (escaped), the closest name, and ``among``: the names that exist.
+    The one check for a name the user gives that must name something: an arm, a duet slot, a
+    speculator profile, a baseline."""
+    names = list(names)
+    if isinstance(value, str) and value in names:
+        return value
+    shown = ", ".join(n if isinstance(n, str) and _NAME.fullmatch(n) else _shown(n)
+                      for n in names[:50]) or "none"
+    more = f" and {len(names) - 50} more" if len(names) > 50 else ""
+    hint = did_you_mean(value, names) if isinstance(value, str) and len(value) <= 200 else ""
+    raise ConfigError(f"unknown {what} {_shown(value)}{hint}; {among}: {shown}{more}")
+
+
+# A link e2e writes into Markdown or HTML. A browser drops control characters and whitespace
+# before it reads a URL's scheme ("java\tscript:") and reads a backslash as "/" ("/\\evil"
+# is another host); a quote or "<" ">" ends an HTML attribute or a Markdown link target.
+# None of them is part of a URL as written (RFC 3986: they are percent-encoded), so a link
+# holding one is refused, not repaired.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_NOT_IN_LINK = re.compile(r"[\s\x00-\x1f\x7f-\x9f\"<>\\^`{|}\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+LINK_RULE = "a relative path or an http(s) URL"
+
+
+def safe_link(value: str, what: str = "link", *, relative: bool = False) -> str:
+    """Return ``value`` if e2e may write it as a link into Markdown or HTML, else raise
+    ValueError: a relative path or an http(s) URL (never ``javascript:``, ``data:`` or another
+    scheme), holding none of the characters a URL never holds as written. ``relative``: a
+    path relative to a folder only (no scheme, no leading '/'), as a store's report path.
+    The one rule for every link: the PR comment's ``--link``, the nightly's and the
+    dashboard's ``--link-base``, the dashboard's links to reports. Where it is written, it is
+    escaped for its context besides (``e2e.render.md_text``'s module: a Markdown link target;
+    the dashboard's templates: an HTML attribute)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} {_shown(value)}: give {LINK_RULE}")
+    if _NOT_IN_LINK.search(value):
+        raise ValueError(f"{what} {_shown(value)} holds a character no URL holds as written "
+                         "(a space, a quote, '<', '>', '\\', '`', '{', '|', '}', '^' or a "
+                         f"control character): percent-encode it; give {LINK_RULE}")
+    scheme = _SCHEME.match(value)
+    if relative and (scheme or value.startswith("/")):
+        raise ValueError(f"{what} {_shown(value)}: give a path relative to the results folder")
+    if scheme and scheme.group(1).lower() not in ("http", "https"):
+        raise ValueError(f"{what} {_shown(value)} is a {scheme.group(1)[:20]}: URL; give "
+                         f"{LINK_RULE}")
+    return value
+
+
+def check_link(value: str | None, what: str) -> str | None:
+    """``safe_link`` for a flag: a ConfigError (exit 2) naming the rule; None or "" (a CI
+    variable that is not set) is no link."""
+    if value is None or value == "":
+        return None
+    try:
+        return safe_link(value, what)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -146,7 +146,7 @@ def test_a_lone_profile_of_another_name_is_the_default(tmp_path):
 def test_run_takes_spec_too(tmp_path):
     config = _config(tmp_path, {"eagle": EAGLE}, "eagle")
     result = runner.invoke(app, ["run", "-c", str(config), "--spec", "nope"])
-    assert result.exit_code == 2 and "no [speculators.nope] profile" in result.output
+    assert result.exit_code == 2 and "unknown speculator profile 'nope'" in result.output
 
 
 def test_a_misspelt_config_key_and_arm_say_what_was_meant(tmp_path):

@@ -34,6 +34,7 @@ from e2e.capacity._search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec
 from e2e.errors import ConfigError
+from e2e.names import known_name
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
 from e2e.results import (ArmSearch, CapacityResult, MarginRun, Objective, Step, read_run,
@@ -172,8 +173,7 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
     if not arms:
         raise ConfigError("capacity needs at least one arm (--arms)")
     baseline = baseline or arms[0]
-    if baseline not in arms:
-        raise ConfigError(f"the baseline arm {baseline!r} is not among --arms {','.join(arms)}")
+    known_name(baseline, arms, "baseline arm", "--arms")
     experiment = experiment.override("load", slo=str(objective.slo))  # each unit sets its rate
     folder = Path(results) / experiment.name
     slots = min(len(arms), len(experiment.duet.slots)) if experiment.duet.enabled else 0

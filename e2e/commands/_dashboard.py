@@ -34,8 +34,8 @@ def dashboard_command(
     store: StoreOpt = None,
     config: StoreConfigOpt = None,
     link_base: Annotated[Optional[str], typer.Option(
-        help="URL where results/ is published, for the links to each night's report "
-             "(default: the path from --out to --results).")] = None,
+        help="URL where results/ is published, for the links to each night's report: an "
+             "http(s) URL or a relative path (default: the path from --out to --results).")] = None,
     serve: Annotated[bool, typer.Option(
         "--serve", help="Then serve the site on 127.0.0.1 until Ctrl-C.")] = False,
     port: Annotated[int, typer.Option(help="Port for --serve (0: any free one).",
@@ -50,11 +50,16 @@ def dashboard_command(
 
 
 def _dashboard(out_dir, results, store, config, link_base, serve, port) -> int:
+    from urllib.parse import quote
+
     from e2e.commands._history import store_url
+    from e2e.names import check_link
     from e2e.results import open_store
 
     out_dir = Path(out_dir)
-    base = link_base or os.path.relpath(Path(results).resolve(), out_dir.resolve())
+    # the default, a path e2e makes, percent-encoded (a space in a folder's name is not a link)
+    base = check_link(link_base, "--link-base") or quote(
+        os.path.relpath(Path(results).resolve(), out_dir.resolve()))
     with open_store(store_url(store, config), results, create=False) as opened:
         paths = build_dashboard(opened, out_dir, link_base=base)
         source = opened.masked

@@ -16,6 +16,7 @@ import typer
 
 from e2e.console import guard, out, print_run, say
 from e2e.errors import ConfigError
+from e2e.names import check_link
 
 __all__ = ["nightly_command"]
 
@@ -51,8 +52,8 @@ def nightly_command(
                               "(e.g. step_delay_us=500, the calibration delay); recorded as "
                               "build provenance, not part of the config hash. Repeatable.")] = None,
     link_base: Annotated[Optional[str], typer.Option(
-        help="URL the summary's links start with (e.g. where CI keeps results/); default: "
-             "paths relative to --results.")] = None,
+        help="URL the summary's links start with (e.g. where CI keeps results/): an http(s) "
+             "URL or a relative path; default: paths relative to --results.")] = None,
     executor: Annotated[Optional[Literal["local", "ray"]], typer.Option(
         "--executor", help="Where the night's units run: local or ray (a Ray cluster, one "
                            "server per host; docs/how-to/cluster.md). Default: the config's.")] = None,
@@ -95,7 +96,8 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
             update={"duet": exp.duet.model_copy(update={"enabled": duet})}))
     overrides = parse_arm_settings(arm_setting)
     options = NightlyOptions(results=results, date=date, pinned=baseline,
-                             arm_overrides=overrides, link_base=link_base, progress=not quiet,
+                             arm_overrides=overrides, progress=not quiet,
+                             link_base=check_link(link_base, "--link-base"),
                              executor=executor, store=store)
     if dry_run:
         from e2e.execute import describe_plan, plan_header

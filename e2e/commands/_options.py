@@ -149,12 +149,16 @@ def spec_name(spec: str | None, dspark: bool) -> str | None:
     """The speculator profile ``--spec NAME`` or ``--dspark`` (``--spec dspark``) names, or
     None when neither was given."""
     from e2e.errors import ConfigError
+    from e2e.names import check_name
 
-    if spec is not None and not spec.strip():
+    if spec is None:
+        return "dspark" if dspark else None
+    if not spec.strip():
         raise ConfigError("--spec: give a profile name, e.g. --spec dspark")
-    if spec is not None and dspark and spec != "dspark":
+    spec = check_name(spec.strip(), "--spec")
+    if dspark and spec != "dspark":
         raise ConfigError(f"--dspark is --spec dspark: give one of --dspark and --spec {spec}")
-    return spec.strip() if spec is not None else ("dspark" if dspark else None)
+    return spec
 
 
 def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: str = "main"):

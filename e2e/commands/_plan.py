@@ -20,7 +20,9 @@ def plan_target_effect(
         help="results/<experiment> of a finished sweep, best a calibration with an A/A arm.")],
     target_effect: Annotated[str, typer.Option(
         "--target-effect", help="Smallest effect to detect, e.g. 1% or 0.5.")],
-    baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
+    baseline: Annotated[Optional[str], typer.Option(
+        help="Arm the others are compared with, one of the folder's (default: main).",
+        show_default=False)] = None,
     metric_key: Annotated[Optional[list[str]], typer.Option(
         "--metric", metavar="KEY[,KEY...]", show_default=False,
         help="Only these metrics (keys as in cells.csv), comma-separated or repeated.")] = None,
@@ -33,6 +35,7 @@ def plan_target_effect(
     def body() -> None:
         from e2e.analysis import (format_advice, metric, parse_effect, run_costs, runs_advice,
                                   summarize)
+        from e2e.names import known_name
         from e2e.results import load_records
 
         target = parse_effect(target_effect)
@@ -45,7 +48,10 @@ def plan_target_effect(
         records, problems = load_records(results_dir)
         if not records:
             raise ConfigError(f"{results_dir}: no run.json found; run `e2e sweep` first")
-        summary = summarize(records, baseline=baseline, report_from_run=report_from_run,
+        if baseline is not None:
+            known_name(baseline, sorted({r.spec.arm for r in records}), "baseline arm",
+                       f"the arms in {results_dir}")
+        summary = summarize(records, baseline=baseline or "main", report_from_run=report_from_run,
                             extra_warnings=problems)
         advice = runs_advice(summary, target, power=power,
                              metrics=tuple(keys) if keys else None,

@@ -73,7 +73,7 @@ def _check_only_value(key: str, value: str) -> None:
 ReportFormat = Literal["markdown", "github", "json"]
 
 
-def write_report(folder: Path, report_from_run: int | None = None, baseline: str = "main",
+def write_report(folder: Path, report_from_run: int | None = None, baseline: str | None = None,
             only: dict[str, str] | None = None, json_: bool = False,
             confidence: float | None = None, format_: str = "markdown",
             link: str | None = None, max_bytes: int | None = None,
@@ -84,11 +84,13 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
     from e2e.errors import ConfigError
     from e2e.analysis import gsm8k_report
     from e2e.paths import atomic_write_bytes
+    from e2e.names import check_link
     from e2e.render import build_report, gsm8k_csv, gsm8k_markdown
     from e2e.results import read_evaluations
 
     if format_ not in ("markdown", "github", "json"):
         raise ConfigError(f"--format {format_!r}: give markdown, github or json")
+    link = check_link(link, "--link")
     if json_ and format_ == "github":
         raise ConfigError("--json is --format json: give one of --json and --format github")
     json_ = json_ or format_ == "json"
@@ -134,7 +136,9 @@ def report(
     report_from_run: Annotated[Optional[int], typer.Option(
         help="First reported run of each cell (default: the config's report_from_run).",
         min=1)] = None,
-    baseline: Annotated[str, typer.Option(help="Arm the others are compared with.")] = "main",
+    baseline: Annotated[Optional[str], typer.Option(
+        help="Arm the others are compared with, one of the folder's (default: main).",
+        show_default=False)] = None,
     only: Annotated[Optional[list[str]], typer.Option(
         "--only", metavar="FIELD=VALUE[,...]", show_default=False,
         help="Report only runs whose spec has FIELD=VALUE (input_len, output_len, "
@@ -149,7 +153,8 @@ def report(
                          "on stderr; keys in docs/reference/json.md).")] = "markdown",
     json_: JsonOpt = False,
     link: Annotated[Optional[str], typer.Option(
-        "--link", help="URL of the full report, linked from the github comment.")] = None,
+        "--link", help="URL of the full report, linked from the github comment: an http(s) "
+                       "URL or a relative path.")] = None,
     max_bytes: Annotated[Optional[int], typer.Option(
         "--max-bytes", min=2000, help="Size limit of the github comment (default 65536; "
                                       "1048576 for a step summary).")] = None,

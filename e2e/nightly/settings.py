@@ -30,7 +30,7 @@ from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER
                           judged_metrics, judged_threshold, relative_arm)
 from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey
 from e2e.config import Experiment, parse_experiment
-from e2e.names import plugin_settings
+from e2e.names import known_name, plugin_settings
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
@@ -317,15 +317,16 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
     if settings.gsm8k.enabled and settings.gsm8k.dspark:
         experiment.refuse_pinned("the nightly's GSM8K")
     ref = settings.reference
-    if ref is not None and (ref not in arms or len(arms) < 2):
-        raise ConfigError(f"{source}: the reference arm {ref!r} (nightly.reference) must be one "
-                          f"of the nightly arms ({', '.join(arms)}), beside at least one other: "
-                          "each other arm is judged against it, measured the same night")
-    base = settings.baseline
-    if base not in arms and (len(arms) > 1 or settings.gsm8k.enabled):
-        raise ConfigError(f"{source}: the baseline arm {base!r} (nightly.baseline) is not among "
-                          f"the nightly arms ({', '.join(arms)}): every comparison between arms "
-                          "is made against it; add it to nightly.arms or name another")
+    if ref is not None:
+        known_name(ref, arms, "reference arm", f"{source}: nightly.reference names one of the "
+                   "nightly arms")
+        if len(arms) < 2:
+            raise ConfigError(f"{source}: the reference arm {ref!r} (nightly.reference) needs "
+                              "another nightly arm beside it: each other arm is judged against "
+                              "it, measured the same night")
+    if len(arms) > 1 or settings.gsm8k.enabled:  # every comparison between arms is against it
+        known_name(settings.baseline, arms, "baseline arm",
+                   f"{source}: nightly.baseline names one of the nightly arms")
     concurrencies = tuple(settings.concurrencies or experiment.load.concurrencies)
     runs = settings.runs or experiment.repeats
     gsm8k = settings.gsm8k.model_dump(mode="json", exclude={"data", "alpha", "min_drop_pp"})

@@ -23,12 +23,12 @@ Every string from the store is data, never markup: any writer of a team's Postgr
 can put anything in a text column. So the templates autoescape (quotes included) every value
 they write; plot texts are HTML-escaped here (``_plot_text``: plotly draws its labels from a
 subset of HTML); the compare page's script builds its rows with ``textContent``, never
-``innerHTML``; a link is kept only when it is relative or http(s) (``_link``, the templates'
-``report_link`` filter), so no ``javascript:`` URL reaches an ``href`` or a click; and the
-page's own data block cannot close its ``<script>`` (``_json_for_script``, the
-``script_json`` filter). tests/test_dashboard_hostile.py opens a site built from a store
-holding hostile strings in every text column in headless Chromium: no script of theirs runs,
-no request leaves the page.
+``innerHTML``; a link is kept only when it is relative or http(s) (``e2e.names.safe_link``,
+through ``report_link``, the templates' filter), so no ``javascript:`` URL reaches an
+``href`` or a click; and the page's own data block cannot close its ``<script>``
+(``_json_for_script``, the ``script_json`` filter). tests/test_dashboard_hostile.py opens a
+site built from a store holding hostile strings in every text column in headless Chromium:
+no script of theirs runs, no request leaves the page.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from e2e.names import safe_link
 from e2e.render._nightly import metric_label
 from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
                          StoredNight, StoredVerdict)
@@ -127,32 +128,21 @@ def _pct(value: Any) -> str:
     return f"{float(value):+.1f} %" if not math.isnan(float(value)) else "—"
 
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
-
-
-def _safe_url(url: str) -> bool:
-    """A relative path or an http(s) URL: what a link of the site may point at (never
-    ``javascript:``, ``data:`` or another scheme; no control character, which a browser
-    strips before it reads the scheme)."""
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url) or "\\" in url:
-        return False
-    scheme = _SCHEME.match(url.strip())
-    return scheme is None or scheme.group(1).lower() in ("http", "https")
-
-
 def report_link(base: str | None, rel: Any) -> str | None:
     """``rel`` (relative to the results folder) under ``base``; a night's report.md is
-    linked as its HTML view, index.html beside it. None when there is no path, or the link
-    would not be a relative path or an http(s) URL (a store's text is anyone's). The
-    templates' ``report_link`` filter."""
+    linked as its HTML view, index.html beside it. None when there is no path, ``rel`` is not
+    a relative path, or the link would not be one e2e writes (``e2e.names.safe_link``: a
+    relative path or an http(s) URL; a store's text is anyone's). The templates'
+    ``report_link`` filter (their autoescape escapes it for the ``href`` attribute)."""
     if not rel or not isinstance(rel, str):
         return None
     if rel.endswith("/report.md"):
         rel = rel[: -len("report.md")] + "index.html"
-    if _SCHEME.match(rel.strip()) or rel.strip().startswith(("/", "\\")):
-        return None  # a path relative to the results folder, nothing else
-    link = rel if base is None else f"{base.rstrip('/')}/{rel}"
-    return link if _safe_url(link) else None
+    try:
+        safe_link(rel, "a report's path", relative=True)
+        return safe_link(rel if base is None else f"{base.rstrip('/')}/{rel}")
+    except ValueError:
+        return None
 
 
 def _json_for_script(payload: Any) -> Markup:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric, warning_lines
-from e2e.render._markup import md_text
+from e2e.render._markup import md_link, md_text
 from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
                                    load_column, merge_section, pinned_sentence)
 from e2e.render._outputs import outputs_section
@@ -61,7 +61,7 @@ def fit_comment(head: Sequence[str], sections: Sequence[Sequence[str]], *, limit
     def size(lines: Sequence[str]) -> int:
         return len(("\n".join(lines) + "\n").encode("utf-8"))
 
-    where = f"[the full report]({link})" if link else "the full report (report/report.md)"
+    where = md_link("the full report", link) or "the full report (report/report.md)"
     out = list(head)
     dropped_rows = dropped_sections = 0
     reserve = size(list(tail)) + 400  # the note
@@ -165,7 +165,8 @@ def render_github(summary: Summary, *, link: str | None = None,
             if not any(summary.cell(a, conc, mode, key) for a in summary.arms):
                 continue
             m = metric(key)
-            name = f"{m.label} ({m.unit})" + (f", {summary.speculator_label}" if mode == "dspark" else "")
+            name = f"{m.label} ({m.unit})" + (f", {md_text(summary.speculator_label)}"
+                                              if mode == "dspark" else "")
             figures = [format_cell(summary.cell(a, conc, mode, key)) for a in summary.arms]
             comps = []
             for a in compared:
@@ -201,6 +202,7 @@ def render_github(summary: Summary, *, link: str | None = None,
         if body:
             sections.append([f"<details><summary>All metrics, {mode}</summary>", "",
                              _row(header), align, *body, "", "</details>", ""])
-    tail = [f"Full report: [{link}]({link})" if link else
+    linked = md_link(link, link)
+    tail = [f"Full report: {linked}" if linked else
             "Full report: `report/report.md` beside this comment's source."]
     return fit_comment(head, sections, limit=limit, link=link, tail=tail)

@@ -174,7 +174,7 @@ def _attribution_section(summary: Summary) -> list[str]:
 def _metric_name(m: Metric, spec_mode: str | None = None, speculator: str = "DSpark") -> str:
     name = m.label if m.unit in ("tokens/step",) or m.key == "ms_per_verify_step" else f"{m.label} ({m.unit})"
     if spec_mode == "dspark":
-        name += f", {speculator}"
+        name += f", {md_text(speculator)}"  # a run.json's profile names: a file's text
     return name
 
 
@@ -532,7 +532,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
 
     lines += ["## All metrics", ""]
     for mode in summary.spec_modes:
-        title = (f"with the {summary.speculator_label} speculator" if mode == "dspark"
+        title = (f"with the {md_text(summary.speculator_label)} speculator" if mode == "dspark"
                  else _MODE_TITLE.get(mode, mode))
         lines += [f"### {mode} ({title})", ""]
         lines += _header(summary, ["concurrency", "metric"])

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from e2e.analysis import NIGHTLY_METRICS
 from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
-from e2e.render._markup import md_text
+from e2e.render._markup import md_link, md_text
 from e2e.render._table import md_row
 from e2e.results import GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
 
@@ -60,10 +60,15 @@ class SummaryContext:
     design: tuple[str, ...] = ()          # what a night of this design resolves (resolution)
 
 
+def _url(ctx: SummaryContext, path: str | None) -> str | None:
+    """``path`` (relative to the results folder) under the link base; None without either."""
+    return f"{ctx.link_base.rstrip('/')}/{path}" if ctx.link_base and path else None
+
+
 def _link(ctx: SummaryContext, text: str, path: str) -> str:
-    if ctx.link_base:
-        return f"[{text}]({ctx.link_base.rstrip('/')}/{path})"
-    return f"{text} `{path}`"
+    """``text`` linked to ``path`` under the link base, else ``text`` and the path (also
+    where the link would not be one e2e writes: ``md_link``)."""
+    return md_link(text, _url(ctx, path)) or f"{text} `{path}`"
 
 
 def _value(cell: NightCell | None, metric: str) -> str:
@@ -320,9 +325,8 @@ def render_summary_github(judgement: Judgement, ctx: SummaryContext, *,
     starts = [i for i, line in enumerate(lines) if line.startswith("## ")]
     head = [COMMENT_MARKER] + lines[:starts[0] if starts else len(lines)]
     sections = [lines[a:b] + [""] for a, b in zip(starts, starts[1:] + [len(lines)])]
-    link = (f"{ctx.link_base.rstrip('/')}/{ctx.report_path}"
-            if ctx.report_path and ctx.link_base else None)
-    return fit_comment(head, sections, limit=limit or COMMENT_LIMIT, link=link)
+    return fit_comment(head, sections, limit=limit or COMMENT_LIMIT,
+                       link=_url(ctx, ctx.report_path))
 
 
 def render_trends(history: pd.DataFrame, *, experiment: str, config_hash: str) -> dict[str, bytes]:

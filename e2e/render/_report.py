@@ -25,6 +25,7 @@ from pathlib import Path
 from e2e.analysis import (ReportWarning, Summary, equivalence_of, gsm8k_report, select,
                           summarize, summarize_outputs)
 from e2e.errors import NoSuchResults, ResultsError
+from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
 from e2e.results import load_outputs, load_records, read_evaluations
 from e2e.render._csv import render_csv
@@ -56,17 +57,23 @@ class ReportOutput:
 
 
 def build_report(
-    results_dir: Path, *, report_from_run: int | None = None, baseline: str = "main",
+    results_dir: Path, *, report_from_run: int | None = None, baseline: str | None = None,
     only: dict[str, str] | None = None, confidence: float | None = None,
 ) -> ReportOutput:
     """Aggregate ``results_dir/*/run.json`` and write ``results_dir/report/``.
 
-    ``report_from_run`` None uses the experiment config's value; ``only`` keeps the runs whose
-    spec matches (e.g. ``{"output_len": "128"}``). Raises ``ResultsError`` when the folder
-    holds no readable run, when its runs are not comparable (naming the field that differs),
-    or when a file cannot be written."""
+    ``report_from_run`` None uses the experiment config's value; ``baseline`` names an arm of
+    the folder (a ConfigError naming its arms otherwise), None: main where there is one;
+    ``only`` keeps the runs whose spec matches (e.g. ``{"output_len": "128"}``). Raises
+    ``ResultsError`` when the folder holds no readable run, when its runs are not comparable
+    (naming the field that differs), or when a file cannot be written."""
     results_dir = Path(results_dir)
     records, unread = load_records(results_dir)
+    for what, name in (("baseline arm", baseline), ("arm", (only or {}).get("arm"))):
+        if name is not None and records:  # (--baseline, --only arm=)
+            known_name(name, sorted({r.spec.arm for r in records}), what,
+                       f"the arms in {results_dir}")
+    baseline = baseline or "main"
     problems = tuple(ReportWarning(message) for message in unread)
     if only:
         try:
