@@ -8,6 +8,7 @@ strings are ``e2e.names``; a speculator profile's rules, ``e2e.arms``.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 import re
@@ -26,8 +27,8 @@ from e2e.paths import read_toml
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
 from e2e.arms import PIN_KEY, check_pin, default_profile
 
-__all__ = ["Table", "finite", "equivalence_band", "Tokens", "OutputTokens", "Seed",
-           "MAX_WAIT_S", "MAX_SCHEDULE_S", "Experiment", "GitSource", "BuildSpec",
+__all__ = ["Table", "finite", "equivalence_band", "Tokens", "OutputTokens", "Seed", "Date",
+           "parse_date", "MAX_WAIT_S", "MAX_SCHEDULE_S", "Experiment", "GitSource", "BuildSpec",
            "ServerConfig", "LoadConfig", "SharedPrefix", "TraceReplay", "MultiTurn",
            "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig", "ExecutorConfig",
            "DuetSlot", "DuetConfig", "PositiveInt", "DEFAULT_CONFIG", "load_experiment",
@@ -116,6 +117,27 @@ def equivalence_band(pct: float) -> float:
         return _EQUIVALENCE.validate_python(pct, strict=True)
     except ValidationError:
         raise ValueError(f"equivalence_pct must be above 0 and below 100, got {pct!r}") from None
+
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def parse_date(value: Any) -> str:
+    """``value`` if it is a calendar date written YYYY-MM-DD in ASCII digits with nothing
+    before or after (a night's date names its folder); ValueError otherwise. The one date
+    rule: every date e2e takes from outside (a flag, a config, an imported history)."""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise ValueError(f"{shown} is not a date: give one as YYYY-MM-DD, e.g. 2026-01-31")
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{shown} is not a date: there is no such day (YYYY-MM-DD)") from None
+    return value
+
+
+Date = Annotated[str, AfterValidator(parse_date)]
+"""A calendar date, YYYY-MM-DD (``parse_date``)."""
 
 
 class GitSource(Table):

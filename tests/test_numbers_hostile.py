@@ -6,6 +6,7 @@ before anything is written. No server."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -26,7 +27,7 @@ from e2e.analysis.stats import welch_log_ratio
 from e2e.capacity import SearchSettings
 from e2e.cli import app
 from e2e.config import (MAX_PROMPTS, MAX_SCHEDULE_S, MAX_WAIT_S, Experiment, Table,
-                        TraceReplay, load_experiment, parse_experiment)
+                        TraceReplay, load_experiment, parse_date, parse_experiment)
 from e2e.errors import ConfigError
 from e2e.nightly.settings import NightlySettings, parse_nightly
 from e2e.plan import RunSpec
@@ -217,6 +218,67 @@ def test_a_night_of_fewer_runs_than_report_from_run_is_refused():
     raw["nightly"]["runs"] = raw["report_from_run"] - 1
     with pytest.raises(ConfigError, match="nightly.runs 1 is below report_from_run 2"):
         parse_nightly(raw, source="n.toml")
+
+
+# --- 13: dates ------------------------------------------------------------------------------
+
+BAD_DATES = ["2026-13-01", "2026-02-30", "٢٠٢٦-١٢-٠٧", "2026-12-07\n", " 2026-12-07",
+             "2026-12-07 ", "20261207", "2026-W49-1", "2026-12-7", "+2026-12-07", "2026-12-07x",
+             "２０２６-１２-０７", "", "0000-01-01"]
+
+
+@pytest.mark.parametrize("date", BAD_DATES)
+@pytest.mark.parametrize("flag", ["--date", "--baseline-night"])
+def test_a_night_date_that_is_not_a_date_is_refused_before_anything(tmp_path, date, flag):
+    got = runner.invoke(app, ["nightly", "--dry-run", flag, date,
+                              "--results", str(tmp_path / "r")])
+    said = _refused(got, flag, "is not a date")
+    assert len(got.output.strip().splitlines()) == 1, got.output
+    assert "\n" not in said
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("key", ["since", "baseline_night"])
+@pytest.mark.parametrize("date", BAD_DATES)
+def test_a_nightly_config_date_that_is_not_a_date_is_refused(key, date):
+    raw = tomllib.loads(NIGHTLY_TOML)
+    table = raw["nightly"].setdefault("changepoints", {}) if key == "since" else raw["nightly"]
+    table[key] = date
+    with pytest.raises(ConfigError, match="is not a date"):
+        parse_nightly(raw, source="n.toml")
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.one_of(st.text(max_size=14),
+                 st.dates().map(lambda d: d.isoformat()),
+                 st.dates().map(lambda d: d.isoformat()).flatmap(
+                     lambda d: st.tuples(st.text(max_size=2), st.text(max_size=2)).map(
+                         lambda ab: ab[0] + d + ab[1]))))
+def test_any_text_is_a_date_only_when_it_is_one(text):
+    try:
+        got = parse_date(text)
+    except ValueError as exc:
+        assert "is not a date" in str(exc) and "\n" not in str(exc)
+        return
+    assert got == text and text.isascii() and len(text) == 10
+    assert datetime.date.fromisoformat(text).isoformat() == text
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=14))
+def test_any_date_flag_is_refused_in_one_line_or_taken(tmp_path, text):
+    """--date of any text: a date goes on (here to a config that is not there), anything else
+    is refused naming the flag, in one line; neither writes anything."""
+    if "\x00" in text or text.startswith("-"):
+        return  # not a value argv can carry / read as another flag
+    got = runner.invoke(app, ["nightly", "--dry-run", "--date", text, "--config",
+                              str(tmp_path / "missing.toml"), "--results", str(tmp_path / "r")])
+    assert got.exit_code == 2 and "Traceback" not in got.output, got.output
+    try:
+        parse_date(text)
+    except ValueError:
+        assert "--date" in got.output and len(got.output.strip().splitlines()) == 1, got.output
+    assert not (tmp_path / "r").exists()
 
 
 # --- every number of every config table -----------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,7 +28,8 @@ from pydantic import Field, StrictBool, ValidationError, field_validator, model_
 from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER_VERIFY_STEP,
                           judged_metrics, judged_threshold, relative_arm)
 from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey
-from e2e.config import MAX_CONCURRENCY, MAX_REPEATS, Experiment, Table, parse_experiment
+from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
+                        parse_experiment)
 from e2e.names import plugin_settings
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
@@ -43,7 +43,6 @@ __all__ = ["NIGHTLY_CONFIG", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
 
 NIGHTLY_CONFIG = "nightly.toml"
 MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SpecMode = Literal["base", "dspark"]
 
@@ -93,15 +92,8 @@ class ChangePointSettings(Table):
                           "before against nights after).")
     min_nights: Annotated[int, Field(ge=4)] = Field(
         6, description="Nights of history (tonight included) before change points are sought.")
-    since: str | None = Field(
+    since: Date | None = Field(
         None, description="Ignore nights before this date (YYYY-MM-DD): accept a known step.")
-
-    @field_validator("since")
-    @classmethod
-    def _date(cls, value: str | None) -> str | None:
-        if value is not None and not _DATE.match(value):
-            raise ValueError(f"since must be a night's date YYYY-MM-DD, got {value!r}")
-        return value
 
 
 def _default_thresholds() -> dict[str, dict[str, float]]:
@@ -148,7 +140,7 @@ class NightlySettings(Table):
         "after `runs` (a call, or no change beyond the threshold) runs as many more rounds "
         "again, up to this many in all, looking again after each step with its error spent "
         "(group-sequential); None: never more than `runs`.")
-    baseline_night: str | None = Field(
+    baseline_night: Date | None = Field(
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")
     verify_step_from: Literal["client", "server"] = Field(
@@ -195,18 +187,13 @@ class NightlySettings(Table):
     @field_validator("baseline")
     @classmethod
     def _arm_name(cls, value: str) -> str:
-        if _DATE.match(value):
-            raise ValueError(
-                f"baseline now names the baseline arm (default 'main'); to pin the baseline "
-                f"night write baseline_night = \"{value}\" instead")
-        return value
-
-    @field_validator("baseline_night")
-    @classmethod
-    def _date(cls, value: str | None) -> str | None:
-        if value is not None and not _DATE.match(value):
-            raise ValueError(f"baseline_night must be a night's date YYYY-MM-DD, got {value!r}")
-        return value
+        try:
+            parse_date(value)
+        except ValueError:
+            return value  # not a date: an arm's name
+        raise ValueError(
+            f"baseline now names the baseline arm (default 'main'); to pin the baseline "
+            f"night write baseline_night = \"{value}\" instead")
 
     @model_validator(mode="after")
     def _looks(self) -> NightlySettings:
