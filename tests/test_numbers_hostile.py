@@ -411,7 +411,7 @@ def _numbers(value):
         yield value
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(KEYS), value=floats)
 def test_any_float_in_any_numeric_key_loads_finite_or_is_one_clear_error(key, value):
     path, base = key
