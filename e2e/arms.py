@@ -7,7 +7,6 @@ acceptance length a profile may pin (``check_pin``)."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +68,8 @@ PIN_BASELINE = "baseline"
 def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
     """A pinned acceptance length is a number in [1, num_speculative_tokens + 1] (vLLM's own
     range for ``synthetic_acceptance_length``) or "baseline"; and the profile must not set
-    vLLM's synthetic keys itself. Raises ConfigError."""
+    vLLM's synthetic keys itself. Raises ConfigError. The profile's numbers are finite
+    (``e2e.config`` checks them first, by the one number rule)."""
     clash = [k for k in ("rejection_sample_method", "synthetic_acceptance_length",
                          "synthetic_acceptance_rates") if k in profile]
     if clash:
@@ -77,12 +77,12 @@ def check_pin(value: Any, profile: dict[str, Any], where: str) -> None:
                           f"{PIN_KEY} (e2e sets vLLM's synthetic sampling from it) or vLLM's keys")
     if value == PIN_BASELINE:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{where} = {value!r}: give an acceptance length (a number such as "
                           f"3.2) or \"{PIN_BASELINE}\" (the baseline arm's measured one)")
     k = profile.get("num_speculative_tokens")
     top = float(k) + 1.0 if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
-    if value < 1.0 or (top is not None and value > top):
+    if not (1.0 <= value and (top is None or value <= top)):
         span = f"[1, {top:g}] (num_speculative_tokens + 1)" if top else "at least 1"
         raise ConfigError(f"{where} = {value!r}: an acceptance length is {span}")
 

@@ -8,14 +8,16 @@ strings are ``e2e.names``; a speculator profile's rules, ``e2e.arms``.
 
 from __future__ import annotations
 
+import datetime
 import itertools
+import math
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter,
+                      ValidationError, ValidationInfo, field_validator, model_validator)
 
 from e2e.console import validated
 from e2e.errors import ConfigError, E2EError
@@ -25,11 +27,13 @@ from e2e.paths import read_toml
 from e2e.redact import DEFAULT_SECRET_PATTERN, Redactor, remember
 from e2e.arms import PIN_KEY, check_pin, default_profile
 
-__all__ = ["Experiment", "GitSource", "BuildSpec", "ServerConfig", "LoadConfig", "SharedPrefix",
-           "TraceReplay", "MultiTurn", "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig",
-           "ExecutorConfig", "DuetSlot", "DuetConfig", "PositiveInt", "DEFAULT_CONFIG",
-           "load_experiment", "parse_experiment", "MAX_REPEATS", "MAX_CONCURRENCY", "MAX_PROMPTS",
-           "MAX_WINDOWS", "MAX_RATE", "SHAPE_KEYS", "defaulted_load_keys"]
+__all__ = ["Table", "finite", "equivalence_band", "Tokens", "OutputTokens", "Seed", "Date",
+           "parse_date", "MAX_WAIT_S", "MAX_SCHEDULE_S", "Experiment", "GitSource", "BuildSpec",
+           "ServerConfig", "LoadConfig", "SharedPrefix", "TraceReplay", "MultiTurn",
+           "WorkloadConfig", "ArmConfig", "MutantConfig", "UnitConfig", "ExecutorConfig",
+           "DuetSlot", "DuetConfig", "PositiveInt", "DEFAULT_CONFIG", "load_experiment",
+           "parse_experiment", "MAX_REPEATS", "MAX_CONCURRENCY", "MAX_PROMPTS", "MAX_WINDOWS",
+           "MAX_RATE", "SHAPE_KEYS", "defaulted_load_keys"]
 
 DEFAULT_CONFIG = "default.toml"
 
@@ -41,23 +45,109 @@ MAX_CONCURRENCY = 1_000_000
 MAX_PROMPTS = 100_000_000
 MAX_WINDOWS = 64
 MAX_RATE = 1e9  # requests/s: far above any server; a rate's digits name a run's folder
+MAX_TOKENS = 100_000_000  # a prompt's or a reply's length
+MAX_SPEC_TOKENS = 1024  # a speculator profile's num_speculative_tokens
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# --- the number rule ------------------------------------------------------------------------
+# Every number a config table or a flag gives is finite (TOML writes inf and nan, and a
+# flag's float() reads them), and each key's range holds it to what its consumer accepts:
+# checked here, when the config loads, for every table (``Table``) and every value nested in
+# one (a speculator profile, plugin settings); the commands' float flags call ``finite`` too.
+
+MAX_WAIT_S = 7 * 86_400.0
+"""A week: the longest timeout or wait a config may give (far above any real one, far below
+what overflows a timer), so every limit derived from one is finite."""
+MAX_SCHEDULE_S = 1e10
+"""About 300 years: the longest arrival schedule a run may be allowed (``load.max_schedule_s``,
+``--max-schedule``), and the cap of the limit derived from ``load.request_timeout_s``."""
+
+
+def finite(value: Any, where: str = "") -> Any:
+    """``value`` if every number in it (nested in tables and lists too) is a finite one;
+    ValueError naming the first that is not (``where``: the key path it hangs off)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where + ' = ' if where else ''}{value!r} is not a finite number; "
+                         "give a number such as 1.5")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            finite(item, f"{where}[{i}]")
+    return value
+
+
+class Table(BaseModel):
+    """A config table: unknown keys refused, immutable, and every number in it finite (the
+    number rule above: ``allow_inf_nan`` for typed floats, ``finite`` for what a table holds
+    untyped). Every table of a config (the nightly's and the capacity search's too) is one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
+        return value if isinstance(value, BaseModel) else finite(value, info.field_name or "")
 
 
 PositiveInt = Annotated[int, Field(gt=0)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S)]
+"""A timeout or a duration, in seconds: above 0, at most ``MAX_WAIT_S``."""
+Wait = Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
+"""A wait in seconds (0: none), at most ``MAX_WAIT_S``."""
+Tokens = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
+"""A prompt's length in tokens (``e2e.plan.RunSpec`` takes the same)."""
+OutputTokens = Annotated[int, Field(gt=1, le=MAX_TOKENS)]
+"""A reply's length in tokens: at least 2 (a TPOT needs two)."""
+Seed = Annotated[int, Field(ge=-(2**63), lt=2**63)]
+"""A seed: a 64-bit integer."""
 
 
-class GitSource(_Strict):
+EquivalencePct = Annotated[float, Field(gt=0, lt=100)]
+"""The equivalence band, ±this many %: the comparisons test it on the log scale, against
+ln(1 - pct/100) and ln(1 + pct/100), so it is above 0 and below 100."""
+_EQUIVALENCE = TypeAdapter(EquivalencePct, config=ConfigDict(allow_inf_nan=False))
+
+
+def equivalence_band(pct: float) -> float:
+    """``pct`` if it is an ``EquivalencePct``, else ValueError: the config's key and the
+    analysis' two one-sided tests take a band by this one rule."""
+    try:
+        return _EQUIVALENCE.validate_python(pct, strict=True)
+    except ValidationError:
+        raise ValueError(f"equivalence_pct must be above 0 and below 100, got {pct!r}") from None
+
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def parse_date(value: Any) -> str:
+    """``value`` if it is a calendar date written YYYY-MM-DD in ASCII digits with nothing
+    before or after (a night's date names its folder); ValueError otherwise. The one date
+    rule: every date e2e takes from outside (a flag, a config, an imported history)."""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise ValueError(f"{shown} is not a date: give one as YYYY-MM-DD, e.g. 2026-01-31")
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{shown} is not a date: there is no such day (YYYY-MM-DD)") from None
+    return value
+
+
+Date = Annotated[str, AfterValidator(parse_date)]
+"""A calendar date, YYYY-MM-DD (``parse_date``)."""
+
+
+class GitSource(Table):
     """A git repository and ref that e2e checks out (a worktree) and installs editable."""
 
     repo: str = Field(description="A URL or a local path of a git repository.")
     ref: str = Field(description="A branch, tag or commit; resolved to a commit at build time.")
 
 
-class BuildSpec(_Strict):
+class BuildSpec(Table):
     """Where a server's Python environment comes from: an existing interpreter, a managed
     environment that e2e creates from pip requirements, one that e2e creates from a git ref
     (worktree, editable install; for vLLM set ``env = {VLLM_USE_PRECOMPILED = "1"}`` so that
@@ -100,7 +190,7 @@ class BuildSpec(_Strict):
                 "wheel" if self.wheel else "requirements")
 
 
-class ServerConfig(_Strict):
+class ServerConfig(Table):
     kind: Literal["vllm"] = "vllm"
     model: str = Field(
         "e2e:tiny-llama",
@@ -118,9 +208,9 @@ class ServerConfig(_Strict):
         None, description="The build of every arm without its own [arms.<name>.build] "
         "(needed unless every arm has one).")
     api_key: str | None = None
-    startup_timeout_s: Annotated[float, Field(gt=0)] = 600.0
-    stop_grace_s: Annotated[float, Field(gt=0)] = 30.0
-    lock_wait_s: Annotated[float, Field(ge=0)] = Field(
+    startup_timeout_s: Seconds = 600.0
+    stop_grace_s: Seconds = 30.0
+    lock_wait_s: Wait = Field(
         0.0, description="How long to wait for another e2e's server to finish, or for another "
         "e2e writing runs into the same results folder (0: refuse).")
     cpus: CpuList | None = Field(
@@ -129,9 +219,9 @@ class ServerConfig(_Strict):
     require_quiet: Annotated[float, Field(gt=0)] | None = Field(
         None, description="Refuse to start a server while another process uses more than this "
         "share of a core (or any GPU), naming it (--require-quiet).")
-    quiet_sample_s: Annotated[float, Field(gt=0)] = Field(
+    quiet_sample_s: Seconds = Field(
         2.0, description="How long the quiet check watches the host.")
-    quiet_wait_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+    quiet_wait_s: Wait = Field(
         0.0, description="With require_quiet: how long to wait for the host to become quiet "
         "before refusing (0: refuse at once), as lock_wait_s waits for the server lock.")
     secret_pattern: str = Field(
@@ -151,7 +241,7 @@ class ServerConfig(_Strict):
         return value
 
 
-class SharedPrefix(_Strict):
+class SharedPrefix(Table):
     """``[load.workload] kind = "shared-prefix"``: ``groups`` x ``per_group`` requests; the
     requests of a group share their first ``prefix_len`` tokens, the rest of each prompt (to
     ``input_len``) is its own. Sent in a seeded shuffled order; the prefix cache's hit rate
@@ -171,7 +261,7 @@ class SharedPrefix(_Strict):
                 f"{self.prefix_len}-token prefix")
 
 
-class TraceReplay(_Strict):
+class TraceReplay(Table):
     """``[load.workload] kind = "trace"``: a Mooncake-format JSONL trace (``timestamp`` ms,
     ``input_length``, ``output_length``, ``hash_ids``) replayed at its arrival times divided
     by ``speedup``; each hash id stands for ``block_size`` tokens drawn once per id, so
@@ -180,7 +270,7 @@ class TraceReplay(_Strict):
     kind: Literal["trace"]
     path: str = Field(min_length=1, max_length=4096)
     block_size: Annotated[int, Field(gt=0, le=1 << 20)] = 512
-    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    speedup: Annotated[float, Field(gt=0)] = 1.0
     max_requests: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] | None = None
     segments: Annotated[int, Field(gt=0, le=1000)] = Field(
         4, description="Equal-time segments of the trace with their own metrics.")
@@ -196,7 +286,7 @@ class TraceReplay(_Strict):
         return f"trace {self.path}{speed} ({self.block_size}-token blocks)"
 
 
-class MultiTurn(_Strict):
+class MultiTurn(Table):
     """``[load.workload] kind = "multi-turn"``: ``sessions`` conversations of ``turns`` turns.
     Turn 1's prompt is ``input_len`` tokens; turn k's is turn k-1's prompt, its reply
     (``output_len`` tokens fixed in advance, so every arm sends the same prompts) and a new
@@ -207,7 +297,7 @@ class MultiTurn(_Strict):
     sessions: Annotated[int, Field(gt=0, le=1_000_000)]
     turns: Annotated[int, Field(gt=1, le=1000)]
     user_len: PositiveInt
-    think_s: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 0.0
+    think_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
 
     @property
     def tag(self) -> str:
@@ -224,22 +314,22 @@ WorkloadConfig = Annotated[SharedPrefix | TraceReplay | MultiTurn, Field(discrim
 """A workload other than the reference load (``e2e.load._traffic``); None is the reference."""
 
 
-class LoadConfig(_Strict):
-    input_len: PositiveInt = 1031
-    output_len: Annotated[int, Field(gt=1)] = 509
+class LoadConfig(Table):
+    input_len: Tokens = 1031
+    output_len: OutputTokens = 509
     prompts_per_concurrency: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = 32
     concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(
         default_factory=lambda: [1, 4, 64], min_length=1)
-    warmup_requests: Annotated[int, Field(ge=0)] = 2
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)] = 2
     windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = Field(
         1, description="Load windows per server: the measured load (prompts_per_concurrency x "
         "concurrency prompts) is run this many times back to back in one fresh server, each "
         "window with its own prompts. The run's metrics are over all of them; run.json keeps "
         "each window's, and the report splits the noise into between-server and within-server "
         "parts (docs/explanation/statistics.md).")
-    request_timeout_s: Annotated[float, Field(gt=0)] = 900.0
-    stall_timeout_s: Annotated[float, Field(gt=0)] = 120.0
-    max_schedule_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+    request_timeout_s: Seconds = 900.0
+    stall_timeout_s: Seconds = 120.0
+    max_schedule_s: Annotated[float, Field(gt=0, le=MAX_SCHEDULE_S)] | None = Field(
         None, description="The longest arrival schedule a run may have, in seconds (an open "
         "loop's n / rate, a trace's span / speedup, a multi-turn load's think times; "
         "--max-schedule): a longer one is refused before any server starts. None: the run's "
@@ -247,19 +337,19 @@ class LoadConfig(_Strict):
     max_prompt_tokens: Annotated[int, Field(gt=0)] = Field(
         50_000_000, description="The most prompt tokens one run may draw (every window's and "
         "the warmup's; the load generator holds them all, about 40 bytes a token).")
-    seed: int = 0
+    seed: Seed = 0
     cpus: CpuList | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
         "refusing it runs unpinned, recorded.")
     workers: PositiveInt = Field(
         1, description="Client processes the streams are split over, one core each "
         "(--client-workers); raise it when run.json's client.saturated says so.")
-    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)] | None = Field(
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE)] | None = Field(
         None, description="Open loop: requests/s with gamma arrivals (--request-rate); None: "
         "closed loop at each concurrency (the reference).")
-    burstiness: Annotated[float, Field(gt=0)] = Field(
+    burstiness: Annotated[float, Field(ge=1e-3, le=1e3)] = Field(
         1.0, description="Gamma shape of the open loop's arrival gaps: 1 = Poisson.")
-    max_concurrency: PositiveInt | None = Field(
+    max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = Field(
         None, description="Open loop: at most this many requests in flight.")
     slo: str | None = Field(
         None, description="Service-level objectives for goodput, e.g. 'ttft=200ms,tpot=50ms,"
@@ -281,7 +371,7 @@ class LoadConfig(_Strict):
             raise ValueError(str(exc)) from None
 
 
-class ArmConfig(_Strict):
+class ArmConfig(Table):
     description: str = ""
     build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
     env: EnvTable = Field(default_factory=dict)
@@ -294,7 +384,7 @@ class ArmConfig(_Strict):
         "leaves it out (an experimental arm that should not lengthen every default sweep).")
 
 
-class MutantConfig(_Strict):
+class MutantConfig(Table):
     """``[[unit.mutants]]``: an arm with one thing broken on purpose, for ``e2e unit``: a
     plugin setting forced (``plugin``, over the arm's) and/or a function made a no-op
     (``noop = "module:function"``). A mutant that no test catches is reported as such."""
@@ -306,7 +396,7 @@ class MutantConfig(_Strict):
     noop: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
-class UnitConfig(_Strict):
+class UnitConfig(Table):
     """``[unit]``: the validation matrix ``e2e unit`` runs: these test files once per arm
     (default: the arms a sweep without --arms runs) and once per mutant."""
 
@@ -315,7 +405,7 @@ class UnitConfig(_Strict):
     mutants: list[MutantConfig] = Field(default_factory=list)
 
 
-class ExecutorConfig(_Strict):
+class ExecutorConfig(Table):
     """``[executor]``: where a plan's units run. ``local`` (this host, one unit at a time) or
     ``ray`` (every host of a Ray cluster that offers ``resource``, one unit per host at a time;
     see docs/how-to/cluster.md). Operational only: never part of a record's config snapshot."""
@@ -333,7 +423,7 @@ class ExecutorConfig(_Strict):
         description="Ray node labels a host must have (a label_selector, e.g. {gpu = \"H200\"}).")
 
 
-class DuetSlot(_Strict):
+class DuetSlot(Table):
     """One slot of a duet: where one of the arms measured together runs. ``server_cpus`` and
     ``client_cpus`` replace ``server.cpus`` and ``load.cpus`` for the side in this slot,
     ``env`` is added to its server's environment (e.g. ``CUDA_VISIBLE_DEVICES`` on a GPU host)
@@ -353,7 +443,7 @@ def _default_slots() -> list[DuetSlot]:
     return [DuetSlot(server_cpus="0", client_cpus="1"), DuetSlot(server_cpus="1", client_cpus="0")]
 
 
-class DuetConfig(_Strict):
+class DuetConfig(Table):
     """``[duet]``: arms measured together in time. ``enabled`` (or ``--duet``) makes every load
     unit of a sweep a duet: k arms, one per slot, each on a fresh server, whose measured loads
     start together (after every side's warmup) and overlap (a side that finishes first keeps
@@ -366,7 +456,7 @@ class DuetConfig(_Strict):
     min_overlap: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="A side whose measured window had every side under load for less than "
         "this share of it is invalid.")
-    barrier_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+    barrier_timeout_s: Seconds = Field(
         900.0, description="How long a side that is ready waits for its partners' servers.")
     swap: bool = Field(
         False, description="The sides trade places between load windows: in window w the side "
@@ -401,7 +491,7 @@ class DuetConfig(_Strict):
         return [s.name or f"slot{i}" for i, s in enumerate(self.slots)]
 
 
-class Experiment(_Strict):
+class Experiment(Table):
     name: Annotated[str, AfterValidator(lambda v: safe_name(v, "experiment name"))]
     server: ServerConfig
     arms: dict[str, ArmConfig] = Field(min_length=1)
@@ -412,7 +502,7 @@ class Experiment(_Strict):
     repeats: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 4
     report_from_run: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = Field(
         2, description="Runs before this one are warmups.")
-    equivalence_pct: Annotated[float, Field(gt=0)] = Field(
+    equivalence_pct: EquivalencePct = Field(
         1.0, description="A comparison reads 'equivalent' when its interval lies within "
         "+-this many % (two one-sided tests).")
     # How units are run, not what they measure: left out of dumps (config snapshots, hashes).
@@ -429,6 +519,15 @@ class Experiment(_Strict):
         for name in value:
             safe_name(name, what)
         return value
+
+    @model_validator(mode="after")
+    def _reported(self) -> Experiment:
+        if self.report_from_run > self.repeats:
+            raise ValueError(
+                f"report_from_run {self.report_from_run} is past repeats {self.repeats}: no run "
+                f"of a cell would be reported; give repeats of at least {self.report_from_run} "
+                f"or an earlier report_from_run (runs before it are warmups)")
+        return self
 
     @model_validator(mode="after")
     def _every_arm_built(self) -> Experiment:
@@ -489,10 +588,9 @@ class Experiment(_Strict):
 
     @field_validator("speculators")
     @classmethod
-    def _pins(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _profiles(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, profile in value.items():
-            if PIN_KEY in profile:
-                check_pin(profile[PIN_KEY], profile, f"speculators.{name}.{PIN_KEY}")
+            _check_profile(name, profile)
         return value
 
     @property
@@ -549,11 +647,30 @@ class Experiment(_Strict):
         own results folder (a run of the same spec without the pin is another measurement)."""
         name = name or self.default_speculator
         profile = {**self.speculator(name), PIN_KEY: length}
-        check_pin(length, profile, f"speculators.{name}.{PIN_KEY}")
+        try:
+            _check_profile(name, profile)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         name_ = f"{self.name}-pinned" if rename and not self.name.endswith("-pinned") else self.name
         return self.model_copy(update={
             "name": safe_name(name_, "experiment name"),
             "speculators": {**self.speculators, name: profile}})
+
+
+def _check_profile(name: str, profile: dict[str, Any]) -> None:
+    """A ``[speculators.<name>]`` profile's numbers: every one finite (it is passed to vLLM as
+    JSON), ``num_speculative_tokens`` a whole number from 1 to ``MAX_SPEC_TOKENS``, and a
+    pinned acceptance length as ``e2e.arms.check_pin`` says. ValueError (ConfigError for the
+    pin) naming the key."""
+    where = f"speculators.{name}"
+    finite(profile, where)
+    k = profile.get("num_speculative_tokens")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int)
+                          or not 1 <= k <= MAX_SPEC_TOKENS):
+        raise ValueError(f"{where}.num_speculative_tokens = {k!r}: give a whole number from 1 "
+                         f"to {MAX_SPEC_TOKENS}")
+    if PIN_KEY in profile:
+        check_pin(profile[PIN_KEY], profile, f"{where}.{PIN_KEY}")
 
 
 def default_config_path() -> Path:

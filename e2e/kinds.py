@@ -24,7 +24,8 @@ class ServerKind:
     server_e2el_metric: str = ""    # histogram: the server's end-to-end latency (seconds)
 
     def speculative_args(self, profile: dict[str, Any]) -> list[str]:
-        return ["--speculative-config", json.dumps(profile, sort_keys=True)]
+        # strict JSON (the config refuses a non-finite number first): never NaN or Infinity
+        return ["--speculative-config", json.dumps(profile, sort_keys=True, allow_nan=False)]
 
 
 VLLM = ServerKind(

@@ -25,6 +25,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats as _sp
 
+from e2e.config import equivalence_band
+
 __all__ = ["Method", "Block", "METHOD_TEXT", "RESOLUTION_SD", "DEFAULT_POWER",
            "DEFAULT_EQUIVALENCE_PCT", "MedianRange", "median_range", "relative_range", "LogRatio",
            "median_unbiased", "mde_log", "blocked_log_ratio", "welch_log_ratio", "log_ratio"]
@@ -176,8 +178,7 @@ def _check_confidence(confidence: float) -> None:
 
 
 def _band(equivalence_pct: float) -> tuple[float, float]:
-    if not 0.0 < equivalence_pct < 100.0:
-        raise ValueError(f"equivalence_pct must be in (0, 100), got {equivalence_pct}")
+    equivalence_band(equivalence_pct)  # the config's rule, which refused it at load: (0, 100)
     return (math.log(1.0 - equivalence_pct / 100.0), math.log(1.0 + equivalence_pct / 100.0))
 
 

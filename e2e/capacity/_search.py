@@ -29,24 +29,23 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from e2e.config import MAX_RATE, Table
 from e2e.results import Step
 
 __all__ = ["SearchSettings", "next_rates", "round_rate", "boundary"]
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(Table):
     """How the search moves (the bounds in requests/s)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    start: float = Field(gt=0, allow_inf_nan=False)
-    factor: float = Field(2.0, gt=1, le=16, allow_inf_nan=False)
-    resolution: float = Field(0.15, gt=0, le=1, allow_inf_nan=False)
+    start: float = Field(gt=0, le=MAX_RATE)
+    factor: float = Field(2.0, gt=1, le=16)
+    resolution: float = Field(0.15, gt=0, le=1)
     repeats: int = Field(3, ge=2, le=50)
-    min_rate: float = Field(0.05, gt=0, allow_inf_nan=False)
-    max_rate: float = Field(1000.0, gt=0, le=1e9, allow_inf_nan=False)  # config.MAX_RATE
+    min_rate: float = Field(0.05, gt=0, le=MAX_RATE)
+    max_rate: float = Field(1000.0, gt=0, le=MAX_RATE)
 
 
 def round_rate(rate: float) -> float:

@@ -7,7 +7,6 @@ judged (bad config, build failure, runs invalid after a retry, a cell without ru
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -19,8 +18,6 @@ from e2e.errors import ConfigError
 from e2e.names import check_link
 
 __all__ = ["nightly_command"]
-
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def _today() -> str:
@@ -82,11 +79,15 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     from e2e.analysis import select_baseline
     from e2e.nightly.run import NightlyOptions, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings
+    from e2e.config import parse_date
 
-    date = date or _today()
+    date = _today() if date is None else date  # an empty --date is not today
     for value, flag in ((date, "--date"), (baseline, "--baseline-night")):
-        if value is not None and not _DATE.match(value):
-            raise ConfigError(f"{flag} {value!r}: give a date as YYYY-MM-DD")
+        if value is not None:
+            try:
+                parse_date(value)
+            except ValueError as exc:
+                raise ConfigError(f"{flag} {exc}") from None
     cfg = load_nightly(config)
     if duet is not None:  # how the night runs, not what it measures: the config hash stays
         import dataclasses

@@ -4,10 +4,13 @@
   ``<bool>`` beside every flag, which reads as if the flag took a value.
 - A flag renamed so that one idea has one name keeps its old spelling as a hidden alias
   (``RENAMED``): what a user typed before still works, ``--help`` shows the one name.
+- A number flag is finite (``e2e.config.finite``, the config's number rule): click reads
+  ``inf``, ``nan`` and ``1e400`` as floats, and a NaN passes every ``min``/``max`` range.
 """
 
 from __future__ import annotations
 
+import typer
 from typer.core import TyperCommand, TyperGroup
 
 __all__ = ["Command", "Group", "RENAMED", "command_class"]
@@ -51,7 +54,15 @@ class Command(TyperCommand):
         return _no_bool_metavar(super().get_params(ctx))
 
     def parse_args(self, ctx, args):
-        return super().parse_args(ctx, _renamed(list(args), self.renamed))
+        from e2e.config import finite
+
+        rest = super().parse_args(ctx, _renamed(list(args), self.renamed))
+        for param in self.get_params(ctx):
+            try:
+                finite(ctx.params.get(param.name or ""))
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), ctx=ctx, param=param) from None
+        return rest
 
 
 class Group(TyperGroup):

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
+from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
 from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER_VERIFY_STEP,
                           judged_metrics, judged_threshold, relative_arm)
 from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey
-from e2e.config import Experiment, parse_experiment
+from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
+                        parse_experiment)
 from e2e.names import known_name, plugin_settings
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
@@ -43,7 +43,6 @@ __all__ = ["NIGHTLY_CONFIG", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
 
 NIGHTLY_CONFIG = "nightly.toml"
 MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SpecMode = Literal["base", "dspark"]
 
@@ -53,27 +52,23 @@ _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
 _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GSM8KNightly(_Strict):
+class GSM8KNightly(Table):
     """An optional GSM8K subset: every nightly arm on ``repeats`` fresh servers."""
 
     enabled: bool = False
     limit: Annotated[int, Field(gt=0)] | None = Field(
         50, description="First N test documents (None: all 1319).")
-    repeats: Annotated[int, Field(ge=2)] = Field(
+    repeats: Annotated[int, Field(ge=2, le=MAX_REPEATS)] = Field(
         2, description="Fresh servers per arm; their spread is the repeat-of-main noise floor.")
     dspark: bool = False
-    concurrency: Annotated[int, Field(gt=0)] = 8
+    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] = 8
     data: str | None = Field(
         None, description="Folder with train.jsonl and test.jsonl (relative to the config "
                           "file); None reads the hub dataset through lm-eval.")
     alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
         0.05, description="Level of the exact McNemar test on the documents whose verdict "
                           "changed against the baseline night.")
-    min_drop_pp: Annotated[float, Field(ge=0)] = Field(
+    min_drop_pp: Annotated[float, Field(ge=0, le=100)] = Field(
         2.0, description="Smallest strict-match drop (percentage points) that counts as a "
                          "regression (with p < alpha).")
 
@@ -88,7 +83,7 @@ class GSM8KNightly(_Strict):
         return data
 
 
-class ChangePointSettings(_Strict):
+class ChangePointSettings(Table):
     """Change points over each judged cell's history (``e2e.analysis.night_changes``)."""
 
     enabled: bool = True
@@ -97,28 +92,22 @@ class ChangePointSettings(_Strict):
                           "before against nights after).")
     min_nights: Annotated[int, Field(ge=4)] = Field(
         6, description="Nights of history (tonight included) before change points are sought.")
-    since: str | None = Field(
+    since: Date | None = Field(
         None, description="Ignore nights before this date (YYYY-MM-DD): accept a known step.")
-
-    @field_validator("since")
-    @classmethod
-    def _date(cls, value: str | None) -> str | None:
-        if value is not None and not _DATE.match(value):
-            raise ValueError(f"since must be a night's date YYYY-MM-DD, got {value!r}")
-        return value
 
 
 def _default_thresholds() -> dict[str, dict[str, float]]:
     return {"base": {HEADLINE: 2.0}, "dspark": {HEADLINE: 2.0}}
 
 
-class NightlySettings(_Strict):
+class NightlySettings(Table):
     """The ``[nightly]`` table. ``None`` means "as the experiment says"."""
 
     arms: list[str] | None = Field(None, description="Arms to run (default: every arm).")
-    concurrencies: list[Annotated[int, Field(gt=0)]] | None = None
+    concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] | None = None
     spec_modes: list[SpecMode] = Field(default_factory=lambda: ["base", "dspark"], min_length=1)
-    runs: Annotated[int, Field(gt=0)] | None = Field(None, description="Default: repeats.")
+    runs: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = Field(
+        None, description="Default: repeats.")
     confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
     thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
         default_factory=_default_thresholds,
@@ -146,12 +135,12 @@ class NightlySettings(_Strict):
         "unchanged build is called regressed, all its judged ratio cells together (split "
         "evenly over them) and spent over the night's looks (max_runs); 0.002 keeps a series "
         "of 40 unchanged nights free of a false regression at least 90 % of the time.")
-    max_runs: Annotated[int, Field(gt=0)] | None = Field(
+    max_runs: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = Field(
         None, description="With a reference arm: a night whose ratio cell is not resolved "
         "after `runs` (a call, or no change beyond the threshold) runs as many more rounds "
         "again, up to this many in all, looking again after each step with its error spent "
         "(group-sequential); None: never more than `runs`.")
-    baseline_night: str | None = Field(
+    baseline_night: Date | None = Field(
         None, description="Pin the baseline night (YYYY-MM-DD); default: the last passing "
                           "night with the same config hash.")
     verify_step_from: Literal["client", "server"] = Field(
@@ -198,18 +187,13 @@ class NightlySettings(_Strict):
     @field_validator("baseline")
     @classmethod
     def _arm_name(cls, value: str) -> str:
-        if _DATE.match(value):
-            raise ValueError(
-                f"baseline now names the baseline arm (default 'main'); to pin the baseline "
-                f"night write baseline_night = \"{value}\" instead")
-        return value
-
-    @field_validator("baseline_night")
-    @classmethod
-    def _date(cls, value: str | None) -> str | None:
-        if value is not None and not _DATE.match(value):
-            raise ValueError(f"baseline_night must be a night's date YYYY-MM-DD, got {value!r}")
-        return value
+        try:
+            parse_date(value)
+        except ValueError:
+            return value  # not a date: an arm's name
+        raise ValueError(
+            f"baseline now names the baseline arm (default 'main'); to pin the baseline "
+            f"night write baseline_night = \"{value}\" instead")
 
     @model_validator(mode="after")
     def _looks(self) -> NightlySettings:
@@ -329,6 +313,10 @@ def parse_nightly(raw: dict[str, Any], *, source: str = "<config>",
                    f"{source}: nightly.baseline names one of the nightly arms")
     concurrencies = tuple(settings.concurrencies or experiment.load.concurrencies)
     runs = settings.runs or experiment.repeats
+    if runs < experiment.report_from_run:
+        raise ConfigError(f"{source}: nightly.runs {runs} is below report_from_run "
+                          f"{experiment.report_from_run}: no round of the night would be "
+                          f"judged; give runs of at least {experiment.report_from_run}")
     gsm8k = settings.gsm8k.model_dump(mode="json", exclude={"data", "alpha", "min_drop_pp"})
     plan = {"arms": list(arms), "concurrencies": list(concurrencies),
             "spec_modes": list(settings.spec_modes), "runs": runs,

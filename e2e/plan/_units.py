@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from e2e.config import (MAX_CONCURRENCY, MAX_PROMPTS, MAX_RATE, MAX_REPEATS, MAX_WINDOWS,
-                        Experiment, MultiTurn, PositiveInt, SharedPrefix, TraceReplay,
-                        WorkloadConfig)
+                        Experiment, MultiTurn, OutputTokens, PositiveInt, Seed, SharedPrefix,
+                        Table, Tokens, TraceReplay, WorkloadConfig)
 from e2e.console import validated
 from e2e.names import number_tag, safe_name
 from e2e.arms import PIN_KEY, default_profile
@@ -23,11 +23,7 @@ __all__ = ["RunSpec", "EvalSpec", "DuetSpec", "Unit", "GSM8K_CONCURRENCY", "comp
            "pinned_of"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class RunSpec(_Strict):
+class RunSpec(Table):  # a unit is its config resolved: the config's number rule
     """A load unit: an arm, the reference load at one concurrency, one spec mode, one repeat
     (its round in a sweep). Its folder is ``<experiment>/<run_id>`` and its record run.json."""
 
@@ -37,15 +33,14 @@ class RunSpec(_Strict):
     concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]
     dspark: bool
     prompts: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
-    input_len: Annotated[int, Field(gt=0, le=MAX_PROMPTS)]
-    output_len: Annotated[int, Field(gt=1, le=MAX_PROMPTS)]
-    seed: Annotated[int, Field(ge=-(2**63), lt=2**63)]
+    input_len: Tokens
+    output_len: OutputTokens
+    seed: Seed
     warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)]
     repeat: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 1
     windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = 1  # load windows in one server
-    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE,
-                                         allow_inf_nan=False)] | None = None  # open loop
-    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    request_rate: Annotated[float, Field(gt=0, le=MAX_RATE)] | None = None  # open loop
+    burstiness: Annotated[float, Field(gt=0)] = 1.0
     max_concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] | None = None
     duet: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = None  # its duet in the round
     slot: Annotated[int, Field(ge=0, le=64)] | None = None  # its slot in that duet
@@ -155,7 +150,7 @@ class RunSpec(_Strict):
 GSM8K_CONCURRENCY = 32  # requests lm-eval keeps in flight, by default
 
 
-class EvalSpec(_Strict):
+class EvalSpec(Table):
     """A GSM8K unit: an arm's ``repeat``-th fresh server running one lm-eval GSM8K evaluation
     (5-shot, strict-match, greedy) of the first ``limit`` test documents (None: all) with
     ``concurrency`` requests in flight, on ``data`` (a folder of train/test JSONL; None: the
@@ -206,7 +201,7 @@ class EvalSpec(_Strict):
                 f"data {self.data or 'hub'}")
 
 
-class DuetSpec(_Strict):
+class DuetSpec(Table):
     """A duet: the load units of ``sides`` (one per slot, in slot order) run at the same
     time, each on its own fresh server (``e2e.session.run_duet``). Every side is a RunSpec with
     its ``duet`` (this duet's index in its round) and ``slot`` set; each writes its own folder

@@ -48,7 +48,6 @@ baseline night, a ratio's history and the change points are pure functions of th
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import math
@@ -64,6 +63,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
+from e2e.config import parse_date
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
@@ -696,19 +696,6 @@ def _history_cell(row: Mapping[str, Any]) -> HistoryCell:
     return HistoryCell(**values)
 
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def _is_date(value: Any) -> bool:
-    if not isinstance(value, str) or not _DATE.fullmatch(value):
-        return False
-    try:
-        datetime.date.fromisoformat(value)
-    except ValueError:
-        return False
-    return True
-
-
 def _check_dates(frame: pd.DataFrame, path: Path) -> None:
     """A history from elsewhere is data of unknown origin: every night's ``date`` (and
     ``baseline_date`` where set) must be a calendar date, YYYY-MM-DD, or nothing is imported
@@ -717,9 +704,10 @@ def _check_dates(frame: pd.DataFrame, path: Path) -> None:
         for value in frame[column].tolist():
             if optional and (value is None or (isinstance(value, float) and math.isnan(value))):
                 continue
-            if not _is_date(value):
-                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-                raise ResultsError(f"{path}: {column} {shown} is not a date (YYYY-MM-DD); "
+            try:
+                parse_date(value)
+            except ValueError as exc:
+                raise ResultsError(f"{path}: {column} {exc}; "
                                    "nothing imported: move the file aside or fix it")
 
 

@@ -14,7 +14,8 @@ schedule puts the last arrival there), a trace over its last timestamp minus its
 divided by ``speedup``, a multi-turn load waits ``think_s`` between the turns of each of the
 sessions a stream runs one after another; a run of ``windows`` windows does it that many
 times. The limit (``load.max_schedule_s``, ``--max-schedule``) defaults to
-``prompts x load.request_timeout_s``: a schedule longer than that leaves the server idle
+``prompts x load.request_timeout_s`` (finite: both are bounded, and the limit is at most
+``e2e.config.MAX_SCHEDULE_S``): a schedule longer than that leaves the server idle
 longer, on average between arrivals, than one request may take, and is not a load (a
 capacity search down to ``--min-rate 1e-6`` would wait 11 days for its second request).
 
@@ -39,14 +40,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.config import Experiment, LoadConfig, MultiTurn, SharedPrefix, TraceReplay
+from e2e.config import MAX_SCHEDULE_S, Experiment, LoadConfig, MultiTurn, SharedPrefix, TraceReplay
 from e2e.plan import RunSpec, Unit
 from e2e.errors import ConfigError
 
 __all__ = ["Schedule", "check_units", "schedule_s", "schedule_limit_s", "prompt_tokens",
            "longest_request", "model_context", "BYTES_PER_TOKEN"]
 
-_ALLOWABLE_S = 1e10  # ~300 years: a schedule past this is offered no --max-schedule
 BYTES_PER_TOKEN = 40  # a prompt token's share of the client's memory as a list of Python ints
 
 
@@ -122,8 +122,10 @@ def schedule_limit_s(spec: RunSpec, load: LoadConfig) -> tuple[float, str]:
     if load.max_schedule_s is not None:
         return load.max_schedule_s, "load.max_schedule_s"
     n = spec.prompts * spec.windows
-    return (n * load.request_timeout_s,
-            f"{n:,} requests x the {load.request_timeout_s:g} s load.request_timeout_s")
+    how = f"{n:,} requests x the {load.request_timeout_s:g} s load.request_timeout_s"
+    if n * load.request_timeout_s > MAX_SCHEDULE_S:  # finite whatever the timeout
+        return MAX_SCHEDULE_S, f"{how}, at most the longest load.max_schedule_s"
+    return n * load.request_timeout_s, how
 
 
 def prompt_tokens(spec: RunSpec, trace=None) -> int:
@@ -241,7 +243,7 @@ def _check(experiment: Experiment, spec: RunSpec, context: tuple[int, str] | Non
     limit, how = schedule_limit_s(spec, load)
     if schedule.seconds > limit:
         ways = [f"give {schedule.fix(limit)}"] if schedule.fix(limit) else []
-        if schedule.seconds < _ALLOWABLE_S:  # beyond that no limit should be raised to it
+        if schedule.seconds <= MAX_SCHEDULE_S:  # beyond it no limit may be raised to it
             ways.append(f"allow it with --max-schedule {math.ceil(schedule.seconds)} "
                         "(load.max_schedule_s)")
         raise ConfigError(
