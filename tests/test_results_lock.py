@@ -135,3 +135,68 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
     records, problems = load_records(tmp_path / "r" / "default")
     assert len(records) == 2 and all(r.valid for r in records) and not problems
     assert not (tmp_path / "r" / "default" / ".attempts").exists()
+
+
+def _lock_file(tmp_path: Path, results: Path, experiment: str) -> Path:
+    """The results lock file ``writing`` uses for ``results/experiment`` (made by taking it)."""
+    with writing(results, experiment):
+        pass
+    (path,) = (tmp_path / "home" / "locks").glob("results-*.lock")
+    return path
+
+
+def test_a_lock_file_of_any_bytes_names_its_holder_escaped(tmp_path, hold):
+    """The lock file's contents are bytes anyone may write: read as text, bytes that are not
+    UTF-8 ended the second writer in a traceback. They are shown escaped, never decoded and
+    never sent to the terminal as they are."""
+    results = tmp_path / "r"
+    hold(results, "default", 60)
+    (path,) = (tmp_path / "home" / "locks").glob("results-*.lock")
+    path.write_bytes(b"\xff\xfe\x1b[31mred\n")  # the holder keeps its flock: only the bytes change
+    got = runner.invoke(app, ["sweep", "--runs", "1", "--no-dspark", "--results", str(results),
+                              "--lock-wait", "0"])
+    said = got.output
+    assert got.exit_code == 1, said
+    assert "Traceback" not in said and "\x1b" not in said and "\xff" not in said
+    assert said.count("error:") == 1
+    assert "another e2e (pid \\xff\\xfe\\x1b[31mred) is writing runs into" in " ".join(said.split())
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_anything_but_a_regular_file_at_the_lock_path_is_refused_in_one_line(tmp_path, kind,
+                                                                             monkeypatch):
+    """A FIFO at the lock path ended in a traceback (a FIFO cannot be opened as a text file);
+    a folder or a link there is no lock either. Each is bad input: exit 2, one line naming
+    the path and what is there, nothing written, nothing waited for."""
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    results = tmp_path / "r"
+    path = _lock_file(tmp_path, results, "default")
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / "elsewhere")
+    got = runner.invoke(app, ["sweep", "--runs", "1", "--no-dspark", "--results", str(results),
+                              "--lock-wait", "30"])
+    said = " ".join(got.output.split())
+    assert got.exit_code == 2, said
+    assert said.count("error:") == 1 and "Traceback" not in said
+    what = {"fifo": "a named pipe (FIFO)", "folder": "a folder", "link": "a symbolic link"}[kind]
+    assert f"refusing to lock {path}: it is {what}, not a regular file" in said
+    assert not results.exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_the_server_lock_refuses_a_fifo_as_the_results_lock_does(tmp_path, monkeypatch):
+    """The one-server-per-host lock is taken the same way (``e2e.paths.flocked``)."""
+    from e2e.errors import ConfigError
+    from e2e.session import server_lock
+
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    os.mkfifo(tmp_path / "home" / "server.lock")
+    with pytest.raises(ConfigError, match=r"it is a named pipe \(FIFO\), not a regular file"):
+        with server_lock(wait_s=30):
+            pass
