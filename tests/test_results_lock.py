@@ -200,3 +200,107 @@ def test_the_server_lock_refuses_a_fifo_as_the_results_lock_does(tmp_path, monke
     with pytest.raises(ConfigError, match=r"it is a named pipe \(FIFO\), not a regular file"):
         with server_lock(wait_s=30):
             pass
+
+
+DATA = ROOT / "tests" / "data"
+IMPORTS = [["vllm-bench", str(DATA / "vllm_bench" / "c1-base.json")],
+           ["aiperf", str(DATA / "aiperf" / "profile_export.jsonl"), "--arm", "main"],
+           ["guidellm", str(DATA / "guidellm" / "benchmarks.json"), "--arm", "main"]]
+
+
+def test_an_import_is_refused_while_another_e2e_writes_the_folder(tmp_path, hold):
+    """`e2e import` took no lock: it wrote runs into a folder a sweep was writing, taking
+    repeat numbers the sweep was about to write. Each import now holds the folder as every
+    writer does: with another e2e there (and no --lock-wait) it is refused in one line naming
+    the holder, nothing written."""
+    results = tmp_path / "r"
+    holder = hold(results, "exp", 60)
+    for tool in IMPORTS:
+        got = runner.invoke(app, ["import", *tool, "--experiment", "exp", "--results",
+                                  str(results), "--lock-wait", "0"])
+        said = " ".join(got.output.split())
+        assert got.exit_code == 1, said  # as a second sweep is refused (ResultsBusyError)
+        assert said.count("error:") == 1 and "Traceback" not in said
+        assert f"another e2e (pid {holder.pid}) is writing runs into {results / 'exp'}" in said
+        assert not results.exists(), tool  # no run, no .partial, no folder
+
+
+SWEEP_LIKE = textwrap.dedent('''
+    import sys, time
+    from pathlib import Path
+    from e2e.results import writing
+    results, flag, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    with writing(results, "exp"):
+        flag.write_text("held")
+        time.sleep(seconds)  # measuring main's run 2 ...
+        run = results / "exp" / "main-c1-base-r2"  # ... and writing it, as a sweep does last
+        run.mkdir(parents=True)
+        (run / "run.json").write_text("the sweep's")
+''')
+
+
+def test_an_import_with_lock_wait_waits_and_takes_a_repeat_the_writer_left_free(tmp_path,
+                                                                               monkeypatch):
+    """With --lock-wait the import waits for the writer, then numbers its run after what the
+    writer wrote: main's run 2 stays the sweep's (without the lock the import took r2 while
+    the sweep was measuring it)."""
+    monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
+    results, flag = tmp_path / "r", tmp_path / "held"
+    sweep = subprocess.Popen([sys.executable, "-c", SWEEP_LIKE, str(results), str(flag), "1.0"],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 30
+        while not flag.exists():
+            assert sweep.poll() is None and time.monotonic() < deadline, "never held"
+            time.sleep(0.02)
+        got = runner.invoke(app, ["import", *IMPORTS[0], "--experiment", "exp", "--results",
+                                  str(results), "--lock-wait", "30"])
+        assert got.exit_code == 0, got.output
+        assert sweep.wait(timeout=30) == 0
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert (results / "exp" / "main-c1-base-r2" / "run.json").read_text() == "the sweep's"
+    assert (results / "exp" / "main-c1-base-r3" / "run.json").is_file()  # the import's
+    assert not (results / "exp" / ".attempts").exists()
+
+
+def test_gsm8k_holds_the_folder_before_it_writes_its_evaluation(tmp_path, hold):
+    """GSM8K wrote eval.json (read, merged with the arms asked, written) before it took the
+    folder: two evaluations at once could each drop the other's arms. Refused, it writes
+    nothing."""
+    from e2e.config import load_experiment
+    from e2e.gsm8k.run import resolve_plan, run_gsm8k
+    from test_gsm8k_run import Fake
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.jsonl", "test.jsonl"):
+        (data / name).write_text('{"question": "q", "answer": "#### 1"}\n')
+    results = tmp_path / "results"
+    holder = hold(results, "default", 60)
+    plan = resolve_plan(load_experiment(None), arms="main,pr", dspark=False, limit=12,
+                        concurrency=4, data=data, results=results)
+    fake = Fake(["main.jsonl", "pr.jsonl"])
+    with pytest.raises(ResultsBusyError, match=f"pid {holder.pid}"):
+        run_gsm8k(plan, fake.runner(), progress=False)
+    assert not results.exists() and fake.served == []
+
+
+def test_a_night_holds_its_folder_before_it_writes_night_json(tmp_path, hold):
+    """The nightly wrote night.json (and, after its runs, its summaries and judgement.json)
+    outside the folder's lock; now the whole night holds it, so a second nightly of the same
+    date is refused before it builds, measures or writes anything."""
+    from conftest import alone_nightly_raw
+    from e2e.nightly.run import NightlyOptions, run_nightly
+    from e2e.nightly.settings import parse_nightly
+
+    raw = alone_nightly_raw()
+    raw["server"]["lock_wait_s"] = 0  # the nightly's 900 s: refused at once here
+    cfg = parse_nightly(raw)
+    results = tmp_path / "results"
+    root = results / "nightly" / "2026-01-01"
+    holder = hold(root, cfg.experiment.name, 60)
+    with pytest.raises(ResultsBusyError, match=f"pid {holder.pid}"):
+        run_nightly(cfg, NightlyOptions(results=results, date="2026-01-01", progress=False))
+    assert not root.exists()

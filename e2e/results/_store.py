@@ -13,7 +13,10 @@ the server lock, ``$E2E_HOME/locks/results-<hash of the folder's real path>.lock
 command refused before it ran anything adds nothing to the results folder): two sweeps into
 one folder would each decide a unit is not done, run it, and replace the other's run with
 theirs (a valid run displaced by an invalid one). A second writer waits for the first, then
-refuses naming its pid.
+refuses naming its pid. Every command that writes runs or a folder's state holds it (sweep,
+run, capacity, gsm8k, the nightly, import); ``e2e report`` and ``e2e export`` do not: they
+write only ``report/`` and ``export/``, rebuilt whole from the runs there, so a report can be
+made while a sweep runs.
 """
 
 from __future__ import annotations
