@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import ROOT
@@ -304,3 +306,32 @@ def test_a_night_holds_its_folder_before_it_writes_night_json(tmp_path, hold):
     with pytest.raises(ResultsBusyError, match=f"pid {holder.pid}"):
         run_nightly(cfg, NightlyOptions(results=results, date="2026-01-01", progress=False))
     assert not root.exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(contents=st.binary(max_size=48))
+def test_any_bytes_in_a_held_lock_file_name_the_holder_in_printable_ascii(tmp_path_factory,
+                                                                          contents):
+    """Whatever bytes a held lock file holds, the busy message names them in printable ASCII
+    (a pid as it is; anything else escaped) and flocked neither decodes nor acts on them."""
+    import fcntl
+
+    from e2e.paths import flocked
+
+    path = tmp_path_factory.mktemp("lock") / "x.lock"
+    path.write_bytes(contents)
+    with open(path, "rb") as other:  # another open file: its flock conflicts, even in-process
+        fcntl.flock(other, fcntl.LOCK_EX)
+        with pytest.raises(LookupError) as got:
+            with flocked(path, deadline=0.0, busy=LookupError):
+                pass
+    holder = got.value.args[0]
+    assert holder and holder.isascii() and holder.isprintable(), holder
+    shown = contents[:32].strip()  # what flocked reads: the first 32 bytes
+    if shown.isdigit():
+        assert holder == shown.decode()
+    elif not shown:
+        assert holder == "unknown"
+    else:  # the escapes read back as the bytes (32 at most)
+        assert holder.encode("ascii").decode("unicode_escape").encode("latin-1") == shown
+    assert path.read_bytes() == contents  # refused: the file is not rewritten
