@@ -137,41 +137,59 @@ def flocked(path: Path, *, shared: bool = False, deadline: float,
     block: exclusive, or ``shared``. The kernel drops it when its holder dies, so a crashed e2e
     leaves no stale lock. While another process holds it, retry each second until
     ``deadline`` (``time.monotonic()``), then raise ``busy(holder)``, ``holder`` being the pid
-    the last exclusive holder wrote into the file ("unknown" if none)."""
+    the last exclusive holder wrote into the file ("unknown" if none). The file's contents are
+    bytes anyone may have written: ``holder`` shows them escaped (``_holder``). Anything
+    but a regular file at ``path`` (a link, a FIFO, a folder, a device) is refused
+    (ConfigError, exit 2) before it is read or waited on."""
     import fcntl
+    import stat
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))  # O_NONBLOCK: a FIFO there must not block the open
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ResultsError(f"refusing to lock {path}: it is a symbolic link; remove it and "
-                               "run again") from None
+        if exc.errno in (errno.ELOOP, errno.EISDIR):
+            kind = "a symbolic link" if exc.errno == errno.ELOOP else "a folder"
+            raise ConfigError(f"refusing to lock {path}: it is {kind}, not a regular file; "
+                              "remove it and run again") from None
         raise
-    handle = os.fdopen(fd, "r+")
-    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"refusing to lock {path}: it is {_kind(mode)}, not a regular "
+                              "file; remove it and run again")
+        os.set_blocking(fd, True)
+        lock = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         while True:
             try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                fcntl.flock(fd, lock | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    handle.seek(0)
-                    raise busy(handle.read(32).strip() or "unknown") from None
+                    raise busy(_holder(os.pread(fd, 32, 0))) from None
                 time.sleep(1.0)
         if not shared:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
         yield
     finally:
         with contextlib.suppress(OSError):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _holder(data: bytes) -> str:
+    """What a lock file says of its holder: the pid e2e wrote, or any other bytes escaped
+    (``\\xff``, ``\\x1b``: never decoded, never acted on by a terminal); "unknown" if empty."""
+    data = data.strip()
+    if not data:
+        return "unknown"
+    if data.isdigit():
+        return data.decode("ascii")
+    return data.decode("latin-1").encode("unicode_escape").decode("ascii")
 
 
 def umask() -> int:

@@ -48,7 +48,7 @@ def _sigterm(*args, **kwargs):
 @pytest.mark.parametrize("argv,target", [
     (["micro", "--dry-run", "--rows", "1", "--runs", "1", "--report-from", "1", "--calls", "1"],
      "e2e.kernels.micro.run_micro"),
-    (["plan", "--target-effect", "1%", "RESULTS"], "e2e.analysis.summarize"),
+    (["plan", "--target-effect", "1%", "RESULTS"], "e2e.render.read_summary"),
 ])
 def test_micro_and_plan_go_through_the_guard(argv, target, tmp_path, monkeypatch):
     argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]

@@ -49,12 +49,13 @@ def sweep(tmp_path, arms: dict[str, tuple[float, object]], *, outputs: bool = Tr
     if outputs:
         for r in records:
             fn = answers[r.run_id]
-            write_requests(exp / r.run_id / "requests.parquet",
-                           [RequestRecord(index=i, send_s=0.0, first_token_s=0.05,
-                                          end_s=r.metrics.e2el_ms_mean / 1000,
-                                          chunk_times_s=(0.1, 0.2), prompt_tokens=1031,
-                                          completion_tokens=509, status=200,
-                                          output_token_ids=fn(i)) for i in range(N)])
+            digest = write_requests(exp / r.run_id / "requests.parquet",
+                                    [RequestRecord(index=i, send_s=0.0, first_token_s=0.05,
+                                                   end_s=r.metrics.e2el_ms_mean / 1000,
+                                                   chunk_times_s=(0.1, 0.2), prompt_tokens=1031,
+                                                   completion_tokens=509, status=200,
+                                                   output_token_ids=fn(i)) for i in range(N)])
+            write_results(tmp_path, [r.model_copy(update={"outputs_sha256": digest})])
     return exp
 
 
@@ -90,6 +91,32 @@ def test_json_has_each_verdict_the_first_divergent_token_and_the_merge_call(tmp_
     assert pr["call"] == "safe to merge" and pr["reasons"] == []
     assert {(c["arm"], c["concurrency"]) for c in doc["prefix_cache"]} == {
         (a, 1) for a in ARMS}
+
+
+@pytest.mark.slow  # the whole report
+def test_an_arm_whose_outputs_were_replaced_by_mains_is_refused_not_identical(tmp_path):
+    """The adversary's case: flag-off's output_token_ids replaced by main's in each of its
+    requests.parquet turned "diverges more than A/A · not safe to merge" into "identical".
+    Each edited run is now skipped, named, as a run.json with an edited metric is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    exp = sweep(tmp_path, ARMS)
+    edited = sorted(p.parent.name for p in exp.glob("flag-off-*/requests.parquet"))
+    assert len(edited) == 4
+    for name in edited:
+        path = exp / name / "requests.parquet"
+        table = pq.read_table(path)
+        table = table.set_column(table.column_names.index("output_token_ids"),
+                                 "output_token_ids",
+                                 pa.array([answer(i) for i in range(N)], pa.list_(pa.int32())))
+        pq.write_table(table, path)
+    doc = json.loads(report(exp, "--json"))
+    assert "flag-off" not in {c["arm"] for c in doc["outputs"]["comparisons"]}
+    assert "flag-off" not in {m["arm"] for m in doc["merge"]}
+    warnings = " ".join(w["message"] for w in doc["warnings"])
+    for name in edited:
+        assert f"skipped {name}/run.json: its requests.parquet's output_token_ids" in warnings
 
 
 @pytest.mark.slow

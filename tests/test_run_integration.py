@@ -91,7 +91,8 @@ def test_run_folder_contents(dspark_run):
             "metrics_after.prom"} <= names
     assert read_run(folder) == record
     raw = json.loads((folder / "run.json").read_text())
-    assert raw["schema_version"] == SCHEMA_VERSION == 6
+    assert raw["schema_version"] == SCHEMA_VERSION == 7
+    assert len(raw["outputs_sha256"]) == 64  # its requests.parquet's outputs, checked on read
     assert raw["placement"]["server"]["applied"] == [0] and raw["placement"]["server_cores"] == [0]
     assert raw["placement"]["client"]["applied"] == [1]
     assert raw["host_noise"]["wall_s"] > 0 and raw["bursts"]["judged"] == 4

@@ -151,3 +151,41 @@ def test_a_target_above_the_minimum_effect_plans_the_call_the_report_makes() -> 
     note = "is not above the report's 1 % minimum effect"
     assert note in format_advice(s, runs_advice(s, 1.0))
     assert note not in format_advice(s, runs_advice(s, 2.0))
+
+
+def test_the_plan_reads_a_folder_as_the_report_does_and_names_what_it_skipped(tmp_path: Path) -> None:
+    """A folder with a run.json that cannot be read and one whose metrics are not what its
+    requests.parquet gives ended `e2e plan` in a traceback ('str' object has no attribute
+    'cause'); `e2e report` skipped both. The plan now reads the folder the report's way: the
+    same table as without those runs, each skipped one named on stderr."""
+    from e2e.results import RequestRecord, write_requests
+    from test_aggregate import make_record
+
+    exp = tmp_path / "exp"
+    for r in _records():
+        (exp / r.run_id).mkdir(parents=True)
+        (exp / r.run_id / "run.json").write_text(r.model_dump_json(), encoding="utf-8")
+    runner = CliRunner()
+    args = ["plan", str(exp), "--target-effect", "1%"]
+    clean = runner.invoke(app, args)
+    assert clean.exit_code == 0, clean.output
+    (exp / "main-c1-base-r6").mkdir()
+    (exp / "main-c1-base-r6" / "run.json").write_bytes(b"\xff{ not a record")
+    edited = make_record("pr", 1, 6, tpot=1.0)  # read, it would move pr's noise
+    (exp / edited.run_id).mkdir()
+    (exp / edited.run_id / "run.json").write_text(edited.model_dump_json(), encoding="utf-8")
+    write_requests(exp / edited.run_id / "requests.parquet",
+                   [RequestRecord(index=i, send_s=0.0, first_token_s=0.05, end_s=5.0,
+                                  chunk_times_s=(0.05, 5.0), prompt_tokens=1031,
+                                  completion_tokens=509, status=200) for i in range(4)])
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and res.exception is None, res.output
+    assert res.stdout == clean.stdout  # planned from the runs the report reads, no others
+    said = " ".join(res.stderr.split())
+    assert "skipped main-c1-base-r6/run.json: not a valid run record" in said
+    assert ("skipped pr-c1-base-r6/run.json: its ok_requests (32) is not what its "
+            "requests.parquet gives (4)") in said
+    report = runner.invoke(app, ["report", str(exp)])  # the report names the same two
+    assert report.exit_code == 0, report.output
+    text = (exp / "report" / "report.md").read_text(encoding="utf-8")
+    assert "main-c1-base-r6/run.json" in text and "pr-c1-base-r6/run.json" in text

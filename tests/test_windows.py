@@ -98,6 +98,7 @@ def test_a_windowed_run_measures_its_load_k_times_in_one_server(windowed):
     assert not problems and len(records) == 6
     for r in records:
         assert r.valid, r.invalid_reasons
+        assert r.outputs_sha256 is not None  # as written; load_records checked it against the file
         assert r.spec.windows == 3 and len(r.windows) == 3
         assert [w.requests for w in r.windows] == [r.spec.prompts] * 3
         assert r.metrics.requests == 3 * r.spec.prompts

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
+from e2e.commands._options import LockWaitOpt
 from e2e.console import guard, print_run, say
 from e2e.console import out as output
 from e2e.errors import ConfigError
@@ -61,13 +62,14 @@ def import_vllm_bench(
     experiment: Annotated[Optional[str], typer.Option(
         help="Experiment folder the runs join (default: the config's name).")] = None,
     config: Annotated[Optional[Path], typer.Option(
-        "--config", "-c", help="Experiment config whose name is the default --experiment.",
-        dir_okay=False)] = None,
+        "--config", "-c", help="Experiment config whose name is the default --experiment (and "
+        "its server.lock_wait_s the default --lock-wait).", dir_okay=False)] = None,
     results: Annotated[Path, typer.Option(
         help="Folder that receives results/<experiment>/<run id>/.")] = Path("results"),
     force: Annotated[bool, typer.Option(
         "--force", help="Import a result the folder already holds again, replacing it "
         "(default: skip it, so a file imported twice is not counted twice).")] = False,
+    lock_wait: LockWaitOpt = None,
 ) -> None:
     """Turn vllm bench serve result files into runs in results/<experiment>/ (run.json, and
     requests.parquet when the file was saved with --save-detailed), so `e2e report` shows
@@ -76,11 +78,7 @@ def import_vllm_bench(
     def body() -> None:
         from e2e.interop.vllm_bench import ImportOptions, import_file
 
-        name = experiment
-        if name is None:
-            from e2e.config import load_experiment
-
-            name = load_experiment(config).name
+        name, wait_s = _folder(experiment, config, lock_wait)
         if repeat is not None and len(files) > 1:
             raise ConfigError("--repeat numbers one run; with several files leave it out "
                               "(each takes the next free repeat)")
@@ -88,7 +86,7 @@ def import_vllm_bench(
             experiment=name, arm=arm, concurrency=concurrency, dspark=dspark, prompts=prompts,
             input_len=input_len, output_len=output_len, seed=seed,
             warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths,
-            force=force)
+            force=force, lock_wait_s=wait_s)
         for path in files:
             for folder, record in import_file(path, options, results, on_skip=say):
                 print_run(folder, record, brief=True)  # its first warning names the file
@@ -96,7 +94,21 @@ def import_vllm_bench(
     guard(body)
 
 
-def _import_tool(tool: str, files: list[Path], *, experiment, config, results, **flags) -> None:
+def _folder(experiment: str | None, config: Path | None,
+            lock_wait: float | None) -> tuple[str, float]:
+    """The experiment folder an import joins and how long it waits for another e2e writing
+    there: the flags, else the config's name and ``server.lock_wait_s``."""
+    if experiment is not None and lock_wait is not None:
+        return experiment, lock_wait
+    from e2e.config import load_experiment
+
+    loaded = load_experiment(config)
+    return (loaded.name if experiment is None else experiment,
+            loaded.server.lock_wait_s if lock_wait is None else lock_wait)
+
+
+def _import_tool(tool: str, files: list[Path], *, experiment, config, results, lock_wait,
+                 **flags) -> None:
     """``e2e import aiperf|guidellm``: each file's runs into results/<experiment>/."""
 
     def body() -> None:
@@ -106,15 +118,11 @@ def _import_tool(tool: str, files: list[Path], *, experiment, config, results, *
             from e2e.interop.aiperf import import_export
         else:
             from e2e.interop.guidellm import import_report as import_export
-        name = experiment
-        if name is None:
-            from e2e.config import load_experiment
-
-            name = load_experiment(config).name
+        name, wait_s = _folder(experiment, config, lock_wait)
         if flags.get("repeat") is not None and len(files) > 1:
             raise ConfigError("--repeat numbers one run; with several files leave it out "
                               "(each takes the next free repeat)")
-        options = ImportOptions(experiment=name, **flags)
+        options = ImportOptions(experiment=name, lock_wait_s=wait_s, **flags)
         for path in files:
             for folder, record in import_export(path, options, results, on_skip=say):
                 print_run(folder, record, brief=True)
@@ -139,8 +147,8 @@ _Strict = Annotated[bool, typer.Option(
 _Experiment = Annotated[Optional[str], typer.Option(
     help="Experiment folder the runs join (default: the config's name).")]
 _Config = Annotated[Optional[Path], typer.Option(
-    "--config", "-c", help="Experiment config whose name is the default --experiment.",
-    dir_okay=False)]
+    "--config", "-c", help="Experiment config whose name is the default --experiment (and its "
+    "server.lock_wait_s the default --lock-wait).", dir_okay=False)]
 _Results = Annotated[Path, typer.Option(help="Folder that receives results/<experiment>/<run id>/.")]
 _Force = Annotated[bool, typer.Option(
     "--force", help="Import a result the folder already holds again, replacing it.")]
@@ -157,7 +165,7 @@ def import_aiperf(
     input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
     warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
     experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False,
+    force: _Force = False, lock_wait: LockWaitOpt = None,
 ) -> None:
     """Turn AIPerf's per-request export (`aiperf profile`'s profile_export.jsonl) into a run
     in results/<experiment>/ (run.json and requests.parquet), so `e2e report` gives it e2e's
@@ -165,7 +173,7 @@ def import_aiperf(
     _import_tool("aiperf", files, experiment=experiment, config=config, results=results,
                  arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
                  seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force)
+                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
 
 
 @import_app.command("guidellm")
@@ -178,7 +186,7 @@ def import_guidellm(
     input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
     warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
     experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False,
+    force: _Force = False, lock_wait: LockWaitOpt = None,
 ) -> None:
     """Turn a GuideLLM benchmark report into runs in results/<experiment>/ (one per
     benchmark of the report: run.json and requests.parquet), so `e2e report` gives them
@@ -186,7 +194,7 @@ def import_guidellm(
     _import_tool("guidellm", files, experiment=experiment, config=config, results=results,
                  arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
                  seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force)
+                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
 
 
 def export_command(

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import csv_list
-from e2e.console import guard, out
+from e2e.console import guard, out, say
 from e2e.errors import ConfigError
 
 __all__ = ["plan_target_effect"]
@@ -33,10 +33,8 @@ def plan_target_effect(
     """Say how many runs each cell needs for a target minimal detectable effect."""
 
     def body() -> None:
-        from e2e.analysis import (format_advice, metric, parse_effect, run_costs, runs_advice,
-                                  summarize)
-        from e2e.names import known_name
-        from e2e.results import load_records
+        from e2e.analysis import format_advice, metric, parse_effect, run_costs, runs_advice
+        from e2e.render import read_summary
 
         target = parse_effect(target_effect)
         keys = csv_list(metric_key)
@@ -45,14 +43,10 @@ def plan_target_effect(
                 metric(key)
             except KeyError as exc:
                 raise ConfigError(f"--metric: {exc.args[0]}") from None
-        records, problems = load_records(results_dir)
-        if not records:
-            raise ConfigError(f"{results_dir}: no run.json found; run `e2e sweep` first")
-        if baseline is not None:
-            known_name(baseline, sorted({r.spec.arm for r in records}), "baseline arm",
-                       f"the arms in {results_dir}")
-        summary = summarize(records, baseline=baseline or "main", report_from_run=report_from_run,
-                            extra_warnings=problems)
+        read = read_summary(results_dir, baseline=baseline, report_from_run=report_from_run)
+        for message in read.skipped:  # as the report names them; the plan is without them
+            say(message)
+        summary, records = read.summary, read.records
         advice = runs_advice(summary, target, power=power,
                              metrics=tuple(keys) if keys else None,
                              costs=run_costs(records))

@@ -26,7 +26,7 @@ from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.pipeline import execute
 from e2e.render import write_gsm8k_report
 from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
-                         read_evaluations, write_eval_info)
+                         read_evaluations, write_eval_info, writing)
 from e2e.session import Servers, SessionOptions
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
@@ -137,19 +137,23 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
               plugin_check: bool = True, progress: bool = True) -> GSM8KReport:
     """Run every arm of ``plan`` not already finished (each on its own fresh server, through
     the server session), saving each as it ends; then write and return the report over every
-    GSM8K evaluation of the experiment. An arm still invalid after ``max_attempts`` is a
-    ResultsError raised after the report is written (finished arms are kept)."""
+    GSM8K evaluation of the experiment. The experiment's folder is held throughout
+    (``e2e.results.writing``, as a sweep holds it). An arm still invalid after
+    ``max_attempts`` is a ResultsError raised after the report is written (finished arms are
+    kept)."""
     runner = runner or Runner()
     version = runner.check()
-    _prepare_eval(plan, version)
     session = SessionOptions(plugin_check=plugin_check, progress=progress, say=runner.log,
                              servers=runner.servers,
                              workloads=GSM8KWorkloads(lmeval=runner.lmeval, check=runner.check))
-    outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
-                      session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
-    report = gsm8k_report(read_evaluations(plan.results, plan.experiment.name))
-    if report is not None:
-        write_gsm8k_report(plan.results, plan.experiment.name, report)
+    # eval.json (read, merged, written), the arms and the report: one e2e writes them at a time
+    with writing(plan.results, plan.experiment.name, wait_s=plan.experiment.server.lock_wait_s):
+        _prepare_eval(plan, version)
+        outcome = execute(plan.experiment, plan.units, plan.results, executor=executor,
+                          session=session, max_attempts=max_attempts, on_unit=runner.on_unit)
+        report = gsm8k_report(read_evaluations(plan.results, plan.experiment.name))
+        if report is not None:
+            write_gsm8k_report(plan.results, plan.experiment.name, report)
     if outcome.given_up:
         reasons = "; ".join(dict.fromkeys(r for rec in outcome.invalid for r in rec.invalid_reasons))
         raise ResultsError(f"GSM8K arm(s) {', '.join(outcome.given_up)} invalid after "

@@ -49,7 +49,7 @@ from e2e.metrics import MAX_POSITIONS, per_position_rates, request_tpot_s
 from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
 from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
 from e2e.results import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
-                         read_run, write_requests, write_run)
+                         read_run, write_requests, write_run, writing)
 
 __all__ = [
     "FORMAT", "SUMMARY_KEYS", "PER_REQUEST_KEYS", "METADATA_KEYS", "ImportOptions",
@@ -122,6 +122,7 @@ class ImportOptions:
     repeat: int | None = None
     strict_lengths: bool = False
     force: bool = False  # import a result again that the folder already holds (replacing it)
+    lock_wait_s: float = 0.0  # how long to wait for another e2e writing into the folder
 
     def __post_init__(self) -> None:
         check_name(self.experiment, "--experiment")
@@ -620,7 +621,9 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
 
     Idempotent: a result (the file's sha256 and its index in the file) the folder already
     holds is skipped, ``on_skip`` told why, so importing a file twice cannot count its runs
-    twice; ``options.force`` replaces the earlier import in place (its run id kept).
+    twice; ``options.force`` replaces the earlier import in place (its run id kept). The
+    experiment's folder is held meanwhile, as a sweep holds it: another e2e writing there makes
+    the import wait ``options.lock_wait_s``, then refuse (ResultsBusyError) with nothing written.
     ``read`` and ``convert`` import another tool's files the same way (``e2e.interop.aiperf``,
     ``e2e.interop.guidellm``): its documents, and one document -> ``ImportedRun`` as
     ``to_run``."""
@@ -631,6 +634,17 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
                           "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
+    # the folder held as a sweep holds it (e2e.results.writing): the repeat numbers this
+    # import takes and the runs it writes are its alone
+    with writing(results, options.experiment, wait_s=options.lock_wait_s):
+        return _import_docs(docs, path, digest, options, results, on_skip=on_skip,
+                            convert=convert)
+
+
+def _import_docs(docs: list[dict[str, Any]], path: Path, digest: str, options: ImportOptions,
+                 results: Path, *, on_skip: Callable[[str], None] | None,
+                 convert: Callable[..., ImportedRun]) -> list[tuple[Path, RunRecord]]:
+    """``import_file``'s writes, the folder held."""
     before = _imported_before(results, options.experiment)
     written = []
     # what the folder held before: imported runs change neither (no config, not e2e's own)

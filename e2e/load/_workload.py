@@ -253,7 +253,7 @@ class LoadWorkload:
                 f"the first scheduled arrival was sent {first * 1000.0:.1f} ms after its time "
                 "(the load's start-up: the client's event loop or its host was busy), so its "
                 "TTFT and the requests queued behind it read late")
-        write_requests(folder / "requests.parquet", finished)
+        outputs_sha256 = write_requests(folder / "requests.parquet", finished)
         return RunRecord(
             experiment=info.experiment, run_id=spec.run_id, spec=spec,
             arm_settings=info.arm_settings, config=info.config, server=info.server,
@@ -265,7 +265,8 @@ class LoadWorkload:
             offered_rate=outcome.offered_rate if outcome is not None else None,
             achieved_rate=outcome.achieved_rate if outcome is not None else None,
             finished_at=info.finished_at, counters_before=before, counters_after=after,
-            metrics=summary, windows=_window_metrics(finished, spec) if summary else [],
+            metrics=summary, outputs_sha256=outputs_sha256,
+            windows=_window_metrics(finished, spec) if summary else [],
             valid=not reasons, invalid_reasons=reasons, warnings=info.warnings)
 
 

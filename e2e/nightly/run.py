@@ -37,7 +37,7 @@ from e2e.nightly.assess import assess, assess_night
 from e2e.nightly.measure import measure_night
 from e2e.nightly.settings import NightlyConfig, night_of
 from e2e.nightly.write import NightOutcome, write_night
-from e2e.results import RunRecord, open_store
+from e2e.results import RunRecord, open_store, writing
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly"]
 
@@ -79,11 +79,15 @@ def run_nightly(
                                 experiment=night.experiment.name, cells=cells,
                                 pinned=night.pinned, store=store)
 
-    measured = measure_night(cfg, night, look=look, say=say, on_run=on_run,
-                             progress=options.progress, executor=options.executor,
-                             gsm8k_runner=gsm8k_runner, servers=servers)
-    with open_store(night.store, night.results) as store:
-        say(f"results store: {store.masked}")
-        assessed = assess(cfg, night, measured, store, say=say)
-        return write_night(cfg, night, measured, assessed, store, link_base=options.link_base,
-                           say=say)
+    # the night's folder held as a sweep holds its own: night.json, the runs, the GSM8K
+    # subset, the summaries and judgement.json are written by one e2e at a time
+    with writing(night.root, night.experiment.name,
+                 wait_s=night.experiment.server.lock_wait_s):
+        measured = measure_night(cfg, night, look=look, say=say, on_run=on_run,
+                                 progress=options.progress, executor=options.executor,
+                                 gsm8k_runner=gsm8k_runner, servers=servers)
+        with open_store(night.store, night.results) as store:
+            say(f"results store: {store.masked}")
+            assessed = assess(cfg, night, measured, store, say=say)
+            return write_night(cfg, night, measured, assessed, store,
+                               link_base=options.link_base, say=say)

@@ -1,6 +1,7 @@
 """Every writer of bytes for a report: Markdown, CSV, PNG, JSON, HTML (``report/index.html``)
 and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
-results folder, aggregates and writes them. GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
+results folder (``read_summary``: the one reading, ``e2e plan``'s too), aggregates and writes
+them. GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
 ``gsm8k_json``, and ``write_gsm8k_report`` beside its evaluations. The kernels' reports
 (``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...) and ``e2e
 unit``'s matrix (``unit_markdown``). The nightly's: a night's summary (``render_summary``,
@@ -26,11 +27,11 @@ __all__ = [
     "csv_safe", "dumps", "fit_comment", "forest_figure", "format_cell",
     "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv", "gsm8k_json",
     "gsm8k_markdown", "history_nights_text", "host_cost_markdown", "md_text", "metric_label",
-    "micro_markdown", "micro_plot", "render_capacity_plot", "render_csv", "render_github",
-    "render_html", "render_markdown", "render_plots", "render_summary", "render_summary_github",
-    "render_trends", "report_json", "report_link", "run_json", "said", "site_files",
-    "steps_markdown", "toml_text", "unit_markdown", "verdict_icon", "write_gsm8k_report",
-    "write_micro", "write_site", "write_steps"
+    "micro_markdown", "micro_plot", "read_summary", "render_capacity_plot", "render_csv",
+    "render_github", "render_html", "render_markdown", "render_plots", "render_summary",
+    "render_summary_github", "render_trends", "report_json", "report_link", "run_json", "said",
+    "site_files", "steps_markdown", "toml_text", "unit_markdown", "verdict_icon",
+    "write_gsm8k_report", "write_micro", "write_site", "write_steps"
 ]
 
 _NIGHTLY = ("SiteData", "SummaryContext", "metric_label", "render_summary", "report_link",
@@ -59,7 +60,7 @@ def __getattr__(name: str) -> object:
         from e2e.render._markdown import (format_cell, format_headline_comparison, format_pct,
                                           format_value, render_markdown)
         from e2e.render._plots import render_plots
-        from e2e.render._report import ReportOutput, build_report
+        from e2e.render._report import ReportOutput, build_report, read_summary
         from e2e.render._toml import toml_text
 
     loaded = {k: v for k, v in locals().items() if k in __all__}

@@ -27,13 +27,13 @@ from e2e.analysis import (ReportWarning, Summary, equivalence_of, gsm8k_report, 
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
-from e2e.results import load_outputs, load_records, read_evaluations
+from e2e.results import RunRecord, load_outputs, load_records, read_evaluations
 from e2e.render._csv import render_csv
 from e2e.render._markdown import render_markdown
 from e2e.render._plots import render_plots
 from e2e.render._html import render_html
 
-__all__ = ["ReportOutput", "build_report", "REPORT_DIR"]
+__all__ = ["ReportOutput", "FolderSummary", "build_report", "read_summary", "REPORT_DIR"]
 
 REPORT_DIR = "report"
 
@@ -56,25 +56,37 @@ class ReportOutput:
         return (self.markdown_path, *html, *self.csv_paths, *self.plot_paths)
 
 
-def build_report(
+@dataclass(frozen=True)
+class FolderSummary:
+    """A results folder as ``e2e report`` and ``e2e plan`` read it (``read_summary``)."""
+
+    summary: Summary
+    records: tuple[RunRecord, ...]   # the runs summarized (after ``only``)
+    skipped: tuple[str, ...]         # each run.json not read, and why (also in the warnings)
+
+
+def read_summary(
     results_dir: Path, *, report_from_run: int | None = None, baseline: str | None = None,
     only: dict[str, str] | None = None, confidence: float | None = None,
-) -> ReportOutput:
-    """Aggregate ``results_dir/*/run.json`` and write ``results_dir/report/``.
+) -> FolderSummary:
+    """Read ``results_dir/*/run.json`` and aggregate it: the one reading of a results folder
+    (``build_report`` renders it, ``e2e plan`` plans from it). A run.json that cannot be read
+    or trusted is skipped and named in ``skipped`` and in the summary's warnings.
 
     ``report_from_run`` None uses the experiment config's value; ``baseline`` names an arm of
     the folder (a ConfigError naming its arms otherwise), None: main where there is one;
-    ``only`` keeps the runs whose spec matches (e.g. ``{"output_len": "128"}``). Raises
-    ``ResultsError`` when the folder holds no readable run, when its runs are not comparable
-    (naming the field that differs), or when a file cannot be written."""
+    ``only`` keeps the runs whose spec matches (e.g. ``{"output_len": "128"}``); ``confidence``
+    None is the last sequential look's (a folder ``--until-settled`` made) or the default.
+    Raises ``ResultsError`` when the folder holds no readable run or its runs are not
+    comparable (naming the field that differs)."""
     results_dir = Path(results_dir)
-    records, unread = load_records(results_dir)
+    records, skipped = load_records(results_dir)
     for what, name in (("baseline arm", baseline), ("arm", (only or {}).get("arm"))):
         if name is not None and records:  # (--baseline, --only arm=)
             known_name(name, sorted({r.spec.arm for r in records}), what,
                        f"the arms in {results_dir}")
     baseline = baseline or "main"
-    problems = tuple(ReportWarning(message) for message in unread)
+    problems = tuple(ReportWarning(message) for message in skipped)
     if only:
         try:
             records = tuple(select(records, only))
@@ -106,9 +118,23 @@ def build_report(
                             extra_warnings=problems)
     except ValueError as exc:
         raise ResultsError(f"{results_dir}: {exc}") from exc
+    return FolderSummary(summary=summary, records=tuple(records), skipped=skipped)
+
+
+def build_report(
+    results_dir: Path, *, report_from_run: int | None = None, baseline: str | None = None,
+    only: dict[str, str] | None = None, confidence: float | None = None,
+) -> ReportOutput:
+    """Aggregate ``results_dir/*/run.json`` (``read_summary``, its arguments) and write
+    ``results_dir/report/``. Raises ``ResultsError`` as ``read_summary`` does, or when a file
+    cannot be written."""
+    results_dir = Path(results_dir)
+    read = read_summary(results_dir, report_from_run=report_from_run, baseline=baseline,
+                        only=only, confidence=confidence)
+    summary, records = read.summary, read.records
     outputs, unreadable = load_outputs(results_dir, records)
     summary = replace(summary, outputs=summarize_outputs(
-        records, outputs, baseline=baseline, confidence=summary.confidence),
+        records, outputs, baseline=summary.baseline, confidence=summary.confidence),
         warnings=(*summary.warnings, *(ReportWarning(m) for m in unreadable)))
     # what else the experiment measured, for the merge line: GSM8K beside the load runs
     # (results/<experiment>/gsm8k), a capacity search (results/<experiment>/capacity.json)

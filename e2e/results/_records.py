@@ -27,7 +27,7 @@ __all__ = ["SCHEMA_VERSION", "RequestRecord", "RunMetrics", "SpecCounters", "Ser
            "Placement", "ProcessPlacement", "ProcessCPU", "GPUDevice", "GPUProcess", "GPUState", "HostNoise", "BurstSummary", "ClientStats",
            "INTERFERENCE_SHARE", "WARN_SHARE"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """4: a run's spec has ``duet`` and ``slot``, a run.json its ``duet`` block (an e2e of 3 would
 refuse those keys: it now names the newer schema instead). 5: the spec's ``workload``, a
 run.json's ``workload`` block (what was sent, its hash, the cache state, the prefix cache's
@@ -36,7 +36,9 @@ per draft position (``SpecCounters.accepted_per_pos``) and the run's per-positio
 rates (``RunMetrics.acceptance_rates_per_pos``). Records of 1-4 read unchanged. 6: a request
 record's ``output_token_ids`` (requests.parquet's column of that name, list<int32>: the
 completion's token ids, null where not recorded); files of 1-5 have no such column and read
-as "outputs not recorded"."""
+as "outputs not recorded". 7: a run.json's ``outputs_sha256`` (the digest of its
+requests.parquet's outputs, checked where the metrics are: ``e2e.results._check``); a record
+of 7 with a requests.parquet and no digest is not trusted; records of 1-6 read unchecked."""
 
 
 class _Record(BaseModel):
@@ -448,6 +450,11 @@ class RunRecord(_Record):
     counters_before: SpecCounters | None = None
     counters_after: SpecCounters | None = None
     metrics: RunMetrics | None = None
+    outputs_sha256: str | None = Field(
+        None, description="SHA-256 of requests.parquet's recorded outputs as written (its index "
+        "and output_token_ids columns: e2e.results._check.outputs_sha256); a report or a resume "
+        "refuses the run when the file's differ. None: no requests.parquet (or an imported "
+        "run), or a record of schema 6 or older (its outputs unchecked).")
     windows: list[RunMetrics] = Field(
         default_factory=list, description="With load.windows > 1: each load window's client-side "
         "metrics (its own requests), in order; ``metrics`` is over all of them.")

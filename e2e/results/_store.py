@@ -13,7 +13,10 @@ the server lock, ``$E2E_HOME/locks/results-<hash of the folder's real path>.lock
 command refused before it ran anything adds nothing to the results folder): two sweeps into
 one folder would each decide a unit is not done, run it, and replace the other's run with
 theirs (a valid run displaced by an invalid one). A second writer waits for the first, then
-refuses naming its pid.
+refuses naming its pid. Every command that writes runs or a folder's state holds it (sweep,
+run, capacity, gsm8k, the nightly, import); ``e2e report`` and ``e2e export`` do not: they
+write only ``report/`` and ``export/``, rebuilt whole from the runs there, so a report can be
+made while a sweep runs.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from e2e.names import check_name
 from e2e.errors import ConfigError, NoSuchResults, ResultsBusyError, ResultsError
 from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, flocked,
                        no_links, read_bounded, replace_dir, within)
-from e2e.results._check import disagreement
+from e2e.results._check import disagreement, outputs_disagreement, outputs_sha256
 from e2e.results._records import RequestRecord, RunRecord
 
 __all__ = ["writing", "load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
@@ -232,24 +235,33 @@ def _interrupted(path: Path) -> bool:
 
 
 def _untrusted(record: RunRecord, folder: Path) -> str | None:
-    """Why ``record``'s figures cannot be trusted against its folder's requests.parquet
-    (``e2e.results._check``), or None; imported runs and runs without the file unchecked."""
+    """Why ``record``'s figures or recorded outputs cannot be trusted against its folder's
+    requests.parquet (``e2e.results._check``), or None; imported runs and runs without the
+    file unchecked, and the outputs of a record older than their digest (schema 1-6)."""
     path = Path(folder) / REQUESTS
-    if record.metrics is None or "imported" in (record.provenance or {}) or not path.is_file():
+    if "imported" in (record.provenance or {}) or not path.is_file():
         return None
+    digested = record.outputs_sha256 is not None or record.schema_version >= OUTPUTS_DIGESTED
     try:
-        rows = read_requests(path, outputs=False)
+        wrong = (disagreement(record.metrics, read_requests(path, outputs=False))
+                 if record.metrics is not None else None)
+        if wrong is None and digested:
+            wrong = outputs_disagreement(record.outputs_sha256, _outputs_sha256(path))
     except Exception as exc:  # noqa: BLE001 (a damaged parquet is the answer, not a crash)
         return f"its requests.parquet cannot be read ({type(exc).__name__})"
-    return disagreement(record.metrics, rows)
+    return wrong
+
+
+OUTPUTS_DIGESTED = 7  # the run.json schema from which every record has its outputs' digest
 
 
 OUTPUTS = "output_token_ids"
 
 
-def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:
+def write_requests(path: Path, records: Sequence[RequestRecord]) -> str:
     """``requests.parquet``: one row per request; ``output_token_ids`` a list<int32> column
-    (null where not recorded)."""
+    (null where not recorded). Returns the digest of the outputs written (``outputs_sha256``):
+    the run.json beside it records it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -261,6 +273,18 @@ def write_requests(path: Path, records: Sequence[RequestRecord]) -> None:
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+    return outputs_sha256(table.column("index"), table.column(OUTPUTS))
+
+
+def _outputs_sha256(path: Path) -> str:
+    """The digest of a ``requests.parquet``'s outputs as stored (only those two columns read;
+    a file without the outputs column: every output not recorded)."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    table = pq.read_table(path, columns=["index"] + ([OUTPUTS] if OUTPUTS in names else []))
+    return outputs_sha256(table.column("index"),
+                          table.column(OUTPUTS) if OUTPUTS in names else None)
 
 
 def read_requests(path: Path, *, outputs: bool = True) -> list[RequestRecord]:
