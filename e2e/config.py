@@ -202,9 +202,14 @@ class ServerConfig(Table):
         None, description="URL of an already-running OpenAI-compatible server to measure "
         "instead of starting one (--base-url): not a fresh server; its API key comes from "
         "$E2E_API_KEY or $OPENAI_API_KEY.")
-    port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
-    args: ArgList = Field(default_factory=list, description="Extra server arguments.")
-    env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        0, description="The server's port; 0: a free one.")
+    args: ArgList = Field(
+        default_factory=list, description="Arguments for every arm's server, after --model "
+        "(an arm's own args come after these).")
+    env: EnvTable = Field(
+        default_factory=dict, description="Environment for every arm's server (an arm's own "
+        "env goes over it).")
     build: BuildSpec | None = Field(
         None, description="The build of every arm without its own [arms.<name>.build] "
         "(needed unless every arm has one).")
