@@ -191,7 +191,8 @@ class BuildSpec(Table):
 
 
 class ServerConfig(Table):
-    kind: Literal["vllm"] = "vllm"
+    kind: Literal["vllm"] = Field(
+        "vllm", description="The serving engine every arm's server runs; vLLM is the one kind.")
     model: str = Field(
         "e2e:tiny-llama",
         description="Path or name passed to --model; 'e2e:tiny-llama' is built offline by e2e.",
@@ -201,15 +202,28 @@ class ServerConfig(Table):
         None, description="URL of an already-running OpenAI-compatible server to measure "
         "instead of starting one (--base-url): not a fresh server; its API key comes from "
         "$E2E_API_KEY or $OPENAI_API_KEY.")
-    port: Annotated[int, Field(ge=0, le=65535)] = Field(0, description="0: a free port.")
-    args: ArgList = Field(default_factory=list, description="Extra server arguments.")
-    env: EnvTable = Field(default_factory=dict, description="Extra server environment.")
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        0, description="The server's port; 0: a free one.")
+    args: ArgList = Field(
+        default_factory=list, description="Arguments for every arm's server, after --model "
+        "(an arm's own args come after these).")
+    env: EnvTable = Field(
+        default_factory=dict, description="Environment for every arm's server (an arm's own "
+        "env goes over it).")
     build: BuildSpec | None = Field(
         None, description="The build of every arm without its own [arms.<name>.build] "
         "(needed unless every arm has one).")
-    api_key: str | None = None
-    startup_timeout_s: Seconds = 600.0
-    stop_grace_s: Seconds = 30.0
+    api_key: str | None = Field(
+        None, description="API key each server is started with (vLLM's --api-key); e2e's "
+        "requests send it as a bearer token, and it is redacted from everything e2e writes. "
+        "None: no key.")
+    startup_timeout_s: Seconds = Field(
+        600.0, description="Seconds a fresh server has to answer its health check before its "
+        "start fails (the error shows its log's last lines); raise it for a large model or a "
+        "first start that compiles.")
+    stop_grace_s: Seconds = Field(
+        30.0, description="Seconds a server has to exit after SIGTERM before its whole process "
+        "group is killed (SIGKILL).")
     lock_wait_s: Wait = Field(
         0.0, description="How long to wait for another e2e's server to finish, or for another "
         "e2e writing runs into the same results folder (0: refuse).")
@@ -247,10 +261,15 @@ class SharedPrefix(Table):
     ``input_len``) is its own. Sent in a seeded shuffled order; the prefix cache's hit rate
     comes from the server's counters before and after the measured load."""
 
-    kind: Literal["shared-prefix"]
-    groups: Annotated[int, Field(gt=0, le=100_000)]
-    per_group: Annotated[int, Field(gt=1, le=100_000)]
-    prefix_len: PositiveInt
+    kind: Literal["shared-prefix"] = Field(description="Selects this workload.")
+    groups: Annotated[int, Field(gt=0, le=100_000)] = Field(
+        description="Prefix groups: each has a prefix of its own, shared by its requests.")
+    per_group: Annotated[int, Field(gt=1, le=100_000)] = Field(
+        description="Requests per group; a run sends groups x per_group requests (in place of "
+        "prompts_per_concurrency x concurrency).")
+    prefix_len: PositiveInt = Field(
+        description="Tokens of a group's shared prefix; below input_len, so each request has "
+        "a suffix of its own.")
 
     @property
     def tag(self) -> str:
@@ -267,11 +286,19 @@ class TraceReplay(Table):
     by ``speedup``; each hash id stands for ``block_size`` tokens drawn once per id, so
     requests that share hash ids share exact token prefixes."""
 
-    kind: Literal["trace"]
-    path: str = Field(min_length=1, max_length=4096)
-    block_size: Annotated[int, Field(gt=0, le=1 << 20)] = 512
-    speedup: Annotated[float, Field(gt=0)] = 1.0
-    max_requests: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] | None = None
+    kind: Literal["trace"] = Field(description="Selects this workload.")
+    path: str = Field(
+        min_length=1, max_length=4096, description="The trace file (JSONL, one request a "
+        "line); a relative path is read from the folder e2e runs in.")
+    block_size: Annotated[int, Field(gt=0, le=1 << 20)] = Field(
+        512, description="Tokens each hash id stands for: the block size the trace was "
+        "recorded with (Mooncake's traces use 512).")
+    speedup: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="Arrival times are divided by this: 2 replays the trace in half its "
+        "time, at twice its request rate.")
+    max_requests: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] | None = Field(
+        None, description="Replay only the trace's first this many requests, by arrival time "
+        "(a shorter run); None: all of them.")
     segments: Annotated[int, Field(gt=0, le=1000)] = Field(
         4, description="Equal-time segments of the trace with their own metrics.")
 
@@ -293,11 +320,16 @@ class MultiTurn(Table):
     user message of ``user_len`` tokens. A session's turns are sent one after another (the next
     ``think_s`` after the last one ended); ``concurrency`` sessions run at once."""
 
-    kind: Literal["multi-turn"]
-    sessions: Annotated[int, Field(gt=0, le=1_000_000)]
-    turns: Annotated[int, Field(gt=1, le=1000)]
-    user_len: PositiveInt
-    think_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    kind: Literal["multi-turn"] = Field(description="Selects this workload.")
+    sessions: Annotated[int, Field(gt=0, le=1_000_000)] = Field(
+        description="Conversations a run holds; it sends sessions x turns requests.")
+    turns: Annotated[int, Field(gt=1, le=1000)] = Field(
+        description="Turns per conversation; each turn's prompt holds every turn before it.")
+    user_len: PositiveInt = Field(
+        description="Tokens of the new user message each turn after the first adds.")
+    think_s: Annotated[float, Field(ge=0, le=3600)] = Field(
+        0.0, description="Seconds a session waits after a reply before it sends its next "
+        "turn (0: at once); a user's reading time.")
 
     @property
     def tag(self) -> str:
@@ -315,20 +347,39 @@ WorkloadConfig = Annotated[SharedPrefix | TraceReplay | MultiTurn, Field(discrim
 
 
 class LoadConfig(Table):
-    input_len: Tokens = 1031
-    output_len: OutputTokens = 509
-    prompts_per_concurrency: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = 32
+    input_len: Tokens = Field(
+        1031, description="Prompt length in tokens: each prompt is exactly this many random "
+        "token ids (a trace's requests keep their own lengths). Set it to the prompts the "
+        "change matters for.")
+    output_len: OutputTokens = Field(
+        509, description="Reply length in tokens: each request asks for exactly this many "
+        "(greedy, end-of-sequence ignored; a trace's requests keep their own).")
+    prompts_per_concurrency: Annotated[int, Field(gt=0, le=MAX_PROMPTS)] = Field(
+        32, description="Measured requests per unit of concurrency: a run at concurrency c "
+        "sends this x c prompts per load window (--prompts-per-concurrency). More makes each "
+        "run longer and its figures steadier.")
     concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(
-        default_factory=lambda: [1, 4, 64], min_length=1)
-    warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)] = 2
+        default_factory=lambda: [1, 4, 64], min_length=1,
+        description="Concurrencies to measure, each a cell of its own: a closed loop keeps "
+        "this many requests in flight (--concurrency).")
+    warmup_requests: Annotated[int, Field(ge=0, le=MAX_PROMPTS)] = Field(
+        2, description="Requests sent to each fresh server before the measured load, never "
+        "measured (prompts of their own, so they warm no prefix cache for the measured ones); "
+        "0: none.")
     windows: Annotated[int, Field(gt=0, le=MAX_WINDOWS)] = Field(
         1, description="Load windows per server: the measured load (prompts_per_concurrency x "
         "concurrency prompts) is run this many times back to back in one fresh server, each "
         "window with its own prompts. The run's metrics are over all of them; run.json keeps "
         "each window's, and the report splits the noise into between-server and within-server "
         "parts (docs/explanation/statistics.md).")
-    request_timeout_s: Seconds = 900.0
-    stall_timeout_s: Seconds = 120.0
+    request_timeout_s: Seconds = Field(
+        900.0, description="Seconds one request may take, from its send to its last token, "
+        "before it fails (a failed request makes its run invalid); raise it for long replies "
+        "on a slow server.")
+    stall_timeout_s: Seconds = Field(
+        120.0, description="Seconds a request may receive nothing (the wait for its first "
+        "token included) before it fails and makes its run invalid; raise it where a server "
+        "pauses longer, e.g. long prefills at a high concurrency.")
     max_schedule_s: Annotated[float, Field(gt=0, le=MAX_SCHEDULE_S)] | None = Field(
         None, description="The longest arrival schedule a run may have, in seconds (an open "
         "loop's n / rate, a trace's span / speedup, a multi-turn load's think times; "
@@ -337,7 +388,10 @@ class LoadConfig(Table):
     max_prompt_tokens: Annotated[int, Field(gt=0)] = Field(
         50_000_000, description="The most prompt tokens one run may draw (every window's and "
         "the warmup's; the load generator holds them all, about 40 bytes a token).")
-    seed: Seed = 0
+    seed: Seed = Field(
+        0, description="Seed of the random prompts (and of a workload's draws and an open "
+        "loop's arrival gaps): every arm at one seed gets the same requests. Change it to "
+        "measure other prompts.")
     cpus: CpuList | None = Field(
         None, description="CPU set for the load generator, e.g. '1' (--client-cpus); the OS "
         "refusing it runs unpinned, recorded.")
@@ -356,7 +410,8 @@ class LoadConfig(Table):
         "e2e=2s' (--slo): the share of requests meeting every one, and requests/s that did.")
     workload: WorkloadConfig | None = Field(
         None, description="What the measured requests look like: None, the reference load; "
-        "a shared-prefix or a trace workload (docs/explanation/load.md, 'Workloads').")
+        "a shared-prefix, trace or multi-turn workload (docs/explanation/load.md, "
+        "'Workloads').")
 
     @field_validator("slo")
     @classmethod
@@ -372,10 +427,16 @@ class LoadConfig(Table):
 
 
 class ArmConfig(Table):
-    description: str = ""
+    description: str = Field(
+        "", description="What the arm is, for people: `e2e arms` shows it; not part of what a "
+        "run measures.")
     build: BuildSpec | None = Field(None, description="Overrides server.build for this arm.")
-    env: EnvTable = Field(default_factory=dict)
-    args: ArgList = Field(default_factory=list)
+    env: EnvTable = Field(
+        default_factory=dict, description="Environment for this arm's server, over "
+        "server.env (a key in both takes this value).")
+    args: ArgList = Field(
+        default_factory=list, description="Server arguments for this arm, after server.args "
+        "(e.g. a flag the change adds).")
     plugin: Annotated[dict[str, Any], AfterValidator(plugin_settings)] = Field(
         default_factory=dict, description="Settings for e2e's vLLM plugin in this arm's server."
     )
@@ -389,20 +450,37 @@ class MutantConfig(Table):
     plugin setting forced (``plugin``, over the arm's) and/or a function made a no-op
     (``noop = "module:function"``). A mutant that no test catches is reported as such."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+ -]{0,63}$")
-    arm: str
-    description: str = ""
-    plugin: dict[str, Any] = Field(default_factory=dict)
-    noop: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+ -]{0,63}$",
+                      description="The mutant's column in unit.md and unit.json; unlike every "
+                      "arm's and other mutant's.")
+    arm: str = Field(description="The arm it breaks: its tests run with that arm's plugin "
+                     "settings, then this table's over them.")
+    description: str = Field(
+        "", description="What it breaks and why a test should catch it, for the config's "
+        "reader; e2e does not read it.")
+    plugin: dict[str, Any] = Field(
+        default_factory=dict, description="Plugin settings forced over the arm's (e.g. a "
+        "feature's flag turned off).")
+    noop: str | None = Field(
+        None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="A function replaced by one that does nothing and returns None, as "
+        "module:function, before its tests run; None: none.")
 
 
 class UnitConfig(Table):
     """``[unit]``: the validation matrix ``e2e unit`` runs: these test files once per arm
     (default: the arms a sweep without --arms runs) and once per mutant."""
 
-    tests: list[str] = Field(default_factory=list)
-    arms: list[str] = Field(default_factory=list)
-    mutants: list[MutantConfig] = Field(default_factory=list)
+    tests: list[str] = Field(
+        default_factory=list, description="Test files `e2e unit` runs (--tests replaces "
+        "them); a relative path is found from the current folder, then e2e's repository, and "
+        "must lie inside one of them.")
+    arms: list[str] = Field(
+        default_factory=list, description="Arms to run them on, one column each (--arms "
+        "replaces them); empty: the arms a sweep without --arms runs.")
+    mutants: list[MutantConfig] = Field(
+        default_factory=list, description="Mutants, one column each after the arms' (the "
+        "[[unit.mutants]] tables).")
 
 
 class ExecutorConfig(Table):
@@ -410,7 +488,9 @@ class ExecutorConfig(Table):
     ``ray`` (every host of a Ray cluster that offers ``resource``, one unit per host at a time;
     see docs/how-to/cluster.md). Operational only: never part of a record's config snapshot."""
 
-    kind: Literal["local", "ray"] = "local"
+    kind: Literal["local", "ray"] = Field(
+        "local", description="Where units run: 'local', on this host one at a time; 'ray', "
+        "on the hosts of a Ray cluster, one unit per host at a time (--executor).")
     address: str | None = Field(
         None, description="Ray cluster address (host:6379 or ray://host:10001); "
         "None: $RAY_ADDRESS, else the cluster started on this machine ('auto').")
@@ -430,11 +510,19 @@ class DuetSlot(Table):
     and ``port`` is its server's port (0: a free one)."""
 
     name: Annotated[str, AfterValidator(lambda v: safe_name(v, "duet slot name"))] | None = Field(
-        None, description="Default: slot<i> (its index).")
-    server_cpus: CpuList | None = None
-    client_cpus: CpuList | None = None
-    env: EnvTable = Field(default_factory=dict)  # checked as server.env is
-    port: Annotated[int, Field(ge=0, le=65535)] = 0
+        None, description="The slot's name in the dry run and each run's record (default: "
+        "`slot<i>`, its index).")
+    server_cpus: CpuList | None = Field(
+        None, description="CPU set for this slot's server, e.g. '0' or '0-3', in place of "
+        "server.cpus; None: unpinned. Slots' server sets must not overlap.")
+    client_cpus: CpuList | None = Field(
+        None, description="CPU set for this slot's load generator, e.g. '1', in place of "
+        "load.cpus; None: unpinned.")
+    env: EnvTable = Field(  # checked as server.env is
+        default_factory=dict, description="Environment added to this slot's server, e.g. "
+        "CUDA_VISIBLE_DEVICES = \"1\" to give each slot its own GPU.")
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        0, description="This slot's server port, in place of server.port; 0: a free one.")
 
 
 def _default_slots() -> list[DuetSlot]:
@@ -451,8 +539,13 @@ class DuetConfig(Table):
     then lands on every arm of a duet alike, and the duet is the block of the cell model.
     Operational: left out of config snapshots (each run records its slot and partners)."""
 
-    enabled: bool = False
-    slots: list[DuetSlot] = Field(default_factory=_default_slots, min_length=2, max_length=64)
+    enabled: bool = Field(
+        False, description="Run every load unit of a sweep as a duet (--duet / --no-duet); "
+        "false: one server at a time.")
+    slots: list[DuetSlot] = Field(
+        default_factory=_default_slots, min_length=2, max_length=64,
+        description="Where a duet's sides run, one table each; a duet has as many sides as "
+        "slots, or as arms where the arms are fewer. The default fits a 2-core host.")
     min_overlap: Annotated[float, Field(gt=0, le=1)] = Field(
         0.9, description="A side whose measured window had every side under load for less than "
         "this share of it is invalid.")
@@ -492,25 +585,42 @@ class DuetConfig(Table):
 
 
 class Experiment(Table):
-    name: Annotated[str, AfterValidator(lambda v: safe_name(v, "experiment name"))]
-    server: ServerConfig
-    arms: dict[str, ArmConfig] = Field(min_length=1)
+    name: Annotated[str, AfterValidator(lambda v: safe_name(v, "experiment name"))] = Field(
+        description="The experiment's name: its runs go to `<results>/<name>/` and the "
+        "nightly's history is kept under it. Give a new name to what measures something else.")
+    server: ServerConfig = Field(
+        description="What every arm's server shares: the model, the build, arguments, "
+        "environment, timeouts (the [server] table).")
+    arms: dict[str, ArmConfig] = Field(
+        min_length=1, description="The builds and settings to compare, one `[arms.<name>]` "
+        "table each; the name names the arm's runs.")
     speculators: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Named vLLM speculative_config profiles ('dspark')."
     )
-    load: LoadConfig = Field(default_factory=LoadConfig)
-    repeats: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = 4
+    load: LoadConfig = Field(
+        default_factory=LoadConfig, description="The requests each run sends (the [load] "
+        "table).")
+    repeats: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = Field(
+        4, description="Rounds a sweep runs (--runs): each round measures every arm once at "
+        "every concurrency and spec mode, each run on a fresh server. More rounds narrow the "
+        "intervals.")
     report_from_run: Annotated[int, Field(gt=0, le=MAX_REPEATS)] = Field(
         2, description="Runs before this one are warmups.")
     equivalence_pct: EquivalencePct = Field(
         1.0, description="A comparison reads 'equivalent' when its interval lies within "
         "+-this many % (two one-sided tests).")
     # How units are run, not what they measure: left out of dumps (config snapshots, hashes).
-    executor: ExecutorConfig = Field(default_factory=ExecutorConfig, exclude=True)
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig, exclude=True,
+        description="Where the units run: this host or a Ray cluster (the [executor] table).")
     # Arms measured together (``[duet]``, ``--duet``): how units run, left out of dumps too.
-    duet: DuetConfig = Field(default_factory=DuetConfig, exclude=True)
+    duet: DuetConfig = Field(
+        default_factory=DuetConfig, exclude=True,
+        description="Arms measured together in time, one server per slot (the [duet] table).")
     # What `e2e unit` runs; not part of what a run measures, so left out of dumps too.
-    unit: UnitConfig = Field(default_factory=UnitConfig, exclude=True)
+    unit: UnitConfig = Field(
+        default_factory=UnitConfig, exclude=True,
+        description="The tests `e2e unit` runs on every arm and mutant (the [unit] table).")
 
     @field_validator("arms", "speculators")
     @classmethod

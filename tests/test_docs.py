@@ -1,13 +1,14 @@
 """The docs a user reads hold together: every relative link and #anchor resolves (GitHub's
 anchor rule), no dated measurement or issue number outside docs/measurements/ and the
-changelog, the generated reference is what its generator prints today, and every ``e2e ...``
-line of the README and the tutorials parses against the real command tree (options, choices,
-types), none of them run."""
+changelog, the generated reference is what its generator prints today (which refuses a config
+key without a description), and every ``e2e ...`` line of the README and the tutorials parses
+against the real command tree (options, choices, types), none of them run."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
 import re
 import runpy
 import shlex
@@ -125,6 +126,57 @@ def test_the_generated_reference_is_what_the_generator_prints():
         on_disk = (ROOT / "docs" / "reference" / name).read_text(encoding="utf-8")
         assert on_disk == make(), (f"docs/reference/{name} is stale: run "
                                    "python docs/reference/generate.py")
+
+
+def _generator() -> types.ModuleType:
+    """docs/reference/generate.py as a module of its own (its globals can be patched)."""
+    spec = importlib.util.spec_from_file_location("_generate", ROOT / "docs" / "reference" /
+                                                  "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_row_of_the_config_reference_has_a_description():
+    rows = [line for line in (ROOT / "docs" / "reference" / "config.md").read_text(
+        encoding="utf-8").splitlines() if line.startswith("| `")]
+    assert len(rows) > 100  # every key of every table, not a few
+    empty = [row.split(" |", 1)[0] for row in rows if row.rstrip().endswith("|  |")]
+    assert not empty, f"config keys without a description: {empty}"
+
+
+def test_the_generator_refuses_a_config_key_without_a_description(tmp_path, monkeypatch, capsys):
+    from pydantic import Field
+
+    from e2e.config import Table
+
+    class Inner(Table):
+        described: int = Field(1, description="Has one.")
+        bare: int = 2
+
+    class Planted(Table):
+        name: str = Field(description="Has one.")
+        inner: Inner = Field(default_factory=Inner)
+        blank: str = Field("", description="  ")
+
+    generator = _generator()
+    with pytest.raises(generator.Undescribed) as caught:
+        generator.config_markdown([(Planted, "")])
+    head, *keys = str(caught.value).splitlines()
+    assert head.startswith("3 config key(s) have no description")
+    assert [k.split("  (")[0].strip() for k in keys] == ["inner", "blank", "[inner] bare"]
+    assert keys[2].endswith("Inner.bare)")  # where to add it
+
+    # writing and --check alike: exit 1 naming the keys, and no file written
+    monkeypatch.setattr(generator, "HERE", tmp_path)
+    monkeypatch.setattr(generator, "OUTPUTS", {
+        "cli.md": lambda: "fine\n",
+        "config.md": lambda: generator.config_markdown([(Planted, "")])})
+    for argv in ([], ["--check"]):
+        assert generator.main(argv) == 1
+        err = capsys.readouterr().err
+        assert "3 config key(s) have no description" in err and "[inner] bare" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_reference_names_every_command_and_every_top_level_key():

@@ -55,13 +55,16 @@ _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
 class GSM8KNightly(Table):
     """An optional GSM8K subset: every nightly arm on ``repeats`` fresh servers."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="Run the GSM8K subset every night and judge its "
+                          "strict-match accuracy against the baseline night's.")
     limit: Annotated[int, Field(gt=0)] | None = Field(
         50, description="First N test documents (None: all 1319).")
     repeats: Annotated[int, Field(ge=2, le=MAX_REPEATS)] = Field(
         2, description="Fresh servers per arm; their spread is the repeat-of-main noise floor.")
-    dspark: bool = False
-    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] = 8
+    dspark: bool = Field(False, description="Run it with the speculator (the dspark profile, "
+                         "which must not pin acceptance); false: without.")
+    concurrency: Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)] = Field(
+        8, description="Requests lm-eval keeps in flight against each server.")
     data: str | None = Field(
         None, description="Folder with train.jsonl and test.jsonl (relative to the config "
                           "file); None reads the hub dataset through lm-eval.")
@@ -86,7 +89,8 @@ class GSM8KNightly(Table):
 class ChangePointSettings(Table):
     """Change points over each judged cell's history (``e2e.analysis.night_changes``)."""
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="Seek change points (a step or a drift over "
+                          "nights) in each judged cell's history; false: none are sought.")
     alpha: Annotated[float, Field(gt=0, lt=1)] = Field(
         0.05, description="Level of the Welch t-test that confirms a change point (nights "
                           "before against nights after).")
@@ -104,11 +108,19 @@ class NightlySettings(Table):
     """The ``[nightly]`` table. ``None`` means "as the experiment says"."""
 
     arms: list[str] | None = Field(None, description="Arms to run (default: every arm).")
-    concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] | None = None
-    spec_modes: list[SpecMode] = Field(default_factory=lambda: ["base", "dspark"], min_length=1)
+    concurrencies: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] | None = Field(
+        None, description="Concurrencies measured every night (default: load.concurrencies).")
+    spec_modes: list[SpecMode] = Field(
+        default_factory=lambda: ["base", "dspark"], min_length=1,
+        description="Spec modes measured every night: 'base', without a speculator; "
+        "'dspark', with the [speculators.dspark] profile.")
     runs: Annotated[int, Field(gt=0, le=MAX_REPEATS)] | None = Field(
-        None, description="Default: repeats.")
-    confidence: Annotated[float, Field(gt=0, lt=1)] = 0.95
+        None, description="Rounds each night runs (default: the experiment's repeats); the "
+        "first report_from_run - 1 are warmups.")
+    confidence: Annotated[float, Field(gt=0, lt=1)] = Field(
+        0.95, description="Confidence level of the intervals a night is judged by (each cell "
+        "against the baseline night's, a relative cell's against its history, the outputs "
+        "check).")
     thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
         default_factory=_default_thresholds,
         description="Per spec mode: metric key -> minimum change in % that counts; 'headline' "
@@ -167,8 +179,12 @@ class NightlySettings(Table):
         "reference more than its yardstick allows (an A/A arm of the night, else the earlier "
         "nights) is a finding in its summary and judgement.json. true: the finding also makes "
         "the night a regression (exit 1); false: it is reported only.")
-    gsm8k: GSM8KNightly = Field(default_factory=GSM8KNightly)
-    changepoints: ChangePointSettings = Field(default_factory=ChangePointSettings)
+    gsm8k: GSM8KNightly = Field(
+        default_factory=GSM8KNightly, description="The optional GSM8K subset (the "
+        "[nightly.gsm8k] table).")
+    changepoints: ChangePointSettings = Field(
+        default_factory=ChangePointSettings, description="Change points over each cell's "
+        "history (the [nightly.changepoints] table).")
 
     @field_validator("thresholds")
     @classmethod
