@@ -492,7 +492,8 @@ def test_the_walk_finds_the_float_flags():
             "plan --power"} <= flags
 
 
-_REQUIRED = {"plan": ["--target-effect", "1%", "results"], "bisect": ["--good", "a", "--bad", "b"]}
+_REQUIRED = {"plan": ["--target-effect", "1%", "results"], "bisect": ["--good", "a", "--bad", "b"],
+             **{tool: ["run.json", "--arm", "main"] for tool in ("vllm-bench", "aiperf", "guidellm")}}
 
 
 @pytest.mark.parametrize("flag", FLOAT_FLAGS, ids=lambda f: f"{' '.join(f[0])} {f[1]}")
