@@ -6,8 +6,8 @@ over consecutive units shared by the arms (sd ``--time-sd``, lag-1 ``--rho``), t
 in e2e's order (every round, each arm's next units in turn, ``_run.interleave``, the arm that
 goes first rotating). A server at offered rate r meets a request's SLO with probability
 p = Phi(Phi^-1(goodput) + ln(C_server / r) / width) (``--width``: the SLO edge's width in ln
-rate; small is a sharp edge), and its goodput share is the share of ``--prompts`` such
-requests: binomial, or beta-binomial with intra-run correlation ``--overdispersion`` (the
+rate; small is a sharp edge; ``--shape`` logistic or plateau for other curves, ``share_p``),
+and its goodput share is the share of ``--prompts`` such requests: binomial, or beta-binomial with intra-run correlation ``--overdispersion`` (the
 requests of one run fail together more than independent ones would). The margin and its
 censoring are e2e's (``goodput_margin``, ``censored``'s rule: a run that met every request
 reports the ceiling, one that met none the floor). The search and the estimate are e2e's own

@@ -34,7 +34,9 @@ repeats). Counting every repeat (t on 10-11 df, 2.2, at 2-3 rates) covered 89.5-
 two df a rate (t on 4 df, 2.78, at two rates) 91.8-93.2 % for a slow arm at 3 repeats;
 2·rates − 1 gives 3.18 at two rates, 2.57 at three, 2.36 at four. A side where r does not
 reach the quantile within the measured rates is open (0 or ∞: the line is not extrapolated),
-never a narrow guess. Its level is the stated confidence *conditional on the search closing
+never a narrow guess. Where the goodput curve is flat near the objective (a plateau, then a
+fall) the line through the runs off the flat stretch is too steep there, and the interval
+widens to the nearest rates whose own runs meet and miss the objective (``_widen``). Its level is the stated confidence *conditional on the search closing
 it*: an interval left open says the runs could not place that side. Simulated in the search's
 own scenarios (docs/measurements/capacity-coverage.md, "One df fewer"), closed 95 % intervals
 cover the median server's capacity 94.4-100 % of the time at 3 and 6 repeats.
