@@ -44,6 +44,33 @@ def _record(search: dict) -> dict:
     return out
 
 
+def _screen(search: dict) -> list[str]:
+    """The arms whose interval the widening could move: some rate whose runs are all within
+    the band and whose noise at the smallest quantile (1.96) and 1.25 times the spread of the
+    line's best fit is narrower than the band (``_widen``'s condition, loosened so that the
+    estimate's own fit and quantile cannot pass where this did not)."""
+    mod = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py"))
+    out = []
+    for arm, got in search["arms"].items():
+        if got is None:
+            continue
+        runs = [mod._near(mod.MarginRun(r, m, c)) for r, m, c in got["runs"]]
+        if all(u.margin >= 0 for u in runs) or not any(u.margin >= 0 for u in runs):
+            continue
+        prof = mod._Profile(runs)
+        x = np.log([u.rate for u in runs])
+        starts = [np.array([a, b, x0]) for a, b in ((0.0, 0.0), (math.log(5.0), 0.0))
+                  for x0 in (x.min(), x.mean(), x.max())]
+        sigma = math.exp(prof.best(starts)[1][1])
+        by: dict[float, list] = {}
+        for u in runs:
+            by.setdefault(u.rate, []).append(u)
+        if any(not any(u.censored for u in us)
+               and 1.96 * sigma / 1.25 / math.sqrt(len(us)) < mod.BAND for us in by.values()):
+            out.append(arm)
+    return out
+
+
 def _share(x: list[bool]) -> str:
     if not x:
         return "—"
@@ -96,6 +123,10 @@ def main() -> None:
     r.add_argument("--sims", type=int, default=0)
     r.add_argument("--skip", type=int, default=0)
     r.add_argument("--jobs", type=int, default=2)
+    sc = sub.add_parser("screen", help="how many searches the widening could change at all")
+    sc.add_argument("runs")
+    sc.add_argument("--sims", type=int, default=0)
+    sc.add_argument("--jobs", type=int, default=2)
     c = sub.add_parser("compare")
     c.add_argument("runs")
     c.add_argument("records")
@@ -104,6 +135,15 @@ def main() -> None:
     if a.cmd == "compare":
         compare(searches, [json.loads(line) for line in Path(a.records).read_text().splitlines()
                            if line])
+        return
+    if a.cmd == "screen":
+        todo = searches[:a.sims or None]
+        with Pool(a.jobs) as pool:
+            got = pool.map(_screen, todo, chunksize=4)
+        arms = sorted({k for s in todo for k in s["arms"]})
+        for arm in arms:
+            hit = [s["search"] for s, g in zip(todo, got) if arm in g]
+            print(f"  {arm}: the widening could move {len(hit)} of {len(todo)} intervals: {hit[:20]}")
         return
     _ESTIMATOR = str(Path(a.estimator).resolve())
     todo = searches[a.skip:a.sims or None]
