@@ -61,7 +61,7 @@ def estimate_search(job: tuple[str, dict]) -> dict:
                     for a, e in ests.items()}, "ratios": {}}
     for arm, e in ests.items():
         if arm != base and e is not None and ests[base] is not None:
-            out["ratios"][arm] = (mod.ratio(e, ests[base]), e.closed and ests[base].closed)
+            out["ratios"][arm] = ((getattr(mod, "capacity_ratio", None) or mod.ratio)(e, ests[base]), e.closed and ests[base].closed)
     return out
 
 

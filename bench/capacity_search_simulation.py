@@ -6,8 +6,8 @@ over consecutive units shared by the arms (sd ``--time-sd``, lag-1 ``--rho``), t
 in e2e's order (every round, each arm's next units in turn, ``_run.interleave``, the arm that
 goes first rotating). A server at offered rate r meets a request's SLO with probability
 p = Phi(Phi^-1(goodput) + ln(C_server / r) / width) (``--width``: the SLO edge's width in ln
-rate; small is a sharp edge), and its goodput share is the share of ``--prompts`` such
-requests: binomial, or beta-binomial with intra-run correlation ``--overdispersion`` (the
+rate; small is a sharp edge; ``--shape`` logistic or plateau for other curves, ``share_p``),
+and its goodput share is the share of ``--prompts`` such requests: binomial, or beta-binomial with intra-run correlation ``--overdispersion`` (the
 requests of one run fail together more than independent ones would). The margin and its
 censoring are e2e's (``goodput_margin``, ``censored``'s rule: a run that met every request
 reports the ceiling, one that met none the floor). The search and the estimate are e2e's own
@@ -23,6 +23,7 @@ stated level beside it), its median width, and the same for the ratio of the arm
     python bench/capacity_search_simulation.py --sims 400 --width 0.03   # a sharp edge
     python bench/capacity_search_simulation.py --sims 400 --overdispersion 0.05
     python bench/capacity_search_simulation.py --sims 400 --caps main=10,close=9
+    python bench/capacity_search_simulation.py --sims 400 --shape plateau   # or logistic
 
 The estimate is the slow part (seconds a search): ``--save-runs FILE`` writes the searches
 instead, and ``bench/capacity_replay.py FILE`` estimates them over many processes (the same
@@ -45,8 +46,34 @@ from e2e.capacity._run import interleave
 from e2e.results import MarginRun
 
 
-def share_p(rate: float, cap: float, goodput: float, width: float) -> float:
-    return float(norm.cdf(norm.ppf(goodput) + math.log(cap / rate) / width))
+PLATEAU = (0.74, 1.35, 0.94, 0.86)
+"""The plateau edge: the share falls from 0.94 at 0.74 times the server's capacity to 0.86 at
+1.35 times (the goodput objective at 1 times), linear in probit and ln rate on either side of
+the capacity, and at the edge's usual width beyond those rates."""
+
+
+def share_p(rate: float, cap: float, goodput: float, width: float, shape: str = "probit") -> float:
+    """A server of capacity ``cap``'s chance that a request meets the SLO at ``rate``: its
+    probit linear in ln rate (``probit``, slope 1 / ``width``), or its logit (``logistic``, the
+    same slope at the capacity), or flat near the objective (``plateau``: ``PLATEAU``)."""
+    u, z0 = math.log(cap / rate), float(norm.ppf(goodput))
+    if shape == "logistic":
+        k = float(norm.pdf(z0)) / (goodput * (1.0 - goodput) * width)
+        return 1.0 / (1.0 + math.exp(-(math.log(goodput / (1.0 - goodput)) + k * u)))
+    if shape == "plateau":
+        low, high, top, bottom = PLATEAU
+        a, b = math.log(1.0 / low), math.log(1.0 / high)  # u where the plateau ends: > 0, < 0
+        za, zb = float(norm.ppf(top)) - z0, float(norm.ppf(bottom)) - z0
+        if u >= a:
+            g = za + (u - a) / width
+        elif u >= 0:
+            g = za * u / a
+        elif u >= b:
+            g = zb * u / b
+        else:
+            g = zb + (u - b) / width
+        return float(norm.cdf(z0 + g))
+    return float(norm.cdf(z0 + u / width))
 
 
 def measure(rng, p: float, a) -> tuple[float, str]:
@@ -87,7 +114,7 @@ def one(caps: dict[str, float], a: argparse.Namespace, rng, estimate_them: bool 
         for arm, rate, rep in units:
             time_part = a.rho * time_part + math.sqrt(1 - a.rho ** 2) * rng.normal(0, a.time_sd)
             cap = caps[arm] * math.exp(rng.normal(0, a.server_sd) + time_part)
-            m, c = measure(rng, share_p(rate, cap, a.goodput, a.width), a)
+            m, c = measure(rng, share_p(rate, cap, a.goodput, a.width, a.shape), a)
             observed[arm].setdefault(rate, {})[rep] = m
             flags[arm][(rate, rep)] = c
             made[arm].append((rate, rep))
@@ -120,6 +147,9 @@ def main() -> None:
     p.add_argument("--time-sd", type=float, default=0.10)
     p.add_argument("--rho", type=float, default=0.5)
     p.add_argument("--width", type=float, default=0.15, help="the SLO edge's width in ln rate")
+    p.add_argument("--shape", choices=("probit", "logistic", "plateau"), default="probit",
+                   help="the goodput curve: probit-linear in ln rate, logistic, or a plateau "
+                        "near the objective (0.94 to 0.86 from 0.74 to 1.35 times the capacity)")
     p.add_argument("--overdispersion", type=float, default=0.0,
                    help="intra-run correlation of the requests' outcomes (beta-binomial)")
     p.add_argument("--goodput", type=float, default=0.9)
@@ -136,7 +166,7 @@ def main() -> None:
     caps = {k: float(v) for k, v in (x.split("=") for x in a.caps.split(","))}
     base = next(iter(caps))
     print(f"{a.sims} searches; servers sd {a.server_sd}, time AR(1) sd {a.time_sd} rho {a.rho}, "
-          f"edge width {a.width}, over-dispersion {a.overdispersion:g}, {a.prompts} prompts, "
+          f"edge {a.shape} width {a.width}, over-dispersion {a.overdispersion:g}, {a.prompts} prompts, "
           f"goodput {a.goodput:g}, start {a.start:g} factor {a.factor:g} resolution "
           f"{a.resolution:g} repeats {a.repeats}; truth: each arm's median server's capacity "
           + ", ".join(f"{k} {v:g}" for k, v in caps.items()))

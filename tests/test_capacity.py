@@ -208,6 +208,53 @@ def test_repeats_at_the_same_rates_do_not_narrow_the_interval_past_what_the_rate
     assert "t on 3 df (12 runs near the edge, at 2 rates)" in est.method
 
 
+# a 3-repeat search of bench/capacity_search_simulation.py --shape plateau (seed 1, search 9,
+# the slow arm; its median server's capacity 0.35 req/s): goodput 94-86 % from 0.26 to 0.47
+# req/s, then a fall. (rate, margin, censored)
+PLATEAU = [(16.0, -3.9198, "below"), (10.7, -3.9198, "below"), (7.13, -3.9198, "below"),
+           (4.75, -3.9198, "below"), (3.17, -3.9198, "below"), (2.11, -3.9198, "below"),
+           (1.41, -3.9198, "below"), (0.94, -3.9198, "below"), (0.627, -3.0132, ""),
+           (0.418, -0.347, ""), (0.279, 0.6784, ""), (0.341, 0.1014, ""), (0.378, 0.2195, ""),
+           (0.378, 0.1014, ""), (0.418, -0.2087, ""), (0.378, -0.0461, ""), (0.418, -0.1312, "")]
+
+
+def test_a_plateau_near_the_objective_widens_the_interval_to_the_rates_its_runs_place(monkeypatch):
+    import e2e.analysis._capacity as capacity_module
+
+    runs = [MarginRun(*r) for r in PLATEAU]
+    est = capacity_estimate(runs, lo=0.378, hi=0.418)
+    # the line through the runs off the plateau is steep: its interval alone (0.358-0.408)
+    # leaves out 0.341 req/s, whose run is within noise of the objective, and the truth
+    monkeypatch.setattr(capacity_module, "_widen", lambda runs, profile, sigma, q: profile)
+    line = capacity_estimate(runs, lo=0.378, hi=0.418)
+    assert line.closed and not line.low <= 0.35 <= line.high
+    # widened to the nearest rates whose runs meet (0.279) and miss (0.418) it
+    assert est.closed and est.low <= 0.35 <= est.high
+    assert est.low == pytest.approx(0.279) and est.high == pytest.approx(0.418)
+    assert est.rate == line.rate and "flat near it" in est.method
+    # the confidence distribution (the ratio's) stretched with it
+    assert np.quantile(est.replicates, 0.025) < math.log(line.low) - 0.1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_clean_edge_keeps_the_profile_interval(seed, monkeypatch):
+    import e2e.analysis._capacity as capacity_module
+
+    runs = _runs(9.9, RATES, np.random.default_rng(seed))
+    est = capacity_estimate(runs, lo=9.6, hi=10.7)
+    monkeypatch.setattr(capacity_module, "_widen", lambda runs, profile, sigma, q: profile)
+    line = capacity_estimate(runs, lo=9.6, hi=10.7)
+    assert (est.low, est.high, est.replicates) == (line.low, line.high, line.replicates)
+    assert "flat" not in est.method
+
+
+def test_a_plateau_up_to_the_last_rate_leaves_that_side_open():
+    # within noise of the objective at every rate above the edge: no rate says it misses
+    runs = [MarginRun(*r) for r in PLATEAU if r[0] <= 0.418] + [MarginRun(0.47, -0.12)]
+    est = capacity_estimate(runs, lo=0.378, hi=0.418)
+    assert est.high == math.inf and not est.closed and est.low > 0
+
+
 def test_censored_runs_bound_the_line_and_no_edge_gives_an_open_estimate():
     # every run met every request or none: only which side of the edge each rate lies on
     sharp = _runs(9.9, RATES, slope=60.0)

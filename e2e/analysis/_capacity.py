@@ -34,7 +34,9 @@ repeats). Counting every repeat (t on 10-11 df, 2.2, at 2-3 rates) covered 89.5-
 two df a rate (t on 4 df, 2.78, at two rates) 91.8-93.2 % for a slow arm at 3 repeats;
 2·rates − 1 gives 3.18 at two rates, 2.57 at three, 2.36 at four. A side where r does not
 reach the quantile within the measured rates is open (0 or ∞: the line is not extrapolated),
-never a narrow guess. Its level is the stated confidence *conditional on the search closing
+never a narrow guess. Where the goodput curve is flat near the objective (a plateau, then a
+fall) the line through the runs off the flat stretch is too steep there, and the interval
+widens to the nearest rates whose own runs meet and miss the objective (``_widen``). Its level is the stated confidence *conditional on the search closing
 it*: an interval left open says the runs could not place that side. Simulated in the search's
 own scenarios (docs/measurements/capacity-coverage.md, "One df fewer"), closed 95 % intervals
 cover the median server's capacity 94.4-100 % of the time at 3 and 6 repeats.
@@ -156,7 +158,8 @@ def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
                       confidence: float = 0.95) -> Capacity:
     """The capacity from ``runs`` (every run of an arm's search), its interval and replicates
     (see the module's docstring); ``lo``/``hi``: the search's boundary, kept for the record."""
-    runs = [_near(r) for r in runs if r.rate > 0 and math.isfinite(r.margin)]
+    measured = [r for r in runs if r.rate > 0 and math.isfinite(r.margin)]
+    runs = [_near(r) for r in measured]
     if len(runs) < 3:
         raise ValueError("estimate needs at least 3 runs")
     meets = [r.margin >= 0 for r in runs]
@@ -204,7 +207,9 @@ def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
         return optimize.brentq(lambda v: signed(v) - target, left, right, xtol=1e-4)
 
     tail = (1.0 - confidence) / 2.0
-    low, high = solve(float(quantile(1.0 - tail))), solve(float(quantile(tail)))
+    q = float(quantile(1.0 - tail))
+    low, high = solve(q), solve(-q)
+    wide = _widen(measured, (low, high), sigma, q)
     # the confidence distribution: ln C where r is the law's quantile of evenly spaced
     # probabilities, read off the profile on a grid between the ends (monotone in ln C)
     pts = np.unique(np.concatenate([grid, [xhat]]))
@@ -215,12 +220,64 @@ def capacity_estimate(runs: Sequence[MarginRun], *, lo: float, hi: float,
     rs, xs = -r[order], pts[order]  # increasing -r, its ln C
     reps = np.interp(-t, rs, xs)
     reps = np.where(-t < rs[0], -math.inf, np.where(-t > rs[-1], math.inf, reps))
+    reps = _stretch(reps, xhat, (low, high), wide)
     method = (f"censored line over all {len(runs)} runs, profile likelihood, t on {df} df "
               f"({open_} runs near the edge, at {rates} rates)")
+    if wide != (low, high):
+        method += ("; widened to the nearest rates whose runs meet and miss the objective: "
+                   "the goodput curve is flat near it, so the line alone is too narrow")
+    low, high = wide
     return Capacity(rate=math.exp(xhat), low=math.exp(low) if math.isfinite(low) else 0.0,
                     high=math.exp(high), confidence=confidence, lo=lo, hi=hi,
                     replicates=tuple(float(v) for v in np.sort(reps)), slope=slope,
                     spread=sigma, runs=len(runs), method=method)
+
+
+def _widen(runs: Sequence[MarginRun], profile: tuple[float, float], sigma: float,
+           q: float) -> tuple[float, float]:
+    """The profile interval (ln C), widened where the goodput curve is flat near the objective.
+
+    Per measured rate, its own runs read with the line's spread σ: *on a flat stretch* when
+    none is censored or beyond ±``BAND``, their mean margin is within q·σ/√n of 0 and that is
+    narrower than the band (the runs place the curve there within the band the line reads:
+    where the spread is wider, as on a clean edge whose servers differ, a rate's runs alone
+    say too little to keep it in); *meets* (or *misses*) when the mean is above q·σ/√n (below
+    −q·σ/√n). Where a rate on a flat stretch lies outside the profile interval, the line drawn
+    through the runs off it (a steep fall past a plateau) is narrower than the runs on it
+    allow, and each end moves out to the nearest measured rate beyond it that its runs say
+    meets (below) or misses (above), open (±inf) where none does."""
+    by: dict[float, list[float]] = {}
+    clean: dict[float, bool] = {}
+    for r in runs:
+        x = math.log(r.rate)
+        by.setdefault(x, []).append(r.margin)
+        clean[x] = clean.get(x, True) and not r.censored and abs(r.margin) < BAND
+    half = {x: q * sigma / math.sqrt(len(m)) for x, m in by.items()}
+    z = {x: sum(m) / len(m) / half[x] for x, m in by.items()}
+    flat = [x for x, v in z.items() if clean[x] and abs(v) <= 1.0 and half[x] < BAND]
+    low, high = profile
+    if all(low <= x <= high for x in flat):
+        return profile
+    flat += [low, high]
+    meets = [x for x, v in z.items() if v > 1.0 and x < min(flat)]
+    misses = [x for x, v in z.items() if v < -1.0 and x > max(flat)]
+    return (max(meets) if meets else -math.inf, min(misses) if misses else math.inf)
+
+
+def _stretch(reps: np.ndarray, xhat: float, profile: tuple[float, float],
+             wide: tuple[float, float]) -> np.ndarray:
+    """The confidence distribution's draws, each side of ``xhat`` stretched so that the
+    profile's ends land on the widened ones (beyond an end made open: ±inf)."""
+    out = reps.copy()
+    for end, to, side in ((profile[0], wide[0], reps < xhat), (profile[1], wide[1], reps > xhat)):
+        if to == end or not math.isfinite(end):
+            continue
+        if not math.isfinite(to):
+            beyond = side & ((reps < end) if to < 0 else (reps > end))
+            out[beyond] = to
+            continue
+        out[side] = xhat + (reps[side] - xhat) * (to - xhat) / (end - xhat)
+    return out
 
 
 def _tails(values: np.ndarray, confidence: float) -> tuple[float, float]:
