@@ -408,10 +408,7 @@ LOG_PHRASE = re.compile(
 
 
 # Pages still being rewritten elsewhere, with the machine paths and log phrases they hold.
-KNOWN_LOGGED: dict[str, list[str]] = {
-    # the load generator's page: its capacity passage is moving to docs/measurements/
-    "docs/explanation/load.md": ["/tmp/cap/grid2"],
-}
+KNOWN_LOGGED: dict[str, list[str]] = {}
 
 
 @pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
