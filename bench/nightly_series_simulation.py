@@ -21,6 +21,12 @@ cell (default 4.5 %: the nightly's own sets with four swapping windows, 4.1-5.1 
 for every cell, or one a cell), plus a night part shared by the night's cells
 (``--night-sd``, 1 %: what differs from night to night and more duets do not average away).
 
+``--noise`` picks a regime beside that model (``noise``'s docstring): each side's loading on
+the host's shared level differing from night to night, so what the ratio keeps of it is
+correlated within a night; the same with a weekly pattern; server parts with t(3) tails; one
+night in eight busy (three times every noise part), its interference recorded or not; the
+step's first night busy.
+
 Scenarios (every series its own seed, the same for every judge; all print the share of
 series and nights with ± one Monte Carlo standard error over series, and the wall time):
 
@@ -94,24 +100,27 @@ def series(args) -> tuple[list[str], list[int]]:
     """One series of ``a.nights`` nights; returns each night's outcome ("regressed",
     "improved", "pass": regressed if any judged cell regressed) and its duets."""
     a, cfg, sds, scenario, s = args
+    a = argparse.Namespace(**{**vars(a), "scenario": scenario})
     rng = np.random.default_rng([a.seed, s, len(scenario)])
     effect_of = effects(a, scenario)
     expected, keys = judged(cfg)
     measured = {judged_key(cfg, k): k for k in expected if k.kind == "load"}
     schedule = cfg.looks.schedule()
     history = []  # the store's records of the nights so far (Store.cells)
+    phase = rng.uniform(0.0, 2.0 * math.pi)  # the weekly pattern's
     out, duets = [], []
     with tempfile.TemporaryDirectory() as results:
         for i in range(a.nights):
             date = _date(i)
-            night = rng.normal(0.0, a.night_sd)
             mu = math.log(1.0 + effect_of(i) / 100.0)
-            values = {k: np.exp(mu + night + rng.normal(0.0, sd, schedule[-1]))
-                      for (k, _), sd in zip(keys, sds)}
+            logs, busy = noise(rng, a, i, schedule[-1], sds, phase)
+            values = {k: np.exp(mu + x) for (k, _), x in zip(keys, logs)}
+            seen = (1.0 if busy else 0.0) if a.noise == "busy-recorded" else None
             for k_t in schedule:
                 # every measured cell, as load_cells gives them: a judged server twin beside
                 # the client's headline cell it replaces (recorded, not judged)
-                cells = [NightCell(c, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)))
+                cells = [NightCell(c, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)),
+                                   interference=() if seen is None else (seen,) * k_t)
                          for k, _ in keys for c in dict.fromkeys((measured[k], k))]
                 j = assess_night(cfg, results=Path(results), date=date,
                                  experiment=cfg.experiment.name, cells=cells,
@@ -127,6 +136,48 @@ def series(args) -> tuple[list[str], list[int]]:
                        "improved" if "improved" in names else "pass")
             duets.append(k_t)
     return out, duets
+
+
+NOISES = ("iid", "loading", "weekly", "t3", "busy-recorded", "busy-unrecorded", "step-busy")
+
+
+def noise(rng, a, i: int, k: int, sds, phase: float) -> tuple[list[np.ndarray], bool]:
+    """Night ``i``'s ln ratios (before the effect) for k duets of each judged cell, and
+    whether the night is busy; every draw is made whatever the regime uses, so a seed's
+    series differ between regimes only where the regime differs.
+
+    * ``iid``: a server part N(0, sd) a duet and a night part N(0, ``--night-sd``);
+    * ``loading``: plus each side's loading on the host's shared level drawn per night as
+      1 ± ``--loading-sd`` (normal), the level AR(1) over the night's duets (sd
+      ``--host-sd``, ρ ``--host-rho``): the ratio keeps (l1 − l2) × level, correlated
+      within a night;
+    * ``weekly``: ``loading`` plus ± ``--weekly`` % (a sine over 7 nights);
+    * ``t3``: ``loading`` with server parts of Student's t on 3 df (the same sd);
+    * ``busy-recorded`` / ``busy-unrecorded``: ``loading`` with 1 night in ``--busy-every``
+      (at random) at ``--busy-factor`` times every noise part, its runs' interference
+      recorded above the rule's max (1 core) or not (0);
+    * ``step-busy``: ``loading`` with the step's first night (``--step-night``) busy, not
+      recorded."""
+    night = rng.normal(0.0, a.night_sd)
+    server = [rng.normal(0.0, sd, k) for sd in sds]
+    heavy = [sd * rng.standard_t(3, k) / math.sqrt(3.0) for sd in sds]
+    l1, l2 = 1.0 + rng.normal(0.0, a.loading_sd, 2)
+    level = np.empty(k)
+    level[0] = rng.normal(0.0, a.host_sd)
+    shocks = rng.normal(0.0, a.host_sd * math.sqrt(1.0 - a.host_rho ** 2), k)
+    for j in range(1, k):
+        level[j] = a.host_rho * level[j - 1] + shocks[j]
+    busy_draw = rng.uniform() < 1.0 / a.busy_every
+    regime = a.noise
+    if regime == "iid":
+        return [night + x for x in server], False
+    busy = (busy_draw if regime.startswith("busy-") else
+            i == a.step_night - 1 and a.scenario == "step" if regime == "step-busy" else False)
+    f = a.busy_factor if busy else 1.0
+    parts = heavy if regime == "t3" else server
+    week = (math.log(1.0 + a.weekly / 100.0 * math.sin(2.0 * math.pi * i / 7.0 + phase))
+            if regime == "weekly" else 0.0)
+    return [week + f * (night + x + (l1 - l2) * level) for x in parts], busy
 
 
 def effects(a, scenario: str):
@@ -172,6 +223,14 @@ def main() -> None:
                     "threshold)")
     ap.add_argument("--step-night", type=int, default=17, help="1-based night the step starts")
     ap.add_argument("--drift", type=float, default=0.5, help="%% a night")
+    ap.add_argument("--noise", default="iid", choices=NOISES, help="the noise's regime "
+                    "(``noise``'s docstring)")
+    ap.add_argument("--loading-sd", type=float, default=0.07)
+    ap.add_argument("--host-sd", type=float, default=0.17)
+    ap.add_argument("--host-rho", type=float, default=0.5)
+    ap.add_argument("--weekly", type=float, default=1.5, help="%%")
+    ap.add_argument("--busy-every", type=float, default=8.0)
+    ap.add_argument("--busy-factor", type=float, default=3.0)
     ap.add_argument("--scenarios", default="aa,step,drift")
     ap.add_argument("--jobs", type=int, default=1, help="processes (the series are the same)")
     a = ap.parse_args()
@@ -190,7 +249,7 @@ def main() -> None:
     st = cfg.settings
     print(f"{a.series} series x {a.nights} nights per scenario, seed {a.seed}; config "
           f"{cfg.source}: {len(keys)} judged cell(s) ({', '.join(k.label() + ' ' + k.metric for k, _ in keys)}), "
-          f"duet sd {', '.join(f'{x * 100:g} %' for x in sds)}, night part {a.night_sd * 100:g} %; "
+          f"duet sd {', '.join(f'{x * 100:g} %' for x in sds)}, night part {a.night_sd * 100:g} %, noise {a.noise}; "
           f"looks at {cfg.looks.schedule()} duets; history {st.history_nights} nights; alpha "
           f"{st.alpha:g} a night; threshold {threshold:g} %; confidence {st.confidence:g}")
     for scenario in a.scenarios.split(","):
