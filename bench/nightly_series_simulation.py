@@ -138,7 +138,8 @@ def series(args) -> tuple[list[str], list[int]]:
     return out, duets
 
 
-NOISES = ("iid", "loading", "weekly", "t3", "busy-recorded", "busy-unrecorded", "step-busy")
+NOISES = ("iid", "loading", "weekly", "t3", "busy-recorded", "busy-unrecorded", "step-busy",
+          "bank")
 
 
 def noise(rng, a, i: int, k: int, sds, phase: float) -> tuple[list[np.ndarray], bool]:
@@ -157,7 +158,12 @@ def noise(rng, a, i: int, k: int, sds, phase: float) -> tuple[list[np.ndarray], 
       (at random) at ``--busy-factor`` times every noise part, its runs' interference
       recorded above the rule's max (1 core) or not (0);
     * ``step-busy``: ``loading`` with the step's first night (``--step-night``) busy, not
-      recorded."""
+      recorded;
+    * ``bank``: real noise: the night's duets are a recorded A/A night's reported duets
+      (``--bank``, ``bench/noise_bank.py``; ``--bank-condition`` keeps one condition), in
+      their time order, the next recorded night's following where the night needs more; the
+      same values for every judged cell. The night part is what the recorded nights' means
+      differ by; nothing is recorded as interference."""
     night = rng.normal(0.0, a.night_sd)
     server = [rng.normal(0.0, sd, k) for sd in sds]
     heavy = [sd * rng.standard_t(3, k) / math.sqrt(3.0) for sd in sds]
@@ -169,6 +175,12 @@ def noise(rng, a, i: int, k: int, sds, phase: float) -> tuple[list[np.ndarray], 
         level[j] = a.host_rho * level[j - 1] + shocks[j]
     busy_draw = rng.uniform() < 1.0 / a.busy_every
     regime = a.noise
+    if regime == "bank":
+        nights = bank_nights(a.bank, a.bank_condition)
+        xs: list[float] = []
+        while len(xs) < k:
+            xs += nights[int(rng.integers(len(nights)))]
+        return [np.asarray(xs[:k]) for _ in sds], False
     if regime == "iid":
         return [night + x for x in server], False
     busy = (busy_draw if regime.startswith("busy-") else
@@ -178,6 +190,28 @@ def noise(rng, a, i: int, k: int, sds, phase: float) -> tuple[list[np.ndarray], 
     week = (math.log(1.0 + a.weekly / 100.0 * math.sin(2.0 * math.pi * i / 7.0 + phase))
             if regime == "weekly" else 0.0)
     return [week + f * (night + x + (l1 - l2) * level) for x in parts], busy
+
+
+_BANKS: dict = {}
+
+
+def bank_nights(path: str, condition: str | None) -> list[list[float]]:
+    """The bank's recorded nights (``bench/noise_bank.py``): each night's reported duets'
+    log ratios (rounds from the embedded nightly's ``report_from_run``, 2), in time order."""
+    key = (path, condition)
+    if key not in _BANKS:
+        import csv
+
+        nights: dict = {}
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if int(r["round"]) >= 2 and condition in (None, r["condition"]):
+                    nights.setdefault((r["condition"], r["night"]), []).append(
+                        (r["started_at"], float(r["log_ratio"])))
+        if not nights:
+            raise SystemExit(f"{path}: no recorded night" + (f" of {condition!r}" if condition else ""))
+        _BANKS[key] = [[x for _, x in sorted(v)] for v in nights.values()]
+    return _BANKS[key]
 
 
 def effects(a, scenario: str):
@@ -225,6 +259,9 @@ def main() -> None:
     ap.add_argument("--drift", type=float, default=0.5, help="%% a night")
     ap.add_argument("--noise", default="iid", choices=NOISES, help="the noise's regime "
                     "(``noise``'s docstring)")
+    ap.add_argument("--bank", default="tests/data/noise_bank/duets.csv",
+                    help="--noise bank: the recorded duets (bench/noise_bank.py)")
+    ap.add_argument("--bank-condition", default=None, help="--noise bank: one condition only")
     ap.add_argument("--loading-sd", type=float, default=0.07)
     ap.add_argument("--host-sd", type=float, default=0.17)
     ap.add_argument("--host-rho", type=float, default=0.5)
