@@ -24,12 +24,13 @@ from e2e.analysis import NIGHTLY_METRICS
 from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 from e2e.render._markup import md_text
 from e2e.render._table import md_row
-from e2e.results import GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
+from e2e.results import EXIT_CODES, GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]
 
-_HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
+_HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE",
+             "undecided": "UNDECIDED", "blind": "BLIND"}
 # the tables' rule row as the summary has always written it (md_rule writes "|---|")
 _RULE = md_row(["---"] * 8)
 
@@ -191,14 +192,34 @@ def _outputs_lines(j: Judgement) -> list[str]:
     return lines
 
 
+def _unresolved(j: Judgement, judged: int) -> str:
+    """What an undecided or blind night did not resolve, for its title."""
+    open_ = j.by_verdict("undecided")
+    parts = [f"{len(open_)} of {judged} judged cells not resolved"]
+    withheld = [v for v in open_ if v.withheld]
+    if withheld:
+        parts.append(f"{len(withheld)} call{'s' if len(withheld) != 1 else ''} withheld: "
+                     "measured beside other work")
+    stuck = max(open_, key=lambda v: v.undecided_nights, default=None)
+    if j.status == "blind" and stuck is not None:
+        parts.append(f"{stuck.key.label()} {metric_label(stuck.key.metric)[0]} undecided at its "
+                     f"last look {stuck.undecided_nights} nights in a row: its history no longer "
+                     f"resolves the {stuck.threshold:g} % threshold")
+    return "; ".join(parts)
+
+
 def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = False) -> str:
     """The night's Markdown summary (``icons``: an icon before each verdict, for GitHub)."""
     j = judgement
     judged = [v for v in j.verdicts if v.verdict != "not judged"]
     regressed = j.by_verdict("regressed")
     improved = j.by_verdict("improved")
-    head = _HEADLINE[j.status]
-    if j.status == "regression":
+    head = f"{_HEADLINE[j.status]} (exit {EXIT_CODES[j.status]})"
+    building = j.by_verdict("no baseline", "new cell")
+    if j.status == "pass" and building:
+        head += (f": {len(building)} of {len(judged)} judged cells have nothing to be judged "
+                 "against yet")
+    elif j.status == "regression":
         parts = []
         if regressed:
             parts.append(f"{len(regressed)} of {len(judged)} judged cells regressed")
@@ -211,6 +232,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
         head += ": " + "; ".join(parts)
     elif j.status == "incomplete":
         head += ": some cells could not be judged"
+    else:
+        head += ": " + _unresolved(j, len(judged))
     lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
     lines += _outputs_lines(j)
     lines.append(f"- **Build**: {_build_line(ctx)}")
@@ -303,7 +326,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
     return "\n".join(lines) + "\n"
 
 
-_STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️"}
+_STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️", "undecided": "❔",
+                "blind": "⚫"}
 _VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "undecided": "❔",
                  "missing": "⚠️",
                  "too few runs": "⚠️", "no samples": "⚠️", "no baseline": "➖", "new cell": "➖"}
