@@ -194,8 +194,13 @@ def _outputs_lines(j: Judgement) -> list[str]:
 
 def _unresolved(j: Judgement, judged: int) -> str:
     """What an undecided or blind night did not resolve, for its title."""
-    open_ = j.by_verdict("undecided")
-    parts = [f"{len(open_)} of {judged} judged cells not resolved"]
+    open_, building = j.by_verdict("undecided"), j.by_verdict("no baseline", "new cell")
+    parts = []
+    if open_:
+        parts.append(f"{len(open_)} of {judged} judged cells not resolved")
+    if building:
+        parts.append(f"{len(building)} of {judged} judged cells have nothing to be judged "
+                     "against yet")
     withheld = [v for v in open_ if v.withheld]
     if withheld:
         parts.append(f"{len(withheld)} call{'s' if len(withheld) != 1 else ''} withheld: "
@@ -215,11 +220,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
     regressed = j.by_verdict("regressed")
     improved = j.by_verdict("improved")
     head = f"{_HEADLINE[j.status]} (exit {EXIT_CODES[j.status]})"
-    building = j.by_verdict("no baseline", "new cell")
-    if j.status == "pass" and building:
-        head += (f": {len(building)} of {len(judged)} judged cells have nothing to be judged "
-                 "against yet")
-    elif j.status == "regression":
+    if j.status == "regression":
         parts = []
         if regressed:
             parts.append(f"{len(regressed)} of {len(judged)} judged cells regressed")
@@ -232,7 +233,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
         head += ": " + "; ".join(parts)
     elif j.status == "incomplete":
         head += ": some cells could not be judged"
-    else:
+    elif j.status in ("undecided", "blind"):
         head += ": " + _unresolved(j, len(judged))
     lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
     lines += _outputs_lines(j)
