@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from e2e.analysis import BLIND_NIGHTS, Rules, judge_night, night_status, undecided_nights
 from e2e.commands import nightly_command
+from e2e.render import said
 from e2e.results import (EXIT_CODES, CellKey, CellVerdict, ChangePoint, Judgement, NightCell,
                          RatioHistory, history_cells, night_rows)
 
@@ -84,6 +85,8 @@ def test_a_new_call_on_a_busy_night_is_withheld_and_not_green():
     v = _judge(_night(1.2, busy=0.8))
     assert (v.verdict, v.withheld) == ("undecided", "regressed")
     assert "0.80 of a core" in v.reason and v.undecided_nights == 0  # busy: not a blind night
+    assert said(v) == f"undecided: regressed {v.pct:+.1f} %, not called (measured beside other " \
+                      "work)"                             # what the summary's table says
     j = judge_night("2026-02-01", [_night(1.2, busy=0.8)], None, RULES,
                     histories={REL: RatioHistory(_steady(10), full=True)})
     assert (j.status, j.exit_code) == ("undecided", 3)

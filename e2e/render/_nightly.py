@@ -121,8 +121,11 @@ def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
 def said(v: CellVerdict) -> str:
     """What a night says of a cell: its call, or for a load cell without one "no change
     beyond X %" (X the interval's reach on the worse side), marked where X is past the
-    threshold (the night could not see a change of the threshold's size)."""
+    threshold (the night could not see a change of the threshold's size); a call a busy night
+    withheld is named."""
     x = worse_end(v)
+    if v.withheld:
+        return f"undecided: {v.withheld} {v.pct:+.1f} %, not called (measured beside other work)"
     if v.key.kind == "load" and v.verdict in ("noise", "undecided") and x is not None:
         if v.verdict == "noise":
             return f"no change beyond {x:+.1f} %"
@@ -242,7 +245,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
                  + _link(ctx, "runs", ctx.night_dir))
     if j.baseline is None:
         lines.append("- **Baseline**: none (no earlier passing night with this config hash); "
-                     "tonight's cells are recorded and, if the night passes, become the baseline")
+                     "tonight's cells are recorded and become the baseline if nothing but the "
+                     "missing baseline keeps the night from passing")
     else:
         status = "" if j.baseline.status == "pass" else f" (its status: {j.baseline.status})"
         lines.append(f"- **Baseline**: night {j.baseline.date}, {j.baseline.reason}{status}")
