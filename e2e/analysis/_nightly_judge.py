@@ -52,9 +52,11 @@ compared with the baseline night's cell of the same key; the rules are:
   whose interval reaches past it measures more while it has looks left.
 * a load cell called **regressed** or **improved** whose median run was measured while other
   processes took at least ``[nightly] interference_max`` cores (default 0.25, where a run
-  warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead,
-  the interference named: on a busy host one night of one build was called −22.6 % so
-  (docs/explanation/statistics.md).
+  warns; ``NightCell.interference``, from each run's ``host_noise``) is **undecided** instead
+  (``CellVerdict.withheld`` names the call), the interference named: on a busy host one night
+  of one build was called −22.6 % so (docs/explanation/statistics.md). Interference stops a
+  new call, never lifts a standing one: a relative cell regressed since an earlier night stays
+  **regressed** on a busy night whatever the night shows.
 * no baseline night: **no baseline**; a cell the baseline lacks: **new cell**; a planned
   cell tonight lacks (every run invalid): **missing**.
 
@@ -62,7 +64,14 @@ Change points over each absolute cell's history (``night_changes``) are added wi
 ``judgement_with_changes``. The night is **regression** (exit 1) when a cell regressed or a
 confirmed change point made a cell worse (and still holds tonight); else **incomplete**
 (exit 2) when a judged cell is missing, has too few runs or no samples, or a run was given up;
-else **pass** (exit 0). Only passing nights become the default baseline.
+else **blind** (exit 4) when a judged cell ended undecided at its last look on
+``BLIND_NIGHTS`` nights in a row (``CellVerdict.undecided_nights``: the earlier nights counted
+from the stored verdicts, ``e2e.analysis.undecided_nights``; nights measured beside other work
+skipped); else **undecided** (exit 3) when a judged cell is undecided (its interval past the
+threshold at its last look, or a call withheld on a busy night) or has nothing to be judged
+against yet (no baseline, new cell); else **pass** (exit 0): every judged cell resolved. Only
+passing nights become the default baseline (and, before one has passed, a night undecided only
+for want of one: ``select_baseline``).
 """
 
 from __future__ import annotations
@@ -89,9 +98,12 @@ from e2e.results import (INTERFERENCE_SHARE, WARN_SHARE, Baseline, CellKey, Cell
 __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with_changes",
            "judgement_with_outputs", "paired_change_interval", "Samples", "HistoryFit",
            "history_fit", "history_interval", "within", "night_look", "MIN_HISTORY_NIGHTS",
-           "SUSPECT_LEVEL", "looks_changed"]
+           "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy"]
 
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
+UNJUDGED: frozenset[str] = frozenset({"no baseline", "new cell"})
+"""Verdicts of a judged cell with nothing to be judged against yet: the night resolved nothing
+for it (undecided, exit 3)."""
 MIN_HISTORY_NIGHTS = 3
 """Earlier nights of a relative cell before its history, not one night, is judged against."""
 SUSPECT_LEVEL = 0.03
@@ -103,6 +115,11 @@ step that one night's level does not reach is called the next night instead of j
 history. At 0.01 a +5 % step under the embedded 7 % threshold went uncalled for three nights
 in 13.8 % of series; at 0.03 in 8.8 %, for half a point more series with a false call
 (docs/measurements/nightly-series.md, "At scale, and the two-night rule's level")."""
+
+BLIND_NIGHTS = 3
+"""Nights in a row a judged cell ends undecided at its last look before the night is *blind*
+(exit 4): the history it is judged against no longer resolves its threshold, and more nights
+of the same will not (docs/how-to/nightly.md, "What a release gate reads")."""
 
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
@@ -577,36 +594,59 @@ def judge_cell(key: CellKey, tonight: NightCell | None, baseline: NightCell | No
     return _disturbed(_judge_load(key, tonight, baseline, threshold, rules), rules)
 
 
+def measured_busy(cell: NightCell | None, interference_max: float) -> bool:
+    """Whether ``cell`` was measured beside other work: its median run's recorded
+    interference at least ``interference_max`` cores (a cell that recorded none is quiet)."""
+    share = cell.busy_share if cell is not None else None
+    return share is not None and share >= interference_max
+
+
 def _not_called(v: CellVerdict, but: str) -> CellVerdict:
     """``v`` (a regressed or improved call) made undecided, ``but`` saying why."""
-    return dataclasses.replace(v, verdict="undecided", reason=f"{v.reason}; but {but}")
+    return dataclasses.replace(v, verdict="undecided", withheld=v.verdict,
+                               reason=f"{v.reason}; but {but}")
 
 
 def _disturbed(v: CellVerdict, rules: Rules) -> CellVerdict:
-    """``v``, or undecided where it called a change on runs measured beside other work (the
-    median run's recorded interference at least ``rules.interference_max`` cores)."""
-    share = v.tonight.busy_share if v.tonight else None
-    if v.verdict not in ("regressed", "improved") or share is None \
-            or share < rules.interference_max:
+    """``v``, where tonight's runs were measured beside other work (``measured_busy``): a new
+    call is not made (undecided), and a regression standing since an earlier night
+    (``regressed_since``) stays regressed whatever tonight shows: a busy night neither calls
+    nor lifts one."""
+    if not measured_busy(v.tonight, rules.interference_max):
         return v
-    busy = [x for x in v.tonight.interference if x is not None]
-    return _not_called(v, f"other processes took {share:.2f} of a core (median of tonight's "
-                       f"runs, up to {max(busy):.2f}) while it was measured, at least "
-                       f"{rules.interference_max:g}: a {v.pct:+.1f} % change measured beside "
-                       "other work is not called (rerun the night on a quieter host with the "
-                       "same --date; its runs' warnings name the processes)")
+    share = v.tonight.busy_share
+    top = max(x for x in v.tonight.interference if x is not None)
+    busy = (f"other processes took {share:.2f} of a core (median of tonight's runs, up to "
+            f"{top:.2f}) while it was measured, at least {rules.interference_max:g}")
+    if v.regressed_since and v.verdict in ("noise", "improved", "undecided"):
+        return dataclasses.replace(
+            v, verdict="regressed", more=False,
+            reason=f"regressed since {v.regressed_since}, not lifted: {busy}, and a night "
+                   f"measured beside other work does not return a standing regression (tonight "
+                   f"alone would read {v.verdict}: {v.reason})")
+    if v.verdict not in ("regressed", "improved") or v.regressed_since:
+        return v
+    return _not_called(v, f"{busy}: a {v.pct:+.1f} % change measured beside other work is not "
+                       "called (rerun the night on a quieter host with the same --date; its "
+                       "runs' warnings name the processes)")
 
 
 def night_status(verdicts: Iterable[CellVerdict], problems: Sequence[str] = (),
                  changes: Iterable[ChangePoint] = ()) -> NightStatus:
     """regression if a cell regressed or a change point is a regression; incomplete if a
     judged cell is missing, has too few runs or no samples, or ``problems`` (given-up runs, a
-    failed GSM8K arm) is not empty; else pass."""
+    failed GSM8K arm) is not empty; blind if a judged cell ended undecided at its last look
+    ``BLIND_NIGHTS`` nights in a row; undecided if a judged cell is undecided or has nothing to
+    be judged against yet (``UNJUDGED``); else pass."""
     verdicts = list(verdicts)
     if any(v.verdict == "regressed" for v in verdicts) or any(c.regression for c in changes):
         return "regression"
     if problems or any(v.verdict in _BLOCKING for v in verdicts):
         return "incomplete"
+    if any(v.undecided_nights >= BLIND_NIGHTS for v in verdicts):
+        return "blind"
+    if any(v.verdict == "undecided" or v.verdict in UNJUDGED for v in verdicts):
+        return "undecided"
     return "pass"
 
 
@@ -654,14 +694,17 @@ def judge_night(
     problems: Sequence[str] = (),
     samples: Samples | None = None,
     histories: Mapping[CellKey, RatioHistory | Sequence[tuple[str, NightCell]]] | None = None,
+    undecided: Mapping[CellKey, int] | None = None,
 ) -> Judgement:
     """Judge every cell of tonight (and every ``expected`` cell, so a cell whose runs all
     failed is *missing*, not forgotten) against ``baseline``, a relative cell against its
     ratio's history in ``histories`` (a ``RatioHistory``, or its earlier nights oldest first);
     the judged relative cells share the night's ``rules.alpha`` evenly.
     ``samples`` holds the GSM8K verdicts of the arm folders named in the cells' ``run_dirs``
-    (both nights)."""
-    histories = histories or {}
+    (both nights); ``undecided`` the nights in a row before tonight each cell ended undecided
+    (``undecided_nights``): a cell undecided tonight on a quiet night adds one
+    (``CellVerdict.undecided_nights``)."""
+    histories, undecided = histories or {}, undecided or {}
     now = {c.key: c for c in tonight}
     base = {c.key: c for c in baseline.cells} if baseline is not None else {}
     keys = sorted(set(now) | set(expected))
@@ -696,6 +739,9 @@ def judge_night(
             verdicts[k] = judge_cell(k, now.get(k), base.get(k), rules, have_baseline=have,
                                      samples=samples, history=histories.get(k, ()),
                                      pinned=pinned)
+    for k, v in verdicts.items():
+        if v.verdict == "undecided" and not measured_busy(v.tonight, rules.interference_max):
+            verdicts[k] = dataclasses.replace(v, undecided_nights=undecided.get(k, 0) + 1)
     verdicts_t = tuple(verdicts[k] for k in sorted(verdicts))
     return Judgement(date=date, baseline=baseline, verdicts=verdicts_t, problems=tuple(problems),
                      status=night_status(verdicts_t, problems))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from e2e.analysis._nightly_judge import HistoryFit, night_look
+from e2e.analysis._nightly_judge import BLIND_NIGHTS, HistoryFit, night_look
 from e2e.results import Looks
 
 __all__ = ["Noise", "HOST_DUETS", "HOST_ONE_AT_A_TIME", "noise_of", "power_at",
@@ -188,10 +188,23 @@ def design_lines(*, cell: str, threshold: float, looks: Looks, runs_of, nights_f
     full = resolution(noise, looks, nights=nights_full, **kw)
     now = resolution(noise, looks, nights=nights_now, **kw) if nights_now < nights_full else full
     last = looks.schedule()[-1]
-    text = (f"{cell}: planned from {noise.source} (a round's sd {noise.run_sd * 100:.1f} %, "
-            f"a night part {noise.night_sd * 100:.1f} %): with its history full ({nights_full} "
-            f"nights) a night resolves {full:.1f} % by {last} rounds (called in 4 of 5 such "
-            f"nights at its last look; alpha {alpha:g} a night over {cells} judged cell(s))")
+
+    def pct(x: float | None) -> str:
+        return f"{x:.1f} %" if x is not None else "nothing"
+
+    lost = ""
+    if nights_now >= nights_full and (full is None or full > threshold):
+        lost = (f"its history is full ({nights_full} nights, no later night joins it) and no "
+                f"longer resolves the {threshold:g} % threshold ({pct(full)} now): a change of "
+                "the threshold's size can go uncalled, and a night that sees none can end "
+                f"undecided (exit 3; 4 after {BLIND_NIGHTS} in a row): pin a baseline night "
+                "after a quiet stretch (--baseline-night: the history restarts there), or see "
+                "below. ")
+    text = (f"{cell}: {lost}{'P' if lost else 'p'}lanned from {noise.source} (a round's sd "
+            f"{noise.run_sd * 100:.1f} %, a night part {noise.night_sd * 100:.1f} %): with its "
+            f"history full ({nights_full} nights) a night resolves {pct(full)} by {last} rounds "
+            f"(called in 4 of 5 such nights at its last look; alpha {alpha:g} a night over "
+            f"{cells} judged cell(s))")
     if nights_now < nights_full:
         text += (f"; with the {nights_now} night(s) it holds now, " + (
             f"{now:.1f} %" if now is not None else "nothing (it is judged from 3 nights on)"))
@@ -202,8 +215,9 @@ def design_lines(*, cell: str, threshold: float, looks: Looks, runs_of, nights_f
         text += (f". The {threshold:g} % threshold needs {need} rounds a night (max_runs = "
                  f"{runs_of(need)}), or a larger threshold.")
     else:
+        floor = f": give a threshold of at least {full:.0f} %" if full is not None else ""
         text += (f". No number of rounds a night resolves the {threshold:g} % threshold (the "
-                 f"night part alone is too large): give a threshold of at least {full:.0f} %.")
+                 f"night part alone is too large){floor}.")
     lines = [text]
     if one_at_a_time:
         duets = resolution(HOST_DUETS, looks, nights=nights_full, **kw)

@@ -1,8 +1,11 @@
 """``e2e nightly``: thin typer command; the work is in ``e2e.nightly.run``.
 
-Exit codes: 0 nothing regressed, 1 a regression, 2 the night could not run or could not be
-judged (bad config, build failure, runs invalid after a retry, a cell without runs),
-130 interrupted (the server is stopped; the same command with the same --date resumes).
+Exit codes (``e2e.results.EXIT_CODES``): 0 every judged cell resolved, nothing regressed;
+1 a regression; 2 the night could not run or could not be judged (bad config, build failure,
+runs invalid after a retry, a cell without runs); 3 undecided: a judged cell not resolved
+tonight (its interval past the threshold at the last look, or a call withheld on a busy
+host); 4 blind: a judged cell undecided at its last look several nights in a row; 130
+interrupted (the server is stopped; the same command with the same --date resumes).
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ def nightly_command(
     """The nightly benchmark job: prepare the build(s), run the configured sweep (and GSM8K
     subset), append every cell to the history, judge the night against the last passing
     night (or a pinned one) and write a Markdown summary, trend plots and the full report.
-    Exit 0: nothing regressed; 1: a regression; 2: the night could not run or be judged."""
+    Exit 0: every judged cell resolved, nothing regressed; 1: a regression; 2: the night could
+    not run or be judged; 3: undecided (a judged cell not resolved tonight); 4: blind (one
+    undecided at its last look several nights in a row)."""
     code = guard(lambda: _nightly(config, results, date, baseline, arm_setting or [], link_base,
                                   dry_run, quiet, executor, store, duet),
                  error_exit=2, unexpected_exit=2,

@@ -23,17 +23,18 @@ from typing import Any
 
 import pandas as pd
 
-from e2e.analysis import (HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, built_arm, check_outputs,
+from e2e.analysis import (BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, built_arm,
+                          check_outputs,
                           is_relative, judge_night, judgement_with_changes, judgement_with_outputs,
                           night_changes, nightly_metric, noise_of, ratio_history,
-                          select_baseline)
+                          select_baseline, undecided_nights)
 from e2e.analysis import design_lines as resolved_lines
 from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.measure import Measured
 from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
-from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, load_outputs, night_rows,
-                         utc_now)
+from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, load_outputs,
+                         night_rows, utc_now)
 
 __all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
            "night_outputs", "bisect_hints"]
@@ -148,8 +149,10 @@ def assess_night(
                              interference_max=rules.interference_max,
                              confidence=rules.confidence)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
+    undecided = {c.key: _streak(history, c.key, histories.get(c.key), rules, pinned=pinned)
+                 for c in cells if c.key.kind == "load"}
     judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
-                            samples=samples, histories=histories)
+                            samples=samples, histories=histories, undecided=undecided)
     if not cp.enabled:
         return judgement
     # a relative cell's own history judges steps and drift against the level before them
@@ -162,6 +165,18 @@ def assess_night(
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
     return judgement_with_changes(judgement, changes)
+
+
+def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | None,
+            rules: Rules, *, pinned: str | None) -> int:
+    """The nights in a row before tonight ``key`` ended undecided at its last look
+    (``undecided_nights``): for a ratio cell, only the nights judged against its history once
+    full (``hist``; a history still being built leaves nights undecided that later nights
+    resolve, and counts none); for another cell, the nights after the pinned baseline night."""
+    if hist is not None and not hist.full:
+        return 0
+    after = max(d for d, _ in hist.nights) if hist is not None else pinned
+    return undecided_nights(history, key, interference_max=rules.interference_max, after=after)
 
 
 def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | None:
@@ -237,6 +252,11 @@ def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
             runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
             nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
             noise=noise, confidence=cfg.settings.confidence, one_at_a_time=alone)
+        stuck = _streak(history, key, hist, rules, pinned=pinned or cfg.settings.baseline_night)
+        if stuck:
+            lines.append(f"{key.label()} {key.metric}: undecided at its last look on the "
+                         f"{stuck} night(s) before tonight, in a row (at {BLIND_NIGHTS} in a "
+                         "row a night is blind, exit 4)")
     return lines
 
 

@@ -63,7 +63,8 @@ VERDICT_COLOURS = {
 }
 _ORDER = ["regressed", "missing", "too few runs", "no samples", "undecided", "improved", "noise",
           "new cell", "no baseline", "not judged"]
-_STATUS_COLOURS = {"pass": "#2ca02c", "regression": "#d62728", "incomplete": "#ff7f0e"}
+_STATUS_COLOURS = {"pass": "#2ca02c", "regression": "#d62728", "incomplete": "#ff7f0e",
+                   "undecided": "#bcbd22", "blind": "#404040"}
 
 
 @dataclass(frozen=True)

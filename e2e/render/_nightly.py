@@ -24,12 +24,13 @@ from e2e.analysis import NIGHTLY_METRICS
 from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 from e2e.render._markup import md_link, md_text
 from e2e.render._table import md_row
-from e2e.results import GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
+from e2e.results import EXIT_CODES, GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
 
 __all__ = ["SummaryContext", "render_summary", "render_summary_github", "render_trends",
            "metric_label", "said"]
 
-_HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE"}
+_HEADLINE = {"pass": "PASS", "regression": "REGRESSION", "incomplete": "INCOMPLETE",
+             "undecided": "UNDECIDED", "blind": "BLIND"}
 # the tables' rule row as the summary has always written it (md_rule writes "|---|")
 _RULE = md_row(["---"] * 8)
 
@@ -125,8 +126,11 @@ def _runs(ctx: SummaryContext, v: CellVerdict) -> str:
 def said(v: CellVerdict) -> str:
     """What a night says of a cell: its call, or for a load cell without one "no change
     beyond X %" (X the interval's reach on the worse side), marked where X is past the
-    threshold (the night could not see a change of the threshold's size)."""
+    threshold (the night could not see a change of the threshold's size); a call a busy night
+    withheld is named."""
     x = worse_end(v)
+    if v.withheld:
+        return f"undecided: {v.withheld} {v.pct:+.1f} %, not called (measured beside other work)"
     if v.key.kind == "load" and v.verdict in ("noise", "undecided") and x is not None:
         if v.verdict == "noise":
             return f"no change beyond {x:+.1f} %"
@@ -196,13 +200,34 @@ def _outputs_lines(j: Judgement) -> list[str]:
     return lines
 
 
+def _unresolved(j: Judgement, judged: int) -> str:
+    """What an undecided or blind night did not resolve, for its title."""
+    open_, building = j.by_verdict("undecided"), j.by_verdict("no baseline", "new cell")
+    parts = []
+    if open_:
+        parts.append(f"{len(open_)} of {judged} judged cells not resolved")
+    if building:
+        parts.append(f"{len(building)} of {judged} judged cells have nothing to be judged "
+                     "against yet")
+    withheld = [v for v in open_ if v.withheld]
+    if withheld:
+        parts.append(f"{len(withheld)} call{'s' if len(withheld) != 1 else ''} withheld: "
+                     "measured beside other work")
+    stuck = max(open_, key=lambda v: v.undecided_nights, default=None)
+    if j.status == "blind" and stuck is not None:
+        parts.append(f"{stuck.key.label()} {metric_label(stuck.key.metric)[0]} undecided at its "
+                     f"last look {stuck.undecided_nights} nights in a row: its history no longer "
+                     f"resolves the {stuck.threshold:g} % threshold")
+    return "; ".join(parts)
+
+
 def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = False) -> str:
     """The night's Markdown summary (``icons``: an icon before each verdict, for GitHub)."""
     j = judgement
     judged = [v for v in j.verdicts if v.verdict != "not judged"]
     regressed = j.by_verdict("regressed")
     improved = j.by_verdict("improved")
-    head = _HEADLINE[j.status]
+    head = f"{_HEADLINE[j.status]} (exit {EXIT_CODES[j.status]})"
     if j.status == "regression":
         parts = []
         if regressed:
@@ -216,6 +241,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
         head += ": " + "; ".join(parts)
     elif j.status == "incomplete":
         head += ": some cells could not be judged"
+    elif j.status in ("undecided", "blind"):
+        head += ": " + _unresolved(j, len(judged))
     lines = [f"# Nightly {ctx.experiment} {j.date} — {head}", ""]
     lines += _outputs_lines(j)
     lines.append(f"- **Build**: {_build_line(ctx)}")
@@ -223,7 +250,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
                  + _link(ctx, "runs", ctx.night_dir))
     if j.baseline is None:
         lines.append("- **Baseline**: none (no earlier passing night with this config hash); "
-                     "tonight's cells are recorded and, if the night passes, become the baseline")
+                     "tonight's cells are recorded and become the baseline if nothing but the "
+                     "missing baseline keeps the night from passing")
     else:
         status = "" if j.baseline.status == "pass" else f" (its status: {j.baseline.status})"
         lines.append(f"- **Baseline**: night {j.baseline.date}, {j.baseline.reason}{status}")
@@ -308,7 +336,8 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
     return "\n".join(lines) + "\n"
 
 
-_STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️"}
+_STATUS_ICON = {"pass": "✅", "regression": "🔴", "incomplete": "⚠️", "undecided": "❔",
+                "blind": "⚫"}
 _VERDICT_ICON = {"regressed": "🔴", "improved": "🟢", "noise": "⚪", "undecided": "❔",
                  "missing": "⚠️",
                  "too few runs": "⚠️", "no samples": "⚠️", "no baseline": "➖", "new cell": "➖"}

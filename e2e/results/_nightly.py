@@ -21,8 +21,12 @@ __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse
 
 VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few runs",
                       "no baseline", "new cell", "missing", "not judged", "no samples"]
-NightStatus = Literal["pass", "regression", "incomplete"]
-EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2}
+NightStatus = Literal["pass", "regression", "incomplete", "undecided", "blind"]
+EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2, "undecided": 3,
+                              "blind": 4}
+"""A night's exit status by its status (``e2e.analysis.night_status``): 0 every judged cell
+resolved, 1 a regression, 2 the night could not run or be judged, 3 a judged cell not resolved
+tonight, 4 one not resolved at its last look ``BLIND_NIGHTS`` nights in a row."""
 GSM8K_METRIC = "gsm8k_strict_match"
 """The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
 HISTORY_SCHEMA_VERSION = 4
@@ -110,6 +114,12 @@ class CellVerdict:
     regressed_since: str | None = None
     """A relative cell whose regression was called on that night and has not been seen to
     return since (reported every night until it returns or a baseline night is pinned)."""
+    withheld: str = ""
+    """The call ("regressed" or "improved") a busy night did not make: the verdict is then
+    undecided."""
+    undecided_nights: int = 0
+    """The nights in a row, tonight the last, this cell ended undecided at its last look
+    (nights measured beside other work skipped); 0 unless tonight did."""
 
 
 def worse_end(v: CellVerdict) -> float | None:
