@@ -74,10 +74,7 @@ def test_the_slug_rule_matches_githubs():
 
 # Pages still being rewritten elsewhere, with the exact links and images of theirs that do not
 # resolve (the lists below work alike: a listed entry gone from its page fails, so they shrink).
-KNOWN_BROKEN: dict[str, list[str]] = {
-    # the nightly how-to is being split; its screenshots are in docs/img/
-    "docs/how-to/nightly.md": ["img/dashboard.png", "img/dashboard-cell.png"],
-}
+KNOWN_BROKEN: dict[str, list[str]] = {}
 
 
 def _unexcused(page: Path, found: list[str], known: dict[str, list[str]]) -> list[str]:
@@ -382,11 +379,7 @@ def stale_names(page: Path) -> list[str]:
 
 # Pages still being rewritten elsewhere, with the exact names they give that this checkout
 # does not have.
-KNOWN_STALE: dict[str, list[str]] = {
-    # the nightly how-to is being split into a how-to, the judgement and the calibration
-    "docs/how-to/nightly.md": ["e2e.stats", "e2e.bisect.search_first_bad",
-                               "[nightly.gsm8k] drop_pp"],
-}
+KNOWN_STALE: dict[str, list[str]] = {}
 
 
 @pytest.mark.parametrize("page", NAME_PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -39,7 +39,7 @@ def test_embedded_nightly_is_a_normal_experiment_plus_a_table() -> None:
     assert [cfg.rounds_for(k) for k in cfg.looks.schedule()] == [9, 17, 25, 33]
     assert (cfg.settings.history_nights, cfg.settings.alpha) == (20, 0.002)
     # the headline rule: mean TPOT at concurrency 1, built from the server's TPOT (the
-    # judge's server twin); the threshold is one this design resolves (docs/how-to/nightly.md)
+    # judge's server twin); the threshold is one this design resolves (docs/explanation/nightly-judgement.md)
     assert cfg.threshold("base", "tpot_ms_mean", concurrency=1) == 7.0
     assert cfg.threshold("base", "tpot_ms_median", concurrency=1) is None
     assert cfg.settings.verify_step_from == "server"

@@ -325,7 +325,7 @@ def render_summary(judgement: Judgement, ctx: SummaryContext, *, icons: bool = F
                  "test on the documents whose verdict changed and the accuracy change with its "
                  "interval; a regression needs p below the level and a drop of at least the "
                  "threshold. Change points: ruptures Pelt over each cell's nights, each confirmed "
-                 "by a permutation test and the threshold (docs/how-to/nightly.md).")
+                 "by a permutation test and the threshold (docs/explanation/nightly-judgement.md).")
     links = []
     if ctx.report_path:
         links.append(_link(ctx, "full report", ctx.report_path))
