@@ -18,10 +18,9 @@ lag-1 autocorrelation within nights and the night means::
 
     env PYTHONPATH=$PWD python bench/noise_bank.py summary tests/data/noise_bank/duets.csv
 
-Simulations draw from the bank with ``e2e.analysis``-free code (see
-``bench/nightly_series_simulation.py --noise bank``): a simulated night takes one recorded
-night's duets in time order (a block), so the correlation within a night survives, and the
-night-to-night differences are those the recorded nights show.
+Simulations draw from the bank (``bench/nightly_series_simulation.py --noise bank``): a
+simulated night takes one recorded night's duets in time order (a block), so the correlation
+within a night survives, and the night-to-night differences are those the recorded nights show.
 """
 
 from __future__ import annotations
