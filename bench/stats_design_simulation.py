@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from e2e.analysis import stats
-from e2e.analysis._aggregate import estimate_of, metric, summarize
-from e2e.analysis._planning import DESIGN_ROUNDS, runs_advice
+from e2e.analysis.estimators import stats
+from e2e.analysis.sweep.aggregate import estimate_of, metric, summarize
+from e2e.analysis.planning.advice import DESIGN_ROUNDS, runs_advice
 from e2e.config import load_experiment
 from e2e.plan import make_plan
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
@@ -185,7 +185,7 @@ def time_model(name: str):
     with 40 residual df or more, else the calibration's 0.48), "reml" (REML over the folder's
     cells whatever their df, with its plausible set), or "fixed:X" (plain GLS at ρ = X wherever
     the term is possible, standard errors at that ρ only)."""
-    from e2e.analysis import _model, stats as _stats
+    from e2e.analysis.estimators import model as _model, stats as _stats
 
     _model.MIN_FOLDER_AR1_DF = 0 if name == "reml" else 40
     if name in ("e2e", "reml"):

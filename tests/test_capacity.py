@@ -219,7 +219,7 @@ PLATEAU = [(16.0, -3.9198, "below"), (10.7, -3.9198, "below"), (7.13, -3.9198, "
 
 
 def test_a_plateau_near_the_objective_widens_the_interval_to_the_rates_its_runs_place(monkeypatch):
-    import e2e.analysis._capacity as capacity_module
+    import e2e.analysis.capacity.estimate as capacity_module
 
     runs = [MarginRun(*r) for r in PLATEAU]
     est = capacity_estimate(runs, lo=0.378, hi=0.418)
@@ -238,7 +238,7 @@ def test_a_plateau_near_the_objective_widens_the_interval_to_the_rates_its_runs_
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_clean_edge_keeps_the_profile_interval(seed, monkeypatch):
-    import e2e.analysis._capacity as capacity_module
+    import e2e.analysis.capacity.estimate as capacity_module
 
     runs = _runs(9.9, RATES, np.random.default_rng(seed))
     est = capacity_estimate(runs, lo=9.6, hi=10.7)

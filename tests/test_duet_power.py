@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import stats
-from e2e.analysis.stats import ModelRun, cell_model, duet_se_factor
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.stats import ModelRun, cell_model, duet_se_factor
 from e2e.plan import duet_rounds
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from e2e.analysis.stats import (
+from e2e.analysis.estimators.stats import (
     INTERVAL_METHOD,
     RatioEstimate,
     compare_runs,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from e2e.analysis.stats import (
+from e2e.analysis.estimators.stats import (
     RESOLUTION_SD,
     blocked_log_ratio,
     call,

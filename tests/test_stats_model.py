@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sp
 from scipy.special import digamma, polygamma
 
-from e2e.analysis import stats
-from e2e.analysis.stats import (
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.stats import (
     ModelRun,
     Prior,
     cell_model,

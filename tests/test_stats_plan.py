@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sp
 from typer.testing import CliRunner
 
-from e2e.analysis import stats
+from e2e.analysis.estimators import stats
 from e2e.analysis import summarize
 from e2e.errors import ConfigError
 from e2e.analysis import format_advice, parse_effect, runs_advice

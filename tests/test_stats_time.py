@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from e2e.analysis import metric, run_times, summarize
-from e2e.analysis import stats
-from e2e.analysis.stats import ModelRun, cell_model, folder_rho
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.stats import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
 from e2e.plan import make_plan

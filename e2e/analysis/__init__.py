@@ -4,60 +4,60 @@ change points over a cell's nights, what a nightly design resolves), and a capac
 margins and estimate. Pure functions over records already read; no I/O.
 """
 
-from e2e.analysis._aggregate import (
+from e2e.analysis.sweep.aggregate import (
     DEFAULT_CONFIDENCE, equivalence_of, estimate_of, primary_metric,
     Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
     Summary, metric, select, summarize
 )
-from e2e.analysis._attribution import Attribution, attribute
-from e2e.analysis._capacity import capacity_estimate, capacity_ratio
-from e2e.analysis._capacity_criterion import (
+from e2e.analysis.sweep.attribution import Attribution, attribute
+from e2e.analysis.capacity.estimate import capacity_estimate, capacity_ratio
+from e2e.analysis.capacity.criterion import (
     capacity_censored, capacity_margin, capacity_margin_terms, goodput_margin
 )
-from e2e.analysis._frame import arrival_of, run_times, runs_frame, workload_key
-from e2e.analysis._gsm8k import (
+from e2e.analysis.sweep.frame import arrival_of, run_times, runs_frame, workload_key
+from e2e.analysis.outputs.gsm8k import (
     Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
     gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
 )
-from e2e.analysis._warnings import WarningLine, warning_lines
-from e2e.analysis._outputs import (
+from e2e.analysis.sweep.report_warnings import WarningLine, warning_lines
+from e2e.analysis.outputs.compare import (
     AA_DIVERGES, AS_AA, HIT_RATE_TOLERANCE, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
     CacheContrast, CellCache, Divergence, OutputAgreement, OutputComparison, OutputsSummary,
     cache_contrast, cell_caches, compare_outputs, divergence_test, first_divergence,
     outputs_of, summarize_outputs
 )
-from e2e.analysis._merge import AA, NOT_SAFE, NOT_SHOWN, SAFE, CellEvidence, MergeCall, merge_calls
-from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
-from e2e.analysis._components import Components, RunCost, components, run_costs
-from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
-from e2e.analysis._multiplicity import holm
-from e2e.analysis._headline import (
+from e2e.analysis.outputs.merge import AA, NOT_SAFE, NOT_SHOWN, SAFE, CellEvidence, MergeCall, merge_calls
+from e2e.analysis.sweep.summary import REPORTED_POSITIONS, position_key, position_of
+from e2e.analysis.estimators.components import Components, RunCost, components, run_costs
+from e2e.analysis.planning.advice import Design, RunsAdvice, format_advice, parse_effect, runs_advice
+from e2e.analysis.estimators.multiplicity import holm
+from e2e.analysis.sweep.headline import (
     BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
     headline_metric, server_twin
 )
-from e2e.analysis.stats import (
+from e2e.analysis.estimators.stats import (
     DEFAULT_SPENDING, Look, Spending, boundaries, look_at, spending_at, spent_alpha,
     DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
     runs_needed, verdict_for
 )
-from e2e.analysis._nightly_outputs import check_outputs
-from e2e.analysis._bisect import blocked_change, classify
-from e2e.analysis._nightly_metrics import (
+from e2e.analysis.nightly.outputs import check_outputs
+from e2e.analysis.nightly.bisect import blocked_change, classify
+from e2e.analysis.nightly.metrics import (
     DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, built_arm, is_relative, judged_metrics, judged_threshold,
     nightly_metric, relative_arm
 )
-from e2e.analysis._nightly_judge import (
+from e2e.analysis.nightly.judge import (
     MIN_HISTORY_NIGHTS, SUSPECT_LEVEL, HistoryFit, Rules, Samples, history_fit, history_interval,
     judge_cell, judge_night, judgement_with_changes, judgement_with_outputs, looks_changed,
     night_look, night_status, paired_change_interval, within, BLIND_NIGHTS
 )
-from e2e.analysis._nightly_history import (
+from e2e.analysis.nightly.history import (
     cell_history, night_cell, night_cells, ratio_history, select_baseline, undecided_nights
 )
-from e2e.analysis._changepoints import (
+from e2e.analysis.nightly.changepoints import (
     MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
 )
-from e2e.analysis._resolution import (
+from e2e.analysis.nightly.resolution import (
     HOST_DUETS, HOST_ONE_AT_A_TIME, MAX_ROUNDS, Noise, design_lines, noise_of, power_at,
     resolution, rounds_needed
 )

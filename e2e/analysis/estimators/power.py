@@ -7,7 +7,7 @@ import math
 
 from scipy import stats as _sp
 
-from e2e.analysis._estimates import DEFAULT_POWER, Method, mde_log, median_unbiased
+from e2e.analysis.estimators.estimates import DEFAULT_POWER, Method, mde_log, median_unbiased
 
 __all__ = ["runs_needed", "design_df", "detectable_effect", "duet_se_factor", "duet_shape",
            "PLAN_NOISE_LEVEL", "upper_noise"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from e2e.analysis._nightly_judge import BLIND_NIGHTS, HistoryFit, night_look
+from e2e.analysis.nightly.judge import BLIND_NIGHTS, HistoryFit, night_look
 from e2e.results import Looks
 
 __all__ = ["Noise", "HOST_DUETS", "HOST_ONE_AT_A_TIME", "noise_of", "power_at",

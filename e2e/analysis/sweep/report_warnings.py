@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis._summary import ReportWarning, Summary, label_of
+from e2e.analysis.sweep.summary import ReportWarning, Summary, label_of
 
 __all__ = ["WarningLine", "warning_lines"]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from scipy.stats import t as student_t
 
-from e2e.analysis import stats
-from e2e.analysis._components import Components, RunCost
-from e2e.analysis._aggregate import Summary, metric
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.components import Components, RunCost
+from e2e.analysis.sweep.aggregate import Summary, metric
 from e2e.errors import ConfigError
 
 __all__ = ["Design", "RunsAdvice", "WINDOW_CHOICES", "parse_effect", "runs_advice", "format_advice"]

@@ -50,9 +50,9 @@ from dataclasses import dataclass
 
 from scipy.stats import fisher_exact
 
-from e2e.analysis._frame import _arm_order, aa_arms
-from e2e.analysis._multiplicity import holm
-from e2e.analysis._summary import DEFAULT_CONFIDENCE, SPEC_MODES
+from e2e.analysis.sweep.frame import _arm_order, aa_arms
+from e2e.analysis.estimators.multiplicity import holm
+from e2e.analysis.sweep.summary import DEFAULT_CONFIDENCE, SPEC_MODES
 from e2e.results import (AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
                          RequestRecord, RunRecord)
 

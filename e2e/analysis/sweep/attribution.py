@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from e2e.analysis._summary import Comparison
+from e2e.analysis.sweep.summary import Comparison
 from e2e.metrics import SERVER_VERIFY_STEP
 
 __all__ = ["Attribution", "attribute", "TERMS", "IDENTITY_TOLERANCE"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis._nightly_judge import UNJUDGED, looks_changed, measured_busy, within
-from e2e.analysis._nightly_metrics import nightly_metric
+from e2e.analysis.nightly.judge import UNJUDGED, looks_changed, measured_busy, within
+from e2e.analysis.nightly.metrics import nightly_metric
 from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
                          interference_of)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis._headline import headline_metric
-from e2e.analysis._outputs import (AS_AA, IDENTICAL, MORE_THAN_AA, NOT_RECORDED,
+from e2e.analysis.sweep.headline import headline_metric
+from e2e.analysis.outputs.compare import (AS_AA, IDENTICAL, MORE_THAN_AA, NOT_RECORDED,
                                    OutputComparison)
-from e2e.analysis._summary import Comparison, Summary
+from e2e.analysis.sweep.summary import Comparison, Summary
 
 __all__ = ["SAFE", "NOT_SAFE", "NOT_SHOWN", "AA", "CellEvidence", "MergeCall", "merge_calls"]
 

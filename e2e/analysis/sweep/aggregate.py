@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis import stats
-from e2e.analysis._attribution import attribute
-from e2e.analysis._cells import SPREAD_CAUSE, cells_of
-from e2e.analysis._compare import compare, estimate_of, primary_metric
-from e2e.analysis._frame import (
+from e2e.analysis.estimators import stats
+from e2e.analysis.sweep.attribution import attribute
+from e2e.analysis.sweep.cells import SPREAD_CAUSE, cells_of
+from e2e.analysis.sweep.compare import compare, estimate_of, primary_metric
+from e2e.analysis.sweep.frame import (
     WORKLOAD_FIELDS, checked_runs, comparable, equivalence_of, runs_frame, select
 )
-from e2e.analysis._summary import (
+from e2e.analysis.sweep.summary import (
     DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS,
     MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
     Summary, metric

@@ -84,10 +84,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm, t as student_t
 
-from e2e.analysis import stats
-from e2e.analysis._gsm8k import compare_verdicts
-from e2e.analysis._headline import BURST_SHARE, burst_affected, headline_metric, server_twin
-from e2e.analysis._nightly_metrics import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
+from e2e.analysis.estimators import stats
+from e2e.analysis.outputs.gsm8k import compare_verdicts
+from e2e.analysis.sweep.headline import BURST_SHARE, burst_affected, headline_metric, server_twin
+from e2e.analysis.nightly.metrics import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
                                            nightly_metric as load_metric)
 from e2e.errors import ResultsError
 from e2e.results import (INTERFERENCE_SHARE, WARN_SHARE, Baseline, CellKey, CellVerdict,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from e2e.analysis._estimates import RESOLUTION_SD, Block, LogRatio, _logs
+from e2e.analysis.estimators.estimates import RESOLUTION_SD, Block, LogRatio, _logs
 
 __all__ = ["ModelRun", "CellFit", "MIN_MODEL_DF", "MIN_AR1_DF", "MIN_FOLDER_AR1_DF",
            "CALIBRATED_AR1_RHO", "AR1_GRID", "cell_model", "folder_rho"]

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats as _sp
 
-from e2e.analysis._estimates import _positive
+from e2e.analysis.estimators.estimates import _positive
 
 __all__ = ["INTERVAL_METHOD", "Verdict", "RatioEstimate", "ratio_of_medians",
            "welch_log_ratio_interval", "compare_runs", "verdict_for"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis import stats
-from e2e.analysis._components import Components
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.components import Components
 from e2e.metrics import position_key, position_of
 
 __all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",

@@ -7,8 +7,8 @@ level (``DEFAULT_NIGHT_ALPHA``). The ``[nightly]`` table that holds the threshol
 
 from __future__ import annotations
 
-from e2e.analysis._headline import BURST_SHARE, HEADLINE, headline_metric
-from e2e.analysis._summary import METRICS, Metric
+from e2e.analysis.sweep.headline import BURST_SHARE, HEADLINE, headline_metric
+from e2e.analysis.sweep.summary import METRICS, Metric
 from e2e.results import built_arm, is_relative, relative_arm
 
 __all__ = ["NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics",

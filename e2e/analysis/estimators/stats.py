@@ -18,32 +18,32 @@ This module only re-exports their names, so ``from e2e.analysis import stats`` r
 
 from __future__ import annotations
 
-from e2e.analysis._estimates import (
+from e2e.analysis.estimators.estimates import (
     DEFAULT_EQUIVALENCE_PCT, DEFAULT_POWER, METHOD_TEXT, RESOLUTION_SD, Block, LogRatio,
     MedianRange, Method, _check_confidence, _band, _logs, blocked_log_ratio, log_ratio, mde_log,
     median_range, median_unbiased, relative_range, welch_log_ratio
 )
-from e2e.analysis._median_ratio import (
+from e2e.analysis.estimators.median_ratio import (
     INTERVAL_METHOD, RatioEstimate, Verdict, compare_runs, ratio_of_medians, verdict_for,
     welch_log_ratio_interval
 )
-from e2e.analysis._model import (
+from e2e.analysis.estimators.model import (
     AR1_GRID, CALIBRATED_AR1_RHO, MIN_FOLDER_AR1_DF, MIN_MODEL_DF, CellFit, ModelRun, cell_model,
     folder_rho
 )
-from e2e.analysis._moderation import (
+from e2e.analysis.estimators.moderation import (
     MIN_PRIOR_UNITS, Prior, _trigamma_inverse, fit_prior, floor_noise, moderate
 )
-from e2e.analysis._multiplicity import holm, paired_holm
-from e2e.analysis._power import (
+from e2e.analysis.estimators.multiplicity import holm, paired_holm
+from e2e.analysis.estimators.power import (
     PLAN_NOISE_LEVEL, design_df, detectable_effect, duet_se_factor, duet_shape, runs_needed,
     upper_noise
 )
-from e2e.analysis._sequential import (
+from e2e.analysis.estimators.sequential import (
     DEFAULT_SPENDING, Decision, Look, Settlement, Spending, boundaries, look_at, spending_at,
     spent_alpha
 )
-from e2e.analysis._verdicts import Call, call, is_difference
+from e2e.analysis.estimators.verdicts import Call, call, is_difference
 
 __all__ = [
     "AR1_GRID", "Block", "CALIBRATED_AR1_RHO", "Call", "CellFit", "DEFAULT_EQUIVALENCE_PCT", "DEFAULT_POWER", "DEFAULT_SPENDING",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from e2e.analysis._estimates import RESOLUTION_SD, LogRatio
+from e2e.analysis.estimators.estimates import RESOLUTION_SD, LogRatio
 
 __all__ = ["MIN_PRIOR_UNITS", "Prior", "fit_prior", "moderate", "floor_noise"]
 

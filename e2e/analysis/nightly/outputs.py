@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis._multiplicity import holm
-from e2e.analysis._outputs import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, Divergence,
+from e2e.analysis.estimators.multiplicity import holm
+from e2e.analysis.outputs.compare import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, Divergence,
                                    OutputAgreement, divergence_test, summarize_outputs)
 from e2e.results import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
                          OutputsCheck, OutputsHistory, RunRecord)

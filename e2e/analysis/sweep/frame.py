@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from e2e.analysis._summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning, RunKey
+from e2e.analysis.sweep.summary import DEFAULT_REPORT_FROM_RUN, METRICS, Metric, ReportWarning, RunKey
 from e2e.config import TraceReplay
 from e2e.names import did_you_mean
 from e2e.plan import comparable_settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from e2e.analysis._estimates import DEFAULT_EQUIVALENCE_PCT, LogRatio, _check_confidence
+from e2e.analysis.estimators.estimates import DEFAULT_EQUIVALENCE_PCT, LogRatio, _check_confidence
 
 __all__ = ["Call", "call", "is_difference"]
 

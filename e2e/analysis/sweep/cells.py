@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from e2e.analysis import stats
-from e2e.analysis._frame import _duets, _interference
-from e2e.analysis._summary import (
+from e2e.analysis.estimators import stats
+from e2e.analysis.sweep.frame import _duets, _interference
+from e2e.analysis.sweep.summary import (
     MAX_ACCEPTANCE_MOVE, MAX_SPREAD, MIN_RUNS, Cell, Metric, ReportWarning, SegmentRow,
     WorkloadRow, metric, position_of
 )

@@ -24,7 +24,7 @@ import numpy as np
 from scipy import optimize as _opt
 from scipy import stats as _sp
 
-from e2e.analysis._estimates import DEFAULT_EQUIVALENCE_PCT, LogRatio, _check_confidence
+from e2e.analysis.estimators.estimates import DEFAULT_EQUIVALENCE_PCT, LogRatio, _check_confidence
 
 __all__ = ["Spending", "DEFAULT_SPENDING", "Decision", "Settlement", "Look", "spent_alpha",
            "spending_at", "boundaries", "look_at"]

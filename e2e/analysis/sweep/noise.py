@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from e2e.analysis import stats
-from e2e.analysis._components import components
-from e2e.analysis._summary import NoiseRow
+from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.components import components
+from e2e.analysis.sweep.summary import NoiseRow
 
 __all__ = ["noise_rows"]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from e2e.analysis import stats
-from e2e.analysis._headline import headline_metric
-from e2e.analysis._noise import noise_rows
-from e2e.analysis._summary import (
+from e2e.analysis.estimators import stats
+from e2e.analysis.sweep.headline import headline_metric
+from e2e.analysis.sweep.noise import noise_rows
+from e2e.analysis.sweep.summary import (
     Cell, Comparison, NoiseRow, ReportWarning, RunKey as _RunKey, label_of, metric
 )
 

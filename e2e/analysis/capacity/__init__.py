@@ -1,0 +1,1 @@
+"""A capacity search's margins and estimate."""
