@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from e2e.analysis import capacity_margin, capacity_margin_terms
+from e2e.analysis.capacity.criterion import capacity_margin, capacity_margin_terms
 from e2e.config import load_experiment
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput

@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from e2e.analysis import MORE_THAN_AA, summarize_outputs  # noqa: E402
+from e2e.analysis.outputs.compare import summarize_outputs
+from e2e.results import MORE_THAN_AA
 from test_aggregate import make_record  # noqa: E402
 
 ARMS = ("main", "main-repeat", "flag-off", "pr")

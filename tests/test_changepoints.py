@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, alone_nightly_raw
-from e2e.analysis import Rules, find_changes, judge_night
+from e2e.analysis.nightly.changepoints import find_changes
+from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.nightly.assess import assess_night
 from e2e.results import night_rows, open_store
 from e2e.render import SummaryContext, render_summary

@@ -65,7 +65,8 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     noise would ask), and the printed advice says what `--runs` counts."""
     import datetime as dt
 
-    from e2e.analysis import format_advice, runs_advice, summarize
+    from e2e.analysis.planning.advice import format_advice, runs_advice
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec
     from e2e.plan import make_plan
@@ -123,7 +124,7 @@ def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
     import statsmodels.formula.api as smf
     from scipy import stats as sp
 
-    from e2e.analysis import summarize
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.plan import make_plan
     from e2e.results import RunMetrics, RunRecord, ServerInfo
 

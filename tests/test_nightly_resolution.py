@@ -9,8 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import (HOST_DUETS, Noise, Rules, design_lines, judge_night, noise_of, power_at,
-                          resolution, rounds_needed)
+from e2e.analysis.nightly.judge import Rules, judge_night
+from e2e.analysis.nightly.resolution import (
+    HOST_DUETS, Noise, design_lines, noise_of, power_at, resolution, rounds_needed
+)
 from e2e.results import CellKey, Looks, NightCell, RatioHistory
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from e2e.analysis import Look, boundaries, look_at, spending_at, spent_alpha
+from e2e.analysis.estimators.sequential import Look, boundaries, look_at, spending_at, spent_alpha
 from e2e.analysis.estimators.stats import LogRatio
 
 

@@ -12,9 +12,9 @@ from scipy import stats as sp
 from typer.testing import CliRunner
 
 from e2e.analysis.estimators import stats
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.errors import ConfigError
-from e2e.analysis import format_advice, parse_effect, runs_advice
+from e2e.analysis.planning.advice import format_advice, parse_effect, runs_advice
 from e2e.cli import app
 from test_aggregate import cell_runs
 

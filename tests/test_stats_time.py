@@ -10,7 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import metric, run_times, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.frame import run_times
+from e2e.analysis.sweep.summary import metric
 from e2e.analysis.estimators import stats
 from e2e.analysis.estimators.stats import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig

@@ -28,8 +28,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from e2e.analysis import (capacity_censored, capacity_estimate, capacity_margin,
-                          capacity_margin_terms, capacity_ratio)
+from e2e.analysis.capacity import (
+    capacity_censored, capacity_estimate, capacity_margin, capacity_margin_terms, capacity_ratio
+)
 from e2e.capacity._search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec

@@ -25,9 +25,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
-from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER_VERIFY_STEP,
-                          judged_metrics, judged_threshold, relative_arm)
-from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey
+from e2e.analysis.nightly import DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, judged_metrics, judged_threshold
+from e2e.analysis.sweep import HEADLINE
+from e2e.metrics import SERVER_VERIFY_STEP
+from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey, relative_arm
 from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
                         parse_experiment)
 from e2e.names import known_name, plugin_settings
@@ -483,7 +484,7 @@ def night_looks(cfg: NightlyConfig) -> tuple[int, ...]:
 def judged_key(cfg: NightlyConfig, key: CellKey) -> CellKey:
     """The metric a headline threshold judges in ``key``'s cell: its server-built twin where
     the config builds the headline from the server's TPOT."""
-    from e2e.analysis import headline_metric, server_twin
+    from e2e.analysis.sweep import headline_metric, server_twin
 
     twin = server_twin(key.metric)
     if (cfg.settings.verify_step_from == "server" and twin
