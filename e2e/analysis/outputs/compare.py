@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from scipy.stats import fisher_exact
 
-from e2e.analysis.sweep.frame import _arm_order, aa_arms
+from e2e.analysis.sweep.frame import arm_order, aa_arms
 from e2e.analysis.estimators.multiplicity import holm
 from e2e.analysis.sweep.summary import DEFAULT_CONFIDENCE, SPEC_MODES
 from e2e.results import (AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
@@ -337,7 +337,7 @@ def summarize_outputs(records: Iterable[RunRecord], outputs: RunOutputs, *,
     cells: dict[tuple[str, int, str], list[RunRecord]] = {}
     for r in records:
         cells.setdefault((r.spec.arm, int(r.spec.concurrency), r.spec.spec_mode), []).append(r)
-    arms = _arm_order(records, {a for a, _, _ in cells}, baseline)
+    arms = arm_order(records, {a for a, _, _ in cells}, baseline)
     aa = aa_arms(records, baseline, arms)
     caches = cell_caches(records)
     cache_of = {(c.arm, c.concurrency, c.spec_mode): c for c in caches}

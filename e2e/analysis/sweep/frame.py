@@ -28,7 +28,7 @@ from e2e.results import RunRecord
 
 __all__ = ["WORKLOAD_FIELDS", "CheckedRuns", "checked_runs", "runs_frame", "comparable",
            "select", "equivalence_of", "workload_key", "arrival_of", "field_of", "load_label",
-           "aa_arms", "slots", "run_times"]
+           "aa_arms", "arm_order", "slots", "run_times"]
 
 # What must be equal for runs to share a cell (besides arm, concurrency and spec mode).
 WORKLOAD_FIELDS = ("input_len", "output_len", "prompts", "seed", "request_rate", "burstiness",
@@ -341,7 +341,7 @@ def select(records: Iterable[RunRecord], only: dict[str, str]) -> list[RunRecord
     return [r for r in records if all(_matches(r, f, str(v)) for f, v in only.items())]
 
 
-def _arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:
+def arm_order(records: Sequence[RunRecord], present: set[str], baseline: str) -> tuple[str, ...]:
     """Baseline first, then the arms in the config snapshot's order, then any others sorted."""
     order: list[str] = []
     for r in records:
@@ -471,7 +471,7 @@ class CheckedRuns:
     start: int
     """The first reported repeat (``report_from_run``); earlier valid runs are warmups."""
     arms: tuple[str, ...]
-    """The baseline first, then the config snapshot's order (``_arm_order``)."""
+    """The baseline first, then the config snapshot's order (``arm_order``)."""
     aa_arms: tuple[str, ...]
     slots: dict[RunKey, int | None]
     times: dict[RunKey, float]
@@ -491,7 +491,7 @@ def checked_runs(records: Sequence[RunRecord], metrics: Sequence[Metric], *, bas
     experiments = sorted(set(frame["experiment"]))
     if len(experiments) > 1:
         warnings.append(ReportWarning(f"runs of several experiments mixed: {', '.join(experiments)}"))
-    arms = _arm_order(records, set(frame["arm"]), baseline)
+    arms = arm_order(records, set(frame["arm"]), baseline)
     if baseline not in arms:
         warnings.append(ReportWarning(
             f"no runs of the baseline arm {baseline!r}{did_you_mean(baseline, arms)}; no "
