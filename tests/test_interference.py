@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis.estimators.stats import ModelRun, cell_model
+from e2e.analysis.estimators.model import ModelRun, cell_model
 
 
 def runs(rng, *, effect: float, beta: float, busy_sd: float, rounds: int = 8, noise: float = 0.01):

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sp
 
 from e2e.analysis.estimators.sequential import Look, boundaries, look_at, spending_at, spent_alpha
-from e2e.analysis.estimators.stats import LogRatio
+from e2e.analysis.estimators.estimates import LogRatio
 
 
 def _inside(info, bounds, sides=2) -> float:

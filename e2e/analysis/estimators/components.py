@@ -6,7 +6,7 @@ back. On the log scale a window's value is
     ln y = (arm, block effects) + s + w,   s ~ (0, σ_b²) per server,  w ~ (0, σ_w²) per window,
 
 so a run's value (over its k windows) has variance σ_b² + σ_w²/k, which is the per-run residual
-variance the cell's model estimates (``stats.cell_model``'s ``s2``). σ_w² comes from the windows
+variance the cell's model estimates (``cell_model``'s ``s2``). σ_w² comes from the windows
 themselves: a two-way fit of ln y on run + window position (statsmodels OLS), so a first window
 that is slower in every server is an effect of its own (``first_window``), not within-server
 noise. σ_b² is then the rest (the ANOVA estimator of a one-way random effect, floored at 0).

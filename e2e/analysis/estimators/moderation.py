@@ -13,7 +13,8 @@ import numpy as np
 
 from e2e.analysis.estimators.estimates import RESOLUTION_SD, LogRatio
 
-__all__ = ["MIN_PRIOR_UNITS", "Prior", "fit_prior", "moderate", "floor_noise"]
+__all__ = ["MIN_PRIOR_UNITS", "Prior", "fit_prior", "moderate", "floor_noise",
+           "trigamma_inverse"]
 
 MIN_PRIOR_UNITS = 3
 """Fewer independent variance estimates of a metric than this: no prior (nothing is borrowed)."""
@@ -29,7 +30,7 @@ class Prior:
     units: int
 
 
-def _trigamma_inverse(x: float) -> float:
+def trigamma_inverse(x: float) -> float:
     """Solve trigamma(y) = x by Newton's method (Smyth 2004's limma::trigammaInverse)."""
     from scipy.special import polygamma
 
@@ -68,7 +69,7 @@ def fit_prior(variances: Sequence[tuple[float, float]]) -> Prior:
     evar = float(((e - emean) ** 2).sum() / (g - 1)) - float(polygamma(1, d / 2.0).mean())
     cap = float(d.sum() - d.max())
     if evar > 0:
-        d0 = 2.0 * _trigamma_inverse(evar)
+        d0 = 2.0 * trigamma_inverse(evar)
     else:
         d0 = math.inf
     d0 = min(d0, cap)

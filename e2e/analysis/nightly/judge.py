@@ -84,7 +84,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm, t as student_t
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.median_ratio import RatioEstimate, compare_runs, verdict_for
+from e2e.analysis.estimators.sequential import boundaries, spending_at
 from e2e.analysis.outputs.gsm8k import compare_verdicts
 from e2e.analysis.sweep.headline import BURST_SHARE, burst_affected, headline_metric, server_twin
 from e2e.analysis.nightly.metrics import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
@@ -183,10 +184,10 @@ def _judge_load(key: CellKey, now: NightCell, base: NightCell, threshold: float,
     if min(now.values + base.values) <= 0:
         return CellVerdict(key, "too few runs", now, base, threshold,
                            reason="a value is zero or negative: no ratio")
-    est = stats.compare_runs(now.values, base.values, confidence=rules.confidence)
+    est = compare_runs(now.values, base.values, confidence=rules.confidence)
     interval = ((est.pct_low, est.pct_high)
                 if est.pct_low is not None and est.pct_high is not None else None)
-    verdict = stats.verdict_for(est, higher_is_better=m.higher_is_better,
+    verdict = verdict_for(est, higher_is_better=m.higher_is_better,
                                 min_effect_pct=threshold)
     name: VerdictName = {"slower": "regressed", "faster": "improved",
                          "within noise": "noise", "too few runs": "too few runs"}[verdict]  # type: ignore[assignment]
@@ -272,7 +273,7 @@ def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> 
 
 
 def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]], *,
-                     confidence: float = 0.95) -> stats.RatioEstimate:
+                     confidence: float = 0.95) -> RatioEstimate:
     """Tonight's geometric mean against the history's: the ratio exp(mean ln tonight − mean of
     the nights' mean ln values), with a t prediction interval whose variance counts the
     nights as a random effect (``HistoryFit.var``, one-way ANOVA estimates):
@@ -289,7 +290,7 @@ def history_interval(tonight: Sequence[float], nights: Sequence[Sequence[float]]
     fit = history_fit(tonight, nights)
     k_t = len(tonight)
     half = float(student_t.ppf(0.5 + confidence / 2, fit.df(k_t))) * math.sqrt(fit.var(k_t))
-    return stats.RatioEstimate(ratio=math.exp(fit.d), low=math.exp(fit.d - half),
+    return RatioEstimate(ratio=math.exp(fit.d), low=math.exp(fit.d - half),
                                high=math.exp(fit.d + half), confidence=confidence,
                                method="history")
 
@@ -351,11 +352,11 @@ def night_look(fit: HistoryFit, k_t: int, looks: Looks | None, *, alpha: float,
     fractions = [min(i / top, 1.0) for i in info]
 
     def level(a: float) -> float:
-        spent = [stats.spending_at(f, a, spending="pocock", sides=1) for f in fractions]
+        spent = [spending_at(f, a, spending="pocock", sides=1) for f in fractions]
         incs = [spent[0]] + [y - x for x, y in zip(spent, spent[1:])]
         if len(info) == 1:  # the first look: its increment is its level
             return incs[0]
-        return float(norm.sf(stats.boundaries(info, incs, sides=1)[0][-1]))
+        return float(norm.sf(boundaries(info, incs, sides=1)[0][-1]))
 
     return NightLook(call_level=level(alpha), show_level=level((1.0 - confidence) / 2.0),
                      last=not later, index=len(done), planned=len(done) + len(later))

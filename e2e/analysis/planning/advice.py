@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from scipy.stats import t as student_t
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.estimates import DEFAULT_POWER, mde_log
+from e2e.analysis.estimators.power import PLAN_NOISE_LEVEL, design_df, duet_shape, upper_noise
 from e2e.analysis.estimators.components import Components, RunCost
 from e2e.analysis.sweep.aggregate import Summary, metric
 from e2e.errors import ConfigError
@@ -50,8 +51,8 @@ class RunsAdvice:
     rounds of ``DESIGN_ROUNDS``: the calibration rule as a power statement."""
     plan_se_pct: float | None = None
     """What the plan uses: the standard error of one round of the test's design (ln scale, in
-    %), the upper confidence bound at ``stats.PLAN_NOISE_LEVEL`` on its df
-    (``stats.upper_noise``) of the comparison's standard error times √rounds."""
+    %), the upper confidence bound at ``PLAN_NOISE_LEVEL`` on its df
+    (``upper_noise``) of the comparison's standard error times √rounds."""
     components: Components | None = None
     slots: int = 0
     """Measured (and planned) in duets of this many sides; 0: one server at a time."""
@@ -97,7 +98,7 @@ def _effect(se_round: float, rounds: int, df: float, confidence: float,
             power: float, min_effect_pct: float = 0.0, bound: float = 1.0) -> float | None:
     """The effect in % a design of ``rounds`` rounds detects with ``power`` in the report's
     test, which calls a difference when the interval excludes 0 and the estimate is at least
-    ``min_effect_pct``: the larger of what the interval needs (``stats.mde_log`` of se_round /
+    ``min_effect_pct``: the larger of what the interval needs (``mde_log`` of se_round /
     √rounds on ``df``: its bar plus the power's margin) and what the minimum effect needs
     (ln(1 + min_effect) plus the power's margin). ``se_round`` is the standard error's upper
     confidence bound, ``bound`` times its estimate: the interval's bar is read from the bound,
@@ -107,7 +108,7 @@ def _effect(se_round: float, rounds: int, df: float, confidence: float,
     if df <= 0 or rounds < 1:
         return None
     se = se_round / math.sqrt(rounds)
-    interval = stats.mde_log(se, df, confidence=confidence, power=power)
+    interval = mde_log(se, df, confidence=confidence, power=power)
     at_floor = (math.log1p(min_effect_pct / 100.0)
                 + float(student_t.ppf(power, df)) * se / bound) if min_effect_pct > 0 else 0.0
     return math.expm1(max(interval, at_floor)) * 100.0
@@ -128,11 +129,11 @@ def _df_at(row, design: dict):
     """The test's df at k rounds: its df now (without the borrowed part) scaled by the
     design's df at k over the design's df at the rounds made, plus the borrowed df. Where the
     time term's honest errors took df (Satterthwaite's, below the design's), the same share."""
-    now = stats.design_df(row.n_blocks, **design)
+    now = design_df(row.n_blocks, **design)
     own = (row.df or 0.0) - row.prior_df
 
     def df_at(k: int) -> float:
-        at = stats.design_df(k, **design)
+        at = design_df(k, **design)
         return (own * at / now if now > 0 and own > 0 else at) + row.prior_df
 
     return df_at
@@ -160,8 +161,8 @@ def _designs(row, se_round: float, target_pct: float, df_at, confidence: float,
 
 def _steps_per_arm(design: dict) -> float:
     """A round's wall time per arm in units of one run: 1 one server at a time; in duets the
-    round's b duets (``stats.duet_shape``), each one run long, shared by the arms."""
-    shape = stats.duet_shape(design["method"], design["arms"], design.get("slots", 0))
+    round's b duets (``duet_shape``), each one run long, shared by the arms."""
+    shape = duet_shape(design["method"], design["arms"], design.get("slots", 0))
     return 1.0 if shape is None else shape[1] / design["arms"]
 
 
@@ -175,14 +176,14 @@ def planned_floor(min_effect_pct: float, target_pct: float) -> float:
     return min_effect_pct if target_pct > min_effect_pct else 0.0
 
 
-def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEFAULT_POWER,
+def runs_advice(summary: Summary, target_pct: float, *, power: float = DEFAULT_POWER,
                 metrics: tuple[str, ...] | None = None,
                 costs: dict[tuple[int, str], RunCost] | None = None) -> tuple[RunsAdvice, ...]:
     """For every noise row of ``summary`` (``metrics`` None: all), the rounds needed for an MDE
     of ``target_pct`` in the design the report's test uses, from that test's own standard
     error per round (see the module's docstring) at ``summary.confidence`` and ``power``, and
     the effect that design detects at other round counts, all from the standard error's upper
-    confidence bound at ``stats.PLAN_NOISE_LEVEL`` (so the power is a promise with that
+    confidence bound at ``PLAN_NOISE_LEVEL`` (so the power is a promise with that
     confidence, not a median); with load windows, the servers × windows designs and their
     time from ``costs`` (``run_costs``)."""
     floor = planned_floor(summary.min_effect_pct, target_pct)
@@ -195,7 +196,7 @@ def runs_advice(summary: Summary, target_pct: float, *, power: float = stats.DEF
         design = dict(method=row.method if row.method in ("model", "blocked", "welch") else "blocked",
                       arms=row.arms_in_model, slot=row.slot, slots=row.slots)
         se_point = row.se * math.sqrt(row.n_blocks)
-        se_round = stats.upper_noise(se_point, row.df or 0.0)
+        se_round = upper_noise(se_point, row.df or 0.0)
         bound = se_round / se_point if se_point > 0 else 1.0
         df_at = _df_at(row, design)
         n = _rounds(se_round, target_pct, df_at, summary.confidence, power, floor, bound)
@@ -221,7 +222,7 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
         return ("No noise estimate: the sweep needs an A/A arm (settings equal to "
                 f"{summary.baseline}'s) or at least 2 rounds in which every arm ran.\n")
     target = advice[0].target_pct
-    level = stats.PLAN_NOISE_LEVEL * 100
+    level = PLAN_NOISE_LEVEL * 100
     lines = [f"Runs for a minimal detectable effect of {target:g} % (80 % power, "
              f"{summary.confidence * 100:g} % confidence, the comparison the report makes) from "
              f"{summary.experiment}, planned from the standard error per round of the report's "
@@ -268,7 +269,7 @@ def format_advice(summary: Summary, advice: tuple[RunsAdvice, ...]) -> str:
                  "design, its errors honest for the time term, shared noise, the floor) times "
                  "√(rounds made / k), on its df scaled to k rounds, planned from that standard "
                  f"error's {level:g} % upper confidence bound (se·√(df / "
-                 f"χ²_{{df, {1 - stats.PLAN_NOISE_LEVEL:g}}})), or the {summary.min_effect_pct:g} % "
+                 f"χ²_{{df, {1 - PLAN_NOISE_LEVEL:g}}})), or the {summary.min_effect_pct:g} % "
                  "minimum effect a difference needs plus the power's margin from the standard "
                  "error itself, whichever is larger (the minimum effect is exact), so the power is "
                  f"80 % or more, with {level:g} % confidence where the interval decides (83-88 % "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.estimates import DEFAULT_EQUIVALENCE_PCT
 from e2e.analysis.sweep.attribution import attribute
 from e2e.analysis.sweep.cells import SPREAD_CAUSE, cells_of
 from e2e.analysis.sweep.compare import compare, estimate_of, primary_metric
@@ -65,7 +65,7 @@ def summarize(
     min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT,
     extra_warnings: Sequence[ReportWarning] = (),
     metrics: Sequence[Metric] = METRICS,
-    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT,
+    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT,
     target_effect_pct: float | None = None,
 ) -> Summary:
     """Aggregate run records into cells, comparisons with ``baseline`` and warnings.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.estimates import median_range
 from e2e.analysis.sweep.frame import _duets, _interference
 from e2e.analysis.sweep.summary import (
     MAX_ACCEPTANCE_MOVE, MAX_SPREAD, MIN_RUNS, Cell, Metric, ReportWarning, SegmentRow,
@@ -259,7 +259,7 @@ def cells_of(frame: pd.DataFrame, start: int, metrics: Sequence[Metric]
             if rows.empty:
                 continue
             values = tuple(float(v) for v in rows[m.key])
-            mr = stats.median_range(values)
+            mr = median_range(values)
             per_window = tuple(ws[m.key] for ws in rows["window_values"])
             cell = Cell(arm, conc, mode, m.key, tuple(int(r) for r in rows["repeat"]), values,
                         mr.median, mr.low, mr.high,

@@ -442,7 +442,7 @@ def run_times(records: Sequence[RunRecord]) -> dict[RunKey, float]:
     first run over the median spacing of the host's consecutive starts (so one run apart is
     about 1, a round of other cells in between more, a resume the next day very far). Runs
     measured in duets, or on a host with fewer than 3 parsable, distinct start times, have none
-    (then the cell model has no time term: ``stats.cell_model``)."""
+    (then the cell model has no time term: ``cell_model``)."""
     hosts: dict[str | None, list[tuple[RunKey, object]]] = {}
     for r in records:
         when = _started(r)

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.model import CellFit
+from e2e.analysis.estimators.moderation import Prior
+from e2e.analysis.estimators.power import runs_needed
 from e2e.analysis.estimators.components import components
 from e2e.analysis.sweep.summary import NoiseRow
 
 __all__ = ["noise_rows"]
 
 
-def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit],
+def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], CellFit],
                 aa_arms: tuple[str, ...], confidence: float, target: float,
-                priors: dict[tuple[str, str, int], stats.Prior]) -> tuple[NoiseRow, ...]:
+                priors: dict[tuple[str, str, int], Prior]) -> tuple[NoiseRow, ...]:
     """Per (concurrency, spec mode, metric): the noise the comparisons used (after moderation
     and the floor; the same for every arm of a fitted cell), with the MDE and df of the A/A
     arm's comparison when there is one, else of the cell's first comparison, and the reported
@@ -35,7 +37,7 @@ def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit]
         pick = aa[0] if aa else here[0]
         e, w = pick["est"], pick["welch"]
         fit = fits.get((conc, mode, key))
-        prior = priors.get((key, mode, conc), stats.Prior(0.0, 0.0, 0))
+        prior = priors.get((key, mode, conc), Prior(0.0, 0.0, 0))
         if e.method == "model" and fit is not None:
             source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
                       + (", slot term" if fit.slot else "")
@@ -68,7 +70,7 @@ def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], stats.CellFit]
             n_blocks=n, mde_pct=e.mde_pct(confidence),
             unpaired_mde_pct=None if (w is None or not aa) else w.mde_pct(confidence),
             target_pct=target,
-            runs_for_target=stats.runs_needed(e.noise_sd, target, method=method, confidence=confidence,
+            runs_for_target=runs_needed(e.noise_sd, target, method=method, confidence=confidence,
                                               arms=arms_n, prior_df=e.prior_df,
                                               slot=bool(fit is not None and fit.slot
                                                         and e.method == "model"),

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e2e.analysis.estimators import stats
+from e2e.analysis.estimators.estimates import (
+    DEFAULT_EQUIVALENCE_PCT, DEFAULT_POWER, METHOD_TEXT, relative_range
+)
+from e2e.analysis.estimators.median_ratio import INTERVAL_METHOD
+from e2e.analysis.estimators.model import cell_model
+from e2e.analysis.estimators.multiplicity import paired_holm
+from e2e.analysis.estimators.verdicts import Call
 from e2e.analysis.estimators.components import Components
 from e2e.metrics import position_key, position_of
 
@@ -141,7 +147,7 @@ class Cell:
     @property
     def spread(self) -> float:
         """(max − min) / median of the reported runs."""
-        return stats.relative_range(self.values)
+        return relative_range(self.values)
 
 
 @dataclass(frozen=True)
@@ -152,11 +158,11 @@ class Comparison:
     ``confidence``) bounds, estimated by ``method``: "blocked" (paired per round and host) or
     "welch" (unpaired); ``pct`` = (ratio − 1) × 100; ``median_ratio`` is the ratio of the two
     cells' medians (shown for reference). ``interval`` is None with too few runs. ``verdict``
-    is one of ``stats.Call``; ``mde_pct`` the minimal detectable effect at these runs (80 %
+    is one of ``Call``; ``mde_pct`` the minimal detectable effect at these runs (80 %
     power); ``noise_pct`` the run-to-run noise (sd of one pair's log ratio, in %), floored when
     ``noise_floored``. ``p_value`` tests no change, ``tost_p`` equivalence within
     ±``equivalence_pct`` %; ``p_holm`` is the family-wise adjusted p of the test behind the verdict
-    (``stats.paired_holm`` over both hypotheses of the report's ``Summary.n_comparisons``; the
+    (``paired_holm`` over both hypotheses of the report's ``Summary.n_comparisons``; the
     smaller of the two when inconclusive), and ``survives`` says whether a difference or
     equivalence verdict still holds after it (None for other verdicts). ``unpaired_interval`` and
     ``unpaired_mde_pct`` are the Welch figures on the same runs, for comparison."""
@@ -170,7 +176,7 @@ class Comparison:
     pct: float
     interval: tuple[float, float] | None
     confidence: float
-    verdict: stats.Call
+    verdict: Call
     method: str
     n_arm: int
     n_baseline: int
@@ -184,7 +190,7 @@ class Comparison:
     tost_p: float | None = None
     p_holm: float | None = None
     survives: bool | None = None
-    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
+    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT
     min_effect_pct: float = 0.0
     unpaired_interval: tuple[float, float] | None = None
     unpaired_mde_pct: float | None = None
@@ -201,12 +207,12 @@ class Comparison:
     """Standard error of ln(ratio) (after moderation and the floor); None without an interval."""
     time_model: str | None = None
     """For method "model": "ols", or "ar1-gls" (the cell's residuals AR(1) over the runs'
-    times, ``rho`` per run apart; ``stats.cell_model``); None for the other methods."""
+    times, ``rho`` per run apart; ``cell_model``); None for the other methods."""
     rho: float | None = None
 
     @property
     def method_text(self) -> str:
-        return stats.METHOD_TEXT.get(self.method, self.method)
+        return METHOD_TEXT.get(self.method, self.method)
 
     @property
     def method_name(self) -> str:
@@ -346,10 +352,10 @@ class Summary:
     warnings: tuple[ReportWarning, ...]
     confidence: float
     min_effect_pct: float
-    interval_method: str = stats.INTERVAL_METHOD
+    interval_method: str = INTERVAL_METHOD
     metrics: tuple[Metric, ...] = METRICS
-    equivalence_pct: float = stats.DEFAULT_EQUIVALENCE_PCT
-    power: float = stats.DEFAULT_POWER
+    equivalence_pct: float = DEFAULT_EQUIVALENCE_PCT
+    power: float = DEFAULT_POWER
     noise: tuple[NoiseRow, ...] = ()
     aa_arms: tuple[str, ...] = ()
     n_comparisons: int = 0
