@@ -227,14 +227,39 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
     that Σ and without its n × n algebra); its df are n − p, one less when ρ was
     estimated from the folder. ``CellFit.model``, ``rho`` and ``rho_source`` say which was
     used."""
-    import pandas as pd
-    import statsmodels.api as sm
-
     runs = [r for r in runs if r.block is not None]
     arms = sorted({r.arm for r in runs}, key=lambda a: (a != baseline, a))
     if len(arms) < 2 or arms[0] != baseline:
         return None
     y = _logs([r.value for r in runs], "cell_model")
+    fitted = _ols(runs, arms, y)
+    if fitted is None:
+        return None
+    res, cols, used_slot, used_busy = fitted
+    res, model, design, robust, honest = _time_model(runs, y, res, rho=rho, plausible=plausible)
+    if model == "ols":
+        rho = 0.0
+        rho_source = rho_source if robust is not None else None
+    df = float(res.df_resid) - (1.0 if rho_source == "folder" else 0.0)
+    if robust is not None:
+        df = min(df, robust[1])
+    raw_s2 = float(res.ssr) / float(res.df_resid)
+    out = _contrasts(runs, arms, res, cols, None if robust is None else robust[0],
+                     raw_s2=raw_s2, df=df, floor_sd=floor_sd)
+    return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms),
+                   runs=len(runs), covariate=used_busy, rho=rho, model=model,
+                   rho_source=rho_source, design=design, honest_for=honest)
+
+
+def _ols(runs: Sequence[ModelRun], arms: list[str], y: np.ndarray):
+    """The OLS fit of ln y on block + arm (the baseline ``arms[0]`` as reference), with the
+    slot as a linear term where every run has one, it varies within blocks and the model keeps
+    ``MIN_MODEL_DF`` residual df, and the recorded interference as a covariate where it varies
+    within blocks by ``MIN_INTERFERENCE_SPREAD`` and the df stay; (result, columns, slot used,
+    interference used), None when not even block + arm can be fitted."""
+    import pandas as pd
+    import statsmodels.api as sm
+
     blocks = pd.Categorical([repr(r.block) for r in runs])
     arm_cat = pd.Categorical([r.arm for r in runs], categories=arms)
     base = pd.concat([pd.get_dummies(blocks, drop_first=False, dtype=float),
@@ -280,6 +305,17 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
         with_busy, busy_cols = fit(used_slot, True)
         if with_busy is not None and with_busy.df_resid >= MIN_MODEL_DF:
             res, cols, used_busy = with_busy, busy_cols, True
+    return res, cols, used_slot, used_busy
+
+
+def _time_model(runs: Sequence[ModelRun], y: np.ndarray, res, *, rho: float,
+                plausible: Sequence[float]):
+    """Time, where every run has a ``time`` and the fit keeps ``MIN_AR1_DF`` residual df: the
+    design the folder's REML reads, the GLS refit at ``rho`` > 0 (OLS on the Prais–Winsten-
+    whitened rows) and, given ``plausible``, the errors honest for each of them
+    (``_robust_c``). (result, "ols" or "ar1-gls", design, (c, df) or None, honest range)."""
+    import statsmodels.api as sm
+
     model, design, robust, honest = "ols", None, None, None
     if all(r.time is not None for r in runs) and res.df_resid >= MIN_AR1_DF:
         times = np.asarray([float(r.time) for r in runs])
@@ -292,16 +328,18 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
             res = sm.OLS(yw, xw).fit()
             model = "ar1-gls"
         if design is not None and plausible:
-            robust, robust_df = _robust_c(design[1], chain, design[3],
-                                          rho if model != "ols" else 0.0, plausible)
+            robust = _robust_c(design[1], chain, design[3],
+                               rho if model != "ols" else 0.0, plausible)
             honest = (min(plausible), max(plausible))
-    if model == "ols":
-        rho = 0.0
-        rho_source = rho_source if robust is not None else None
-    df = float(res.df_resid) - (1.0 if rho_source == "folder" else 0.0)
-    if robust is not None:
-        df = min(df, robust_df)
-    raw_s2 = float(res.ssr) / float(res.df_resid)
+    return res, model, design, robust, honest
+
+
+def _contrasts(runs: Sequence[ModelRun], arms: list[str], res, cols: list[str],
+               robust: np.ndarray | None, *, raw_s2: float, df: float,
+               floor_sd: float) -> dict[str, LogRatio]:
+    """Each arm's coefficient as its ``LogRatio`` against the baseline ``arms[0]``: se² = c·s²
+    (c the model's, or the honest one), s the residual sd floored at ``floor_sd``."""
+    baseline = arms[0]
     raw = math.sqrt(max(raw_s2, 0.0))
     s = max(raw, floor_sd)
     counts = {a: sum(1 for r in runs if r.arm == a) for a in arms}
@@ -319,6 +357,4 @@ def cell_model(runs: Sequence[ModelRun], baseline: str, *,
                           n_arm=counts[a], n_baseline=counts[baseline], n_blocks=common,
                           dropped=lone, floored=raw < floor_sd, floor_sd=floor_sd,
                           residual_df=df)
-    return CellFit(estimates=out, s2=raw_s2, df=df, slot=bool(used_slot), arms=len(arms),
-                   runs=len(runs), covariate=used_busy, rho=rho, model=model,
-                   rho_source=rho_source, design=design, honest_for=honest)
+    return out
