@@ -67,7 +67,8 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     noise would ask), and the printed advice says what `--runs` counts."""
     import datetime as dt
 
-    from e2e.analysis.planning.advice import format_advice, runs_advice
+    from e2e.analysis.planning.advice import runs_advice
+    from e2e.render import format_advice
     from e2e.analysis.sweep.aggregate import summarize
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec

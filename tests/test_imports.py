@@ -216,7 +216,7 @@ FACES = {
         "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION",
         "STEP_SUMMARY_LIMIT", "SiteData", "SummaryContext", "build_report",
         "cell_history_text", "comparison_plot_names", "csv_safe", "dumps", "fit_comment", "forest_figure",
-        "format_cell", "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv",
+        "format_advice", "format_cell", "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv",
         "gsm8k_json", "gsm8k_markdown", "history_nights_text", "host_cost_markdown", "md_text", "metric_label",
         "micro_markdown", "micro_plot", "read_summary", "render_capacity_plot", "render_csv",
         "render_github", "render_html", "render_markdown", "render_plots", "render_summary",

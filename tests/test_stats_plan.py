@@ -15,7 +15,8 @@ from e2e.analysis.estimators.estimates import mde_log
 from e2e.analysis.estimators.power import PLAN_NOISE_LEVEL, design_df, upper_noise
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.errors import ConfigError
-from e2e.analysis.planning.advice import format_advice, parse_effect, runs_advice
+from e2e.analysis.planning.advice import parse_effect, runs_advice
+from e2e.render import format_advice
 from e2e.cli import app
 from test_aggregate import cell_runs
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from e2e.analysis.planning.advice import format_advice, parse_effect, runs_advice
+from e2e.analysis.planning.advice import (
+    DESIGN_ROUNDS, RunsAdvice, parse_effect, planned_floor, runs_advice
+)
 
 __all__ = [
-    "format_advice", "parse_effect", "runs_advice"
+    "DESIGN_ROUNDS", "RunsAdvice", "parse_effect", "planned_floor", "runs_advice"
 ]
