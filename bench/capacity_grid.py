@@ -9,7 +9,7 @@ and on it `vllm bench serve` (the server's own vLLM, through its module, pinned 
 config's load CPUs) runs its rates one after another, each with ``--save-result
 --save-detailed``. Every result is read through e2e's import (``e2e.interop``), its goodput
 share is e2e's over the imported requests, and its SLO margin is
-``e2e.analysis.capacity_margin``; the capacity is where the mean margin over the servers
+``e2e.analysis.capacity.capacity_margin``; the capacity is where the mean margin over the servers
 crosses 0, interpolated in log rate between the highest grid rate whose mean margin meets the
 objective and the next rate (the rule ``e2e capacity`` applies at its boundary). Rerun to
 resume: a result file already there is not measured again.

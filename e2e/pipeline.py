@@ -5,7 +5,7 @@
       -> executor: runs the units in rounds, resumes, shows progress (e2e.execute._executor)
            -> server session per unit: build -> fresh server -> /health -> plugin check
               -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session._session)
-      -> aggregate: comparable cells -> comparisons (e2e.analysis._aggregate, e2e.analysis.stats)
+      -> aggregate: comparable cells -> comparisons (e2e.analysis.sweep.aggregate, e2e.analysis.estimators)
       -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
 
 ``sweep`` below is that flow for the load matrix; ``e2e gsm8k`` and ``e2e nightly`` plan other

@@ -1,4 +1,4 @@
-"""RunRecords -> cells, comparisons and warnings (e2e.analysis._aggregate), on hand-made records."""
+"""RunRecords -> cells, comparisons and warnings (e2e.analysis.sweep.aggregate), on hand-made records."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Change points over the nightly history (e2e.analysis.find_changes, night_changes) and the
+"""Change points over the nightly history (e2e.analysis.nightly.changepoints.find_changes, night_changes) and the
 judgement around them (e2e.nightly.assess), on hand-made histories: a slow drift that every
 night-against-night verdict passes is reported at its first night and fails the night; a
 one-night outlier is not a change point; a fixed step stops failing; a pinned night accepts

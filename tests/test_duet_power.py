@@ -1,6 +1,6 @@
 """`e2e plan` on duets: the power of a duet design is the duet model's, not a sequential one's.
 
-The closed forms in ``_power`` (the balanced incomplete block design's contrast variance and its
+The closed forms in ``e2e.analysis.estimators.power`` (the balanced incomplete block design's contrast variance and its
 residual df) are checked against the cell model fitted to the very layout ``plan.duet_rounds``
 makes, and the planner against a summary of duet runs."""
 

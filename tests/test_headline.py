@@ -1,4 +1,4 @@
-"""One headline rule (``e2e.analysis.headline_metric``): the report, ``--until-settled``, the
+"""One headline rule (``e2e.analysis.sweep.headline_metric``): the report, ``--until-settled``, the
 nightly and ``e2e bisect`` given the same cell judge the same metric; the nightly's and bisect's
 "from the server's TPOT" is an explicit choice on top of it, naming the same figure's twin."""
 

@@ -1,5 +1,5 @@
 """Recorded interference in the cell model: other processes' load during a run, where it
-varies within blocks, is a covariate (e2e.analysis._model.cell_model)."""
+varies within blocks, is a covariate (e2e.analysis.estimators.model.cell_model)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report's family-wise rule (e2e.analysis._multiplicity.paired_holm): both hypotheses of
+"""The report's family-wise rule (e2e.analysis.estimators.multiplicity.paired_holm): both hypotheses of
 every primary comparison, Holm's step-down with Shaffer's restriction."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A night's outputs against the reference's (e2e.analysis.check_outputs): the same greedy answers
+"""A night's outputs against the reference's (e2e.analysis.nightly.check_outputs): the same greedy answers
 are no finding; a divergence is a finding where the night's A/A, or else the earlier nights,
 say it is more than they show; it leads the night's summary, is kept in judgement.json and
 the store, and fails the night only where [nightly] outputs_fail says so. The last test runs

@@ -1,4 +1,4 @@
-"""What a nightly design resolves (e2e.analysis.resolution, design_lines): the power statement
+"""What a nightly design resolves (e2e.analysis.nightly.resolution.resolution, design_lines): the power statement
 against the judge's own calls on simulated nights, the rounds a threshold needs, the noise a
 history measured, and what the dry run and the summary say. Pure: no server."""
 

@@ -1,4 +1,4 @@
-"""e2e.analysis.stats against hand-computed values, against scipy, and for calibration on A/A data."""
+"""e2e.analysis.estimators against hand-computed values, against scipy, and for calibration on A/A data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""e2e.analysis.stats' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
+"""e2e.analysis.estimators' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
 against scipy, hand-computed values and small simulations."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis.stats), each
+"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis.estimators), each
 against a computation by hand (numpy least squares / the formulas written out)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (``e2e.results``' records: ``MarginRun`` in, ``Capacity`` out).
 
 **What is estimated.** Each run on a fresh server at offered rate r has a margin m
-(``_capacity_criterion.margin``: for the goodput term the probit distance Φ⁻¹(share) −
+(``criterion.capacity_margin``: for the goodput term the probit distance Φ⁻¹(share) −
 Φ⁻¹(goodput), 0 at the edge). A run's margin falls with ln r, and fresh servers (and the
 host's level when each ran) shift it, so the model is one line in ln r with a per-run random
 effect:

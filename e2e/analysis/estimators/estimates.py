@@ -1,5 +1,5 @@
 """The report's estimate of one comparison on the log scale (``LogRatio``): the model's
-contrast (``e2e.analysis._model``), the paired t across blocks, or Welch's unpaired interval,
+contrast (``e2e.analysis.estimators.model``), the paired t across blocks, or Welch's unpaired interval,
 each the log of a geometric-mean ratio arm / baseline; its interval, its p-values (no change;
 TOST for equivalence) and its minimal detectable effect; and the descriptive median (range).
 

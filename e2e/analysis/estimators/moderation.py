@@ -1,5 +1,5 @@
 """Shared noise: empirical-Bayes moderation of a variance toward others whose noise is alike
-(limma's moderated t; the report borrows only within one cell, e2e.analysis._aggregate), and the
+(limma's moderated t; the report borrows only within one cell, e2e.analysis.sweep.aggregate), and the
 noise floor at the measurement's resolution. The floor at half the noise pooled across cells
 is gone: it made the quiet cells' intervals up to 2.3x too wide where noise differs by cell."""
 

@@ -2,7 +2,7 @@
 earlier nights of one experiment and config (``e2e.results.HistoryCell`` records, as the
 results store answers them: ``Store.cells(experiment=, config_hash=, before=tonight)``): the
 night tonight is judged against (``select_baseline``), one night's cells (``night_cells``) and
-a relative cell's ratio history (``ratio_history``) for the judge (``_nightly_judge``). Pure
+a relative cell's ratio history (``ratio_history``) for the judge (``judge``). Pure
 functions of those records.
 """
 

@@ -6,30 +6,30 @@ per-run values (the reported runs: valid, repeat >= report_from_run). Tonight's 
 compared with the baseline night's cell of the same key; the rules are:
 
 * **load metrics** (``NIGHTLY_METRICS``) with a threshold for their spec mode:
-  ``e2e.analysis.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
-  values at the configured confidence), then ``e2e.analysis.verdict_for`` with
+  ``e2e.analysis.estimators.median_ratio.compare_runs(tonight, baseline)`` (ratio of medians; Welch t-interval on log
+  values at the configured confidence), then ``e2e.analysis.estimators.median_ratio.verdict_for`` with
   ``min_effect_pct = threshold``: **regressed** when the interval excludes 1 on the worse
   side, the point estimate is on that side and at least the threshold in size (worse:
   higher for latencies and ms per verify step, lower for throughput and acceptance);
   **improved** the same on the better side; otherwise **noise**. Fewer than 2 runs on a
   side: **too few runs**. Metrics without a threshold are recorded, **not judged**.
-* **the headline** (``e2e.analysis.headline_metric``: ms per verify step with the speculator,
+* **the headline** (``e2e.analysis.sweep.headline_metric``: ms per verify step with the speculator,
   mean TPOT at concurrency 1, median TPOT above; ``headline`` in the thresholds table) is
   judged from the client's TPOT, unless the rules say ``verify_step_from = "server"`` or a
   run of the cell (tonight's or the baseline's) has a ``burst_share`` above
-  ``burst_share_max``: then its server-built twin (``e2e.analysis.server_twin``: the server's
+  ``burst_share_max``: then its server-built twin (``e2e.analysis.sweep.server_twin``: the server's
   mean TPOT, or its TPOT x acceptance length) is judged with that threshold, and the verdict
   says why.
 * **GSM8K strict-match**, per document: tonight's verdicts (the arm's first server) against
   the baseline night's, joined on ``doc_id`` (same prompts); b = documents right only in the
   baseline night, c = right only tonight; exact McNemar test on the b + c discordant pairs
-  (``e2e.analysis.mcnemar_exact``) and the accuracy change (c − b) / n with
+  (``e2e.analysis.outputs.gsm8k.mcnemar_exact``) and the accuracy change (c − b) / n with
   Newcombe's paired score interval (``paired_change_interval``). **regressed** when p < ``gsm8k_alpha``
   and the drop is at least ``gsm8k_min_drop_pp``; **improved** the same upwards; else
   **noise**. Verdict files that cannot be read: **no samples**.
 * **a cell relative to the reference** (``[nightly] reference``: tonight's arm ÷ the pinned
   reference, both measured tonight) is judged against its ratio's **history**
-  (``e2e.results.RatioHistory``, chosen by ``e2e.analysis.ratio_history``: the first
+  (``e2e.results.RatioHistory``, chosen by ``e2e.analysis.nightly.ratio_history``: the first
   ``history_nights`` nights since the config's first night, a pinned baseline night or a
   confirmed improvement; full, it is the level every later night is judged against). With
   fewer than ``MIN_HISTORY_NIGHTS`` nights in it: **no baseline** (the night builds it).
@@ -66,7 +66,7 @@ confirmed change point made a cell worse (and still holds tonight); else **incom
 (exit 2) when a judged cell is missing, has too few runs or no samples, or a run was given up;
 else **blind** (exit 4) when a judged cell ended undecided at its last look on
 ``BLIND_NIGHTS`` nights in a row (``CellVerdict.undecided_nights``: the earlier nights counted
-from the stored verdicts, ``e2e.analysis.undecided_nights``; nights measured beside other work
+from the stored verdicts, ``e2e.analysis.nightly.undecided_nights``; nights measured beside other work
 skipped); else **undecided** (exit 3) when a judged cell is undecided (its interval past the
 threshold at its last look, or a call withheld on a busy night) or has nothing to be judged
 against yet (no baseline, new cell); else **pass** (exit 0): every judged cell resolved. Only
@@ -339,7 +339,7 @@ def night_look(fit: HistoryFit, k_t: int, looks: Looks | None, *, alpha: float,
     side, Lan–DeMets Pocock-type spending over the night's looks (``looks.schedule()``) at
     information I_k = 1 / ``fit.var(k)`` (so the night part, which more runs do not shrink,
     is in it: corr(Z_i, Z_j) = √(I_i / I_j) still holds), the boundaries exact for the looks
-    made (``e2e.analysis.boundaries``), recomputed at each look from the noise
+    made (``e2e.analysis.estimators.sequential.boundaries``), recomputed at each look from the noise
     estimated then. ``alpha``: the call's level for the night (per side); the interval shown
     spends (1 − confidence) / 2 per side the same way. t statistics are read at the
     boundary's nominal level (the significance-level approach)."""
@@ -671,7 +671,7 @@ def judgement_with_outputs(j: Judgement, checks: Sequence, *, fail: bool) -> Jud
 def _server_headline(key: CellKey, now: Mapping[CellKey, NightCell],
                      base: Mapping[CellKey, NightCell], rules: Rules) -> str:
     """Why ``key`` (the cell's headline, from the client's TPOT) is judged from the server's
-    TPOT instead (``e2e.analysis.server_twin``); "" if not."""
+    TPOT instead (``e2e.analysis.sweep.server_twin``); "" if not."""
     if key.metric != headline_metric(key.concurrency, key.spec_mode) or not server_twin(key.metric):
         return ""
     if rules.verify_step_from == "server":

@@ -16,7 +16,7 @@ __all__ = ["NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metr
 
 # The report's metrics (the server's own TPOT among them: on the CPU default the client-side
 # TPOT of the tiny model says little, as the API server often flushes a request's tokens in
-# one burst on a busy host; ms per verify step from the server's TPOT, e2e.analysis._aggregate)
+# one burst on a busy host; ms per verify step from the server's TPOT, e2e.analysis.sweep.aggregate)
 # plus the share of a run's stream that reached the client in bursts (a run-level flag,
 # recorded when the run has it): the nightly records, judges if asked, and plots the same cells.
 NIGHTLY_METRICS: tuple[Metric, ...] = METRICS + (

@@ -4,7 +4,7 @@ verdicts) are ``e2e.results``'.
 
 Every run of a night answers the same seeded prompts greedily, so each built arm's outputs can
 be set against the reference arm's, measured the same night. The comparison is
-``e2e.analysis.summarize_outputs`` with the reference as its baseline (run by run on the
+``e2e.analysis.outputs.summarize_outputs`` with the reference as its baseline (run by run on the
 repeat number, prompt by prompt; an A/A arm of the night, a repeat of the reference, as the
 yardstick, Fisher's exact test and Holm's adjustment). Its verdict decides, where it can:
 

@@ -17,12 +17,12 @@ would otherwise count four times.
 
 Verdict. Divergence alone is no finding: batched numerics differ from run to run, so two
 servers of the same build may answer a prompt differently at higher concurrency. The A/A arm
-(a repeat of the baseline: ``_frame.aa_arms``) against the baseline is the yardstick, as it
+(a repeat of the baseline: ``sweep.frame.aa_arms``) against the baseline is the yardstick, as it
 is for speed and GSM8K. A comparison with no divergent prompt is *identical*. Otherwise the
 arm's counts (diverged, identical) are set against the A/A's in a 2x2 table, and Fisher's
 exact test, one-sided (the arm diverges on a larger share of prompts than the A/A;
 ``scipy.stats.fisher_exact``, alternative ``greater``) gives a p-value; Holm's step-down
-adjusts it over every test of the summary (``e2e.analysis._multiplicity.holm``). Adjusted p
+adjusts it over every test of the summary (``e2e.analysis.estimators.multiplicity.holm``). Adjusted p
 <= 1 - confidence: *diverges more than A/A*; else *diverges as much as A/A*. Without an A/A
 arm in the cell: *diverges (no A/A to judge against)*. The arm and the A/A are compared with
 the same baseline runs on the same prompts, so their counts are positively correlated; the

@@ -2,11 +2,11 @@
 
 Evidence per cell (concurrency, spec mode) of the arm, against the baseline:
 
-- **speed**: the cell's headline comparison (``e2e.analysis._headline``). *Good*: faster or
+- **speed**: the cell's headline comparison (``e2e.analysis.sweep.headline``). *Good*: faster or
   equivalent (a verdict that still holds after Holm's correction); *bad*: slower (and it
   holds); anything else (inconclusive, too few runs, a verdict Holm undoes, no comparison)
   shows nothing.
-- **outputs**: the arm's output comparison against the baseline (``e2e.analysis._outputs``).
+- **outputs**: the arm's output comparison against the baseline (``e2e.analysis.outputs.compare``).
   *Good*: identical, or diverges as much as an A/A that diverged itself; *bad*: diverges more
   than A/A; anything else (outputs not recorded, no A/A to judge against, a few divergent
   prompts beside an identical A/A, too few for the test) shows nothing.

@@ -2,7 +2,7 @@
 
 Reads a finished sweep (ideally a calibration with an A/A arm, e.g. ``configs/calibration.toml``)
 and plans on the scale of the test the report makes: each cell's comparison (the A/A arm's,
-else the cell's first, from ``e2e.analysis._aggregate.summarize``) has a standard error at the
+else the cell's first, from ``e2e.analysis.sweep.aggregate.summarize``) has a standard error at the
 rounds made, in the design it was fitted in (the model's arms and blocks, its time term's
 honest errors, shared noise, the floor); times √rounds that is the standard error of one
 round, and a design of k rounds has that over √k, on the test's df scaled to k rounds; the

@@ -3,15 +3,15 @@
 Pure (no I/O), deterministic, and it returns one immutable ``Summary`` that every renderer
 reads (and that the nightly judges). A *cell* is all runs of one (arm, concurrency, spec mode)
 made with the same workload (input and output length, prompts, seed, the workload's kind and
-parameters, the arrival process, the warmup: ``_frame.WORKLOAD_FIELDS``) and the same server
+parameters, the arrival process, the warmup: ``frame.WORKLOAD_FIELDS``) and the same server
 settings (``e2e.plan.comparable_settings``); runs that differ in any of these are
-never averaged: ``summarize`` refuses them, naming the field (``_frame.comparable`` checks;
+never averaged: ``summarize`` refuses them, naming the field (``frame.comparable`` checks;
 ``select`` keeps one kind). A cell's figure for a metric is the median (range) of the
 *reported* runs: valid runs whose repeat number is at least ``report_from_run`` (earlier ones
 are warmups). Invalid runs are never used; they are counted and warned about next to the cell
-they belong to. The stage's rooms, each called once, in this order: ``_frame`` (records -> checked
-runs: which may be compared, the arms, each run's slot and time), ``_cells`` (runs -> cells
-and their warnings), ``_compare`` (the comparisons, noise, family); ``_summary`` holds the
+they belong to. The stage's rooms, each called once, in this order: ``frame`` (records -> checked
+runs: which may be compared, the arms, each run's slot and time), ``cells`` (runs -> cells
+and their warnings), ``compare`` (the comparisons, noise, family); ``summary`` holds the
 values; this module puts them in order.
 """
 
@@ -73,7 +73,7 @@ def summarize(
     ``report_from_run`` None takes the value from the records' config snapshot (2 if absent).
     Comparisons are blocked by round and host where runs pair up, Welch otherwise, with four
     verdicts (equivalence band ±``equivalence_pct`` %), the MDE, a noise floor and Holm's
-    correction across all comparisons (see ``e2e.analysis._compare``). ``target_effect_pct``
+    correction across all comparisons (see ``e2e.analysis.sweep.compare``). ``target_effect_pct``
     (default: ``equivalence_pct``) is the effect the noise table's "runs needed" aims at."""
     records = list(records)
     if not records:

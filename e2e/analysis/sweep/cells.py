@@ -241,7 +241,7 @@ def _spread_warning(cell: Cell, m: Metric) -> ReportWarning | None:
 
 def cells_of(frame: pd.DataFrame, start: int, metrics: Sequence[Metric]
              ) -> tuple[list[Cell], list[WorkloadRow], list[ReportWarning]]:
-    """Every (arm, concurrency, spec mode) group of ``frame`` (``_frame.checked_runs``) with
+    """Every (arm, concurrency, spec mode) group of ``frame`` (``frame.checked_runs``) with
     reported runs from repeat ``start`` on: its cells (one per metric with a value), its
     workload row and its warnings, in the frame's order."""
     reported_mask = frame["valid"] & (frame["repeat"] >= start)

@@ -1,5 +1,5 @@
 """The values a report is made of: metrics, cells, comparisons, noise rows, warnings and the
-``Summary`` that holds them (immutable; built by ``e2e.analysis._aggregate.summarize``)."""
+``Summary`` that holds them (immutable; built by ``e2e.analysis.sweep.aggregate.summarize``)."""
 
 from __future__ import annotations
 
@@ -306,7 +306,7 @@ class SegmentRow:
 @dataclass(frozen=True)
 class WorkloadRow:
     """What one cell (arm, concurrency, spec mode) sent and the figures only its workload has,
-    over its reported runs: the workload (``e2e.analysis._frame.workload_key``), its arrival
+    over its reported runs: the workload (``e2e.analysis.sweep.frame.workload_key``), its arrival
     process, the warmup (None: not recorded), the prefix cache's hit rate per run, how late a
     scheduled load's sends were per run (p50, p99, max: ms) and its segments."""
 
@@ -365,19 +365,19 @@ class Summary:
     pinned: tuple[float, ...] = ()
     """The acceptance lengths the speculator was pinned at (synthetic rejection sampling), one
     per distinct pin among the runs with the speculator; () when acceptance was the draft's."""
-    attributions: tuple = ()  # of e2e.analysis._attribution.Attribution (which imports this)
+    attributions: tuple = ()  # of e2e.analysis.sweep.attribution.Attribution (which imports this)
     """Per speculator cell and arm: its TPOT change split into verify step and acceptance
-    length (``e2e.analysis._attribution``)."""
+    length (``e2e.analysis.sweep.attribution``)."""
     speculators: tuple[str, ...] = ()
     """The speculator profiles (``[speculators.<name>]``) the runs with the speculator used."""
     loads: tuple[tuple[int, str, str], ...] = ()
     """(concurrency, spec mode, label) where the load is not a closed loop at that concurrency:
     an open loop's or a trace's arrival process (``poisson 3 req/s``, ``trace 2×``)."""
     workloads: tuple[WorkloadRow, ...] = ()
-    outputs: object | None = None  # an e2e.analysis._outputs.OutputsSummary (which imports this)
+    outputs: object | None = None  # an e2e.analysis.outputs.compare.OutputsSummary (which imports this)
     """The outputs compared prompt by prompt and the cells' prefix-cache hit rates
     (``summarize_outputs``); None where nobody compared them (``e2e report`` does)."""
-    gsm8k: object | None = None  # an e2e.analysis._gsm8k.GSM8KReport
+    gsm8k: object | None = None  # an e2e.analysis.outputs.gsm8k.GSM8KReport
     """The experiment's GSM8K evaluations (``gsm8k_report``), each arm's per-document agreement
     with main; None where none was measured or read."""
     capacity: str | None = None
