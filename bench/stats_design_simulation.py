@@ -34,7 +34,9 @@ import numpy as np
 from e2e.analysis.estimators.multiplicity import holm
 from e2e.analysis.estimators.sequential import look_at
 from e2e.analysis.estimators.verdicts import call, is_difference
-from e2e.analysis.sweep.aggregate import estimate_of, metric, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.compare import estimate_of
+from e2e.analysis.sweep.summary import metric
 from e2e.analysis.planning.advice import DESIGN_ROUNDS, runs_advice
 from e2e.config import load_experiment
 from e2e.plan import make_plan

@@ -88,8 +88,9 @@ from e2e.analysis.estimators.median_ratio import RatioEstimate, compare_runs, ve
 from e2e.analysis.estimators.sequential import boundaries, spending_at
 from e2e.analysis.outputs.gsm8k import compare_verdicts
 from e2e.analysis.sweep.headline import BURST_SHARE, burst_affected, headline_metric, server_twin
-from e2e.analysis.nightly.metrics import (DEFAULT_NIGHT_ALPHA, is_relative, judged_threshold,
+from e2e.analysis.nightly.metrics import (DEFAULT_NIGHT_ALPHA, judged_threshold,
                                            nightly_metric as load_metric)
+from e2e.results import is_relative
 from e2e.errors import ResultsError
 from e2e.results import (INTERFERENCE_SHARE, WARN_SHARE, Baseline, CellKey, CellVerdict,
                          ChangePoint, Judgement, Looks, NightCell, NightStatus, RatioHistory,

@@ -1,6 +1,6 @@
 """What the nightly measures and judges, as the judge reads it: its load metrics
 (``NIGHTLY_METRICS``), a thresholds table's threshold for a cell's metric (``judged_threshold``),
-the names of the cells relative to a reference arm (``relative_arm``, a record's naming
+the names of the cells relative to a reference arm (``e2e.results.relative_arm``, a record's naming
 kept with the records in ``e2e.results``), and a night's default
 level (``DEFAULT_NIGHT_ALPHA``). The ``[nightly]`` table that holds the thresholds is
 ``e2e.nightly.settings``'."""
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from e2e.analysis.sweep.headline import BURST_SHARE, HEADLINE, headline_metric
 from e2e.analysis.sweep.summary import METRICS, Metric
-from e2e.results import built_arm, is_relative, relative_arm
 
 __all__ = ["NIGHTLY_METRICS", "nightly_metric", "judged_threshold", "judged_metrics",
-           "relative_arm", "is_relative", "built_arm", "DEFAULT_NIGHT_ALPHA"]
+           "DEFAULT_NIGHT_ALPHA"]
 
 # The report's metrics (the server's own TPOT among them: on the CPU default the client-side
 # TPOT of the tiny model says little, as the API server often flushes a request's tokens in

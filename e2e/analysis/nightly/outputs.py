@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from e2e.analysis.estimators.multiplicity import holm
-from e2e.analysis.outputs.compare import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, Divergence,
-                                   OutputAgreement, divergence_test, summarize_outputs)
-from e2e.results import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
+from e2e.analysis.outputs.compare import (Divergence, OutputAgreement, divergence_test,
+                                          summarize_outputs)
+from e2e.results import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
                          OutputsCheck, OutputsHistory, RunRecord)
 
 __all__ = ["check_outputs"]

@@ -57,8 +57,7 @@ from e2e.results import (AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT
                          RequestRecord, RunRecord)
 
 __all__ = ["Outputs", "RunOutputs", "Divergence", "OutputAgreement", "OutputComparison",
-           "CellCache", "CacheContrast", "OutputsSummary", "IDENTICAL", "AS_AA", "MORE_THAN_AA",
-           "NO_AA", "NOT_RECORDED", "AA_DIVERGES", "HIT_RATE_TOLERANCE", "outputs_of",
+           "CellCache", "CacheContrast", "OutputsSummary", "HIT_RATE_TOLERANCE", "outputs_of",
            "first_divergence", "compare_outputs", "divergence_test", "summarize_outputs",
            "cell_caches", "cache_contrast"]
 

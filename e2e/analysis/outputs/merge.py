@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from e2e.analysis.sweep.headline import headline_metric
-from e2e.analysis.outputs.compare import (AS_AA, IDENTICAL, MORE_THAN_AA, NOT_RECORDED,
-                                   OutputComparison)
+from e2e.analysis.outputs.compare import OutputComparison
 from e2e.analysis.sweep.summary import Comparison, Summary
+from e2e.results import AS_AA, IDENTICAL, MORE_THAN_AA, NOT_RECORDED
 
 __all__ = ["SAFE", "NOT_SAFE", "NOT_SHOWN", "AA", "CellEvidence", "MergeCall", "merge_calls"]
 

@@ -3,8 +3,9 @@ attribution, warnings and the one headline rule."""
 
 from __future__ import annotations
 
-from e2e.analysis.sweep.aggregate import estimate_of, primary_metric, summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.attribution import Attribution
+from e2e.analysis.sweep.compare import estimate_of, primary_metric
 from e2e.analysis.sweep.frame import equivalence_of, select
 from e2e.analysis.sweep.headline import HEADLINE, headline_for, headline_metric, server_twin
 from e2e.analysis.sweep.report_warnings import WarningLine, warning_lines

@@ -22,23 +22,17 @@ from collections.abc import Iterable, Sequence
 from e2e.analysis.estimators.estimates import DEFAULT_EQUIVALENCE_PCT
 from e2e.analysis.sweep.attribution import attribute
 from e2e.analysis.sweep.cells import SPREAD_CAUSE, cells_of
-from e2e.analysis.sweep.compare import compare, estimate_of, primary_metric
-from e2e.analysis.sweep.frame import (
-    WORKLOAD_FIELDS, checked_runs, comparable, equivalence_of, runs_frame, select
-)
+from e2e.analysis.sweep.compare import compare
+from e2e.analysis.sweep.frame import checked_runs
 from e2e.analysis.sweep.summary import (
-    DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS,
-    MIN_RUNS, SPEC_MODES, Cell, Comparison, Metric, NoiseRow, ReportWarning, RunCounts,
-    Summary, metric
+    DEFAULT_CONFIDENCE, DEFAULT_MIN_EFFECT_PCT, METRICS, SPEC_MODES, Cell, Comparison, Metric,
+    NoiseRow, ReportWarning, RunCounts, Summary
 )
 from e2e.arms import default_profile
 from e2e.plan import pinned_of
 from e2e.results import RunRecord
 
-__all__ = ["equivalence_of", "Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow",
-           "ReportWarning", "RunCounts", "Summary", "runs_frame", "summarize", "comparable",
-           "select", "WORKLOAD_FIELDS", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
-           "DEFAULT_MIN_EFFECT_PCT", "DEFAULT_CONFIDENCE", "primary_metric", "estimate_of"]
+__all__ = ["summarize"]
 
 def _design_explained(warnings: list[ReportWarning],
                       comparisons: Sequence[Comparison]) -> list[ReportWarning]:

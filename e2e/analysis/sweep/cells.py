@@ -15,8 +15,9 @@ from e2e.analysis.estimators.estimates import median_range
 from e2e.analysis.sweep.frame import _duets, _interference
 from e2e.analysis.sweep.summary import (
     MAX_ACCEPTANCE_MOVE, MAX_SPREAD, MIN_RUNS, Cell, Metric, ReportWarning, SegmentRow,
-    WorkloadRow, metric, position_of
+    WorkloadRow, metric
 )
+from e2e.metrics import position_of
 from e2e.results import INTERFERENCE_SHARE
 
 __all__ = ["cells_of", "SPREAD_CAUSE", "CLIENT_SERVER_TOLERANCE"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from e2e.metrics import SERVER_VERIFY_STEP
 
-__all__ = ["CLIENT_VERIFY_STEP", "SERVER_VERIFY_STEP", "BURST_SHARE", "HEADLINE",
+__all__ = ["CLIENT_VERIFY_STEP", "BURST_SHARE", "HEADLINE",
            "headline_metric", "headline_for", "server_twin", "burst_affected"]
 
 CLIENT_VERIFY_STEP = "ms_per_verify_step"

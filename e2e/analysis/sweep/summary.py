@@ -18,7 +18,7 @@ from e2e.metrics import position_key, position_of
 __all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",
            "RunCounts", "Summary", "WorkloadRow", "SegmentRow", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
            "DEFAULT_CONFIDENCE", "DEFAULT_MIN_EFFECT_PCT", "DEFAULT_REPORT_FROM_RUN",
-           "SPEC_MODES", "REPORTED_POSITIONS", "position_key", "position_of", "RunKey"]
+           "SPEC_MODES", "REPORTED_POSITIONS", "RunKey"]
 
 RunKey = tuple[str, int, str, int, "str | None"]
 """A run in its cell: arm, concurrency, spec mode, repeat, host (a duet's runs add the duet)."""
