@@ -5,7 +5,7 @@ profile deviance at the truth and at the measured ends, the runs near the edge, 
 
 An interval at quantile c closes when the signed root reaches c at both measured ends, and a
 closed one covers when |root at the truth| <= c (the truth within the measured rates): the
-estimate's own rule (``e2e/analysis/_capacity.py``), so for records its estimate made the
+estimate's own rule (``e2e/analysis/capacity/estimate.py``), so for records its estimate made the
 rule it uses reproduces its ``closed`` (counted as "own closing differs"). The median width
 (high/low) is the record's own where the rule's quantile is the estimate's; else scaled from
 it by the quantiles' ratio (the root taken as linear in ln C), marked ≈.
@@ -25,7 +25,7 @@ import sys
 import numpy as np
 from scipy.stats import t as student_t
 
-BAND = 0.5  # e2e/analysis/_capacity.py's
+BAND = 0.5  # e2e/analysis/capacity/estimate.py's
 
 
 def q(df: float) -> float:

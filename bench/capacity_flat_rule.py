@@ -1,10 +1,10 @@
-"""The flat-curve widening (``_widen`` in e2e/analysis/_capacity.py) beside the line's interval
+"""The flat-curve widening (``_widen`` in e2e/analysis/capacity/estimate.py) beside the line's interval
 alone, over the same searches: how often each closes, how often a closed one covers the truth
 (± one Monte Carlo standard error), its median high/low.
 
 The widening only moves the ends of the profile interval, so the line's estimate is made once:
 ``record`` estimates every search that ``bench/capacity_search_simulation.py --save-runs``
-saved with an estimate file (main's, from ``git show <rev>:e2e/analysis/_capacity.py >
+saved with an estimate file (main's, from ``git show <rev>:e2e/analysis/capacity/estimate.py >
 main.py``) and writes its interval, spread and df per arm (JSON lines; ``--skip N`` appends from
 search N); ``compare`` applies the working tree's ``_widen`` to each record (seconds).
 
@@ -49,7 +49,7 @@ def _screen(search: dict) -> list[str]:
     the band and whose noise at the smallest quantile (1.96) and 1.25 times the spread of the
     line's best fit is narrower than the band (``_widen``'s condition, loosened so that the
     estimate's own fit and quantile cannot pass where this did not)."""
-    mod = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py"))
+    mod = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/capacity/estimate.py"))
     out = []
     for arm, got in search["arms"].items():
         if got is None:
@@ -83,7 +83,7 @@ def _ln(v: float) -> float:
 
 
 def compare(searches: list[dict], records: list[dict]) -> None:
-    mod = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py"))
+    mod = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/capacity/estimate.py"))
     print(f"{len(records)} searches")
     for arm, truth in records[0]["truth"].items():
         rows: dict[str, list] = {"line alone": [], "widened": []}

@@ -9,7 +9,7 @@ and on it `vllm bench serve` (the server's own vLLM, through its module, pinned 
 config's load CPUs) runs its rates one after another, each with ``--save-result
 --save-detailed``. Every result is read through e2e's import (``e2e.interop``), its goodput
 share is e2e's over the imported requests, and its SLO margin is
-``e2e.analysis.capacity_margin``; the capacity is where the mean margin over the servers
+``e2e.analysis.capacity.capacity_margin``; the capacity is where the mean margin over the servers
 crosses 0, interpolated in log rate between the highest grid rate whose mean margin meets the
 objective and the next rate (the rule ``e2e capacity`` applies at its boundary). Rerun to
 resume: a result file already there is not measured again.
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from e2e.analysis import capacity_margin, capacity_margin_terms
+from e2e.analysis.capacity.criterion import capacity_margin, capacity_margin_terms
 from e2e.config import load_experiment
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput

@@ -1,8 +1,8 @@
 """Estimate the searches ``bench/capacity_search_simulation.py --save-runs FILE`` wrote, over
 many processes, with one or more versions of e2e's estimate side by side (the same searches).
 
-Each ``--estimator`` is a file holding e2e's estimate, ``e2e/analysis/_capacity.py`` (the
-working tree's by default; an earlier one from ``git show <rev>:e2e/analysis/_capacity.py >
+Each ``--estimator`` is a file holding e2e's estimate, ``e2e/analysis/capacity/estimate.py`` (the
+working tree's by default; an earlier one from ``git show <rev>:e2e/analysis/capacity/estimate.py >
 old.py``, or ``<rev>:e2e/capacity/_estimate.py`` from before it moved there), loaded from its
 file. The estimate takes its records (``MarginRun``, ``Capacity``) from ``e2e.results``, so e2e
 must be importable (``PYTHONPATH`` at the checkout); an ``_estimate.py`` from before the move
@@ -12,7 +12,7 @@ stated level beside it), its median width and error, and the ratio's coverage an
 separates from 1.
 
     python bench/capacity_search_simulation.py --sims 800 --repeats 6 --save-runs runs6.jsonl
-    python bench/capacity_replay.py runs6.jsonl --estimator old.py --estimator e2e/analysis/_capacity.py
+    python bench/capacity_replay.py runs6.jsonl --estimator old.py --estimator e2e/analysis/capacity/estimate.py
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", help="a file --save-runs wrote")
     p.add_argument("--estimator", action="append",
-                   help="a file holding e2e's estimate, e2e/analysis/_capacity.py "
+                   help="a file holding e2e's estimate, e2e/analysis/capacity/estimate.py "
                         "(repeatable; default the working tree's)")
     p.add_argument("--jobs", type=int, default=os.cpu_count())
     p.add_argument("--sims", type=int, default=0, help="only the first N searches (0: all)")
@@ -115,7 +115,7 @@ def main() -> None:
     searches = [json.loads(line) for line in Path(a.runs).read_text().splitlines() if line]
     if a.sims:
         searches = searches[:a.sims]
-    paths = a.estimator or [str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py")]
+    paths = a.estimator or [str(Path(__file__).resolve().parents[1] / "e2e/analysis/capacity/estimate.py")]
     print(f"{len(searches)} searches from {a.runs}; truth "
           + ", ".join(f"{k} {v:g}" for k, v in searches[0]["truth"].items()))
     with Pool(a.jobs) as pool:

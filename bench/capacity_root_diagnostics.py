@@ -18,7 +18,7 @@ runs near the edge, the fit, the estimate's own interval and method), which
 starts at search N (two processes over one file); ``--boot B`` adds a parametric bootstrap of
 |r| at the fitted capacity (B refits an estimate: slow).
 
-Reads the internals of e2e's estimate, ``e2e/analysis/_capacity.py`` (``_Profile``, ``_near``,
+Reads the internals of e2e's estimate, ``e2e/analysis/capacity/estimate.py`` (``_Profile``, ``_near``,
 ``_loglik``): a diagnostic of the estimate, not a user of it.
 """
 import json, math, os, sys, time
@@ -32,7 +32,7 @@ from scipy.stats import t as T
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from capacity_replay import load  # noqa: E402
 
-E = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/_capacity.py"))
+E = load(str(Path(__file__).resolve().parents[1] / "e2e/analysis/capacity/estimate.py"))
 
 
 def one(search):

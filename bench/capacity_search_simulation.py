@@ -40,7 +40,8 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from e2e.analysis import capacity_estimate, capacity_ratio, goodput_margin
+from e2e.analysis.capacity.criterion import goodput_margin
+from e2e.analysis.capacity.estimate import capacity_estimate, capacity_ratio
 from e2e.capacity import SearchSettings, next_rates
 from e2e.capacity._run import interleave
 from e2e.results import MarginRun

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from e2e.analysis import metric, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.summary import metric
 from e2e.config import load_experiment
 from e2e.plan import make_plan
 from e2e.results import HostNoise, RunMetrics, RunRecord, ServerInfo

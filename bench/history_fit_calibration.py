@@ -15,7 +15,7 @@ import math
 import numpy as np
 from scipy.stats import t as student_t
 
-from e2e.analysis import history_fit
+from e2e.analysis.nightly.judge import history_fit
 
 
 def night(rng, k: int, regime: str) -> np.ndarray:

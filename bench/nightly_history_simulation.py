@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from e2e.analysis import Rules, judge_cell
+from e2e.analysis.nightly.judge import Rules, judge_cell
 from e2e.results import CellKey, NightCell
 
 KEY = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")

@@ -64,7 +64,7 @@ import pandas as pd
 
 from e2e.nightly.assess import assess_night
 from e2e.results import history_cells, night_rows
-from e2e.analysis import Rules
+from e2e.analysis.nightly.judge import Rules
 from e2e.nightly.settings import NightlyConfig, expected_cells, judged_key, load_nightly
 from e2e.results import NightCell
 

@@ -10,7 +10,7 @@ that some prompts are fragile and most are not), the same prompt equally fragile
 arm. A changed arm's own answer differs from main's on a share ``f`` (``--effects``) of the
 prompts, in every run. Two runs of a round agree on a prompt exactly when both gave the
 build's own answer and the builds' answers are equal. The comparisons are e2e's own
-(``e2e.analysis.summarize_outputs`` on records made for each simulated sweep): flag-off and pr
+(``e2e.analysis.outputs.summarize_outputs`` on records made for each simulated sweep): flag-off and pr
 tested against the A/A in every cell, Holm over the summary's tests.
 
     python bench/output_identity_simulation.py [--sims 400] [--q 0,0.02,0.1]
@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from e2e.analysis import MORE_THAN_AA, summarize_outputs  # noqa: E402
+from e2e.analysis.outputs.compare import summarize_outputs
+from e2e.results import MORE_THAN_AA
 from test_aggregate import make_record  # noqa: E402
 
 ARMS = ("main", "main-repeat", "flag-off", "pr")

@@ -31,9 +31,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from e2e.analysis import stats
-from e2e.analysis._aggregate import estimate_of, metric, summarize
-from e2e.analysis._planning import DESIGN_ROUNDS, runs_advice
+from e2e.analysis.estimators.multiplicity import holm
+from e2e.analysis.estimators.sequential import look_at
+from e2e.analysis.estimators.verdicts import call, is_difference
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.compare import estimate_of
+from e2e.analysis.sweep.summary import metric
+from e2e.analysis.planning.advice import DESIGN_ROUNDS, runs_advice
 from e2e.config import load_experiment
 from e2e.plan import make_plan
 from e2e.results._records import RunMetrics, RunRecord, ServerInfo
@@ -96,10 +100,10 @@ def _holm_before(comps) -> dict:
     """The rule before issue 33: one Holm family, each comparison entering with the p of the
     test behind its verdict (the smaller of the two when inconclusive)."""
     def used(c):
-        if stats.is_difference(c.verdict):
+        if is_difference(c.verdict):
             return c.p_value
         return c.tost_p if c.verdict == "equivalent" else min(c.p_value, c.tost_p)
-    adj = stats.holm([used(c) for c in comps])
+    adj = holm([used(c) for c in comps])
     return {id(c): a for c, a in zip(comps, adj)}
 
 
@@ -128,7 +132,7 @@ def family(exp, sims, seed, comparisons, verdicts):
                               metrics=METRICS)
                 prim = [c for c in s.comparisons if c.role == "primary"]
                 bad = [c for c in prim if (c.verdict == "equivalent" if what == "equivalent"
-                                           else stats.is_difference(c.verdict))]
+                                           else is_difference(c.verdict))]
                 old = _holm_before(prim)
                 after += any(c.survives for c in bad)
                 before += any(old[id(c)] < 0.05 for c in bad)
@@ -160,7 +164,7 @@ def cells(exp, sims, seed, levels):
             for a in arms[1:]:
                 for c in concs:
                     comp = s.comparison(a, c, "base", stats_key(c))
-                    false[(a, c)] += stats.is_difference(comp.verdict)
+                    false[(a, c)] += is_difference(comp.verdict)
                     lo, hi = comp.interval
                     cover[(a, c)] += lo <= 0.0 <= hi
         for a in arms[1:]:
@@ -185,14 +189,15 @@ def time_model(name: str):
     with 40 residual df or more, else the calibration's 0.48), "reml" (REML over the folder's
     cells whatever their df, with its plausible set), or "fixed:X" (plain GLS at ρ = X wherever
     the term is possible, standard errors at that ρ only)."""
-    from e2e.analysis import _model, stats as _stats
+    from e2e.analysis.estimators import model as _model
+    from e2e.analysis.sweep import compare as _compare  # where the comparison calls it
 
     _model.MIN_FOLDER_AR1_DF = 0 if name == "reml" else 40
     if name in ("e2e", "reml"):
-        _stats.folder_rho = _model.folder_rho
+        _compare.folder_rho = _model.folder_rho
     else:
         value = 0.0 if name == "ols" else float(name.split(":", 1)[1])
-        _stats.folder_rho = lambda fits: ((value, "calibration", ()) if value > 0
+        _compare.folder_rho = lambda fits: ((value, "calibration", ()) if value > 0
                                           else (0.0, None, ()))
 
 
@@ -238,7 +243,7 @@ def ar1(sims, seed, rho, orders, designs, models, runs=4):
                         for a in arms[1:]:
                             for c in concs:
                                 comp = s.comparison(a, c, "base", stats_key(c))
-                                false[a] += stats.is_difference(comp.verdict)
+                                false[a] += is_difference(comp.verdict)
                                 lo, hi = comp.interval
                                 cover[a] += lo <= 0.0 <= hi
                                 held += lo <= 0.0 <= hi
@@ -296,10 +301,10 @@ def looks(exp, sims, seed, max_runs, effects):
                     prim = primaries[runs]
                     kw = dict(rounds=runs - start + 1, max_rounds=max_runs - start + 1)
                     if rule == "exact":
-                        look = stats.look_at([estimate_of(c) for c in prim], earlier=earlier, **kw)
+                        look = look_at([estimate_of(c) for c in prim], earlier=earlier, **kw)
                     else:
                         spent = earlier[-1].cumulative if earlier else None
-                        look = stats.look_at([estimate_of(c) for c in prim], spent_before=spent, **kw)
+                        look = look_at([estimate_of(c) for c in prim], spent_before=spent, **kw)
                     earlier.append(look)
                     if look.stop:
                         break
@@ -326,12 +331,12 @@ def _test_power(exp, config, arms, rounds, sims, seed, rho, sigma=0.0125, check=
     with no change, every non-baseline arm's comparison kept (its estimate, standard error,
     df); a true change δ only shifts an estimate by ln(1 + δ) (the model's residuals, its
     errors and df do not move with an arm's effect), so the test's power at δ is the share of
-    the kept comparisons that ``stats.call`` reads as slower once shifted. Each comparison is
+    the kept comparisons that ``call`` reads as slower once shifted. Each comparison is
     kept as the smallest shift that makes it "slower" (its 95 % interval's lower end above 1
     and at least the minimum effect, 1 %), so the power at any δ is the share of those at most
     ln(1 + δ): returns them per sweep (rows: sweeps, columns: the sweep's comparisons) and the
     kept estimates. ``check``: effects (in %) at which the shares are checked against
-    ``stats.call`` itself on the kept comparisons."""
+    ``call`` itself on the kept comparisons."""
     plan = make_plan(exp, arms=arms, concurrencies=[1], spec_modes=[False], runs=rounds + 1)
     rng = np.random.default_rng([seed, rounds, int(rho * 100)])
     floor = math.log1p(0.01)
@@ -350,7 +355,7 @@ def _test_power(exp, config, arms, rounds, sims, seed, rho, sigma=0.0125, check=
     shifts = np.array(per_sweep, dtype=float)
     for effect_pct in check or ():
         shift = math.log1p(effect_pct / 100.0)
-        direct = np.mean([stats.call(dataclasses.replace(e, log_ratio=e.log_ratio + shift),
+        direct = np.mean([call(dataclasses.replace(e, log_ratio=e.log_ratio + shift),
                                      time_metric=True, confidence=0.95, min_effect_pct=1.0)
                           == "slower" for e in kept])
         assert abs(direct - np.mean(shifts <= shift)) < 1e-9, (effect_pct, direct)

@@ -29,7 +29,7 @@ import pandas as pd
 import statsmodels.formula.api as smf
 from scipy import stats
 
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.metrics import metric_value
 from e2e.results import load_records
 

@@ -5,7 +5,7 @@
       -> executor: runs the units in rounds, resumes, shows progress (e2e.execute._executor)
            -> server session per unit: build -> fresh server -> /health -> plugin check
               -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session._session)
-      -> aggregate: comparable cells -> comparisons (e2e.analysis._aggregate, e2e.analysis.stats)
+      -> aggregate: comparable cells -> comparisons (e2e.analysis.sweep.aggregate, e2e.analysis.estimators)
       -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
 
 ``sweep`` below is that flow for the load matrix; ``e2e gsm8k`` and ``e2e nightly`` plan other
@@ -19,7 +19,8 @@ from dataclasses import asdict, replace
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e import analysis
+from e2e.analysis.estimators import DEFAULT_SPENDING, Look, Settlement, Spending, look_at
+from e2e.analysis.sweep import primary_metric
 from e2e.config import Experiment
 from e2e.plan import Unit
 from e2e.errors import ConfigError
@@ -77,7 +78,7 @@ def headline_pairs(summary, records=None) -> list[tuple[dict, dict]]:
     (kept for callers)."""
     pairs = []
     for comp in summary.comparisons:
-        if comp.metric != analysis.primary_metric(comp.concurrency, comp.spec_mode) or comp.role == "check":
+        if comp.metric != primary_metric(comp.concurrency, comp.spec_mode) or comp.role == "check":
             continue
         sides = []
         for arm in (comp.arm, comp.baseline):
@@ -91,26 +92,26 @@ def headline_pairs(summary, records=None) -> list[tuple[dict, dict]]:
     return pairs
 
 
-def load_looks(folder: Path) -> list[analysis.Look]:
+def load_looks(folder: Path) -> list[Look]:
     """The looks an earlier ``--until-settled`` took in ``folder`` (``looks.json``), oldest
     first; [] when there is none. An unreadable file is an error (its alpha is spent)."""
     from pydantic import TypeAdapter, ValidationError
 
     try:
-        return TypeAdapter(list[analysis.Look]).validate_python(read_looks(folder))
+        return TypeAdapter(list[Look]).validate_python(read_looks(folder))
     except ValidationError as exc:
         raise ConfigError(f"{Path(folder) / LOOKS_FILE}: unreadable ({exc.error_count()} bad "
                           "value(s)); it records the alpha already spent by --until-settled: "
                           "restore it or use a new --results folder") from None
 
 
-def save_looks(folder: Path, looks: Sequence[analysis.Look], *, confidence: float,
+def save_looks(folder: Path, looks: Sequence[Look], *, confidence: float,
                spending: str) -> None:
     write_looks(folder, [asdict(k) for k in looks], confidence=confidence, spending=spending)
 
 
-def _settlement(look: analysis.Look) -> analysis.Settlement:
-    return analysis.Settlement(rounds=look.rounds, look_confidence=look.confidence,
+def _settlement(look: Look) -> Settlement:
+    return Settlement(rounds=look.rounds, look_confidence=look.confidence,
                             decisions=look.decisions,
                             settled=bool(look.decisions) and all(d != "open" for d in look.decisions),
                             stop=look.stop)
@@ -122,12 +123,12 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
                         session: SessionOptions = SessionOptions(), max_attempts: int = 2,
                         on_unit: OnUnit = lambda folder, record: None,
                         baseline: str = "main",
-                        spending: analysis.Spending = analysis.DEFAULT_SPENDING,
-                        order: FolderOrder | None = None) -> tuple[Outcome, analysis.Settlement]:
+                        spending: Spending = DEFAULT_SPENDING,
+                        order: FolderOrder | None = None) -> tuple[Outcome, Settlement]:
     """``e2e sweep --until-settled --max-runs N``: whole rounds until every primary comparison
     (the headline metric of each cell, every arm but the A/A checks) is settled, or N runs per
     cell are made. Each look reads the report's own comparisons (``summarize``: one model per
-    cell) at the α a Lan–DeMets spending function (``analysis.look_at``; Pocock-type by default,
+    cell) at the α a Lan–DeMets spending function (``look_at``; Pocock-type by default,
     so the first look can settle a large effect) allows at t = reported rounds / (N − warmups),
     split over the comparisons, each read at the exact group-sequential boundary for the rounds
     reached given the earlier looks'. The looks are stored in ``<experiment>/looks.json``: a
@@ -135,8 +136,7 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
     looks at the same rounds twice; once all of alpha is spent it runs nothing), and
     ``e2e report`` renders at the last look's confidence.
     Starts with enough rounds for the first look (3 reported rounds); resumes like any sweep."""
-    from e2e.analysis import (DEFAULT_CONFIDENCE, equivalence_of, estimate_of, primary_metric,
-                              summarize)
+    from e2e.analysis.sweep import DEFAULT_CONFIDENCE, equivalence_of, estimate_of, summarize
     from e2e.results import load_records
 
     start = experiment.report_from_run
@@ -176,7 +176,7 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
             summary = summarize(records, baseline=baseline, equivalence_pct=equivalence_of(records))
             primary = [c for c in summary.comparisons if c.role == "primary"
                        and c.metric == primary_metric(c.concurrency, c.spec_mode)]
-            look = analysis.look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
+            look = look_at([estimate_of(c) for c in primary], rounds=runs - start + 1,
                                  max_rounds=max_runs - start + 1, earlier=looks,
                                  confidence=summary.confidence, min_effect_pct=summary.min_effect_pct,
                                  equivalence_pct=summary.equivalence_pct, spending=spending)

@@ -1,4 +1,4 @@
-"""RunRecords -> cells, comparisons and warnings (e2e.analysis._aggregate), on hand-made records."""
+"""RunRecords -> cells, comparisons and warnings (e2e.analysis.sweep.aggregate), on hand-made records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from e2e.analysis import METRICS, Summary, runs_frame, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.frame import runs_frame
+from e2e.analysis.sweep.summary import METRICS, Summary
 from e2e.plan import RunSpec
 from e2e.results import RunMetrics, RunRecord, ServerInfo
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import blocked_change, classify
+from e2e.analysis.nightly.bisect import blocked_change, classify
 from e2e.nightly.bisect import search_first_bad
 from e2e.results import BlockedChange
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import capacity_estimate, capacity_ratio
+from e2e.analysis.capacity.estimate import capacity_estimate, capacity_ratio
 from e2e.capacity import SearchSettings, boundary, capacity, next_rates, round_rate
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
@@ -114,7 +114,7 @@ def test_under_server_noise_the_search_ends_with_means_either_side():
 
 
 def test_the_margin_is_the_tightest_term():
-    from e2e.analysis import capacity_margin, capacity_margin_terms
+    from e2e.analysis.capacity.criterion import capacity_margin, capacity_margin_terms
 
     metrics = RunMetrics(requests=80, ok_requests=80, duration_s=10.0, input_tokens=1,
                          output_tokens=1, tpot_ms_p99=25.0, ttft_ms_p99=100.0,
@@ -134,7 +134,7 @@ def test_the_margin_is_the_tightest_term():
 def test_the_goodput_margin_is_symmetric_about_the_edge_and_says_pass_exactly():
     from scipy.stats import norm
 
-    from e2e.analysis import goodput_margin
+    from e2e.analysis.capacity.criterion import goodput_margin
 
     # a level one probit unit either side of the edge: the same distance, not 0.1 against -2
     up = goodput_margin(float(norm.cdf(norm.ppf(0.9) + 1)), 0.9, 10_000)
@@ -197,7 +197,7 @@ def test_repeats_at_the_same_rates_do_not_narrow_the_interval_past_what_the_rate
     # the median server's capacity 10 req/s): (rate, requests of 120 that met the SLO). Its
     # runs near the edge are 6 at each of two rates; counting all 12 as the t's df (10) read
     # the interval as 8.86-9.90, short of the truth, as such 6-repeat intervals were too often
-    from e2e.analysis import goodput_margin
+    from e2e.analysis.capacity.criterion import goodput_margin
     measured = [(16.0, 0), (10.7, 68), (7.13, 118), (8.73, 120), (9.66, 57), (8.73, 112),
                 (9.66, 95), (8.73, 110), (9.66, 104), (8.73, 117), (9.66, 23), (8.73, 120),
                 (9.66, 120), (8.73, 119), (9.66, 93)]
@@ -219,7 +219,7 @@ PLATEAU = [(16.0, -3.9198, "below"), (10.7, -3.9198, "below"), (7.13, -3.9198, "
 
 
 def test_a_plateau_near_the_objective_widens_the_interval_to_the_rates_its_runs_place(monkeypatch):
-    import e2e.analysis._capacity as capacity_module
+    import e2e.analysis.capacity.estimate as capacity_module
 
     runs = [MarginRun(*r) for r in PLATEAU]
     est = capacity_estimate(runs, lo=0.378, hi=0.418)
@@ -238,7 +238,7 @@ def test_a_plateau_near_the_objective_widens_the_interval_to_the_rates_its_runs_
 
 @pytest.mark.parametrize("seed", range(6))
 def test_a_clean_edge_keeps_the_profile_interval(seed, monkeypatch):
-    import e2e.analysis._capacity as capacity_module
+    import e2e.analysis.capacity.estimate as capacity_module
 
     runs = _runs(9.9, RATES, np.random.default_rng(seed))
     est = capacity_estimate(runs, lo=9.6, hi=10.7)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.cli import app
 from e2e.plan import RunSpec
 from e2e.errors import ResultsError

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import summarize
-from e2e.analysis import arrival_of, select, workload_key
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.frame import arrival_of, select, workload_key
 from e2e.cli import app
 from e2e.config import SharedPrefix, TraceReplay
 from e2e.plan import RunSpec

@@ -1,4 +1,4 @@
-"""Change points over the nightly history (e2e.analysis.find_changes, night_changes) and the
+"""Change points over the nightly history (e2e.analysis.nightly.changepoints.find_changes, night_changes) and the
 judgement around them (e2e.nightly.assess), on hand-made histories: a slow drift that every
 night-against-night verdict passes is reported at its first night and fails the night; a
 one-night outlier is not a change point; a fixed step stops failing; a pinned night accepts
@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, alone_nightly_raw
-from e2e.analysis import Rules, find_changes, judge_night
+from e2e.analysis.nightly.changepoints import find_changes
+from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.nightly.assess import assess_night
 from e2e.results import night_rows, open_store
 from e2e.render import SummaryContext, render_summary

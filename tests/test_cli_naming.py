@@ -161,7 +161,7 @@ def test_a_misspelt_metric_or_field_gets_did_you_mean(tmp_path):
     result = runner.invoke(app, ["plan", "--target-effect", "1%", "--metric", "tpot_ms_maen",
                                  str(tmp_path)])
     assert result.exit_code == 2 and "did you mean 'tpot_ms_mean'" in result.output
-    from e2e.analysis import select
+    from e2e.analysis.sweep.frame import select
 
     with pytest.raises(ValueError, match="did you mean 'output_len'"):
         list(select([], {"output_lne": "1"}))

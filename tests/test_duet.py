@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import fakevllm
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.config import DuetConfig, DuetSlot
 from e2e.plan import DuetSpec
 from e2e.pipeline import sweep

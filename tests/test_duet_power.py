@@ -1,6 +1,6 @@
 """`e2e plan` on duets: the power of a duet design is the duet model's, not a sequential one's.
 
-The closed forms in ``_power`` (the balanced incomplete block design's contrast variance and its
+The closed forms in ``e2e.analysis.estimators.power`` (the balanced incomplete block design's contrast variance and its
 residual df) are checked against the cell model fitted to the very layout ``plan.duet_rounds``
 makes, and the planner against a summary of duet runs."""
 
@@ -11,8 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import stats
-from e2e.analysis.stats import ModelRun, cell_model, duet_se_factor
+from e2e.analysis.estimators.estimates import mde_log
+from e2e.analysis.estimators.power import design_df, detectable_effect, runs_needed
+from e2e.analysis.estimators.model import ModelRun, cell_model
+from e2e.analysis.estimators.power import duet_se_factor
 from e2e.plan import duet_rounds
 
 
@@ -35,7 +37,7 @@ def test_the_duet_se_and_df_are_the_fitted_models(n_arms, slots, rounds) -> None
                      "main", floor_sd=0.0)
     assert fit is not None
     with_slot = fit.slot
-    assert fit.df == stats.design_df(rounds, method="model", arms=n_arms, slot=with_slot,
+    assert fit.df == design_df(rounds, method="model", arms=n_arms, slot=with_slot,
                                      slots=slots)
     s = math.sqrt(fit.s2)
     # se = factor · noise / √rounds with noise = √2 s, for every arm (the design is balanced;
@@ -48,14 +50,14 @@ def test_the_duet_se_and_df_are_the_fitted_models(n_arms, slots, rounds) -> None
 def test_duets_of_two_with_four_arms_carry_twice_a_sequential_rounds_information() -> None:
     assert duet_se_factor(4, 2) == pytest.approx(1 / math.sqrt(2))
     assert duet_se_factor(3, 3) == 1.0 and duet_se_factor(3, 8) == 1.0  # one duet holds all
-    seq = stats.runs_needed(0.05, 5.0, method="model", arms=4, slot=True)
-    duet = stats.runs_needed(0.05, 5.0, method="model", arms=4, slot=True, slots=2)
+    seq = runs_needed(0.05, 5.0, method="model", arms=4, slot=True)
+    duet = runs_needed(0.05, 5.0, method="model", arms=4, slot=True, slots=2)
     assert duet < seq
     # the same noise: the duet's MDE at 4 rounds is the sequential one's at ~8 (twice the
     # information; its df 6·4 − 3 − 1 = 20 against 3·3 − 1 = 8)
-    d4 = stats.detectable_effect(0.05, 4, method="model", arms=4, slot=True, slots=2)
-    s8 = stats.detectable_effect(0.05, 8, method="model", arms=4, slot=True)
-    s4 = stats.detectable_effect(0.05, 4, method="model", arms=4, slot=True)
+    d4 = detectable_effect(0.05, 4, method="model", arms=4, slot=True, slots=2)
+    s8 = detectable_effect(0.05, 8, method="model", arms=4, slot=True)
+    s4 = detectable_effect(0.05, 4, method="model", arms=4, slot=True)
     assert d4 < s4 and abs(d4 - s8) / s8 < 0.1
 
 
@@ -65,7 +67,9 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     noise would ask), and the printed advice says what `--runs` counts."""
     import datetime as dt
 
-    from e2e.analysis import format_advice, runs_advice, summarize
+    from e2e.analysis.planning.advice import runs_advice
+    from e2e.render import format_advice
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec
     from e2e.plan import make_plan
@@ -101,13 +105,13 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     # planned from the duet model's own standard error per round, on the duets' df: fewer
     # rounds than the sequential formula on the same noise asks
     se_round = a.plan_se_pct / 100
-    duet_df = lambda k: stats.design_df(k, method="model", arms=4, slot=row.slot, slots=2)  # noqa: E731
+    duet_df = lambda k: design_df(k, method="model", arms=4, slot=row.slot, slots=2)  # noqa: E731
     n = a.reported_runs
     scale = row.df / duet_df(row.n_blocks)
-    assert stats.mde_log(se_round / math.sqrt(n), scale * duet_df(n)) <= math.log(1.02)
-    assert stats.mde_log(se_round / math.sqrt(n - 1), scale * duet_df(n - 1)) > math.log(1.02)
+    assert mde_log(se_round / math.sqrt(n), scale * duet_df(n)) <= math.log(1.02)
+    assert mde_log(se_round / math.sqrt(n - 1), scale * duet_df(n - 1)) > math.log(1.02)
     noise = a.noise_pct / 100
-    assert n < stats.runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot)
+    assert n < runs_needed(noise, 2.0, method="model", arms=4, slot=row.slot)
     text = format_advice(s, runs_advice(s, 2.0))
     assert "`--runs` counts rounds" in text
 
@@ -123,7 +127,7 @@ def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
     import statsmodels.formula.api as smf
     from scipy import stats as sp
 
-    from e2e.analysis import summarize
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.plan import make_plan
     from e2e.results import RunMetrics, RunRecord, ServerInfo
 

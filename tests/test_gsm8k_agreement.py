@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.analysis import (GSM8KReport, acceptance_length, compare_verdicts, mcnemar_exact,
-                          summarize_gsm8k, verdict_accuracy)
+from e2e.analysis.outputs.gsm8k import (
+    GSM8KReport, acceptance_length, compare_verdicts, mcnemar_exact, summarize_gsm8k,
+    verdict_accuracy
+)
 from e2e.errors import ResultsError
 from e2e.gsm8k.lmeval import parse_samples
 from e2e.render import gsm8k_csv, gsm8k_markdown

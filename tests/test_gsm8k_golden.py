@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.analysis import gsm8k_report
+from e2e.analysis.outputs.gsm8k import gsm8k_report
 from e2e.paths import atomic_write_json
 from e2e.render import dumps, gsm8k_csv, gsm8k_json, gsm8k_markdown
 from e2e.results import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, SpecCounters,

@@ -1,4 +1,4 @@
-"""One headline rule (``e2e.analysis.headline_metric``): the report, ``--until-settled``, the
+"""One headline rule (``e2e.analysis.sweep.headline_metric``): the report, ``--until-settled``, the
 nightly and ``e2e bisect`` given the same cell judge the same metric; the nightly's and bisect's
 "from the server's TPOT" is an explicit choice on top of it, naming the same figure's twin."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.analysis import (NIGHTLY_METRICS, Rules, headline_metric, judged_metrics, metric,
-                          server_twin)
+from e2e.analysis.nightly.judge import Rules
+from e2e.analysis.nightly.metrics import NIGHTLY_METRICS, judged_metrics
+from e2e.analysis.sweep.headline import headline_metric, server_twin
+from e2e.analysis.sweep.summary import metric
 from e2e.commands._bisect import _defaults
 from e2e.nightly.settings import NightlySettings, load_nightly
 from e2e.results import CellKey
@@ -21,7 +23,7 @@ CELLS = [(1, "base"), (4, "base"), (1, "dspark")]
 
 @pytest.fixture(scope="module")
 def summary():
-    from e2e.analysis import summarize
+    from e2e.analysis.sweep.aggregate import summarize
 
     return summarize(golden_records())
 

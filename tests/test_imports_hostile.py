@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from e2e.analysis import arrival_of
+from e2e.analysis.sweep.frame import arrival_of
 from e2e.cli import app
 from e2e.errors import ConfigError
 from e2e.interop.aiperf import import_export

@@ -1,5 +1,5 @@
 """Recorded interference in the cell model: other processes' load during a run, where it
-varies within blocks, is a covariate (e2e.analysis._model.cell_model)."""
+varies within blocks, is a covariate (e2e.analysis.estimators.model.cell_model)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis.stats import ModelRun, cell_model
+from e2e.analysis.estimators.model import ModelRun, cell_model
 
 
 def runs(rng, *, effect: float, beta: float, busy_sd: float, rounds: int = 8, noise: float = 0.01):

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.plan import RunSpec
 from e2e.results import ArmResult, EvalInfo, SampleVerdict
-from e2e.analysis import GSM8KReport, summarize_gsm8k
+from e2e.analysis.outputs.gsm8k import GSM8KReport, summarize_gsm8k
 from e2e.render import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
 from e2e.results import RunMetrics, RunRecord, ServerInfo
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from e2e.analysis import ReportWarning, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.summary import ReportWarning
 from e2e.render import md_text
 from e2e.render import render_github, render_html, render_markdown
 from test_aggregate import make_record
@@ -67,7 +68,7 @@ def test_a_forged_error_body_stays_one_line_of_text_everywhere():
 
 
 def test_the_nightly_summary_keeps_problems_to_one_line():
-    from e2e.analysis import judge_night
+    from e2e.analysis.nightly.judge import judge_night
     from e2e.results import Baseline
     from e2e.render import SummaryContext, render_summary
     from test_nightly_judge import BASE_RUNS, RULES, TPOT, cell

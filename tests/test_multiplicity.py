@@ -1,4 +1,4 @@
-"""The report's family-wise rule (e2e.analysis._multiplicity.paired_holm): both hypotheses of
+"""The report's family-wise rule (e2e.analysis.estimators.multiplicity.paired_holm): both hypotheses of
 every primary comparison, Holm's step-down with Shaffer's restriction."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis.stats import LogRatio, holm, paired_holm
+from e2e.analysis.estimators.estimates import LogRatio
+from e2e.analysis.estimators.multiplicity import holm, paired_holm
 
 
 def test_it_is_holm_over_2m_with_at_most_m_true():

@@ -194,7 +194,7 @@ def test_an_unexpected_failure_exits_2_not_1(tmp_path, monkeypatch) -> None:
 
 def test_nightly_metrics_are_unique():
     """A metric listed twice would record every cell twice in the history."""
-    from e2e.analysis import NIGHTLY_METRICS
+    from e2e.analysis.nightly.metrics import NIGHTLY_METRICS
 
     keys = [m.key for m in NIGHTLY_METRICS]
     assert len(keys) == len(set(keys))

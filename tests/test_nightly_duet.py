@@ -10,7 +10,8 @@ import json
 import pytest
 
 import fakevllm
-from e2e.analysis import Cell, Rules, judge_cell
+from e2e.analysis.nightly.judge import Rules, judge_cell
+from e2e.analysis.sweep.summary import Cell
 from e2e.config import DuetConfig
 from e2e.errors import ConfigError
 from e2e.results import CellKey, NightCell

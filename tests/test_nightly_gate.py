@@ -17,7 +17,8 @@ import typer
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from e2e.analysis import BLIND_NIGHTS, Rules, judge_night, night_status, undecided_nights
+from e2e.analysis.nightly.history import undecided_nights
+from e2e.analysis.nightly.judge import BLIND_NIGHTS, Rules, judge_night, night_status
 from e2e.commands import nightly_command
 from e2e.render import said
 from e2e.results import (EXIT_CODES, CellKey, CellVerdict, ChangePoint, Judgement, NightCell,

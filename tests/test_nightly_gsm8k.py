@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from conftest import ROOT, alone_nightly_raw
-from e2e.analysis import Rules, judge_night
+from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.results import Baseline
 from e2e.nightly.measure import gsm8k_cells
 from e2e.nightly.settings import expected_cells
@@ -166,7 +166,7 @@ def test_paired_change_interval_covers_the_true_change():
     95 %, and it is never certain when nothing flipped."""
     import numpy as np
 
-    from e2e.analysis import paired_change_interval
+    from e2e.analysis.nightly.judge import paired_change_interval
 
     rng = np.random.default_rng(0)
     probs = [0.62, 0.08, 0.04, 0.26]          # both right, lost, gained, neither

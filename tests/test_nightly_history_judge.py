@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student_t
 
-from e2e.analysis import (Rules, boundaries, history_fit, history_interval, judge_night, night_look,
-                          spending_at)
-from e2e.analysis import ratio_history as ratio_of_records
+from e2e.analysis.estimators.sequential import boundaries, spending_at
+from e2e.analysis.nightly.judge import Rules, history_fit, history_interval, judge_night, night_look
+from e2e.analysis.nightly.history import ratio_history as ratio_of_records
 from e2e.results import (Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory,
                          history_cells, night_rows)
 from e2e.render import SummaryContext, render_summary, said

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from e2e.errors import ConfigError
-from e2e.analysis import night_cells, select_baseline
-from e2e.analysis import Rules, judge_cell, judge_night, night_status
+from e2e.analysis.nightly.history import night_cells, select_baseline
+from e2e.analysis.nightly.judge import Rules, judge_cell, judge_night, night_status
 from e2e.results import Baseline, CellKey, NightCell, night_rows, open_store
 from e2e.render import SummaryContext, render_summary, render_trends
 from e2e.results import GSM8K_METRIC

@@ -1,4 +1,4 @@
-"""A night's outputs against the reference's (e2e.analysis.check_outputs): the same greedy answers
+"""A night's outputs against the reference's (e2e.analysis.nightly.check_outputs): the same greedy answers
 are no finding; a divergence is a finding where the night's A/A, or else the earlier nights,
 say it is more than they show; it leads the night's summary, is kept in judgement.json and
 the store, and fails the night only where [nightly] outputs_fail says so. The last test runs
@@ -11,11 +11,13 @@ import json
 
 import pytest
 
-from e2e.analysis import (MORE_THAN_AA, Rules, judge_night, judgement_with_changes,
-                          judgement_with_outputs)
+from e2e.analysis.nightly.judge import (
+    Rules, judge_night, judgement_with_changes, judgement_with_outputs
+)
+from e2e.results import MORE_THAN_AA
 from e2e.errors import ConfigError
 from e2e.results import CellKey, NightCell
-from e2e.analysis import check_outputs
+from e2e.analysis.nightly.outputs import check_outputs
 from e2e.results import AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE
 from e2e.render import SummaryContext, render_summary, render_summary_github
 from e2e.nightly.settings import parse_nightly

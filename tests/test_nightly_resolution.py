@@ -1,4 +1,4 @@
-"""What a nightly design resolves (e2e.analysis.resolution, design_lines): the power statement
+"""What a nightly design resolves (e2e.analysis.nightly.resolution.resolution, design_lines): the power statement
 against the judge's own calls on simulated nights, the rounds a threshold needs, the noise a
 history measured, and what the dry run and the summary say. Pure: no server."""
 
@@ -9,8 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import (HOST_DUETS, Noise, Rules, design_lines, judge_night, noise_of, power_at,
-                          resolution, rounds_needed)
+from e2e.analysis.nightly.judge import Rules, judge_night
+from e2e.analysis.nightly.resolution import (
+    HOST_DUETS, Noise, design_lines, noise_of, power_at, resolution, rounds_needed
+)
 from e2e.results import CellKey, Looks, NightCell, RatioHistory
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 import e2e.pipeline
 from conftest import ROOT
-from e2e.analysis.stats import welch_log_ratio
+from e2e.analysis.estimators.estimates import welch_log_ratio
 from e2e.capacity import SearchSettings
 from e2e.cli import app
 from e2e.config import (MAX_PROMPTS, MAX_SCHEDULE_S, MAX_WAIT_S, Experiment, Table,

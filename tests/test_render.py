@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from e2e.analysis import Summary, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.summary import Summary
 from e2e.errors import ResultsError
 from e2e.results import RunRecord
 from e2e.render import render_csv, render_markdown, render_plots

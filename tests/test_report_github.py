@@ -12,7 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.cli import app
 from e2e.render import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT, render_github,
                         verdict_icon)
@@ -137,7 +137,7 @@ def test_bad_format_is_a_clear_error(tmp_path):
 def test_the_nightly_summary_as_a_comment():
     """The nightly's summary-github.md: marker, status icon, an icon per verdict, and a night
     with thousands of judged cells still fits, its report linked."""
-    from e2e.analysis import Rules, judge_night
+    from e2e.analysis.nightly.judge import Rules, judge_night
     from e2e.results import CellKey, NightCell
     from e2e.render import SummaryContext, render_summary_github
 

@@ -178,7 +178,8 @@ def test_the_render_functions_carry_the_outputs_and_the_call(tmp_path):
     """The same through the render functions, on a summary with its outputs (fast tier)."""
     from dataclasses import replace
 
-    from e2e.analysis import summarize, summarize_outputs
+    from e2e.analysis.outputs.compare import summarize_outputs
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.render import render_github, render_markdown, report_json
 
     records, outputs = [], {}
@@ -202,7 +203,9 @@ def test_a_few_divergent_prompts_beside_an_identical_aa_are_never_safe():
     """Too few for the exact test (1 of 32 against 0 of 32), but not evidence of no change."""
     from dataclasses import replace
 
-    from e2e.analysis import merge_calls, summarize, summarize_outputs
+    from e2e.analysis.outputs.compare import summarize_outputs
+    from e2e.analysis.outputs.merge import merge_calls
+    from e2e.analysis.sweep.aggregate import summarize
 
     def one_off(i):
         return changed(i) if i == 0 else answer(i)

@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from e2e.analysis import summarize, warning_lines
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.report_warnings import warning_lines
 from e2e.plan import RunSpec
 from e2e.render import render_github, render_markdown
 from e2e.render import forest_figure

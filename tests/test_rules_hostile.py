@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from e2e.analysis import summarize
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.cli import app
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError
@@ -95,7 +95,7 @@ def _summary():
 
 
 def _night():
-    from e2e.analysis import judge_night
+    from e2e.analysis.nightly.judge import judge_night
     from e2e.results import Baseline
     from test_nightly_judge import BASE_RUNS, RULES, TPOT, cell
 

@@ -1,4 +1,4 @@
-"""The group-sequential boundaries of ``--until-settled`` (e2e.analysis._sequential) against an
+"""The group-sequential boundaries of ``--until-settled`` (e2e.analysis.estimators.sequential) against an
 independent reference: the multivariate normal probabilities of scipy (Genz's algorithm) for
 the joint law of the looks' z statistics, corr(Z_i, Z_j) = √(I_i / I_j), and the values
 published for the O'Brien–Fleming-type spending function."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from e2e.analysis import Look, boundaries, look_at, spending_at, spent_alpha
-from e2e.analysis.stats import LogRatio
+from e2e.analysis.estimators.sequential import Look, boundaries, look_at, spending_at, spent_alpha
+from e2e.analysis.estimators.estimates import LogRatio
 
 
 def _inside(info, bounds, sides=2) -> float:

@@ -9,7 +9,8 @@ import math
 import pytest
 
 from e2e import metrics as m
-from e2e.analysis import position_key, summarize
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.metrics import position_key
 from e2e.plan import RunSpec
 from e2e.interop.vllm_bench import check_result, to_result, to_run, ImportOptions
 from e2e.render import render_github, render_markdown, render_plots, report_json

@@ -1,4 +1,4 @@
-"""e2e.analysis.stats against hand-computed values, against scipy, and for calibration on A/A data."""
+"""e2e.analysis.estimators against hand-computed values, against scipy, and for calibration on A/A data."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from e2e.analysis.stats import (
-    INTERVAL_METHOD,
-    RatioEstimate,
-    compare_runs,
-    median_range,
-    ratio_of_medians,
-    relative_range,
-    verdict_for,
-    welch_log_ratio_interval,
+from e2e.analysis.estimators.estimates import median_range, relative_range
+from e2e.analysis.estimators.median_ratio import (
+    INTERVAL_METHOD, RatioEstimate, compare_runs, ratio_of_medians, verdict_for,
+    welch_log_ratio_interval
 )
 
 E = math.e

@@ -1,4 +1,4 @@
-"""e2e.analysis.stats' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
+"""e2e.analysis.estimators' blocked comparison, noise floor, MDE, four verdicts, Holm and adaptive repeats:
 against scipy, hand-computed values and small simulations."""
 
 from __future__ import annotations
@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from e2e.analysis.stats import (
-    RESOLUTION_SD,
-    blocked_log_ratio,
-    call,
-    holm,
-    log_ratio,
-    mde_log,
-    runs_needed,
-    welch_log_ratio,
+from e2e.analysis.estimators.estimates import (
+    RESOLUTION_SD, blocked_log_ratio, log_ratio, mde_log, welch_log_ratio
 )
+from e2e.analysis.estimators.multiplicity import holm
+from e2e.analysis.estimators.power import runs_needed
+from e2e.analysis.estimators.verdicts import call
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -1,4 +1,4 @@
-"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis.stats), each
+"""One model per cell, shared noise, the monotone floor, spending (e2e.analysis.estimators), each
 against a computation by hand (numpy least squares / the formulas written out)."""
 
 from __future__ import annotations
@@ -10,15 +10,12 @@ import pytest
 from scipy import stats as sp
 from scipy.special import digamma, polygamma
 
-from e2e.analysis import stats
-from e2e.analysis.stats import (
-    ModelRun,
-    Prior,
-    cell_model,
-    fit_prior,
-    floor_noise,
-    moderate,
-)
+from e2e.analysis.estimators.estimates import blocked_log_ratio, mde_log
+from e2e.analysis.estimators.moderation import trigamma_inverse
+from e2e.analysis.estimators.power import detectable_effect, runs_needed
+from e2e.analysis.estimators.sequential import look_at, spent_alpha
+from e2e.analysis.estimators.model import ModelRun, cell_model
+from e2e.analysis.estimators.moderation import Prior, fit_prior, floor_noise, moderate
 
 
 def _cell(values: dict[str, list[float]], orders: list[list[str]]) -> list[ModelRun]:
@@ -62,7 +59,7 @@ def test_two_arms_without_a_slot_term_are_the_paired_t() -> None:
     runs = [ModelRun("main", (k, None), None, v) for k, v in main.items()]
     runs += [ModelRun("pr", (k, None), None, v) for k, v in pr.items()]
     fit = cell_model(runs, "main")
-    paired = stats.blocked_log_ratio(pr, main)
+    paired = blocked_log_ratio(pr, main)
     e = fit.estimates["pr"]
     assert not fit.slot and e.df == paired.df == 2
     assert e.log_ratio == pytest.approx(paired.log_ratio) and e.se == pytest.approx(paired.se)
@@ -104,8 +101,8 @@ def test_fit_prior_is_limmas_method_of_moments_by_hand() -> None:
     evar = e.var(ddof=1) - polygamma(1, d / 2).mean()
     prior = fit_prior(pairs)
     if evar > 0:
-        d0 = min(2 * stats._trigamma_inverse(evar), d.sum() - d.max())
-        assert float(polygamma(1, stats._trigamma_inverse(evar))) == pytest.approx(evar)
+        d0 = min(2 * trigamma_inverse(evar), d.sum() - d.max())
+        assert float(polygamma(1, trigamma_inverse(evar))) == pytest.approx(evar)
     else:
         d0 = d.sum() - d.max()
     assert prior.df == pytest.approx(d0) and prior.units == 5
@@ -115,7 +112,7 @@ def test_fit_prior_is_limmas_method_of_moments_by_hand() -> None:
 
 
 def test_moderation_by_hand() -> None:
-    est = stats.blocked_log_ratio({1: 3.1, 2: 3.2, 3: 3.3}, {1: 3.0, 2: 3.12, 3: 3.15})
+    est = blocked_log_ratio({1: 3.1, 2: 3.2, 3: 3.3}, {1: 3.0, 2: 3.12, 3: 3.15})
     s2 = est.noise_sd ** 2 / 2  # per run
     prior = Prior(s2=4e-4, df=6.0, units=4)
     m = moderate(est, s2, prior)
@@ -137,41 +134,41 @@ def test_the_floor_is_monotone() -> None:
     out = []
     for spread in np.linspace(0.0, 0.02, 41):
         arm = {1: 3.0 * (1 + spread), 2: 3.0 * (1 - spread), 3: 3.0, 4: 3.0 * (1 + spread / 2)}
-        e = stats.blocked_log_ratio(arm, base)
+        e = blocked_log_ratio(arm, base)
         out.append(floor_noise(e, 0.005).noise_sd)
     assert all(b >= a - 1e-15 for a, b in zip(out, out[1:]))
     assert out[0] == pytest.approx(math.sqrt(2) * 0.005)
 
 
 def test_spending_functions() -> None:
-    assert stats.spent_alpha(1.0) == pytest.approx(0.05)
-    assert stats.spent_alpha(1.0, spending="obrien-fleming") == pytest.approx(0.05)
-    assert stats.spent_alpha(1 / 3) == pytest.approx(0.05 * math.log(1 + (math.e - 1) / 3))
-    assert stats.spent_alpha(1 / 3, spending="obrien-fleming") < 0.001 < stats.spent_alpha(1 / 3)
+    assert spent_alpha(1.0) == pytest.approx(0.05)
+    assert spent_alpha(1.0, spending="obrien-fleming") == pytest.approx(0.05)
+    assert spent_alpha(1 / 3) == pytest.approx(0.05 * math.log(1 + (math.e - 1) / 3))
+    assert spent_alpha(1 / 3, spending="obrien-fleming") < 0.001 < spent_alpha(1 / 3)
     ts = np.linspace(0, 1, 11)
-    assert all(np.diff([stats.spent_alpha(t) for t in ts]) > 0)
+    assert all(np.diff([spent_alpha(t) for t in ts]) > 0)
 
 
 def test_a_look_splits_its_alpha_over_the_comparisons_and_remembers_what_was_spent() -> None:
-    big = stats.blocked_log_ratio({1: 3.6, 2: 3.61, 3: 3.62}, {1: 3.0, 2: 3.0, 3: 3.01})
-    same = stats.blocked_log_ratio({1: 3.0, 2: 3.001, 3: 3.0}, {1: 3.0, 2: 3.0, 3: 3.0005})
-    look = stats.look_at([big, same], rounds=3, max_rounds=9)
-    assert look.alpha == pytest.approx(stats.spent_alpha(3 / 9))
+    big = blocked_log_ratio({1: 3.6, 2: 3.61, 3: 3.62}, {1: 3.0, 2: 3.0, 3: 3.01})
+    same = blocked_log_ratio({1: 3.0, 2: 3.001, 3: 3.0}, {1: 3.0, 2: 3.0, 3: 3.0005})
+    look = look_at([big, same], rounds=3, max_rounds=9)
+    assert look.alpha == pytest.approx(spent_alpha(3 / 9))
     assert look.confidence == pytest.approx(1 - look.alpha / 2)
     assert look.decisions == ("difference", "equivalent") and look.stop
-    later = stats.look_at([big], rounds=4, max_rounds=9, spent_before=look.cumulative)
-    assert later.alpha == pytest.approx(stats.spent_alpha(4 / 9) - look.cumulative)
+    later = look_at([big], rounds=4, max_rounds=9, spent_before=look.cumulative)
+    assert later.alpha == pytest.approx(spent_alpha(4 / 9) - look.cumulative)
     # nothing left to spend: no decision, however clear
-    none = stats.look_at([big], rounds=4, max_rounds=9, spent_before=0.05)
+    none = look_at([big], rounds=4, max_rounds=9, spent_before=0.05)
     assert none.alpha == 0 and none.decisions == ("open",)
-    assert stats.look_at([big], rounds=2, max_rounds=9).alpha == 0.0
+    assert look_at([big], rounds=2, max_rounds=9).alpha == 0.0
 
 
 def test_runs_needed_uses_the_df_of_the_design() -> None:
-    n = stats.runs_needed(0.02, 3.0, method="model", arms=5, slot=True)
+    n = runs_needed(0.02, 3.0, method="model", arms=5, slot=True)
     df = 4 * (n - 1) - 1
-    assert stats.mde_log(0.02 / math.sqrt(n), df) <= math.log(1.03)
-    assert stats.mde_log(0.02 / math.sqrt(n - 1), 4 * (n - 2) - 1) > math.log(1.03)
-    assert stats.runs_needed(0.02, 3.0, method="model", arms=5) <= stats.runs_needed(0.02, 3.0)
-    assert stats.detectable_effect(0.02, 3, method="model", arms=5) == pytest.approx(
-        (math.exp(stats.mde_log(0.02 / math.sqrt(3), 8)) - 1) * 100)
+    assert mde_log(0.02 / math.sqrt(n), df) <= math.log(1.03)
+    assert mde_log(0.02 / math.sqrt(n - 1), 4 * (n - 2) - 1) > math.log(1.03)
+    assert runs_needed(0.02, 3.0, method="model", arms=5) <= runs_needed(0.02, 3.0)
+    assert detectable_effect(0.02, 3, method="model", arms=5) == pytest.approx(
+        (math.exp(mde_log(0.02 / math.sqrt(3), 8)) - 1) * 100)

@@ -11,10 +11,12 @@ import pytest
 from scipy import stats as sp
 from typer.testing import CliRunner
 
-from e2e.analysis import stats
-from e2e.analysis import summarize
+from e2e.analysis.estimators.estimates import mde_log
+from e2e.analysis.estimators.power import PLAN_NOISE_LEVEL, design_df, upper_noise
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.errors import ConfigError
-from e2e.analysis import format_advice, parse_effect, runs_advice
+from e2e.analysis.planning.advice import parse_effect, runs_advice
+from e2e.render import format_advice
 from e2e.cli import app
 from test_aggregate import cell_runs
 
@@ -43,24 +45,24 @@ def test_advice_plans_on_the_tests_own_standard_error_and_counts_warmups() -> No
     assert row.se == pytest.approx(comp.se)  # the A/A comparison's own standard error
     # per round: se·√rounds, planned from its 70 % upper confidence bound on the test's df
     se_round = comp.se * math.sqrt(row.n_blocks) * math.sqrt(row.df / sp.chi2.ppf(0.3, row.df))
-    assert stats.PLAN_NOISE_LEVEL == 0.7
+    assert PLAN_NOISE_LEVEL == 0.7
     assert a.plan_se_pct == pytest.approx(se_round * 100)
 
     def df_at(k):  # the test's df, scaled by the model's df at k rounds over its df now
-        return row.df * stats.design_df(k, method="model", arms=3, slot=row.slot) / \
-            stats.design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
+        return row.df * design_df(k, method="model", arms=3, slot=row.slot) / \
+            design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
 
     n = a.reported_runs
-    assert stats.mde_log(se_round / math.sqrt(n), df_at(n)) <= math.log(1.01)
-    assert stats.mde_log(se_round / math.sqrt(n - 1), df_at(n - 1)) > math.log(1.01)
+    assert mde_log(se_round / math.sqrt(n), df_at(n)) <= math.log(1.01)
+    assert mde_log(se_round / math.sqrt(n - 1), df_at(n - 1)) > math.log(1.01)
     assert a.sweep_runs == n + 1  # run 1 is a warmup
     # the power statement: the effect detected at 3 rounds is the MDE of that design
     k, effect = a.detectable[0]
     assert k == 3 and effect == pytest.approx(
-        (math.exp(stats.mde_log(se_round / math.sqrt(3), df_at(3))) - 1) * 100)
+        (math.exp(mde_log(se_round / math.sqrt(3), df_at(3))) - 1) * 100)
     # the noise table's MDE is the test's own at its estimate (not a plan); the plan's at the
     # rounds made is larger: it is planned from the upper bound
-    at_now = math.expm1(stats.mde_log(se_round / math.sqrt(row.n_blocks), row.df)) * 100
+    at_now = math.expm1(mde_log(se_round / math.sqrt(row.n_blocks), row.df)) * 100
     assert at_now > row.mde_pct
     assert runs_advice(s, 5.0)[0].reported_runs < n
 
@@ -85,10 +87,10 @@ def test_the_upper_bound_of_the_noise_covers_it_with_its_level() -> None:
     rng = np.random.default_rng(0)
     df, sigma, n = 7, 0.0125, 20000
     s = sigma * np.sqrt(rng.chisquare(df, n) / df)
-    bounds = np.array([stats.upper_noise(x, df) for x in s[:2000]])
+    bounds = np.array([upper_noise(x, df) for x in s[:2000]])
     assert np.mean(bounds >= sigma) == pytest.approx(0.7, abs=0.03)
-    assert stats.upper_noise(0.01, 7) == pytest.approx(0.01 * math.sqrt(7 / sp.chi2.ppf(0.3, 7)))
-    assert stats.upper_noise(0.01, 0.0) == 0.01  # no df: nothing to bound
+    assert upper_noise(0.01, 7) == pytest.approx(0.01 * math.sqrt(7 / sp.chi2.ppf(0.3, 7)))
+    assert upper_noise(0.01, 0.0) == 0.01  # no df: nothing to bound
 
 
 def test_the_power_statement_counts_the_reports_minimum_effect() -> None:
@@ -107,13 +109,13 @@ def test_the_power_statement_counts_the_reports_minimum_effect() -> None:
     assert se_round == pytest.approx(row.se * math.sqrt(row.n_blocks) * bound)
 
     def df_at(k):
-        return row.df * stats.design_df(k, method="model", arms=3, slot=row.slot) / \
-            stats.design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
+        return row.df * design_df(k, method="model", arms=3, slot=row.slot) / \
+            design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
 
     floored = 0
     for k, effect in a.detectable:
         se, df = se_round / math.sqrt(k), df_at(k)
-        interval = stats.mde_log(se, df)
+        interval = mde_log(se, df)
         at_floor = math.log(1.01) + sp.t.ppf(0.8, df) * se / bound
         assert effect == pytest.approx(math.expm1(max(interval, at_floor)) * 100)
         if at_floor > interval:  # the minimum effect is the bar: above the interval's MDE
@@ -131,14 +133,14 @@ def test_a_target_above_the_minimum_effect_plans_the_call_the_report_makes() -> 
     row = s.noise_row(1, "base", "tpot_ms_mean")
 
     def df_at(k):
-        return row.df * stats.design_df(k, method="model", arms=3, slot=row.slot) / \
-            stats.design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
+        return row.df * design_df(k, method="model", arms=3, slot=row.slot) / \
+            design_df(row.n_blocks, method="model", arms=3, slot=row.slot)
 
     bound = math.sqrt(row.df / sp.chi2.ppf(0.3, row.df))
 
     def called(se_round, k):  # the effect the report's call detects with 80 % power
         se, df = se_round / math.sqrt(k), df_at(k)
-        return math.expm1(max(stats.mde_log(se, df),
+        return math.expm1(max(mde_log(se, df),
                               math.log(1.01) + sp.t.ppf(0.8, df) * se / bound)) * 100
 
     for target in (1.3, 2.0):
@@ -147,7 +149,7 @@ def test_a_target_above_the_minimum_effect_plans_the_call_the_report_makes() -> 
         assert called(se_round, n) <= target < called(se_round, n - 1)
     at_floor = next(x for x in runs_advice(s, 1.0) if x.metric == "tpot_ms_mean")
     n = at_floor.reported_runs
-    assert stats.mde_log(at_floor.plan_se_pct / 100 / math.sqrt(n), df_at(n)) <= math.log(1.01)
+    assert mde_log(at_floor.plan_se_pct / 100 / math.sqrt(n), df_at(n)) <= math.log(1.01)
     note = "is not above the report's 1 % minimum effect"
     assert note in format_advice(s, runs_advice(s, 1.0))
     assert note not in format_advice(s, runs_advice(s, 2.0))

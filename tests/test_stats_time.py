@@ -10,9 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from e2e.analysis import metric, run_times, summarize
-from e2e.analysis import stats
-from e2e.analysis.stats import ModelRun, cell_model, folder_rho
+from e2e.analysis.sweep.aggregate import summarize
+from e2e.analysis.sweep.frame import run_times
+from e2e.analysis.sweep.summary import metric
+from e2e.analysis.estimators.model import AR1_GRID, CALIBRATED_AR1_RHO, MIN_FOLDER_AR1_DF
+from e2e.analysis.estimators.model import ModelRun, cell_model, folder_rho
 from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
 from e2e.plan import make_plan
@@ -72,7 +74,7 @@ def test_the_errors_are_honest_for_every_plausible_correlation():
     variance under Σ(ρ_t), s² rescaled by E[rss], df by Satterthwaite (eigenvalues by hand)."""
     runs = _runs(4, 0.5, seed=3)
     plain = cell_model(runs, "main", rho=0.48, rho_source="calibration")
-    fit = cell_model(runs, "main", rho=0.48, rho_source="calibration", plausible=stats.AR1_GRID)
+    fit = cell_model(runs, "main", rho=0.48, rho_source="calibration", plausible=AR1_GRID)
     assert fit.honest_for == (0.0, 0.9)
     assert all(fit.estimates[a].log_ratio == pytest.approx(plain.estimates[a].log_ratio)
                for a in ARMS[1:])
@@ -88,7 +90,7 @@ def test_the_errors_are_honest_for_every_plausible_correlation():
     r = np.eye(len(t)) - xw @ g @ xw.T
     n, p = x.shape
     cs, dfs = [], []
-    for rho_t in stats.AR1_GRID:
+    for rho_t in AR1_GRID:
         b = w @ (rho_t ** lag if rho_t > 0 else np.eye(len(t))) @ w.T
         lam = np.linalg.eigvals(r @ b).real
         cs.append(np.diag(g @ xw.T @ b @ xw @ g) * (n - p) / lam.sum())
@@ -108,8 +110,8 @@ def test_runs_without_times_or_in_duets_keep_ols():
 
 def test_the_folder_estimates_its_correlation_only_from_enough_runs():
     small = cell_model(_runs(4, 0.5, seed=1), "main")
-    assert small.df < stats.MIN_FOLDER_AR1_DF
-    assert folder_rho([small]) == (stats.CALIBRATED_AR1_RHO, "calibration", stats.AR1_GRID)
+    assert small.df < MIN_FOLDER_AR1_DF
+    assert folder_rho([small]) == (CALIBRATED_AR1_RHO, "calibration", AR1_GRID)
     assert folder_rho([]) == (0.0, None, ())
     # 30 rounds of 5 arms: 116 residual df, REML near the truth, 0 for independent runs
     strong = [folder_rho([cell_model(_runs(30, 0.6, seed=s), "main")]) for s in range(2)]

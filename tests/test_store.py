@@ -27,7 +27,7 @@ import pgcluster
 from conftest import ROOT
 from old_history import append_night
 from e2e.errors import ConfigError, ResultsError
-from e2e.analysis import Rules, judge_night
+from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, HistoryCell, NightCell,
                          SampleVerdict, history_path, masked_url, night_rows,
                          open_store, resolve_url)

@@ -255,7 +255,7 @@ def test_a_pinned_report_says_so_first(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_spec_attribution import _sweep
 
-    from e2e.analysis import summarize
+    from e2e.analysis.sweep.aggregate import summarize
     from e2e.render import render_github, render_markdown, report_json
 
     recs = [r.model_copy(update={"config": {**r.config, "speculators": {"dspark": {"pinned": 3.47}}}})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from e2e.analysis import boundaries, spent_alpha
+from e2e.analysis.estimators.sequential import boundaries, spent_alpha
 from e2e.execute import Outcome
 from e2e.pipeline import load_looks, sweep_until_settled
 from e2e.results import LOOKS_FILE

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 import fakevllm
-from e2e.analysis import components, run_costs, summarize
+from e2e.analysis.estimators.components import components, run_costs
+from e2e.analysis.sweep.aggregate import summarize
 from e2e.pipeline import sweep
 from e2e.render import build_report
 from e2e.results import load_records

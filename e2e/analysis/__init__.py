@@ -1,94 +1,20 @@
-"""Numbers across runs: cells and comparisons (aggregate), statistics, the one headline rule,
-the nightly's statistics (a night judged against its baseline night or its ratio's history,
-change points over a cell's nights, what a nightly design resolves), and a capacity search's
-margins and estimate. Pure functions over records already read; no I/O.
+"""Numbers across runs, one sub-package per question; pure functions over records already
+read, no I/O. Each sub-package's face holds what the other stages call; a test imports the
+module that defines what it tests.
+
+* ``estimators``: the shared estimators (one comparison on the log scale, the model per cell,
+  shared noise, the four verdicts, Holm, power, the group-sequential boundaries, the median
+  ratio, the variance components); every other sub-package stands on them.
+* ``sweep``: the sweep's comparison (records -> comparable cells -> comparisons, noise,
+  attribution, warnings, the one headline rule).
+* ``outputs``: outputs compared prompt by prompt, whether an arm is safe to merge, GSM8K
+  agreement (on ``sweep``).
+* ``capacity``: a capacity search's margins and estimate.
+* ``planning``: the runs a design needs for the effect asked (on ``sweep``).
+* ``nightly``: the night's judgement, its history, change points, the outputs check, bisect's
+  verdicts and what a nightly design resolves (on ``sweep`` and ``outputs``).
+
+A sub-package imports only those listed before it (``estimators`` at the bottom).
 """
 
-from e2e.analysis._aggregate import (
-    DEFAULT_CONFIDENCE, equivalence_of, estimate_of, primary_metric,
-    Cell, Comparison, MAX_ACCEPTANCE_MOVE, MAX_SPREAD, METRICS, MIN_RUNS, Metric, ReportWarning,
-    Summary, metric, select, summarize
-)
-from e2e.analysis._attribution import Attribution, attribute
-from e2e.analysis._capacity import capacity_estimate, capacity_ratio
-from e2e.analysis._capacity_criterion import (
-    capacity_censored, capacity_margin, capacity_margin_terms, goodput_margin
-)
-from e2e.analysis._frame import arrival_of, run_times, runs_frame, workload_key
-from e2e.analysis._gsm8k import (
-    Agreement, GSM8KArm, GSM8KReport, GSM8KSection, acceptance_length, compare_verdicts,
-    gsm8k_report, mcnemar_exact, summarize_gsm8k, verdict_accuracy
-)
-from e2e.analysis._warnings import WarningLine, warning_lines
-from e2e.analysis._outputs import (
-    AA_DIVERGES, AS_AA, HIT_RATE_TOLERANCE, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
-    CacheContrast, CellCache, Divergence, OutputAgreement, OutputComparison, OutputsSummary,
-    cache_contrast, cell_caches, compare_outputs, divergence_test, first_divergence,
-    outputs_of, summarize_outputs
-)
-from e2e.analysis._merge import AA, NOT_SAFE, NOT_SHOWN, SAFE, CellEvidence, MergeCall, merge_calls
-from e2e.analysis._summary import REPORTED_POSITIONS, position_key, position_of
-from e2e.analysis._components import Components, RunCost, components, run_costs
-from e2e.analysis._planning import Design, RunsAdvice, format_advice, parse_effect, runs_advice
-from e2e.analysis._multiplicity import holm
-from e2e.analysis._headline import (
-    BURST_SHARE, CLIENT_VERIFY_STEP, HEADLINE, SERVER_VERIFY_STEP, burst_affected, headline_for,
-    headline_metric, server_twin
-)
-from e2e.analysis.stats import (
-    DEFAULT_SPENDING, Look, Spending, boundaries, look_at, spending_at, spent_alpha,
-    DEFAULT_POWER, RESOLUTION_SD, RatioEstimate, Settlement, compare_runs, median_range,
-    runs_needed, verdict_for
-)
-from e2e.analysis._nightly_outputs import check_outputs
-from e2e.analysis._bisect import blocked_change, classify
-from e2e.analysis._nightly_metrics import (
-    DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, built_arm, is_relative, judged_metrics, judged_threshold,
-    nightly_metric, relative_arm
-)
-from e2e.analysis._nightly_judge import (
-    MIN_HISTORY_NIGHTS, SUSPECT_LEVEL, HistoryFit, Rules, Samples, history_fit, history_interval,
-    judge_cell, judge_night, judgement_with_changes, judgement_with_outputs, looks_changed,
-    night_look, night_status, paired_change_interval, within, BLIND_NIGHTS
-)
-from e2e.analysis._nightly_history import (
-    cell_history, night_cell, night_cells, ratio_history, select_baseline, undecided_nights
-)
-from e2e.analysis._changepoints import (
-    MIN_SEGMENT, PENALTY_PER_LOG_N, Change, cell_series, find_changes, night_changes
-)
-from e2e.analysis._resolution import (
-    HOST_DUETS, HOST_ONE_AT_A_TIME, MAX_ROUNDS, Noise, design_lines, noise_of, power_at,
-    resolution, rounds_needed
-)
-
-__all__ = [
-    "AA", "AA_DIVERGES", "AS_AA", "Agreement", "Attribution", "BLIND_NIGHTS", "BURST_SHARE",
-    "CLIENT_VERIFY_STEP",
-    "CacheContrast", "Cell", "CellCache", "CellEvidence", "Change", "Comparison", "Components",
-    "DEFAULT_CONFIDENCE", "DEFAULT_NIGHT_ALPHA", "DEFAULT_POWER", "DEFAULT_SPENDING", "Design",
-    "Divergence", "GSM8KArm", "GSM8KReport", "GSM8KSection", "HEADLINE", "HIT_RATE_TOLERANCE",
-    "HOST_DUETS", "HOST_ONE_AT_A_TIME", "HistoryFit", "IDENTICAL", "Look", "MAX_ACCEPTANCE_MOVE",
-    "MAX_ROUNDS", "MAX_SPREAD", "METRICS", "MIN_HISTORY_NIGHTS", "MIN_RUNS", "MIN_SEGMENT",
-    "MORE_THAN_AA", "MergeCall", "Metric", "NIGHTLY_METRICS", "NOT_RECORDED", "NOT_SAFE",
-    "NOT_SHOWN", "NO_AA", "Noise", "OutputAgreement", "OutputComparison", "OutputsSummary",
-    "PENALTY_PER_LOG_N", "REPORTED_POSITIONS", "RESOLUTION_SD", "RatioEstimate", "ReportWarning",
-    "Rules", "RunCost", "RunsAdvice", "SAFE", "SERVER_VERIFY_STEP", "SUSPECT_LEVEL", "Samples",
-    "Settlement", "Spending", "Summary", "WarningLine", "acceptance_length", "arrival_of",
-    "attribute", "blocked_change", "boundaries", "built_arm", "burst_affected", "cache_contrast",
-    "capacity_censored", "capacity_estimate", "capacity_margin", "capacity_margin_terms",
-    "capacity_ratio", "cell_caches", "cell_history", "cell_series", "check_outputs", "classify",
-    "compare_outputs", "compare_runs", "compare_verdicts", "components", "design_lines",
-    "divergence_test", "equivalence_of", "estimate_of", "find_changes", "first_divergence",
-    "format_advice", "goodput_margin", "gsm8k_report", "headline_for", "headline_metric",
-    "history_fit", "history_interval", "holm", "is_relative", "judge_cell", "judge_night",
-    "judged_metrics", "judged_threshold", "judgement_with_changes", "judgement_with_outputs",
-    "look_at", "looks_changed", "mcnemar_exact", "median_range", "merge_calls", "metric",
-    "night_cell", "night_cells", "night_changes", "night_look", "night_status", "nightly_metric",
-    "noise_of", "outputs_of", "paired_change_interval", "parse_effect", "position_key",
-    "position_of", "power_at", "primary_metric", "ratio_history", "relative_arm", "resolution",
-    "rounds_needed", "run_costs", "run_times", "runs_advice", "runs_frame", "runs_needed",
-    "select", "select_baseline", "server_twin", "spending_at", "spent_alpha", "summarize",
-    "summarize_gsm8k", "summarize_outputs", "undecided_nights", "verdict_accuracy", "verdict_for",
-    "warning_lines", "within", "workload_key"
-]
+__all__: list[str] = []

@@ -3,8 +3,8 @@
     for each round: per arm, the next step of its search (``_search.next_rates``, replayed
     from the records in the folder) -> the units of all arms -> ``e2e.pipeline.execute``
     (the executor: local or Ray; resume and retries as for sweeps) -> margins
-    (``e2e.analysis.capacity_margin``) -> per arm the estimate from every run it made
-    (``e2e.analysis.capacity_estimate``) -> capacity.json, capacity.png
+    (``e2e.analysis.capacity.capacity_margin``) -> per arm the estimate from every run it made
+    (``e2e.analysis.capacity.capacity_estimate``) -> capacity.json, capacity.png
 
 The records it keeps (``ArmSearch``, ``CapacityResult``) are ``e2e.results``'; the plot is
 ``e2e.render.render_capacity_plot``.
@@ -28,8 +28,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from e2e.analysis import (capacity_censored, capacity_estimate, capacity_margin,
-                          capacity_margin_terms, capacity_ratio)
+from e2e.analysis.capacity import (
+    capacity_censored, capacity_estimate, capacity_margin, capacity_margin_terms, capacity_ratio
+)
 from e2e.capacity._search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec

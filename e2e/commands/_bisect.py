@@ -35,7 +35,7 @@ def _defaults(nightly, concurrency: int, spec_mode: str, metric: str | None, run
     """The metric, runs and threshold a nightly config judges the cell with, where not given:
     the cell's headline (``e2e.analysis.headline_for``, built from the TPOT the nightly's
     ``verify_step_from`` names) unless the nightly's thresholds judge another metric."""
-    from e2e.analysis import HEADLINE, headline_for, headline_metric, server_twin
+    from e2e.analysis.sweep import HEADLINE, headline_for, headline_metric, server_twin
 
     table = dict(nightly.settings.thresholds.get(spec_mode, {})) if nightly else {}
     tpot_from = nightly.settings.verify_step_from if nightly else "client"
@@ -93,7 +93,7 @@ def bisect_command(
 
 def _bisect(good, bad, arm, config, concurrency, spec_mode, metric, results, runs, max_runs,
             threshold, confidence, quiet, duet=None) -> None:
-    from e2e.analysis import nightly_metric
+    from e2e.analysis.nightly import nightly_metric
     from e2e.nightly.bisect import BisectCell, run_bisect
     from e2e.nightly.settings import default_nightly_path
 

@@ -59,7 +59,7 @@ def history_command(
 
 def _history(results, store, config, experiment, metric, arm, concurrency, spec_mode,
              format_: str, output) -> int:
-    from e2e.analysis import cell_history  # (scipy: loaded by the command that needs it)
+    from e2e.analysis.nightly import cell_history
     from e2e.render import cell_history_text, history_nights_text
     from e2e.results import open_store
 

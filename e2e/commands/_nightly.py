@@ -81,7 +81,7 @@ def nightly_command(
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
              executor=None, store=None, duet=None) -> int:
-    from e2e.analysis import select_baseline
+    from e2e.analysis.nightly import select_baseline
     from e2e.nightly.run import NightlyOptions, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings
     from e2e.config import parse_date

@@ -33,8 +33,10 @@ def plan_target_effect(
     """Say how many runs each cell needs for a target minimal detectable effect."""
 
     def body() -> None:
-        from e2e.analysis import format_advice, metric, parse_effect, run_costs, runs_advice
-        from e2e.render import read_summary
+        from e2e.analysis.estimators import run_costs
+        from e2e.analysis.planning import parse_effect, runs_advice
+        from e2e.analysis.sweep import metric
+        from e2e.render import format_advice, read_summary
 
         target = parse_effect(target_effect)
         keys = csv_list(metric_key)

@@ -82,7 +82,7 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
     document on stdout, the Markdown on stderr); ``json_`` is ``format_`` json (the old
     ``--json``); ``quiet`` leaves out the notes on where the files went."""
     from e2e.errors import ConfigError
-    from e2e.analysis import gsm8k_report
+    from e2e.analysis.outputs import gsm8k_report
     from e2e.paths import atomic_write_bytes
     from e2e.names import check_link
     from e2e.render import build_report, gsm8k_csv, gsm8k_markdown

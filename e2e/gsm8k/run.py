@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e.analysis import GSM8KReport, gsm8k_report
+from e2e.analysis.outputs import GSM8KReport, gsm8k_report
 from e2e.config import Experiment
 from e2e.console import Say
 from e2e.plan import GSM8K_CONCURRENCY, EvalSpec

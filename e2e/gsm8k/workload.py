@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import acceptance_length, verdict_accuracy
+from e2e.analysis.outputs import acceptance_length, verdict_accuracy
 from e2e.arms import ServerLaunch
 from e2e.console import Say
 from e2e.config import Experiment

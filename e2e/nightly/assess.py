@@ -23,18 +23,17 @@ from typing import Any
 
 import pandas as pd
 
-from e2e.analysis import (BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, built_arm,
-                          check_outputs,
-                          is_relative, judge_night, judgement_with_changes, judgement_with_outputs,
-                          night_changes, nightly_metric, noise_of, ratio_history,
-                          select_baseline, undecided_nights)
-from e2e.analysis import design_lines as resolved_lines
+from e2e.analysis.nightly import (
+    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, design_lines as resolved_lines,
+    judge_night, judgement_with_changes, judgement_with_outputs, night_changes, nightly_metric,
+    noise_of, ratio_history, select_baseline, undecided_nights
+)
 from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.measure import Measured
 from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
-from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, load_outputs,
-                         night_rows, utc_now)
+from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, built_arm,
+                         is_relative, load_outputs, night_rows, utc_now)
 
 __all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
            "night_outputs", "bisect_hints"]

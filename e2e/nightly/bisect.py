@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from e2e.analysis import blocked_change, classify
+from e2e.analysis.nightly import blocked_change, classify
 from e2e.console import Say
 from e2e.config import BuildSpec, Experiment, GitSource
 from e2e.errors import BuildError, ConfigError, ResultsError
@@ -149,7 +149,8 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
 def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], dict[int, float]]:
     """The cell's metric per round (repeat) of the candidate's and the good build's reported
     runs: the report's own cells (``e2e.analysis._aggregate.summarize``, with the nightly's metrics)."""
-    from e2e.analysis import NIGHTLY_METRICS, summarize
+    from e2e.analysis.nightly import NIGHTLY_METRICS
+    from e2e.analysis.sweep import summarize
 
     try:
         summary = summarize(records, baseline="good", report_from_run=start,
@@ -189,7 +190,7 @@ def run_bisect(
     the module docstring). ``runs`` rounds per measurement (warmups included), up to
     ``max_runs`` while the verdict is undecided."""
     from e2e.session import resolve_git
-    from e2e.analysis import nightly_metric
+    from e2e.analysis.nightly import nightly_metric
     from e2e.plan import make_plan
     from e2e.session import plugin_check
     from e2e.results import load_records

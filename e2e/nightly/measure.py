@@ -19,7 +19,8 @@ from typing import Any
 from e2e.config import Experiment
 from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
-from e2e.analysis import NIGHTLY_METRICS, relative_arm
+from e2e.analysis.nightly import NIGHTLY_METRICS
+from e2e.results import relative_arm
 from e2e.nightly.settings import MAX_ATTEMPTS, Night, NightlyConfig, night_looks, plan_night
 from e2e.paths import atomic_write_json
 from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, resume_state,
@@ -149,7 +150,7 @@ def load_cells(records: list[RunRecord], *, prefix: str,
     comparable runs only, reported runs = valid with repeat >= report_from_run) for every
     metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value. With a
     ``reference`` arm, also every other arm's cells relative to it (``relative_cells``)."""
-    from e2e.analysis import summarize
+    from e2e.analysis.sweep import summarize
 
     if not records:
         return []

@@ -25,9 +25,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
-from e2e.analysis import (DEFAULT_NIGHT_ALPHA, HEADLINE, NIGHTLY_METRICS, SERVER_VERIFY_STEP,
-                          judged_metrics, judged_threshold, relative_arm)
-from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey
+from e2e.analysis.nightly import DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, judged_metrics, judged_threshold
+from e2e.analysis.sweep import HEADLINE
+from e2e.metrics import SERVER_VERIFY_STEP
+from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey, relative_arm
 from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
                         parse_experiment)
 from e2e.names import known_name, plugin_settings
@@ -46,7 +47,7 @@ MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
 
 SpecMode = Literal["base", "dspark"]
 
-# The metrics a thresholds table may name (e2e.analysis.NIGHTLY_METRICS) and those that exist
+# The metrics a thresholds table may name (e2e.analysis.nightly.NIGHTLY_METRICS) and those that exist
 # only with the speculator.
 _LOAD_METRICS = {m.key for m in NIGHTLY_METRICS}
 _SPEC_ONLY = {"acceptance_length", "ms_per_verify_step", SERVER_VERIFY_STEP}
@@ -87,7 +88,7 @@ class GSM8KNightly(Table):
 
 
 class ChangePointSettings(Table):
-    """Change points over each judged cell's history (``e2e.analysis.night_changes``)."""
+    """Change points over each judged cell's history (``e2e.analysis.nightly.night_changes``)."""
 
     enabled: bool = Field(True, description="Seek change points (a step or a drift over "
                           "nights) in each judged cell's history; false: none are sought.")
@@ -124,7 +125,7 @@ class NightlySettings(Table):
     thresholds: dict[SpecMode, dict[str, Annotated[float, Field(ge=0)]]] = Field(
         default_factory=_default_thresholds,
         description="Per spec mode: metric key -> minimum change in % that counts; 'headline' "
-                    "is each cell's headline metric (e2e.analysis.headline_metric).")
+                    "is each cell's headline metric (e2e.analysis.sweep.headline_metric).")
     baseline: str = Field(
         "main", description="The arm every comparison between arms is made against (the "
                             "full report, GSM8K agreement).")
@@ -141,7 +142,7 @@ class NightlySettings(Table):
         "pinned baseline night, or a confirmed improvement; judged from 3 nights on), a "
         "prediction interval that counts the nights' spread. Once full the history is the "
         "level every later night is judged against: no later night joins it, so a change "
-        "is never absorbed (e2e.analysis.ratio_history).")
+        "is never absorbed (e2e.analysis.nightly.ratio_history).")
     alpha: Annotated[float, Field(gt=0, lt=0.5)] = Field(
         DEFAULT_NIGHT_ALPHA, description="With a reference arm: the chance that a night of an "
         "unchanged build is called regressed, all its judged ratio cells together (split "
@@ -175,7 +176,7 @@ class NightlySettings(Table):
         "PGPASSWORD or a ${VAR} in the URL, never written in the config (e2e.results.open_store).")
     outputs_fail: StrictBool = Field(
         True, description="Tonight's greedy outputs are compared prompt by prompt with the "
-        "reference arm's (e2e.analysis.check_outputs); a night whose outputs diverge from the "
+        "reference arm's (e2e.analysis.nightly.check_outputs); a night whose outputs diverge from the "
         "reference more than its yardstick allows (an A/A arm of the night, else the earlier "
         "nights) is a finding in its summary and judgement.json. true: the finding also makes "
         "the night a regression (exit 1); false: it is reported only.")
@@ -483,7 +484,7 @@ def night_looks(cfg: NightlyConfig) -> tuple[int, ...]:
 def judged_key(cfg: NightlyConfig, key: CellKey) -> CellKey:
     """The metric a headline threshold judges in ``key``'s cell: its server-built twin where
     the config builds the headline from the server's TPOT."""
-    from e2e.analysis import headline_metric, server_twin
+    from e2e.analysis.sweep import headline_metric, server_twin
 
     twin = server_twin(key.metric)
     if (cfg.settings.verify_step_from == "server" and twin

@@ -1,7 +1,7 @@
 """Every writer of bytes for a report: Markdown, CSV, PNG, JSON, HTML (``report/index.html``)
 and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
 results folder (``read_summary``: the one reading, ``e2e plan``'s too), aggregates and writes
-them. GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
+them; ``e2e plan``'s table (``format_advice``). GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``,
 ``gsm8k_json``, and ``write_gsm8k_report`` beside its evaluations. The kernels' reports
 (``e2e micro``: ``micro_markdown``, ``steps_markdown``, ``write_micro``, ...) and ``e2e
 unit``'s matrix (``unit_markdown``). The nightly's: a night's summary (``render_summary``,
@@ -24,7 +24,7 @@ from e2e.render._unit import unit_markdown
 __all__ = [
     "COMMENT_LIMIT", "COMMENT_MARKER", "ReportOutput", "SCHEMA_VERSION", "STEP_SUMMARY_LIMIT",
     "SiteData", "SummaryContext", "build_report", "cell_history_text", "comparison_plot_names",
-    "csv_safe", "dumps", "fit_comment", "forest_figure", "format_cell",
+    "csv_safe", "dumps", "fit_comment", "forest_figure", "format_advice", "format_cell",
     "format_headline_comparison", "format_pct", "format_value", "gsm8k_csv", "gsm8k_json",
     "gsm8k_markdown", "history_nights_text", "host_cost_markdown", "md_text", "metric_label",
     "micro_markdown", "micro_plot", "read_summary", "render_capacity_plot", "render_csv",
@@ -59,6 +59,7 @@ def __getattr__(name: str) -> object:
         from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
         from e2e.render._markdown import (format_cell, format_headline_comparison, format_pct,
                                           format_value, render_markdown)
+        from e2e.render._plan import format_advice
         from e2e.render._plots import render_plots
         from e2e.render._report import ReportOutput, build_report, read_summary
         from e2e.render._toml import toml_text

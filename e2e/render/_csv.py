@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from e2e.analysis import Summary, metric
+from e2e.analysis.sweep import Summary, metric
 
 __all__ = ["render_csv", "cells_frame", "comparisons_frame", "noise_frame"]
 

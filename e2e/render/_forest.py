@@ -19,7 +19,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.analysis import Summary, headline_metric, metric
+from e2e.analysis.sweep import Summary, headline_metric, metric
 
 __all__ = ["render_comparison_plots", "comparison_plot_names", "plotted_metrics", "forest_figure"]
 

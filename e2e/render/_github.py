@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from e2e.analysis import Comparison, Summary, headline_metric, metric, warning_lines
+from e2e.analysis.sweep import Comparison, Summary, headline_metric, metric, warning_lines
 from e2e.render._markup import md_link, md_text
 from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
                                    load_column, merge_section, pinned_sentence)

@@ -14,7 +14,7 @@ import csv
 import io
 from pathlib import Path
 
-from e2e.analysis import GSM8KArm, GSM8KReport, GSM8KSection
+from e2e.analysis.outputs import GSM8KArm, GSM8KReport, GSM8KSection
 from e2e.paths import atomic_write_bytes
 from e2e.render._table import md_row, md_rule
 from e2e.results import gsm8k_dir

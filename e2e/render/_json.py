@@ -16,8 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import (Agreement, CellCache, GSM8KArm, GSM8KReport, GSM8KSection,
-                          OutputAgreement, Summary, merge_calls)
+from e2e.analysis.outputs import (
+    Agreement, CellCache, GSM8KArm, GSM8KReport, GSM8KSection, OutputAgreement, merge_calls
+)
+from e2e.analysis.sweep import Summary
 from e2e.results import RunRecord
 
 __all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]

@@ -11,27 +11,17 @@ from __future__ import annotations
 
 import statistics
 
-from e2e import analysis
-from e2e.analysis import headline_metric
+from e2e.analysis.estimators import RESOLUTION_SD
+from e2e.metrics import position_of
 from e2e.render._markup import md_text
 from e2e.render._forest import comparison_plot_names
 from e2e.render._outputs import CALL_ICONS, format_agreement, format_hit_rate, outputs_section, yardstick
 from e2e.render._plots import per_position_plot_name, positions_in
 from e2e.render._table import md_row
-from e2e.analysis import (
-    NOT_SAFE,
-    NOT_SHOWN,
-    SAFE,
-    MergeCall,
-    merge_calls,
-    MAX_ACCEPTANCE_MOVE,
-    MAX_SPREAD,
-    MIN_RUNS,
-    Cell,
-    Comparison,
-    Metric,
-    Summary,
-    metric,
+from e2e.analysis.outputs import NOT_SAFE, NOT_SHOWN, SAFE, MergeCall, merge_calls
+from e2e.analysis.sweep import (
+    MAX_ACCEPTANCE_MOVE, MAX_SPREAD, MIN_RUNS, Attribution, Cell, Comparison, Metric, Summary,
+    WarningLine, headline_metric, metric, warning_lines
 )
 
 __all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
@@ -127,7 +117,7 @@ def _change(comp: Comparison) -> str:
     return f"{format_pct(comp.pct)} % [{format_pct(lo)}, {format_pct(hi)}]"
 
 
-def format_attribution(a: analysis.Attribution) -> str:
+def format_attribution(a: Attribution) -> str:
     """``mean TPOT +9.1 % [..] = verify step +9.0 % [..], acceptance length −0.1 % [..]: the
     change is the verify step's (the kernel's)``."""
     tpot = "mean TPOT" if a.source == "client" else "server mean TPOT"
@@ -186,7 +176,7 @@ class _Markers:
     """Numbers the summary's warning lines (one per cause) 1..N, in order, for ``⚠N``
     markers: a figure's marker names the line of each cause that touches it."""
 
-    def __init__(self, lines: tuple[analysis.WarningLine, ...]) -> None:
+    def __init__(self, lines: tuple[WarningLine, ...]) -> None:
         self.number = {id(w): i for i, line in enumerate(lines, start=1) for w in line.warnings}
 
     def suffix(self, summary: Summary, arm: str, conc: int, mode: str, key: str) -> str:
@@ -491,8 +481,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         plot_names = comparison_plot_names(summary) + tuple(
             per_position_plot_name(conc, mode) for mode in summary.spec_modes
             for conc in summary.concurrencies if positions_in(summary, conc, mode))
-    warning_lines = analysis.warning_lines(summary)
-    markers = _Markers(warning_lines)
+    warned = warning_lines(summary)
+    markers = _Markers(warned)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
     lines.append(_runs_sentence(summary))
     lines.append(
@@ -544,8 +534,8 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         lines.append("")
 
     lines += ["## Warnings", ""]
-    if warning_lines:  # one line per cause, each cell it touched named once
-        for i, line in enumerate(warning_lines, start=1):
+    if warned:  # one line per cause, each cell it touched named once
+        for i, line in enumerate(warned, start=1):
             lines.append(f"- {WARN}{i} {md_text(line.text)}")  # may quote a server
     else:
         lines.append("None.")
@@ -576,7 +566,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         "“inconclusive” with the MDE, the smallest change these runs could have detected (or, "
         "when the interval excludes 0 but the change is under the minimum effect, saying so); “too "
         "few runs” when an arm has fewer than 2 reported runs. Zero spread never gives certainty: "
-        f"a run-to-run noise below {analysis.RESOLUTION_SD * 100:g} % per run (the measurement's "
+        f"a run-to-run noise below {RESOLUTION_SD * 100:g} % per run (the measurement's "
         "resolution) is floored at that (warned). "
         f"{HOLM_MARK}: the verdict does not survive Holm's correction across the report's "
         "primary comparisons (the headline metric of every cell; A/A checks and secondary "
@@ -585,7 +575,7 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
                  "concurrency, ms per verify step with the speculator (raw TPOT follows the "
                  "acceptance length, which moves from run to run on random prompts).")
     for m in summary.metrics:
-        position = analysis.position_of(m.key)
+        position = position_of(m.key)
         if position is not None and position > 1:
             continue  # one line says it for every position
         if position == 1:

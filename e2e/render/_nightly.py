@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.analysis import NIGHTLY_METRICS
+from e2e.analysis.nightly import NIGHTLY_METRICS
 from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
 from e2e.render._markup import md_link, md_text
 from e2e.render._table import md_row

@@ -6,8 +6,10 @@ merge is ``e2e.render._markdown.merge_section``, which uses these formatters.
 
 from __future__ import annotations
 
-from e2e.analysis import (AA, NOT_SAFE, NOT_SHOWN, SAFE, CellCache, OutputAgreement,
-                          OutputComparison, Summary)
+from e2e.analysis.outputs import (
+    AA, NOT_SAFE, NOT_SHOWN, SAFE, CellCache, OutputAgreement, OutputComparison
+)
+from e2e.analysis.sweep import Summary
 from e2e.render._markup import md_text
 from e2e.render._table import md_row
 

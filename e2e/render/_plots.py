@@ -14,7 +14,8 @@ import io
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from e2e.analysis import Summary, position_key, position_of
+from e2e.analysis.sweep import Summary
+from e2e.metrics import position_key, position_of
 from e2e.render._forest import render_comparison_plots
 
 __all__ = ["render_plots", "positions_in", "per_position_plot_name"]

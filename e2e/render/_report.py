@@ -22,8 +22,8 @@ import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from e2e.analysis import (ReportWarning, Summary, equivalence_of, gsm8k_report, select,
-                          summarize, summarize_outputs)
+from e2e.analysis.outputs import gsm8k_report, summarize_outputs
+from e2e.analysis.sweep import ReportWarning, Summary, equivalence_of, select, summarize
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
