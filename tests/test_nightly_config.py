@@ -149,11 +149,11 @@ def test_dry_run_prints_plan_hash_and_baseline(tmp_path) -> None:
     assert result.output.count("reference-c1-base-r") == 9
     assert result.output.count('"step_delay_us": 500') == 9  # main's, not the reference's
     assert f"config hash {load_nightly().config_hash[:12]}; baseline: none" in result.output
-    # the looks, and what a night resolves (from the host's measured duets: no history yet)
+    # the looks, and what a night resolves (from the development VM's duets, said to be a guess: no history yet)
     assert "then while a ratio cell is not resolved" in result.output
     assert "up to 17, 25, 33" in result.output
-    assert "resolves: main-vs-reference c1 base server_tpot_ms_mean: planned from the host's" \
-        in result.output
+    assert "resolves: main-vs-reference c1 base server_tpot_ms_mean: planned from a guess, not " \
+        "this host: duets measured on e2e's 2-core development VM" in result.output
     assert "The 7 % threshold is resolved." in result.output
     assert not (tmp_path / "nightly").exists()  # started nothing
     # the header first, as the sweep's dry run opens: the plan, builds, model, rounds and the

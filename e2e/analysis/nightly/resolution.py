@@ -47,15 +47,20 @@ class Noise:
     source: str
 
 
-HOST_DUETS = Noise(0.045, 0.01, "the host's measured duets (docs/measurements/nights.md, sets 4-8 of "
-                   "the nightly in duets: 4.1-5.1 % a duet, a night part of 0-2 %)")
-"""Tonight's build ÷ the reference in a duet (both servers at once, four swapping windows):
+HOST_DUETS = Noise(0.045, 0.01, "a guess, not this host: duets measured on e2e's 2-core "
+                   "development VM (docs/measurements/nights.md: 4.1-5.1 % a duet, a night part "
+                   "of 0-2 %); the plan follows this host's own nights once the ratio's history "
+                   "holds two")
+"""A guess for a host with no history yet, said as one wherever it is used: tonight's build ÷
+the reference in a duet on e2e's 2-core development VM (both servers at once, four swapping windows):
 per-duet sd rms 4.1 % over sets 4-5 and 5.1 % over sets 7-8; the nights' means spread about
 2 % beyond their duets in sets 4-5 and not at all in sets 7-8."""
-HOST_ONE_AT_A_TIME = Noise(0.178, 0.01, "the host's measured servers one at a time (DESIGN.md: "
-                           "a fresh server's level sd 17.6 %, consecutive servers correlated "
-                           "0.48, so the sd of a round's ratio is √(2·(1 − 0.48))·17.6 %)")
-"""Tonight's build ÷ the reference run one after the other in a round: the host's level
+HOST_ONE_AT_A_TIME = Noise(0.178, 0.01, "a guess, not this host: servers one at a time on "
+                           "e2e's 2-core development VM (DESIGN.md: a fresh server's level sd "
+                           "17.6 %, consecutive servers correlated 0.48, so the sd of a round's "
+                           "ratio is √(2·(1 − 0.48))·17.6 %); the plan follows this host's own "
+                           "nights once the ratio's history holds two")
+"""A guess, as ``HOST_DUETS``: tonight's build ÷ the reference run one after the other in a round: the host's level
 moves between the two servers (sd 17.6 % a server, lag-1 correlation 0.48, DESIGN.md)."""
 
 
@@ -222,7 +227,7 @@ def design_lines(*, cell: str, threshold: float, looks: Looks, runs_of, nights_f
     if one_at_a_time:
         duets = resolution(HOST_DUETS, looks, nights=nights_full, **kw)
         lines.append(f"One server at a time ({one_at_a_time}): a round's ratio then carries the "
-                     "host's drift between its two servers; on the development host a night "
+                     "host's drift between its two servers; on e2e's 2-core development VM a night "
                      f"resolves {resolution(HOST_ONE_AT_A_TIME, looks, nights=nights_full, **kw):.0f} %"
                      f" so, against {duets:.1f} % in duets.")
     return lines

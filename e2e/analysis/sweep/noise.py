@@ -15,6 +15,12 @@ from e2e.analysis.sweep.summary import NoiseRow
 __all__ = ["noise_rows"]
 
 
+_RHO_FROM = {"calibration": "a guess: e2e's 2-core development VM's calibration, the folder too "
+                            "small for its own"}
+"""How the report names where the AR(1) correlation came from: the calibration's is not this
+host's, and says so."""
+
+
 def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], CellFit],
                 aa_arms: tuple[str, ...], confidence: float, target: float,
                 priors: dict[tuple[str, str, int], Prior]) -> tuple[NoiseRow, ...]:
@@ -42,7 +48,7 @@ def noise_rows(rows: list[dict], fits: dict[tuple[int, str, str], CellFit],
             source = (f"model residuals of {fit.arms} arms, {fit.runs} runs"
                       + (", slot term" if fit.slot else "")
                       + (", recorded interference as a covariate" if fit.covariate else "")
-                      + (f", AR(1) over time ρ {fit.rho:.2f} ({fit.rho_source}; GLS)"
+                      + (f", AR(1) over time ρ {fit.rho:.2f} ({_RHO_FROM.get(fit.rho_source, fit.rho_source)}; GLS)"
                          if fit.model == "ar1-gls" else "")
                       + (f", standard errors honest for ρ {fit.honest_for[0]:g}–"
                          f"{fit.honest_for[1]:g}" if fit.honest_for else "")
