@@ -38,7 +38,7 @@ from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput
 from e2e.results import objective_of
 from e2e.session import server_launch
-from e2e.session._server import ServerOptions, serve
+from e2e.session.server import ServerOptions, serve
 
 VLLM_BENCH = ("import sys; from vllm.benchmarks.serve import add_cli_args, main; "
               "from vllm.utils.argparse_utils import FlexibleArgumentParser; "

@@ -42,7 +42,7 @@ from scipy.stats import norm
 
 from e2e.analysis import capacity_estimate, capacity_ratio, goodput_margin
 from e2e.capacity import SearchSettings, next_rates
-from e2e.capacity._run import interleave
+from e2e.capacity.run import interleave
 from e2e.results import MarginRun
 
 

@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_ceiling import _pinned, _server  # noqa: E402
 
-from e2e.host._affinity import spread_cores  # noqa: E402
-from e2e.load._generator import LoadSpec, _shards, run_measured_load  # noqa: E402
-from e2e.load._stream import run_loop, run_shard  # noqa: E402
-from e2e.load._workers import run_workers  # noqa: E402
+from e2e.host.affinity import spread_cores  # noqa: E402
+from e2e.load.generator import LoadSpec, _shards, run_measured_load  # noqa: E402
+from e2e.load.stream import run_loop, run_shard  # noqa: E402
+from e2e.load.workers import run_workers  # noqa: E402
 
 
 def _bare(spec, shard, core: int, t0: float, conn) -> None:

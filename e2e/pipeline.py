@@ -2,9 +2,9 @@
 
     config (TOML -> pydantic, once)
       -> plan: a list of units (e2e.plan; e2e.gsm8k.run for GSM8K; nightly plans both)
-      -> executor: runs the units in rounds, resumes, shows progress (e2e.execute._executor)
+      -> executor: runs the units in rounds, resumes, shows progress (e2e.execute.executor)
            -> server session per unit: build -> fresh server -> /health -> plugin check
-              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session._session)
+              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session.session)
       -> aggregate: comparable cells -> comparisons (e2e.analysis._aggregate, e2e.analysis.stats)
       -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
 

@@ -46,7 +46,7 @@ def test_the_search_brackets_the_true_capacity_then_repeats_at_the_boundary(trut
 
 
 def test_a_rounds_units_take_turns_so_neighbours_in_time_differ():
-    from e2e.capacity._run import interleave
+    from e2e.capacity.run import interleave
 
     assert interleave([[1, 2, 3], ["a"], ["x", "y"]]) == [1, "a", "x", 2, "y", 3]
     assert interleave([]) == [] and interleave([[], [1]]) == [1]
@@ -575,7 +575,7 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
 
 
 def test_a_duet_round_pairs_the_next_units_and_fills_or_waits():
-    from e2e.capacity._run import _duets
+    from e2e.capacity.run import _duets
     from e2e.plan import RunSpec
 
     base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)

@@ -1,4 +1,4 @@
-"""Duets: arms measured together in time, one per slot (e2e.session._duet, e2e.plan).
+"""Duets: arms measured together in time, one per slot (e2e.session.duet, e2e.plan).
 
 The plan's balance is checked exactly; the session against real server processes (the
 scripted vLLM of tests/fakevllm.py, started by e2e's own ``serve``): every side starts,

@@ -10,9 +10,9 @@ import time
 import pytest
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import _stream
+from e2e.load import stream as _stream
 from e2e.load import LoadOutcome, LoadSpec, run_measured_load
-from e2e.load._workload import FIRST_LATE_MS, _first_lateness_s
+from e2e.load.workload import FIRST_LATE_MS, _first_lateness_s
 from e2e.results import RequestRecord
 
 SLOW_START_S = 0.3  # a loop that takes this long to start, as a busy host's did

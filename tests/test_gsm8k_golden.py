@@ -112,7 +112,7 @@ def _write(results: Path) -> None:
         eval_dir = gsm8k_dir(results, "exp") / folder
         write_eval_info(eval_dir, info)
         for label, record, verdicts in arms:
-            if record is not None:  # the session's record write (e2e.session._session)
+            if record is not None:  # the session's record write (e2e.session.session)
                 atomic_write_json(eval_dir / label / "arm.json", record.model_dump(mode="json"))
             if verdicts is not None and (record is None or record.valid):
                 write_verdicts(eval_dir / label / VERDICTS_FILE, verdicts)

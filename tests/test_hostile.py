@@ -460,7 +460,7 @@ def test_a_signal_at_every_step_of_the_spawn_leaves_no_server(step, tmp_path, mo
 
     from e2e.arms import ServerLaunch
     from e2e.kinds import VLLM
-    from e2e.session import _server
+    from e2e.session import server as _server
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     sleeper = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))

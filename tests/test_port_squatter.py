@@ -19,7 +19,7 @@ import fakevllm
 from conftest import small
 from e2e.errors import ServerStartError
 from e2e.session import SessionOptions, run_unit, server_launch
-from e2e.session import _server
+from e2e.session import server as _server
 
 SQUATTER = r'''
 import http.server, json, sys

@@ -114,7 +114,7 @@ def test_a_second_ctrl_c_while_writing_loses_nothing(default_experiment, tmp_pat
     import os
     import signal
 
-    import e2e.session._session as session
+    import e2e.session.session as session
     from e2e.session import shielded
 
     def interrupted(job, log_path):

@@ -1,4 +1,4 @@
-"""Workloads (e2e.load._traffic): the shared-prefix and trace workloads draw exactly what they
+"""Workloads (e2e.load.draw): the shared-prefix and trace workloads draw exactly what they
 say (shared prefixes token for token, lengths, send times), the same for every arm; a scheduled
 load keeps its times and per-request max_tokens; a session records the workload block (hash,
 cache state, prefix-cache hit rate from the counters, segments); an external server's prefix

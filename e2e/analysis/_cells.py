@@ -40,7 +40,7 @@ OTHERS_SHARE = INTERFERENCE_SHARE
 ``e2e.results.INTERFERENCE_SHARE``)."""
 OWN_SHARE = 0.5
 """A saturated client that used less than this share of its core was starved by others, not
-by its own load (the session's rule, ``e2e.load._workload``)."""
+by its own load (the session's rule, ``e2e.load.workload``)."""
 
 
 def _saturation(saturated: pd.DataFrame, reported: pd.DataFrame,

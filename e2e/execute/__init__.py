@@ -3,10 +3,10 @@ bookkeeper for both (attempts, units given up, progress and ETA for the whole pl
 plan described without starting anything.
 """
 
-from e2e.execute._describe import build_line, describe_arms, describe_plan, plan_header
-from e2e.execute._executor import Executor, LocalExecutor, SessionUnit, blocks
-from e2e.execute._progress import OnUnit, Outcome, format_eta
-from e2e.execute._ray import (FAILURE_JSON, RayExecutor, check_host_plugin, describe_cluster_plan,
+from e2e.execute.describe import build_line, describe_arms, describe_plan, plan_header
+from e2e.execute.executor import Executor, LocalExecutor, SessionUnit, blocks
+from e2e.execute.progress import OnUnit, Outcome, format_eta
+from e2e.execute.ray import (FAILURE_JSON, RayExecutor, check_host_plugin, describe_cluster_plan,
                               driver_plugin, executor_from, keep_failed_attempt)
 
 __all__ = [

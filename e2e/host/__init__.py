@@ -3,9 +3,9 @@ the host during a run.
 """
 
 from e2e.host._procfs import cpu_model, group_members, memory_of, physical_core, runqueue_wait_s
-from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, pin_process,
+from e2e.host.affinity import (describe_affinity, format_cpus, group_placement, pin_process,
                                 pinned_process, repin_group, spawn_pinned, spread_cores)
-from e2e.host._noise import (HostSnapshot, gpu_state, noise, parse_nvidia_smi, parse_rocm_smi,
+from e2e.host.quiet import (HostSnapshot, gpu_state, noise, parse_nvidia_smi, parse_rocm_smi,
                              require_quiet, snapshot, with_descendants)
 from e2e.host._ports import port_holders, strangers
 

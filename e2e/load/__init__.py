@@ -5,16 +5,16 @@ session workload that drives it, burst detection on the streams it measured
 """
 
 from e2e.load._arrivals import arrival_times
-from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
+from e2e.load.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
                               stream_spread)
-from e2e.load._cache import reset_prefix_cache
-from e2e.load._clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
-from e2e.load._generator import (LoadOutcome, LoadSpec, drive, make_prompts, run_measured_load,
+from e2e.load.cache import reset_prefix_cache
+from e2e.load.clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
+from e2e.load.generator import (LoadOutcome, LoadSpec, drive, make_prompts, run_measured_load,
                                  vocabulary)
-from e2e.load._sse import SSEStream, StreamFailed, check_usage, output_ids
-from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
-from e2e.load._workers import merge_shards, split_requests
-from e2e.load._workload import (HOLD_S, LoadWorkload, combine_windows, hold_batch, interference,
+from e2e.load.sse import SSEStream, StreamFailed, check_usage, output_ids
+from e2e.load.draw import WARMUP_NOTE, Traffic, traffic
+from e2e.load.workers import merge_shards, split_requests
+from e2e.load.workload import (HOLD_S, LoadWorkload, combine_windows, hold_batch, interference,
                                 retried_warning)
 from e2e.results import INTERFERENCE_SHARE, WARN_SHARE  # the levels a run warns at
 

@@ -6,7 +6,7 @@
            build the commit (a managed environment per commit, as any git build)
            -> runs of the good build and of the commit in rounds (a fresh server each run,
               the two arms back to back in every round, in the plan's balanced order: ``e2e.plan`` and
-              ``e2e.execute._describe``)
+              ``e2e.execute.describe``)
            -> the cell's metric per round, the commit against the good build of the same
               round (``e2e.analysis.blocked_change``) -> good / bad (``classify``), more
               rounds while undecided

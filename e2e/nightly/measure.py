@@ -51,7 +51,7 @@ def measure_night(cfg: NightlyConfig, night: Night, *, look: Callable[[list[Nigh
                   servers=None) -> Measured:
     """Measure tonight (the module docstring). ``look``: the judgement of the cells measured
     so far, after each look but the last; the night measures more rounds while a verdict
-    wants more (``CellVerdict.more``). ``servers`` (an ``e2e.session._session.Servers``) and
+    wants more (``CellVerdict.more``). ``servers`` (an ``e2e.session.session.Servers``) and
     ``gsm8k_runner`` replace the real servers in tests."""
     from e2e.execute import executor_from
     from e2e.pipeline import execute

@@ -64,7 +64,7 @@ def run_nightly(
     servers=None,
 ) -> NightOutcome:
     """Run one night end to end and judge it (see the module docstring). ``servers``
-    (an ``e2e.session._session.Servers``) replaces the real servers in tests."""
+    (an ``e2e.session.session.Servers``) replaces the real servers in tests."""
     night = night_of(cfg, date=options.date, results=options.results,
                      arm_overrides=options.arm_overrides, pinned=options.pinned,
                      store=options.store)

@@ -4,7 +4,7 @@ command's flags in rounds and a balanced arm order, the same on every resume.
 
 from e2e.plan._units import (GSM8K_CONCURRENCY, DuetSpec, EvalSpec, RunSpec, Unit,
                              comparable_settings, pinned_of)
-from e2e.plan._plan import (ORDER_FILE, FolderOrder, Order, claim_order, describe_order,
+from e2e.plan.plan import (ORDER_FILE, FolderOrder, Order, claim_order, describe_order,
                             duet_rounds, folder_order, make_plan, order_of, order_seed,
                             record_order, round_orders, rounds, williams)
 

@@ -16,9 +16,9 @@ the others of the report, the first time it is asked for (``__getattr__``); the 
 names load theirs (with the nightly's settings and judgement) apart from the report's.
 """
 
-from e2e.render._kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
+from e2e.render.kernels import (host_cost_markdown, micro_markdown, micro_plot, steps_markdown,
                                  write_micro, write_steps)
-from e2e.render._markup import csv_safe, md_text
+from e2e.render.markup import csv_safe, md_text
 from e2e.render._unit import unit_markdown
 
 __all__ = [
@@ -44,22 +44,22 @@ def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name in _NIGHTLY:
-        from e2e.render._dashboard import SiteData, report_link, site_files, write_site
-        from e2e.render._nightly import (SummaryContext, metric_label, render_summary,
+        from e2e.render.dashboard import SiteData, report_link, site_files, write_site
+        from e2e.render.nightly import (SummaryContext, metric_label, render_summary,
                                          render_summary_github, render_trends, said)
     else:
         from e2e.render._capacity import render_capacity_plot
-        from e2e.render._csv import render_csv
-        from e2e.render._forest import comparison_plot_names, forest_figure
-        from e2e.render._github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,
+        from e2e.render.csv_report import render_csv
+        from e2e.render.forest import comparison_plot_names, forest_figure
+        from e2e.render.github import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT,
                                         fit_comment, render_github, verdict_icon)
         from e2e.render._gsm8k import gsm8k_csv, gsm8k_markdown, write_gsm8k_report
         from e2e.render._history import cell_history_text, history_nights_text
-        from e2e.render._html import render_html
-        from e2e.render._json import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
-        from e2e.render._markdown import (format_cell, format_headline_comparison, format_pct,
+        from e2e.render.html_report import render_html
+        from e2e.render.json_report import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
+        from e2e.render.markdown import (format_cell, format_headline_comparison, format_pct,
                                           format_value, render_markdown)
-        from e2e.render._plots import render_plots
+        from e2e.render.plots import render_plots
         from e2e.render._report import ReportOutput, build_report, read_summary
         from e2e.render._toml import toml_text
 

@@ -7,7 +7,7 @@ one are skipped: a run in progress or one that failed before writing), hands the
 ``<results_dir>/report/`` with atomic writes:
 
     report/report.md          the Markdown report
-    report/index.html         the same report as a page, with every plot (e2e.render._html)
+    report/index.html         the same report as a page, with every plot (e2e.render.html_report)
     report/cells.csv          every cell (arm, concurrency, spec mode, metric)
     report/comparisons.csv    every comparison with the baseline
     report/plots/*.png        each metric against concurrency, one line per arm
@@ -28,10 +28,10 @@ from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
 from e2e.results import RunRecord, load_outputs, load_records, read_evaluations
-from e2e.render._csv import render_csv
-from e2e.render._markdown import render_markdown
-from e2e.render._plots import render_plots
-from e2e.render._html import render_html
+from e2e.render.csv_report import render_csv
+from e2e.render.markdown import render_markdown
+from e2e.render.plots import render_plots
+from e2e.render.html_report import render_html
 
 __all__ = ["ReportOutput", "FolderSummary", "build_report", "read_summary", "REPORT_DIR"]
 
@@ -48,7 +48,7 @@ class ReportOutput:
     markdown_path: Path
     csv_paths: tuple[Path, ...]
     plot_paths: tuple[Path, ...]
-    html_path: Path | None = None   # report/index.html (e2e.render._html)
+    html_path: Path | None = None   # report/index.html (e2e.render.html_report)
 
     @property
     def paths(self) -> tuple[Path, ...]:

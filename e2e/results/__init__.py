@@ -5,16 +5,16 @@ capacity's objective, searches and estimates; the levels a run warns at) and the
 results store (one folder per unit, made by one atomic rename).
 """
 
-from e2e.results._records import (
+from e2e.results.records import (
     BurstSummary, ClientStats, DuetInfo, GPUDevice, GPUProcess, GPUState, HostNoise, Placement,
     PlacementInfo, ServerMemory, PluginInfo, ProcessCPU, ProcessPlacement, RequestRecord, RunMetrics,
     RunRecord, SegmentMetrics, ServerInfo, SpecCounters, WorkloadInfo,
     INTERFERENCE_SHARE, WARN_SHARE
 )
-from e2e.results._capacity import (
+from e2e.results.capacity import (
     P99_FIELDS, ArmSearch, Capacity, CapacityResult, MarginRun, Objective, Step, objective_of
 )
-from e2e.results._gsm8k import (
+from e2e.results.gsm8k import (
     GSM8K_REFERENCE_ARM, GSM8K_SCHEMA_VERSION, VERDICTS_FILE, ArmResult, EvalInfo, Evaluation,
     SampleVerdict, arm_is_complete, eval_dir_name, gsm8k_dir, read_arm, read_eval_info,
     read_evaluations, read_verdicts, write_eval_info, write_verdicts
@@ -34,8 +34,8 @@ from e2e.results._nightly_store import (
     SCHEMA_VERSION as STORE_SCHEMA_VERSION, metadata as STORE_METADATA, NightInfo, Store,
     masked_text, masked_url, open_store, resolve_url
 )
-from e2e.results._looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
-from e2e.results._store import (
+from e2e.results.looks import LOOKS_FILE, last_look_confidence, read_looks, write_looks
+from e2e.results.store import (
     load_records, resume_state, writing,
     REQUESTS, finalize, finalize_unit, new_partial_dir, next_attempt_dir, next_repeat,
     load_outputs, read_outputs, read_requests, read_run, record_name, unit_dir, unit_state,

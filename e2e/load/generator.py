@@ -21,9 +21,9 @@ import numpy as np
 
 from e2e.errors import ConfigError
 from e2e.load._arrivals import arrival_times
-from e2e.load._clientstats import ClientStats, client_stats
-from e2e.load._stream import Shard, run_loop, run_shard
-from e2e.load._workers import run_workers, split_requests
+from e2e.load.clientstats import ClientStats, client_stats
+from e2e.load.stream import Shard, run_loop, run_shard
+from e2e.load.workers import run_workers, split_requests
 from e2e.results import RequestRecord
 
 __all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary", "drive",
@@ -241,7 +241,7 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
         at = _schedule(spec)
         shards = _shards(spec, at)
         if len(shards) == 1:
-            # the schedule's clock starts when the loop is ready (e2e.load._stream)
+            # the schedule's clock starts when the loop is ready (e2e.load.stream)
             records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter, done))
             usages = [usage]
         else:

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from e2e.load._sse import SSEStream, StreamFailed
+from e2e.load.sse import SSEStream, StreamFailed
 
 __all__ = ["Endpoint", "Connection", "Pool", "IdleClosed"]
 

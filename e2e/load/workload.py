@@ -18,12 +18,12 @@ from e2e.console import Say
 from e2e.arms import ServerLaunch
 from e2e.config import LoadConfig
 from e2e.plan import RunSpec, pinned_of
-from e2e.load._cache import FRESH, CacheState, reset_prefix_cache
-from e2e.load._generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
-from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
+from e2e.load.cache import FRESH, CacheState, reset_prefix_cache
+from e2e.load.generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
+from e2e.load.draw import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
 from e2e.results import Placement
-from e2e.load._bursts import burst_summary
+from e2e.load.bursts import burst_summary
 from e2e.results import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
                          SegmentMetrics, WorkloadInfo)
 from e2e.metrics import goodput
@@ -73,7 +73,7 @@ class LoadWorkload:
         self.outcomes: list[LoadOutcome] = []
         self.filler: list[list[int]] | None = None
         self.client_cpus = load.cpus  # where the load generator runs now (a duet swap moves it)
-        # a swapping duet side's turn before window w > 0 (e2e.session._duet.Together.turn):
+        # a swapping duet side's turn before window w > 0 (e2e.session.duet.Together.turn):
         # returns the load generator's CPUs for window w
         self.between_windows: Callable[[int], str | None] | None = None
         # /metrics at the start and end of each such turn: its hold's requests (never measured)

@@ -21,8 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.analysis import NIGHTLY_METRICS
-from e2e.render._github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
-from e2e.render._markup import md_link, md_text
+from e2e.render.github import COMMENT_LIMIT, COMMENT_MARKER, fit_comment
+from e2e.render.markup import md_link, md_text
 from e2e.render._table import md_row
 from e2e.results import EXIT_CODES, GSM8K_METRIC, CellVerdict, Judgement, NightCell, worse_end
 

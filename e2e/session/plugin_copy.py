@@ -4,7 +4,7 @@ vLLM loads general plugins through the ``vllm.general_plugins`` entry point of a
 distribution on the server's ``sys.path``. Rather than installing e2e into the server's
 environment (stateful: the environment is shared by every checkout that uses it, so its
 servers would run whichever checkout installed it last), e2e copies the plugin's source
-(``e2e.plugin._source.PARTS``: e2e's ``__init__``, ``plugin/`` and ``kernels/``) as it is
+(``e2e.plugin.source.PARTS``: e2e's ``__init__``, ``plugin/`` and ``kernels/``) as it is
 when the run starts into a content-addressed folder and puts that folder first on each
 server's ``PYTHONPATH``, beside a generated ``e2e-<version>.dist-info`` that declares the
 entry point::
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import e2e
 from e2e.paths import e2e_home, fsync_dir
-from e2e.plugin._source import digest_of, package_dir, plugin_files
+from e2e.plugin.source import digest_of, package_dir, plugin_files
 
 __all__ = ["PluginTree", "plugin_tree", "server_pythonpath", "SERVER_ENV"]
 

@@ -1,7 +1,7 @@
 """The prefix cache's state before a measured load.
 
 A fresh server (e2e's default) starts with an empty prefix cache, and the warmup shares no
-prefix with the measured requests (``e2e.load._traffic.WARMUP_NOTE``), so the measured load
+prefix with the measured requests (``e2e.load.draw.WARMUP_NOTE``), so the measured load
 meets a cold cache for its own prompts. A reused server (``--base-url``) may hold them from an
 earlier run (every arm sends the same prompts): e2e asks it to drop its prefix cache
 (``POST /reset_prefix_cache``, vLLM's development endpoint, served when the server runs with

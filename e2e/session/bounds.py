@@ -194,7 +194,7 @@ def model_context(experiment: Experiment, arm: str) -> tuple[int, str] | None:
 
 def _config_context(model: str) -> tuple[int, str] | None:
     from e2e.paths import read_bounded
-    from e2e.session._tinymodel import TINY_LLAMA, TinyLlamaSpec, model_path
+    from e2e.session.tinymodel import TINY_LLAMA, TinyLlamaSpec, model_path
 
     if model == TINY_LLAMA:
         return TinyLlamaSpec.max_positions, f"{TINY_LLAMA}'s max_position_embeddings"

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from e2e.load._conn import Endpoint, IdleClosed, Pool
-from e2e.load._clientstats import LagProbe, ProcessUsage, runqueue_wait_s
-from e2e.load._sse import SSEStream, StreamFailed, check_usage, output_ids
+from e2e.load.conn import Endpoint, IdleClosed, Pool
+from e2e.load.clientstats import LagProbe, ProcessUsage, runqueue_wait_s
+from e2e.load.sse import SSEStream, StreamFailed, check_usage, output_ids
 from e2e.results import RequestRecord
 
 __all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
@@ -103,7 +103,7 @@ async def _request(pool: Pool, spec, index: int, prompt: Sequence[int], t0: floa
     only when a connection is lost.
 
     The record carries the completion's token ids where the server sent them
-    (``e2e.load._sse.output_ids``), None otherwise; a server that echoed another prompt than
+    (``e2e.load.sse.output_ids``), None otherwise; a server that echoed another prompt than
     the one sent fails the request."""
     clock = time.perf_counter
     send = clock() - t0 if sent is None else sent

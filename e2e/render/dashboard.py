@@ -50,7 +50,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from e2e.names import safe_link
-from e2e.render._nightly import metric_label
+from e2e.render.nightly import metric_label
 from e2e.results import (GSM8K_METRIC, GSM8KAgreement, HistoryCell, StoredChangePoint,
                          StoredNight, StoredVerdict)
 

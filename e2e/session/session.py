@@ -2,16 +2,16 @@
 
     run_unit(experiment, unit, results)
         resolve the arm's launch once (build, model, argv, environment)
-        -> a fresh server in its own process group (``e2e.session._server.serve``) -> /health
+        -> a fresh server in its own process group (``e2e.session.server.serve``) -> /health
         -> the plugin check (mandatory; ``--no-plugin-check`` is an explicit, recorded choice)
         -> workload warmup -> /metrics before -> the workload -> /metrics after
         -> stop the process group
         -> the unit's folder, with its record (spec, redacted config, server argv and
            environment, provenance, plugin mode), finalized atomically
 
-Each step is a method of ``Session``, which a duet side (``e2e.session._duet``) calls too, in
+Each step is a method of ``Session``, which a duet side (``e2e.session.duet``) calls too, in
 the same order, meeting its partners between them. Load runs and GSM8K evaluations are two
-workloads inside it (``e2e.load._workload``, ``e2e.gsm8k.workload``). Whatever happens, the
+workloads inside it (``e2e.load.workload``, ``e2e.gsm8k.workload``). Whatever happens, the
 folder is written with what was measured and why the unit is invalid if it is; Ctrl-C (or
 SIGTERM) stops the server, writes what finished and re-raises.
 """
@@ -36,15 +36,15 @@ from e2e.plan import DuetSpec, Unit
 from e2e.console import Say
 from e2e.errors import E2EError, ServerBusyError, ServerError
 from e2e.paths import atomic_write_json, atomic_write_text
-from e2e.session._bounds import check_units
-from e2e.session._plugin_check import check_plugin
+from e2e.session.bounds import check_units
+from e2e.session.plugin_log import check_plugin
 from e2e.session._provenance import provenance
 from e2e.results import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
 from e2e.host import describe_affinity, group_members, memory_of
-from e2e.session._external import external_servers
+from e2e.session.external import external_servers
 from e2e.host import noise, snapshot, with_descendants
 from e2e.results import HostNoise
-from e2e.session._server import ServerOptions
+from e2e.session.server import ServerOptions
 from e2e.session._servers import ServerHandle, Servers
 from e2e.session._shield import shielded
 from e2e.results import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
@@ -108,7 +108,7 @@ class SessionOptions:
     progress: bool = True
     say: Say = lambda message: None
     servers: Servers | None = None  # None: fresh servers, or the config's external one
-    workloads: Callable[..., Workload] | None = None  # None: e2e.load._workload.Workloads()
+    workloads: Callable[..., Workload] | None = None  # None: e2e.load.workload.Workloads()
 
 
 def servers_for(experiment: Experiment) -> Servers:

@@ -1,5 +1,5 @@
 """PNG renderer: a ``Summary`` -> one plot per (spec mode, metric), the acceptance rate per
-draft position, plus the comparison's forest and strip plots (``e2e.render._forest``), as
+draft position, plus the comparison's forest and strip plots (``e2e.render.forest``), as
 bytes (no I/O).
 
 Each plot shows the metric against concurrency (log-2 axis), one line per arm through the
@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from e2e.analysis import Summary, position_key, position_of
-from e2e.render._forest import render_comparison_plots
+from e2e.render.forest import render_comparison_plots
 
 __all__ = ["render_plots", "positions_in", "per_position_plot_name"]
 

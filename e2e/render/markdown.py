@@ -13,10 +13,10 @@ import statistics
 
 from e2e import analysis
 from e2e.analysis import headline_metric
-from e2e.render._markup import md_text
-from e2e.render._forest import comparison_plot_names
+from e2e.render.markup import md_text
+from e2e.render.forest import comparison_plot_names
 from e2e.render._outputs import CALL_ICONS, format_agreement, format_hit_rate, outputs_section, yardstick
-from e2e.render._plots import per_position_plot_name, positions_in
+from e2e.render.plots import per_position_plot_name, positions_in
 from e2e.render._table import md_row
 from e2e.analysis import (
     NOT_SAFE,

@@ -41,7 +41,7 @@ from e2e.config import DuetSlot, Experiment
 from e2e.errors import E2EError, ServerError
 from e2e.plan import DuetSpec, RunSpec
 from e2e.results import DuetInfo, RunRecord, new_partial_dir
-from e2e.session._session import Session, SessionOptions
+from e2e.session.session import Session, SessionOptions
 from e2e.session._shield import shielded
 
 __all__ = ["Together", "run_duet", "run_side"]
@@ -208,7 +208,7 @@ class Together:
 
 def run_side(experiment: Experiment, unit: RunSpec, results: Path, options: SessionOptions,
              together: Together) -> tuple[Path, BaseModel]:
-    """One side's server session (``e2e.session._session.Session``'s steps, as ``run_unit``
+    """One side's server session (``e2e.session.session.Session``'s steps, as ``run_unit``
     takes them) in its slot, meeting its partners between the steps: ready after the warmup,
     go once its counters and host snapshot are read, then its load held until every side is
     done measuring (with ``swap``, also between load windows). A side that fails lets its
@@ -322,14 +322,14 @@ def run_duet(experiment: Experiment, duet: DuetSpec, results: Path,
     if len(duet.sides) > len(slots):
         raise ServerError(f"{duet.unit_id}: {len(duet.sides)} sides but [duet] has "
                           f"{len(slots)} slots")
-    from e2e.session._bounds import check_units
+    from e2e.session.bounds import check_units
 
     check_units(experiment, [duet])  # before any side starts
     for line in shared_cores(slots[:len(duet.sides)], names):
         if line not in _SAID:  # once per process, not once per duet
             _SAID.add(line)
             options.say(f"warning: {line}")
-    from e2e.session._server import server_lock
+    from e2e.session.server import server_lock
 
     with server_lock(wait_s=experiment.server.lock_wait_s, slots=names[:len(duet.sides)]):
         return _run_sides(experiment, duet, results, options, names)

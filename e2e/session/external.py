@@ -29,15 +29,15 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from e2e.arms import ServerLaunch
-from e2e.session._launch import server_launch
+from e2e.session.launch import server_launch
 from e2e.errors import ConfigError, ServerError
 from e2e.redact import mask_url, remember, scrub
-from e2e.session._http import METRICS_LIMIT, PROBE_LIMIT, Answer, fetch
+from e2e.session.http import METRICS_LIMIT, PROBE_LIMIT, Answer, fetch
 from e2e.session._servers import Servers
 
 __all__ = ["ExternalServer", "external_servers", "api_key_from_env", "parse_base_url"]
 
-_TIMEOUT = 30.0     # each probe's whole answer (connect, headers, body): e2e.session._http
+_TIMEOUT = 30.0     # each probe's whole answer (connect, headers, body): e2e.session.http
 _MAX_BODY = PROBE_LIMIT  # an answer to /v1/models or /version larger than this is not one
 
 
@@ -98,7 +98,7 @@ def api_key_from_env() -> str | None:
 
 @dataclass
 class ExternalServer:
-    """A handle on a server e2e did not start (see ``e2e.session._session.ServerHandle``)."""
+    """A handle on a server e2e did not start (see ``e2e.session.session.ServerHandle``)."""
 
     base_url: str
     model: str

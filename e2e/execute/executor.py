@@ -8,7 +8,7 @@ arms in the plan's balanced order) and a ``run_unit`` function (the server sessi
 * reports progress for the whole plan: done/total and an ETA from the units made so far;
 * with ``fail_fast``, stops at the first unit given up.
 
-That bookkeeping is one ``Ledger`` (``e2e.execute._progress``) that every executor drives; an
+That bookkeeping is one ``Ledger`` (``e2e.execute.progress``) that every executor drives; an
 executor only decides where and when each attempt runs. ``LocalExecutor`` runs units one
 after another on this host. The interface is the seam a cluster executor plugs into: it must
 keep the same contract (the driver's results folder is the one source of truth; units are
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from e2e.console import Say
 from e2e.plan import Unit
-from e2e.execute._progress import Ledger, OnUnit, Outcome, complete
+from e2e.execute.progress import Ledger, OnUnit, Outcome, complete
 
 __all__ = ["Outcome", "Executor", "LocalExecutor", "RunUnit", "OnUnit", "blocks",
            "block_key", "complete", "SessionUnit"]
@@ -65,7 +65,7 @@ def written(result) -> list[tuple[Path, Any]]:
     return list(result) if isinstance(result, list) else [result]
 
 
-# --- Helpers a cluster executor needs (e2e.execute._ray) -------------------------------------
+# --- Helpers a cluster executor needs (e2e.execute.ray) -------------------------------------
 
 
 def block_key(unit: Unit) -> tuple:
@@ -92,13 +92,13 @@ def blocks(units: Sequence[Unit]) -> list[list[Unit]]:
 
 @dataclass(frozen=True)
 class SessionUnit:
-    """``run_unit`` as a value: the server session (``e2e.session._session.run_unit``) for one
+    """``run_unit`` as a value: the server session (``e2e.session.session.run_unit``) for one
     experiment, results folder and options. Picklable, so that a cluster executor can send it
     to a worker and point it at a scratch folder there (``at``) instead of the driver's."""
 
     experiment: Any  # e2e.config.Experiment
     results: Path
-    options: Any = None  # e2e.session._session.SessionOptions; None: the defaults
+    options: Any = None  # e2e.session.session.SessionOptions; None: the defaults
 
     def __call__(self, unit: Unit) -> tuple[Path, Any] | list[tuple[Path, Any]]:
         """The unit's (folder, record); a duet's, one per side (``e2e.session.run_duet``)."""

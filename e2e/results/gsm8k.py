@@ -35,7 +35,7 @@ from e2e.plan import EvalSpec
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, atomic_write_json, atomic_write_text, read_bounded
 from e2e.redact import scrub
-from e2e.results._records import PluginInfo, ServerInfo, SpecCounters
+from e2e.results.records import PluginInfo, ServerInfo, SpecCounters
 
 __all__ = ["GSM8K_SCHEMA_VERSION", "GSM8K_REFERENCE_ARM", "VERDICTS_FILE", "SampleVerdict",
            "EvalInfo", "ArmResult", "Evaluation", "gsm8k_dir", "eval_dir_name",

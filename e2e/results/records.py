@@ -287,7 +287,7 @@ class RunMetrics(_Record):
     ms_per_verify_step: float | None = None
     burst_share: float | None = Field(
         None, description="Share of the run's streams whose decode time reached the client in "
-        "one burst (client TPOT understates them; e2e.load._bursts).")
+        "one burst (client TPOT understates them; e2e.load.bursts).")
     goodput_slo: str | None = Field(None, description="The SLO goodput was measured against.")
     goodput_share: float | None = Field(None, description="Share of requests meeting every SLO.")
     goodput_req_s: float | None = Field(None, description="Requests per second meeting every SLO.")
@@ -324,7 +324,7 @@ class PluginInfo(_Record):
     ``source`` are from the server's applied line (the hash of the plugin's and kernels'
     sources the worker imported, and the e2e folder it imported them from),
     ``expected_sha256`` the driver's hash of its own, ``copied_from`` the driver's e2e package
-    that e2e copied onto the server's ``PYTHONPATH`` (``e2e.session._plugin_tree``)."""
+    that e2e copied onto the server's ``PYTHONPATH`` (``e2e.session.plugin_copy``)."""
 
     check: str
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -400,7 +400,7 @@ class SegmentMetrics(_Record):
 
 
 class WorkloadInfo(_Record):
-    """What a run sent (``e2e.load._traffic``) and the cache state it met."""
+    """What a run sent (``e2e.load.draw``) and the cache state it met."""
 
     kind: str = Field(description="reference, shared-prefix or trace.")
     sha256: str = Field(description="SHA-256 of every prompt (token ids), max_tokens, send time "

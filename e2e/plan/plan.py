@@ -17,7 +17,7 @@ on k, the arms and the seed: adding rounds (``--until-settled``) never reorders 
 A results folder started before this order (no ``order.json``) keeps the old one, the arm list
 rotated by one each round (``order_of``). The plan is a pure function of its inputs. (GSM8K
 units are planned by ``e2e.gsm8k.run.resolve_plan``; whether a unit is done is read by
-``e2e.results._store.unit_state``.)
+``e2e.results.store.unit_state``.)
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from e2e.host import spread_cores
-from e2e.load._clientstats import ProcessUsage
-from e2e.load._stream import Shard
+from e2e.load.clientstats import ProcessUsage
+from e2e.load.stream import Shard
 from e2e.results import RequestRecord
 
 __all__ = ["split_requests", "merge_shards", "run_workers"]
@@ -70,7 +70,7 @@ def _worker_main(k: int, spec, shard: Shard, core: int | None, start, out) -> No
     drive, report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers on Ctrl-C
     try:
-        from e2e.load._stream import run_loop, run_shard
+        from e2e.load.stream import run_loop, run_shard
 
         _pin(core)
 

@@ -41,7 +41,7 @@ import numpy as np
 from e2e.config import MultiTurn, SharedPrefix, TraceReplay
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError
-from e2e.load._generator import make_prompts
+from e2e.load.generator import make_prompts
 from e2e.traces import read_trace
 
 __all__ = ["Traffic", "traffic", "WARMUP_NOTE"]

@@ -2,19 +2,19 @@
 whole blocks per host, the driver's results folder the one source of truth.
 
     driver (this process)                        a host (a Ray node offering ``resource``)
-    plan -> blocks (e2e.execute._executor.blocks)
+    plan -> blocks (e2e.execute.executor.blocks)
     one Ray task per block  ------------------>  holds ``resource: 1``: the whole host
                                                  for each unit of the block, each attempt:
                             <-- Started -------    (node id, hostname)
-                                                   the server session (e2e.session._session) into a
+                                                   the server session (e2e.session.session) into a
                                                    scratch folder of this host: the build is
                                                    resolved here, the host's server lock taken
                             <-- Finished ------    the unit folder's files as bytes + record
     the folder finalized atomically in the
-    driver's results (e2e.results._store), the record
+    driver's results (e2e.results.store), the record
     with provenance["executor"] (node, block)
 
-A block is every arm of one cell of one round (e2e.execute._executor.blocks), so a host runs whole
+A block is every arm of one cell of one round (e2e.execute.executor.blocks), so a host runs whole
 rounds back to back and drift on that host lands on every arm alike. Every participating node
 advertises the resource exactly once (``ray start --resources='{"e2e_host": 1}'``); a unit's
 task holds it, so two units never share a host.
@@ -47,10 +47,10 @@ from e2e.config import ExecutorConfig, Experiment
 from e2e.plan import Unit
 from e2e.console import Say
 from e2e.errors import ConfigError, E2EError
-from e2e.execute._executor import Executor, LocalExecutor, RunUnit, SessionUnit, blocks
-from e2e.execute._progress import Ledger, OnUnit, Outcome, complete
+from e2e.execute.executor import Executor, LocalExecutor, RunUnit, SessionUnit, blocks
+from e2e.execute.progress import Ledger, OnUnit, Outcome, complete
 from e2e.paths import atomic_write_bytes, atomic_write_json, within
-from e2e.plugin._source import package_dir, plugin_sha256
+from e2e.plugin.source import package_dir, plugin_sha256
 from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
                        unit_dir, unit_state, utc_now)
 
@@ -259,7 +259,7 @@ def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
     job, answer = scratch / "unit.pickle", scratch / "answer.pickle"
     job.write_bytes(cloudpickle.dumps((session, unit)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    child = subprocess.Popen([sys.executable, "-m", "e2e.execute._ray", str(job), str(answer)],
+    child = subprocess.Popen([sys.executable, "-m", "e2e.execute.ray", str(job), str(answer)],
                              env=env, stdin=subprocess.DEVNULL,
                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     try:
@@ -293,7 +293,7 @@ def run_in_child(session: SessionUnit, unit: Unit, scratch: Path,
 
 
 def _child_main(job: str, answer: str) -> int:
-    """``python -m e2e.execute._ray JOB ANSWER``: the unit of ``run_in_child``."""
+    """``python -m e2e.execute.ray JOB ANSWER``: the unit of ``run_in_child``."""
     import pickle
     import signal
 
@@ -479,7 +479,7 @@ def finalize_remote(results: Path, experiment: str, unit: Unit, message: Finishe
                     facts: dict) -> list[tuple[Path, Any]]:
     """A worker's unit folder into the driver's results: files written into a fresh partial
     folder, the record (with ``provenance["executor"] = facts``) last, then one atomic rename
-    (e2e.results._store.finalize_unit, which keeps an earlier attempt in ``.attempts``).
+    (e2e.results.store.finalize_unit, which keeps an earlier attempt in ``.attempts``).
     A duet's sides each get their folder so; returns every (folder, record) written."""
     if unit.kind != "duet":
         return [_finalize_one(results, experiment, unit, message.files, message.record, facts)]
@@ -507,7 +507,7 @@ def _finalize_one(results: Path, experiment: str, unit: Unit, files: dict[str, b
 
 def keep_failed_attempt(results: Path, experiment: str, unit: Unit, failure: dict) -> Path:
     """An attempt that left no folder (its worker or node died) as
-    ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.results._store.unit_state`` as an attempt,
+    ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.results.store.unit_state`` as an attempt,
     ignored by reports."""
     final = unit_dir(results, experiment, unit)
     partial = new_partial_dir(results, experiment, unit.unit_id)
@@ -612,7 +612,7 @@ class RayExecutor:
             say: Say = lambda message: None) -> Outcome:
         if not isinstance(run_unit, SessionUnit):
             raise ConfigError("the Ray executor runs the server session on other hosts and "
-                              "needs it as a value: pass e2e.execute._executor.SessionUnit(experiment, "
+                              "needs it as a value: pass e2e.execute.executor.SessionUnit(experiment, "
                               "results, options) as run_unit (e2e.pipeline.execute does)")
         self._connect()
         self.check_hosts()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from e2e.analysis import (capacity_censored, capacity_estimate, capacity_margin,
                           capacity_margin_terms, capacity_ratio)
-from e2e.capacity._search import SearchSettings, next_rates, round_rate
+from e2e.capacity.search import SearchSettings, next_rates, round_rate
 from e2e.config import Experiment
 from e2e.plan import DuetSpec, RunSpec
 from e2e.errors import ConfigError

@@ -33,7 +33,7 @@ from e2e.config import ServerConfig
 from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartError
 from e2e.host import require_quiet, snapshot, with_descendants
 from e2e.paths import e2e_home, flocked
-from e2e.session._http import METRICS_LIMIT, fetch
+from e2e.session.http import METRICS_LIMIT, fetch
 from e2e.session._shield import shielded
 
 __all__ = ["Server", "ServerOptions", "serve", "start", "server_lock", "free_port", "log_tail",
@@ -203,7 +203,7 @@ class Server:
         return {"Authorization": f"Bearer {self.launch.api_key}"} if self.launch.api_key else {}
 
     def scrape_metrics(self, timeout_s: float = 30.0) -> str:
-        try:  # bounded in bytes and in time (e2e.session._http)
+        try:  # bounded in bytes and in time (e2e.session.http)
             response = fetch(self.base_url + "/metrics", timeout=timeout_s,
                              headers=self.headers(), limit=METRICS_LIMIT)
         except httpx.HTTPError as exc:
@@ -397,8 +397,8 @@ def wait_quiet(max_cpu_share: float, *, sample_s: float, wait_s: float,
 def serve(launch: ServerLaunch, log_path: Path, options: ServerOptions) -> Iterator[Server]:
     """A fresh server for ``launch``, holding the host's server lock, stopped on every exit
     path. The only place in e2e that starts a server process is ``start`` below, and the
-    only caller of this is the server session (``e2e.session._session``)."""
-    # a duet side's slot lock is its driver's (e2e.session._duet)
+    only caller of this is the server session (``e2e.session.session``)."""
+    # a duet side's slot lock is its driver's (e2e.session.duet)
     with contextlib.nullcontext() if options.slot else server_lock(wait_s=options.lock_wait_s):
         if options.require_quiet is not None:  # with the lock held: our own servers are gone
             ours = {os.getpid(), options.own_root or os.getpid()}  # a duet's partners are ours

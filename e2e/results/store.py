@@ -43,7 +43,7 @@ from e2e.errors import ConfigError, NoSuchResults, ResultsBusyError, ResultsErro
 from e2e.paths import (as_umask_allows, atomic_write_bytes, atomic_write_json, flocked,
                        no_links, read_bounded, replace_dir, within)
 from e2e.results._check import disagreement, outputs_disagreement, outputs_sha256
-from e2e.results._records import RequestRecord, RunRecord
+from e2e.results.records import RequestRecord, RunRecord
 
 __all__ = ["writing", "load_records", "resume_state", "experiment_dir", "unit_dir", "record_name", "new_partial_dir", "finalize",
            "finalize_unit", "UnitState", "unit_state", "write_requests", "read_requests",

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e2e.analysis import Comparison, Summary, headline_metric, metric, warning_lines
-from e2e.render._markup import md_link, md_text
-from e2e.render._markdown import (format_attribution, format_cell, format_comparison, load_cell,
+from e2e.render.markup import md_link, md_text
+from e2e.render.markdown import (format_attribution, format_cell, format_comparison, load_cell,
                                    load_column, merge_section, pinned_sentence)
 from e2e.render._outputs import outputs_section
 from e2e.render._table import md_row

@@ -13,9 +13,9 @@ from e2e.arms import ARM_ENV, PIN_ENV, PLUGIN_ENV, ServerLaunch
 from e2e.config import Experiment
 from e2e.errors import ConfigError
 from e2e.kinds import KINDS
-from e2e.session._builds import prepare, python_path
-from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
-from e2e.session._tinymodel import model_path, resolve_model
+from e2e.session.builds import prepare, python_path
+from e2e.session.plugin_copy import SERVER_ENV, plugin_tree, server_pythonpath
+from e2e.session.tinymodel import model_path, resolve_model
 from e2e.arms import PIN_KEY
 
 __all__ = ["server_launch", "speculative_config"]
@@ -27,7 +27,7 @@ def server_launch(
 ) -> ServerLaunch:
     """Resolve an arm into its server launch: build (creating a managed env if needed), model,
     flags, environment and plugin settings, and this e2e's plugin first on the server's
-    ``PYTHONPATH`` (``e2e.session._plugin_tree``). ``dry`` builds nothing: it names the paths
+    ``PYTHONPATH`` (``e2e.session.plugin_copy``). ``dry`` builds nothing: it names the paths
     a build would have."""
     settings = experiment.arm(arm)
     server = experiment.server

@@ -13,7 +13,7 @@ Four kinds of ``BuildSpec``:
 A managed environment is complete when its marker file exists; a failed build removes the
 folder, so no half-made environment is ever used. e2e does not install itself into a build:
 each server gets the driver's own plugin on its ``PYTHONPATH`` when it starts
-(``e2e.session._plugin_tree``), so one environment serves every checkout that uses it, each
+(``e2e.session.plugin_copy``), so one environment serves every checkout that uses it, each
 with its own code. (Environments made before that have e2e installed editable from the
 checkout that made them; it is harmless, the PYTHONPATH copy comes first.)
 """
@@ -57,7 +57,7 @@ class Build:
 
 def project_root() -> Path | None:
     """The source tree e2e runs from, when it is a checkout (has pyproject.toml)."""
-    root = Path(__file__).resolve().parents[2]  # e2e/session/_builds.py -> the checkout
+    root = Path(__file__).resolve().parents[2]  # e2e/session/builds.py -> the checkout
     return root if (root / "pyproject.toml").exists() else None
 
 
