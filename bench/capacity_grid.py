@@ -36,7 +36,7 @@ from e2e.analysis import capacity_margin, capacity_margin_terms
 from e2e.config import load_experiment
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput
-from e2e.results import objective_of
+from e2e.results.capacity import objective_of
 from e2e.session import server_launch
 from e2e.session.server import ServerOptions, serve
 

@@ -36,7 +36,7 @@ import numpy as np
 from e2e.analysis import metric, summarize
 from e2e.config import load_experiment
 from e2e.plan import make_plan
-from e2e.results import HostNoise, RunMetrics, RunRecord, ServerInfo
+from e2e.results.records import HostNoise, RunMetrics, RunRecord, ServerInfo
 from e2e.session.session import redacted_config
 
 LEVEL_MS = 2.75

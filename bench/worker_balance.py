@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_ceiling import _pinned, _server  # noqa: E402
 
 from e2e.host.affinity import spread_cores  # noqa: E402
-from e2e.load.generator import LoadSpec, _shards, run_measured_load  # noqa: E402
+from e2e.load.generator import LoadSpec, split_load, run_measured_load  # noqa: E402
 from e2e.load.stream import run_loop, run_shard  # noqa: E402
 from e2e.load.workers import run_workers  # noqa: E402
 
@@ -61,7 +61,7 @@ def main() -> None:
         for _ in range(args.rounds):
             spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * args.requests,
                             output_len=509, concurrency=64, workers=2)
-            shards = _shards(spec, None)  # a closed loop: no schedule
+            shards = split_load(spec, None)  # a closed loop: no schedule
             _, usages = run_workers(replace(spec, prompts=()), shards)
             row = {"run_workers": _row(usages)}
 

@@ -9,7 +9,7 @@ import pytest
 
 from e2e.analysis import METRICS, Summary, runs_frame, summarize
 from e2e.plan import RunSpec
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
 ARMS_CONFIG = {
     "main": {"description": "the engine as it is", "plugin": {"packing": "main"}},

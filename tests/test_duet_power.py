@@ -13,7 +13,7 @@ import pytest
 
 from e2e.analysis import stats
 from e2e.analysis.stats import ModelRun, cell_model, duet_se_factor
-from e2e.plan import duet_rounds
+from e2e.plan.plan import duet_rounds
 
 
 def _duet_runs(arms: list[str], slots: int, rounds: int, rng) -> list[ModelRun]:
@@ -69,7 +69,7 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec
     from e2e.plan import make_plan
-    from e2e.results import RunMetrics, RunRecord, ServerInfo
+    from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
     arms = ["main", "b", "c", "d"]
     exp = default_experiment.model_copy(update={
@@ -125,7 +125,7 @@ def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
 
     from e2e.analysis import summarize
     from e2e.plan import make_plan
-    from e2e.results import RunMetrics, RunRecord, ServerInfo
+    from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
     arms, concs = ["main", "flag-off", "pr"], [1, 4]
     rng = np.random.default_rng(11)

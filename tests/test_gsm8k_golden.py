@@ -17,9 +17,10 @@ import pytest
 from e2e.analysis import gsm8k_report
 from e2e.paths import atomic_write_json
 from e2e.render import dumps, gsm8k_csv, gsm8k_json, gsm8k_markdown
-from e2e.results import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, SpecCounters,
-                         gsm8k_dir, read_arm, read_eval_info, read_evaluations, read_verdicts,
-                         write_eval_info, write_verdicts)
+from e2e.results.gsm8k import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, gsm8k_dir,
+                               read_arm, read_eval_info, read_evaluations, read_verdicts,
+                               write_eval_info, write_verdicts)
+from e2e.results.records import SpecCounters
 
 GOLDEN = Path(__file__).parent / "golden" / "gsm8k"
 DOCS = 30

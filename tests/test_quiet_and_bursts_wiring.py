@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from e2e.analysis import summarize
-from e2e.results import BurstSummary
+from e2e.results.records import BurstSummary
 from e2e.cli import app
 from test_cells import record
 

@@ -12,7 +12,7 @@ import pytest
 from e2e.plan import EvalSpec, RunSpec
 from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session import SessionOptions, run_unit
-from e2e.results import unit_state
+from e2e.results.store import unit_state
 from e2e.session import resolve_model
 from scripted import Scripted
 

@@ -33,7 +33,7 @@ from e2e.analysis._summary import (
 )
 from e2e.arms import default_profile
 from e2e.plan import pinned_of
-from e2e.results import RunRecord
+from e2e.results.records import RunRecord
 
 __all__ = ["equivalence_of", "Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow",
            "ReportWarning", "RunCounts", "Summary", "runs_frame", "summarize", "comparable",

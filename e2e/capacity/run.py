@@ -37,11 +37,11 @@ from e2e.errors import ConfigError
 from e2e.names import known_name
 from e2e.execute import Executor, OnUnit
 from e2e.paths import atomic_write_bytes, atomic_write_json, read_bounded
-from e2e.results import (ArmSearch, CapacityResult, MarginRun, Objective, Step, read_run,
-                         unit_dir, unit_state, writing)
+from e2e.results.capacity import ArmSearch, CapacityResult, MarginRun, Objective, Step
+from e2e.results.store import read_run, unit_dir, unit_state, writing
 from e2e.session import SessionOptions
 
-__all__ = ["capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
+__all__ = ["round_duets", "capacity", "CAPACITY_FILE", "CAPACITY_PLOT"]
 
 CAPACITY_FILE = "capacity.json"
 CAPACITY_PLOT = "capacity.png"
@@ -204,7 +204,7 @@ def capacity(experiment: Experiment, results: Path, *, arms: list[str], objectiv
             k = round_ % len(arms)  # the arm that goes first rotates, as the arm order of a sweep
             order = arms[k:] + arms[:k]
             spare = [None if a in no_extra or state[a].given_up else state[a].extra for a in order]
-            units = (_duets([todo.get(a, []) for a in order], spare, slots)
+            units = (round_duets([todo.get(a, []) for a in order], spare, slots)
                      if slots else interleave([todo[a] for a in order if a in todo]))
             if not units:
                 break
@@ -258,7 +258,7 @@ def _check_lowest(experiment: Experiment, bases: dict[str, RunSpec],
                           f"run): {exc}") from None
 
 
-def _duets(todo: list[list[RunSpec]], extra: list[RunSpec | None], slots: int) -> list:
+def round_duets(todo: list[list[RunSpec]], extra: list[RunSpec | None], slots: int) -> list:
     """A round in duets: the next unit of every arm that has one (in the round's arm order),
     ``slots`` to a duet, side i in slot i; a duet short of sides is filled with the extra runs
     of arms whose search is done, or, with none, the last one waits for the next round (a unit

@@ -32,7 +32,7 @@ import math
 from pydantic import Field
 
 from e2e.config import MAX_RATE, Table
-from e2e.results import Step
+from e2e.results.capacity import Step
 
 __all__ = ["SearchSettings", "next_rates", "round_rate", "boundary"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from e2e.session import check_units, describe_source, server_launch
 from e2e.config import Experiment
 from e2e.plan import Unit
-from e2e.results import unit_state
+from e2e.results.store import unit_state
 
 __all__ = ["describe_arms", "describe_plan", "plan_header", "build_line"]
 
@@ -171,7 +171,7 @@ def plan_header(experiment: Experiment, plan: Sequence[Unit], results: Path, *,
     servers and how many at once, and roughly how long (from this folder's finished runs,
     when it has any)."""
     from e2e.errors import NoSuchResults
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     redactor = experiment.redactor()
     planned = {side.arm for unit in plan for side in unit.sides}

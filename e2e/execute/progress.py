@@ -5,7 +5,7 @@ An executor decides where and when a unit's attempt runs (this host, one after a
 cluster, a block per host); the ``Ledger`` keeps the rest, the same way for both:
 
 * a unit whose folder already holds a valid record of exactly that unit is skipped
-  (``e2e.results.unit_state``: the results folder is the one source of truth);
+  (``e2e.results.store.unit_state``: the results folder is the one source of truth);
 * each attempt is one progress line: which attempt of ``max_attempts``, where the whole plan
   stands and an ETA (``ProgressClock``);
 * what an attempt wrote goes to ``on_unit`` and into the ``Outcome``;
@@ -29,7 +29,7 @@ from typing import Any
 
 from e2e.console import Say
 from e2e.plan import Unit
-from e2e.results import unit_state
+from e2e.results.store import unit_state
 
 __all__ = ["Ledger", "Outcome", "OnUnit", "ProgressClock", "complete", "format_eta"]
 

@@ -51,8 +51,8 @@ from e2e.execute.executor import Executor, LocalExecutor, RunUnit, SessionUnit, 
 from e2e.execute.progress import Ledger, OnUnit, Outcome, complete
 from e2e.paths import atomic_write_bytes, atomic_write_json, within
 from e2e.plugin.source import package_dir, plugin_sha256
-from e2e.results import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
-                       unit_dir, unit_state, utc_now)
+from e2e.results.store import (finalize_unit, new_partial_dir, next_attempt_dir, record_name,
+                               unit_dir, unit_state, utc_now)
 
 __all__ = ["RayExecutor", "executor_from", "describe_cluster_plan", "FAILURE_JSON"]
 
@@ -198,10 +198,10 @@ def _record_of(unit: Unit, data: bytes) -> Any:
     from e2e.plan import EvalSpec
 
     if isinstance(unit, EvalSpec):
-        from e2e.results import ArmResult
+        from e2e.results.gsm8k import ArmResult
 
         return ArmResult.model_validate_json(data)
-    from e2e.results import RunRecord
+    from e2e.results.records import RunRecord
 
     return RunRecord.model_validate_json(data)
 
@@ -309,7 +309,7 @@ def _child_main(job: str, answer: str) -> int:
     except KeyboardInterrupt:  # the session stopped its server and wrote the unit invalid
         from ray import cloudpickle
 
-        from e2e.results import record_name, unit_dir
+        from e2e.results.store import record_name, unit_dir
 
         written = []
         for side in unit.sides:

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from e2e.host import _procfs as procfs
 from e2e.host._procfs import physical_core
 from e2e.names import parse_cpus
-from e2e.results import Placement, ProcessPlacement
+from e2e.results.records import Placement, ProcessPlacement
 
 __all__ = ["format_cpus", "pin_process", "repin_group",
            "pinned_process", "spawn_pinned", "describe_affinity", "group_placement", "thread_affinity",

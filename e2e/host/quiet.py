@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from e2e.errors import E2EError, HostNotQuietError
 from e2e.host import _procfs as procfs
-from e2e.results import ProcessCPU, GPUDevice, GPUProcess, GPUState, HostNoise
+from e2e.results.records import ProcessCPU, GPUDevice, GPUProcess, GPUState, HostNoise
 
 __all__ = ["HostNotQuietError", "HostSnapshot", "snapshot", "noise", "with_descendants",
            "require_quiet", "gpu_state", "parse_nvidia_smi", "parse_rocm_smi"]

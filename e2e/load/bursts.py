@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 import numpy as np
-from e2e.results import WARN_SHARE, BurstSummary, RequestRecord
+from e2e.results.records import WARN_SHARE, BurstSummary, RequestRecord
 
 
 __all__ = ["GAP_SHARE", "SPREAD_THRESHOLD", "HELD_SHARE", "HELD_SHARE_E2E",

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from e2e.host import runqueue_wait_s
-from e2e.results import ClientStats
+from e2e.results.records import ClientStats
 
 __all__ = ["LagProbe", "ProcessUsage", "client_stats", "runqueue_wait_s",
            "TICK_S", "SATURATED_SHARE", "SATURATED_LAG_MS", "STARVED_WAIT_SHARE"]

@@ -24,10 +24,10 @@ from e2e.load._arrivals import arrival_times
 from e2e.load.clientstats import ClientStats, client_stats
 from e2e.load.stream import Shard, run_loop, run_shard
 from e2e.load.workers import run_workers, split_requests
-from e2e.results import RequestRecord
+from e2e.results.records import RequestRecord
 
 __all__ = ["LoadSpec", "LoadOutcome", "ClientStats", "make_prompts", "vocabulary", "drive",
-           "run_load", "run_measured_load"]
+           "run_load", "run_measured_load", "split_load"]
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def _schedule(spec: LoadSpec) -> np.ndarray | None:
                           seed=spec.seed))
 
 
-def _shards(spec: LoadSpec, at: np.ndarray | None) -> list[Shard]:
+def split_load(spec: LoadSpec, at: np.ndarray | None) -> list[Shard]:
     """The load split over its client processes; ``at``: its schedule (``_schedule``)."""
     n = len(spec.prompts)
     if at is None:
@@ -197,7 +197,7 @@ async def drive(spec: LoadSpec,
     """Send every prompt from this process (``spec.workers`` is not used here: see
     ``run_measured_load``); records in prompt order. Records finished before an interruption
     are passed to ``on_done`` as they finish."""
-    (shard,) = _shards(replace(spec, workers=1), _schedule(spec))
+    (shard,) = split_load(replace(spec, workers=1), _schedule(spec))
     records, _ = await run_shard(spec, shard, time.perf_counter, on_done)
     return records
 
@@ -239,7 +239,7 @@ def run_measured_load(spec: LoadSpec, *, progress: bool = True, label: str = "re
                 on_done(record)
 
         at = _schedule(spec)
-        shards = _shards(spec, at)
+        shards = split_load(spec, at)
         if len(shards) == 1:
             # the schedule's clock starts when the loop is ready (e2e.load.stream)
             records, usage = run_loop(run_shard(spec, shards[0], time.perf_counter, done))

@@ -26,7 +26,7 @@ import orjson
 from e2e.load.conn import Endpoint, IdleClosed, Pool
 from e2e.load.clientstats import LagProbe, ProcessUsage, runqueue_wait_s
 from e2e.load.sse import SSEStream, StreamFailed, check_usage, output_ids
-from e2e.results import RequestRecord
+from e2e.results.records import RequestRecord
 
 __all__ = ["Shard", "run_shard", "run_loop", "event_loop_name"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from e2e.host import spread_cores
 from e2e.load.clientstats import ProcessUsage
 from e2e.load.stream import Shard
-from e2e.results import RequestRecord
+from e2e.results.records import RequestRecord
 
 __all__ = ["split_requests", "merge_shards", "run_workers"]
 

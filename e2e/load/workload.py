@@ -22,17 +22,17 @@ from e2e.load.cache import FRESH, CacheState, reset_prefix_cache
 from e2e.load.generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
 from e2e.load.draw import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
-from e2e.results import Placement
+from e2e.results.records import Placement
 from e2e.load.bursts import burst_summary
-from e2e.results import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
-                         SegmentMetrics, WorkloadInfo)
+from e2e.results.records import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
+                                 SegmentMetrics, WorkloadInfo)
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
-from e2e.results import write_requests
+from e2e.results.store import write_requests
 from e2e.paths import atomic_write_text
 from e2e.redact import scrub
 
-__all__ = ["LoadWorkload", "HOLD_S", "combine_windows", "hold_batch",
+__all__ = ["first_lateness_s", "LoadWorkload", "HOLD_S", "combine_windows", "hold_batch",
            "interference", "retried_warning"]
 
 _FILLER_STREAM = 1000  # a duet side's unmeasured load (windows use 0 and 2..65, warmup 1)
@@ -247,7 +247,7 @@ class LoadWorkload:
         retried = sum(r.retried for r in finished)
         if retried:
             info.warnings.append(retried_warning(retried))
-        first = _first_lateness_s(self.outcomes)
+        first = first_lateness_s(self.outcomes)
         if first is not None and first * 1000.0 > FIRST_LATE_MS:
             info.warnings.append(
                 f"the first scheduled arrival was sent {first * 1000.0:.1f} ms after its time "
@@ -321,7 +321,7 @@ def _lateness_s(outcomes: list[LoadOutcome]) -> list[float]:
             for r in o.records]
 
 
-def _first_lateness_s(outcomes: list[LoadOutcome]) -> float | None:
+def first_lateness_s(outcomes: list[LoadOutcome]) -> float | None:
     """The lateness of each window's first scheduled arrival (the one the load's start-up
     delays), the largest over windows; None for a closed loop."""
     firsts = [r.send_s - o.scheduled_s[r.index] for o in outcomes if o.scheduled_s

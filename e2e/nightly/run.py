@@ -37,7 +37,9 @@ from e2e.nightly.assess import assess, assess_night
 from e2e.nightly.measure import measure_night
 from e2e.nightly.settings import NightlyConfig, night_of
 from e2e.nightly.write import NightOutcome, write_night
-from e2e.results import RunRecord, open_store, writing
+from e2e.results.records import RunRecord
+from e2e.results import open_store
+from e2e.results.store import writing
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly"]
 

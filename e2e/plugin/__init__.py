@@ -32,11 +32,10 @@ import os
 import sys
 
 from e2e.plugin._hooks import when_imported
-from e2e.plugin.source import PARTS, package_dir, plugin_files, plugin_sha256
+from e2e.plugin.source import package_dir, plugin_sha256
 from e2e.plugin.settings import PluginSettings, SettingsError, canonical
 
-__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "PIN_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
-           "provenance_fields", "PARTS", "package_dir", "plugin_files", "plugin_sha256"]
+__all__ = ["register"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"

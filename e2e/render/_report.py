@@ -27,7 +27,9 @@ from e2e.analysis import (ReportWarning, Summary, equivalence_of, gsm8k_report, 
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
-from e2e.results import RunRecord, load_outputs, load_records, read_evaluations
+from e2e.results.records import RunRecord
+from e2e.results.store import load_outputs, load_records
+from e2e.results.gsm8k import read_evaluations
 from e2e.render.csv_report import render_csv
 from e2e.render.markdown import render_markdown
 from e2e.render.plots import render_plots
@@ -98,7 +100,7 @@ def read_summary(
             f"{results_dir}: no run.json found in its run folders{detail}; run `e2e sweep` first "
             "or point at results/<experiment>")
     if confidence is None:  # a folder --until-settled made: the last sequential look's confidence
-        from e2e.results import last_look_confidence
+        from e2e.results.looks import last_look_confidence
 
         confidence = last_look_confidence(results_dir)
         if confidence is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from e2e.analysis import (Agreement, CellCache, GSM8KArm, GSM8KReport, GSM8KSection,
                           OutputAgreement, Summary, merge_calls)
-from e2e.results import RunRecord
+from e2e.results.records import RunRecord
 
 __all__ = ["SCHEMA_VERSION", "run_json", "report_json", "gsm8k_json", "dumps"]
 

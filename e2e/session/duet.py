@@ -40,7 +40,8 @@ from pydantic import BaseModel
 from e2e.config import DuetSlot, Experiment
 from e2e.errors import E2EError, ServerError
 from e2e.plan import DuetSpec, RunSpec
-from e2e.results import DuetInfo, RunRecord, new_partial_dir
+from e2e.results.records import DuetInfo, RunRecord
+from e2e.results.store import new_partial_dir
 from e2e.session.session import Session, SessionOptions
 from e2e.session._shield import shielded
 

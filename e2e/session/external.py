@@ -35,7 +35,7 @@ from e2e.redact import mask_url, remember, scrub
 from e2e.session.http import METRICS_LIMIT, PROBE_LIMIT, Answer, fetch
 from e2e.session._servers import Servers
 
-__all__ = ["ExternalServer", "external_servers", "api_key_from_env", "parse_base_url"]
+__all__ = ["describe_server", "ExternalServer", "external_servers", "api_key_from_env", "parse_base_url"]
 
 _TIMEOUT = 30.0     # each probe's whole answer (connect, headers, body): e2e.session.http
 _MAX_BODY = PROBE_LIMIT  # an answer to /v1/models or /version larger than this is not one
@@ -169,7 +169,7 @@ def _json(response: Answer, what: str):
                           "server?") from None
 
 
-def _describe(base_url: str, headers: dict[str, str]) -> tuple[str, dict]:
+def describe_server(base_url: str, headers: dict[str, str]) -> tuple[str, dict]:
     """(served model name, facts) from /v1/models and /version; a clear error when the URL
     is not an OpenAI-compatible server (each answer checked: ``_Models``, ``_Version``)."""
     try:
@@ -239,7 +239,7 @@ def external_servers(url: str) -> Servers:
     def launch(experiment, arm, *, dspark, progress=lambda message: None, **kwargs):
         local = server_launch(experiment, arm, dspark=dspark, python=Path(sys.executable),
                               dry=False)  # the model's tokenizer draws the prompts
-        served, facts = _describe(base_url, headers)
+        served, facts = describe_server(base_url, headers)
         _check_token_ids(ExternalServer(base_url=base_url, model=served, api_key=key,
                                         credentials=credentials))
         return ServerLaunch(arm=arm, python=Path(sys.executable), args=(), env={},

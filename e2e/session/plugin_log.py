@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from e2e.results import PluginInfo
+from e2e.results.records import PluginInfo
 
 __all__ = ["plugin_check", "check_plugin", "applied_settings", "applied_fields"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from e2e.host import group_members, spawn_pinned, strangers
-from e2e.results import Placement
+from e2e.results.records import Placement
 from e2e.arms import ServerLaunch, environment_for
 from e2e.config import ServerConfig
 from e2e.errors import ConfigError, ServerBusyError, ServerError, ServerStartError

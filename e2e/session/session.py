@@ -39,15 +39,15 @@ from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.session.bounds import check_units
 from e2e.session.plugin_log import check_plugin
 from e2e.session._provenance import provenance
-from e2e.results import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
+from e2e.results.records import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
 from e2e.host import describe_affinity, group_members, memory_of
 from e2e.session.external import external_servers
 from e2e.host import noise, snapshot, with_descendants
-from e2e.results import HostNoise
+from e2e.results.records import HostNoise
 from e2e.session.server import ServerOptions
 from e2e.session._servers import ServerHandle, Servers
 from e2e.session._shield import shielded
-from e2e.results import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
+from e2e.results.store import finalize_unit, new_partial_dir, record_name, unit_dir, utc_now
 from e2e.session._workloads import Workloads
 
 __all__ = ["ServerHandle", "Servers", "Workload", "UnitInfo", "SessionOptions", "Session",
@@ -90,7 +90,7 @@ class UnitInfo:
     finished_at: str = ""
     metrics_before: str | None = None
     metrics_after: str | None = None
-    duet: Any = None  # e2e.results.DuetInfo of a side of a duet
+    duet: Any = None  # e2e.results.records.DuetInfo of a side of a duet
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
