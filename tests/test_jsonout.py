@@ -1,4 +1,5 @@
-"""The --json documents (e2e.render.json_report): keys and values on hand-made records, strict JSON."""
+"""The --json documents (e2e.render.json_report): keys and values on hand-made records, strict
+JSON."""
 
 from __future__ import annotations
 

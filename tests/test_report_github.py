@@ -1,8 +1,9 @@
 """``e2e report --format github`` (e2e.render.render_github) and ``report/index.html``
-(e2e.render.html_report.render_html): a calibration-shaped sweep's comment is under GitHub's 64 KB, parses as
-GitHub Markdown (markdown-it-py's table rule, as GitHub's cmark-gfm) with one row per headline
-cell and a verdict icon per comparison; a sweep too big for a comment is cut to fit with a
-note and the link; the HTML view shows the tables and the forest and strip plots."""
+(e2e.render.html_report.render_html): a calibration-shaped sweep's comment is under GitHub's
+64 KB, parses as GitHub Markdown (markdown-it-py's table rule, as GitHub's cmark-gfm) with one
+row per headline cell and a verdict icon per comparison; a sweep too big for a comment is cut
+to fit with a note and the link; the HTML view shows the tables and the forest and strip
+plots."""
 
 from __future__ import annotations
 

@@ -138,8 +138,8 @@ def test_markdown_numbers_causes_and_marks_figures_with_their_cause():
 
 def test_the_report_and_the_session_judge_interference_alike():
     """A starved client whose others took exactly the share the session warns about
-    (``e2e.results.records.INTERFERENCE_SHARE``) is blamed on them in the report; just under it, on its
-    own load."""
+    (``e2e.results.records.INTERFERENCE_SHARE``) is blamed on them in the report; just under
+    it, on its own load."""
     from e2e.results.records import INTERFERENCE_SHARE
 
     def causes(share: float) -> list[str]:

@@ -507,8 +507,8 @@ def _finalize_one(results: Path, experiment: str, unit: Unit, files: dict[str, b
 
 def keep_failed_attempt(results: Path, experiment: str, unit: Unit, failure: dict) -> Path:
     """An attempt that left no folder (its worker or node died) as
-    ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.results.store.unit_state`` as an attempt,
-    ignored by reports."""
+    ``.attempts/<unit>.<n>/failure.json``: counted by ``e2e.results.store.unit_state`` as an
+    attempt, ignored by reports."""
     final = unit_dir(results, experiment, unit)
     partial = new_partial_dir(results, experiment, unit.unit_id)
     atomic_write_json(partial / FAILURE_JSON, failure)
@@ -612,7 +612,7 @@ class RayExecutor:
             say: Say = lambda message: None) -> Outcome:
         if not isinstance(run_unit, SessionUnit):
             raise ConfigError("the Ray executor runs the server session on other hosts and "
-                              "needs it as a value: pass e2e.execute.executor.SessionUnit(experiment, "
+                              "needs it as a value: pass e2e.execute.SessionUnit(experiment, "
                               "results, options) as run_unit (e2e.pipeline.execute does)")
         self._connect()
         self.check_hosts()

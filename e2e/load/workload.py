@@ -19,7 +19,8 @@ from e2e.arms import ServerLaunch
 from e2e.config import LoadConfig
 from e2e.plan import RunSpec, pinned_of
 from e2e.load.cache import FRESH, CacheState, reset_prefix_cache
-from e2e.load.generator import LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load, vocabulary
+from e2e.load.generator import (LoadOutcome, LoadSpec, make_prompts, run_load, run_measured_load,
+                                 vocabulary)
 from e2e.load.draw import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
 from e2e.results.records import Placement

@@ -35,7 +35,8 @@ from e2e.redact import mask_url, remember, scrub
 from e2e.session.http import METRICS_LIMIT, PROBE_LIMIT, Answer, fetch
 from e2e.session._servers import Servers
 
-__all__ = ["describe_server", "ExternalServer", "external_servers", "api_key_from_env", "parse_base_url"]
+__all__ = ["ExternalServer", "external_servers", "api_key_from_env", "parse_base_url",
+           "describe_server"]
 
 _TIMEOUT = 30.0     # each probe's whole answer (connect, headers, body): e2e.session.http
 _MAX_BODY = PROBE_LIMIT  # an answer to /v1/models or /version larger than this is not one
