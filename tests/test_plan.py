@@ -14,8 +14,7 @@ from e2e.execute.progress import format_eta
 from e2e.plan.plan import ORDER_FILE, order_of, round_orders, williams
 from e2e.plan import folder_order, make_plan, record_order
 from e2e.results.records import RunRecord, ServerInfo
-from e2e.results.store import finalize, new_partial_dir, write_run
-from e2e.results.store import unit_state as _unit_state
+from e2e.results.store import finalize, new_partial_dir, write_run, unit_state as _unit_state
 
 
 def test_rounds_interleave_in_the_williams_order(default_experiment):

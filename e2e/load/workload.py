@@ -23,10 +23,9 @@ from e2e.load.generator import (LoadOutcome, LoadSpec, make_prompts, run_load, r
                                  vocabulary)
 from e2e.load.draw import WARMUP_NOTE, Traffic, traffic
 from e2e.host import pin_process, pinned_process
-from e2e.results.records import Placement
+from e2e.results.records import (Placement, INTERFERENCE_SHARE, PlacementInfo, RequestRecord,
+                                 RunRecord, SegmentMetrics, WorkloadInfo)
 from e2e.load.bursts import burst_summary
-from e2e.results.records import (INTERFERENCE_SHARE, PlacementInfo, RequestRecord, RunRecord,
-                                 SegmentMetrics, WorkloadInfo)
 from e2e.metrics import goodput
 from e2e.slo import parse_slo
 from e2e.results.store import write_requests

@@ -39,11 +39,10 @@ from e2e.paths import atomic_write_json, atomic_write_text
 from e2e.session.bounds import check_units
 from e2e.session.plugin_log import check_plugin
 from e2e.session._provenance import provenance
-from e2e.results.records import PlacementInfo, PluginInfo, ServerInfo, ServerMemory
+from e2e.results.records import PlacementInfo, PluginInfo, ServerInfo, ServerMemory, HostNoise
 from e2e.host import describe_affinity, group_members, memory_of
 from e2e.session.external import external_servers
 from e2e.host import noise, snapshot, with_descendants
-from e2e.results.records import HostNoise
 from e2e.session.server import ServerOptions
 from e2e.session._servers import ServerHandle, Servers
 from e2e.session._shield import shielded
