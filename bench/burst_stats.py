@@ -1,6 +1,6 @@
 """The burst statistics of every run under some results folders: per run, the client's mean
 TPOT over the server's, how many streams are burst-delivered and TPOT-affected
-(``e2e.load._bursts``), and the distribution of both per-request statistics over all streams.
+(``e2e.load.bursts``), and the distribution of both per-request statistics over all streams.
 
     python bench/burst_stats.py /tmp/h15 [more folders]
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
+from e2e.load.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
                         stream_spread)
-from e2e.results._store import read_requests
+from e2e.results.store import read_requests
 
 EDGES = [0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, float("inf")]
 

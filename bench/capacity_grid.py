@@ -36,9 +36,9 @@ from e2e.analysis.capacity.criterion import capacity_margin, capacity_margin_ter
 from e2e.config import load_experiment
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import goodput
-from e2e.results import objective_of
+from e2e.results.capacity import objective_of
 from e2e.session import server_launch
-from e2e.session._server import ServerOptions, serve
+from e2e.session.server import ServerOptions, serve
 
 VLLM_BENCH = ("import sys; from vllm.benchmarks.serve import add_cli_args, main; "
               "from vllm.utils.argparse_utils import FlexibleArgumentParser; "

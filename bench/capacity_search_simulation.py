@@ -40,11 +40,12 @@ import time
 import numpy as np
 from scipy.stats import norm
 
+from e2e.capacity import SearchSettings
+from e2e.capacity.search import next_rates
+from e2e.capacity.run import interleave
+from e2e.results.capacity import MarginRun
 from e2e.analysis.capacity.criterion import goodput_margin
 from e2e.analysis.capacity.estimate import capacity_estimate, capacity_ratio
-from e2e.capacity import SearchSettings, next_rates
-from e2e.capacity._run import interleave
-from e2e.results import MarginRun
 
 
 PLATEAU = (0.74, 1.35, 0.94, 0.86)

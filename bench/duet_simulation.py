@@ -37,8 +37,8 @@ from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.summary import metric
 from e2e.config import load_experiment
 from e2e.plan import make_plan
-from e2e.results import HostNoise, RunMetrics, RunRecord, ServerInfo
-from e2e.session._session import redacted_config
+from e2e.results.records import HostNoise, RunMetrics, RunRecord, ServerInfo
+from e2e.session.session import redacted_config
 
 LEVEL_MS = 2.75
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)

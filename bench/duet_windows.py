@@ -16,7 +16,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from e2e.results import RunRecord, load_records
+from e2e.results.records import RunRecord
+from e2e.results.store import load_records
 
 
 def _windows(run: RunRecord) -> list[float]:

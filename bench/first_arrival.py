@@ -19,7 +19,7 @@ ONE = f'''
 import sys
 sys.path.insert(0, {str(ROOT / "tests")!r})
 from sse_server import ScriptedServer, good, stream
-from e2e.load._generator import LoadSpec, run_measured_load
+from e2e.load.generator import LoadSpec, run_measured_load
 
 async def respond(payload, writer):
     await stream(writer, good(2))

@@ -175,7 +175,7 @@ def main() -> int:
             sys.path.insert(0, str(ROOT))
             import pandas as pd
 
-            from e2e.results import HISTORY_COLUMNS
+            from e2e.results._nightly_history import HISTORY_COLUMNS
 
             row = {c: None for c in HISTORY_COLUMNS} | dict(
                 schema_version=2, date=hostile_date, experiment="n", config_hash="c" * 64,

@@ -79,7 +79,8 @@ def main() -> int:
                 bad.append((seed, b.name, diff))
     print(f"compare vs vLLM ops: {n} batches, {len(bad)} differ {bad[:5]}", flush=True)
     print("graph replay check:", meta_check.graph_replay_check(ops) or "no difference", flush=True)
-    from e2e.render import host_cost_markdown, write_micro, write_steps
+    from e2e.render.kernels import host_cost_markdown
+    from e2e.render import write_micro, write_steps
 
     result = micro.run_micro(micro.MicroSpec(), log=lambda m: None, ops=ops)
     write_micro(result, args.out)

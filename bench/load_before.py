@@ -27,10 +27,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.old_checkout).resolve()))
-    from e2e.load._generator import LoadSpec, drive  # the old one, first on sys.path
+    from e2e.load.generator import LoadSpec, drive  # the old one, first on sys.path
 
-    if "httpx" not in Path(sys.modules["e2e.load._generator"].__file__).read_text():
-        raise SystemExit(f"{args.old_checkout}: e2e/load/_generator.py is not the httpx one")
+    if "httpx" not in Path(sys.modules["e2e.load.generator"].__file__).read_text():
+        raise SystemExit(f"{args.old_checkout}: e2e/load/generator.py is not the httpx one")
     runs = []
     with _server(0.0) as url:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

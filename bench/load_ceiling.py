@@ -52,10 +52,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from e2e.names import parse_cpus
-from e2e.session._server import free_port
+from e2e.session.server import free_port
 
 try:
-    from e2e.host._affinity import spread_cores
+    from e2e.host.affinity import spread_cores
 except ImportError:  # an older e2e first on PYTHONPATH, to measure it beside this one
     spread_cores = sorted
 
@@ -244,7 +244,7 @@ def _pinned(cores):
 def e2e_run(url: str, args, workers: int, requests: int) -> dict:
     """e2e's load generator: one worker pinned to the first core, or ``workers`` processes
     that pin themselves, one core each."""
-    from e2e.load._generator import LoadSpec, run_measured_load
+    from e2e.load.generator import LoadSpec, run_measured_load
     from e2e.metrics import summarize_run
 
     record = {} if args.record_outputs else {"record_outputs": False}  # an older e2e: none

@@ -39,7 +39,7 @@ METRIC = "server_tpot_ms_mean"
 
 def duet_rows(folder: Path, condition: str) -> list[dict]:
     """One row per duet of the nightly folder ``folder`` with both sides valid, by start."""
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     records, _ = load_records(folder)
     sides: dict[str, dict[str, object]] = defaultdict(dict)

@@ -33,9 +33,9 @@ from scipy import stats
 from e2e import metrics as m
 from e2e.config import load_experiment
 from e2e.host import noise, pinned_process, snapshot, with_descendants
-from e2e.load._generator import LoadSpec, make_prompts, run_measured_load, vocabulary
+from e2e.load.generator import LoadSpec, make_prompts, run_measured_load, vocabulary
 from e2e.session import server_launch
-from e2e.session._server import ServerOptions, serve
+from e2e.session.server import ServerOptions, serve
 
 FIGURES = ("server_ttft_ms", "server_tpot_ms", "client_ttft_ms", "client_tpot_ms")
 

@@ -1,7 +1,7 @@
 """Runs of the default experiment under CPU placements, side by side: for each run the
-client's and the server's mean TPOT, the burst-delivered share (``e2e.load._bursts``), what else
-used the host during the measured load (``e2e.host._noise``) and the cores the server's
-process group and the load generator really had (``e2e.host._affinity``).
+client's and the server's mean TPOT, the burst-delivered share (``e2e.load.bursts``), what else
+used the host during the measured load (``e2e.host.quiet``) and the cores the server's
+process group and the load generator really had (``e2e.host.affinity``).
 
 Until the session takes ``[server] cpus`` / ``[load] cpus`` itself, this script applies a
 placement around the session: the load generator's process is pinned with ``pin_process``
@@ -24,13 +24,13 @@ import os
 import subprocess
 from pathlib import Path
 
-from e2e.session import _server as server_module
-from e2e.host._affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
-from e2e.load._bursts import burst_summary
+from e2e.session import server as server_module
+from e2e.host.affinity import describe_affinity, format_cpus, pin_process, spawn_pinned
+from e2e.load.bursts import burst_summary
 from e2e.plan import RunSpec
-from e2e.host._noise import noise, snapshot, with_descendants
-from e2e.session._session import SessionOptions, run_unit
-from e2e.results._store import next_repeat, read_requests
+from e2e.host.quiet import noise, snapshot, with_descendants
+from e2e.session.session import SessionOptions, run_unit
+from e2e.results.store import next_repeat, read_requests
 from e2e.session import Workloads
 
 
@@ -69,7 +69,7 @@ class _Watched:
 
 def _bursts(run: dict):
     """The run's burst summary under the current rule (recomputed from requests.parquet, so
-    that a table of old runs follows ``e2e.load._bursts``)."""
+    that a table of old runs follows ``e2e.load.bursts``)."""
     tpot = run["server_tpot_ms"] / 1e3 if run["server_tpot_ms"] else None
     return burst_summary(read_requests(Path(run["run"]) / "requests.parquet"), server_tpot_s=tpot)
 

@@ -27,8 +27,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from e2e.pipeline import execute  # noqa: E402
 from e2e.plan import make_plan  # noqa: E402
-from e2e.execute._ray import RayExecutor  # noqa: E402
-from e2e.session._session import SessionOptions  # noqa: E402
+from e2e.execute.ray import RayExecutor  # noqa: E402
+from e2e.session.session import SessionOptions  # noqa: E402
 
 
 def timed_run(nodes: int, experiment, units, root: Path) -> float:
@@ -65,7 +65,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="e2e-ray-bench-") as tmp:
         root = Path(tmp)
         os.environ["E2E_HOME"] = str(root / "driver-home")
-        from e2e.session._tinymodel import build_tiny_llama
+        from e2e.session.tinymodel import build_tiny_llama
 
         model = build_tiny_llama()
         experiment = fakevllm.experiment(fakevllm.install(root / "fake"), str(model),

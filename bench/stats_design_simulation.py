@@ -40,8 +40,8 @@ from e2e.analysis.sweep.summary import metric
 from e2e.analysis.planning.advice import DESIGN_ROUNDS, runs_advice
 from e2e.config import load_experiment
 from e2e.plan import make_plan
-from e2e.results._records import RunMetrics, RunRecord, ServerInfo
-from e2e.session._session import redacted_config
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
+from e2e.session.session import redacted_config
 
 LEVEL_MS = 2.75
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)

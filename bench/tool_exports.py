@@ -35,7 +35,7 @@ def main() -> None:
 
     from e2e.config import load_experiment
     from e2e.session import server_launch
-    from e2e.session._server import ServerOptions, serve
+    from e2e.session.server import ServerOptions, serve
 
     experiment = load_experiment()
     launch = server_launch(experiment, "main", dspark=False)

@@ -31,7 +31,7 @@ from scipy import stats
 
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.metrics import metric_value
-from e2e.results import load_records
+from e2e.results.store import load_records
 
 
 def candidates(record, key: str) -> dict[str, float | None]:

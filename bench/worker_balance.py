@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_ceiling import _pinned, _server  # noqa: E402
 
-from e2e.host._affinity import spread_cores  # noqa: E402
-from e2e.load._generator import LoadSpec, _shards, run_measured_load  # noqa: E402
-from e2e.load._stream import run_loop, run_shard  # noqa: E402
-from e2e.load._workers import run_workers  # noqa: E402
+from e2e.host.affinity import spread_cores  # noqa: E402
+from e2e.load.generator import LoadSpec, split_load, run_measured_load  # noqa: E402
+from e2e.load.stream import run_loop, run_shard  # noqa: E402
+from e2e.load.workers import run_workers  # noqa: E402
 
 
 def _bare(spec, shard, core: int, t0: float, conn) -> None:
@@ -61,7 +61,7 @@ def main() -> None:
         for _ in range(args.rounds):
             spec = LoadSpec(base_url=url, model="m", prompts=[[1] * 16] * args.requests,
                             output_len=509, concurrency=64, workers=2)
-            shards = _shards(spec, None)  # a closed loop: no schedule
+            shards = split_load(spec, None)  # a closed loop: no schedule
             _, usages = run_workers(replace(spec, prompts=()), shards)
             row = {"run_workers": _row(usages)}
 

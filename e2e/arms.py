@@ -36,7 +36,7 @@ class ServerLaunch:
     model_hash: str | None = None
     api_key: str | None = None
     build: dict = field(default_factory=dict)  # what the build was made from (provenance)
-    # the driver's plugin on the server's PYTHONPATH (e2e.session._plugin_tree.PluginTree)
+    # the driver's plugin on the server's PYTHONPATH (e2e.session.plugin_copy.PluginTree)
     plugin: dict = field(default_factory=dict)
 
     kind: ServerKind = VLLM

@@ -343,7 +343,7 @@ class MultiTurn(Table):
 
 
 WorkloadConfig = Annotated[SharedPrefix | TraceReplay | MultiTurn, Field(discriminator="kind")]
-"""A workload other than the reference load (``e2e.load._traffic``); None is the reference."""
+"""A workload other than the reference load (``e2e.load.draw``); None is the reference."""
 
 
 class LoadConfig(Table):

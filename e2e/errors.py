@@ -73,7 +73,7 @@ class ResultsError(E2EError):
 
 
 class ResultsBusyError(ResultsError):
-    """Another e2e holds the results folder's lock (``e2e.results.writing``); the message
+    """Another e2e holds the results folder's lock (``e2e.results.store.writing``); the message
     names its pid. Nothing is written."""
 
 

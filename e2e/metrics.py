@@ -28,7 +28,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.kinds import VLLM, ServerKind
-from e2e.results import RequestRecord, RunMetrics, SpecCounters
+from e2e.results.records import RequestRecord, RunMetrics, SpecCounters
 from e2e.slo import SLO, SLO_NAMES
 
 __all__ = [

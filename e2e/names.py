@@ -105,7 +105,7 @@ def safe_link(value: str, what: str = "link", *, relative: bool = False) -> str:
     path relative to a folder only (no scheme, no leading '/'), as a store's report path.
     The one rule for every link: the PR comment's ``--link``, the nightly's and the
     dashboard's ``--link-base``, the dashboard's links to reports. Where it is written, it is
-    escaped for its context besides (``e2e.render.md_text``'s module: a Markdown link target;
+    escaped for its context besides (``e2e.render.markup.md_text``'s module: a Markdown link target;
     the dashboard's templates: an HTML attribute)."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{what} {_shown(value)}: give {LINK_RULE}")

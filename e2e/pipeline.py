@@ -2,9 +2,9 @@
 
     config (TOML -> pydantic, once)
       -> plan: a list of units (e2e.plan; e2e.gsm8k.run for GSM8K; nightly plans both)
-      -> executor: runs the units in rounds, resumes, shows progress (e2e.execute._executor)
+      -> executor: runs the units in rounds, resumes, shows progress (e2e.execute.executor)
            -> server session per unit: build -> fresh server -> /health -> plugin check
-              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session._session)
+              -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session.session)
       -> aggregate: comparable cells -> comparisons (e2e.analysis.sweep.aggregate, e2e.analysis.estimators)
       -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
 
@@ -26,7 +26,8 @@ from e2e.plan import Unit
 from e2e.errors import ConfigError
 from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import FolderOrder, folder_order, make_plan, record_order
-from e2e.results import LOOKS_FILE, read_looks, write_looks, writing
+from e2e.results.looks import LOOKS_FILE, read_looks, write_looks
+from e2e.results.store import writing
 from e2e.render import ReportOutput, build_report
 from e2e.session import SessionOptions, check_units
 
@@ -40,7 +41,7 @@ def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
     """Run every unit not yet done, each in its own server session, into ``results``. Every
     load run's schedule, prompt tokens and longest request are checked first
     (``e2e.session.check_units``): a plan with one out of bounds starts no server. The
-    experiment's folder is held meanwhile (``e2e.results.writing``): a second e2e writing
+    experiment's folder is held meanwhile (``e2e.results.store.writing``): a second e2e writing
     runs there waits ``server.lock_wait_s``, then is refused."""
     check_units(experiment, units)
     with writing(results, experiment.name, wait_s=experiment.server.lock_wait_s):
@@ -137,7 +138,7 @@ def sweep_until_settled(experiment: Experiment, results: Path, *, max_runs: int,
     ``e2e report`` renders at the last look's confidence.
     Starts with enough rounds for the first look (3 reported rounds); resumes like any sweep."""
     from e2e.analysis.sweep import DEFAULT_CONFIDENCE, equivalence_of, estimate_of, summarize
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     start = experiment.report_from_run
     folder = Path(results) / experiment.name

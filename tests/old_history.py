@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from e2e.paths import atomic_write_bytes
-from e2e.results import HISTORY_COLUMNS, read_history
+from e2e.results._nightly_history import HISTORY_COLUMNS, read_history
 
 _NIGHT = ["date", "experiment", "config_hash"]
 

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from e2e.host import (describe_affinity, format_cpus, group_placement, pin_process,
-                      pinned_process, spawn_pinned)
+from e2e.host import describe_affinity, pin_process, pinned_process, spawn_pinned
+from e2e.host.affinity import format_cpus, group_placement
 from e2e.names import parse_cpus
 from e2e.errors import ConfigError
 

@@ -11,7 +11,7 @@ from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.frame import runs_frame
 from e2e.analysis.sweep.summary import METRICS, Summary
 from e2e.plan import RunSpec
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
 ARMS_CONFIG = {
     "main": {"description": "the engine as it is", "plugin": {"packing": "main"}},

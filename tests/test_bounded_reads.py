@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from e2e.errors import ConfigError, ResultsError, ServerError
-from e2e.load._conn import ERROR_BODY_KEPT, Connection
-from e2e.load._sse import MAX_EVENT, SSEStream, StreamFailed
-from e2e.session._external import ExternalServer, _describe
-from e2e.session._http import AnswerTooLarge, AnswerTooSlow, fetch
+from e2e.load.conn import ERROR_BODY_KEPT, Connection
+from e2e.load.sse import MAX_EVENT, SSEStream, StreamFailed
+from e2e.session.external import ExternalServer, describe_server
+from e2e.session.http import AnswerTooLarge, AnswerTooSlow, fetch
 
 CHUNK = b"x" * (1 << 16)
 
@@ -101,7 +101,7 @@ def test_a_dripping_server_is_given_up_at_the_deadline(hostile, path):
 
 def test_external_probes_and_metrics_are_bounded(hostile):
     with pytest.raises(ServerError, match="more than"):
-        _describe(hostile, {})                        # /v1/models endless
+        describe_server(hostile, {})                        # /v1/models endless
     server = ExternalServer(base_url=hostile, model="m")
     with pytest.raises(ServerError, match="more than 64 MiB"):
         server.scrape_metrics()
@@ -110,7 +110,7 @@ def test_external_probes_and_metrics_are_bounded(hostile):
 def test_the_fresh_servers_metrics_are_bounded(hostile):
     from types import SimpleNamespace
 
-    from e2e.session._server import Server
+    from e2e.session.server import Server
 
     host, port = hostile.rsplit(":", 1)
     server = Server(launch=SimpleNamespace(host=host.split("//")[1], api_key=None),
@@ -155,7 +155,7 @@ def test_a_deeply_nested_config_is_bad_input(tmp_path):
 
 
 def test_a_run_json_that_is_dev_zero_is_skipped_and_named(tmp_path):
-    from e2e.results import load_records, read_run
+    from e2e.results.store import load_records, read_run
 
     run = tmp_path / "exp" / "main-c1-base-r1"
     run.mkdir(parents=True)
@@ -168,7 +168,7 @@ def test_a_run_json_that_is_dev_zero_is_skipped_and_named(tmp_path):
 
 def test_a_run_json_that_is_a_fifo_is_skipped_at_once(tmp_path):
     """A named pipe with no writer would block a plain open() forever: refused unread."""
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     run = tmp_path / "exp" / "main-c1-base-r1"
     run.mkdir(parents=True)
@@ -178,7 +178,7 @@ def test_a_run_json_that_is_a_fifo_is_skipped_at_once(tmp_path):
 
 
 def test_a_huge_server_log_tail_reads_only_its_end(tmp_path):
-    from e2e.session._server import log_tail
+    from e2e.session.server import log_tail
 
     log = tmp_path / "server.log"
     with open(log, "wb") as handle:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from e2e.capacity import round_rate
+from e2e.capacity.search import round_rate
 from e2e.cli import app
 from e2e.config import load_experiment
 from e2e.plan import RunSpec
@@ -161,7 +161,7 @@ def test_the_reference_prompts_count_against_the_budget_and_the_context(tmp_path
     (["--max_model_len", "1000"], 1000), (["--max-model-len", "-1"], 4096),
     (["--max-model-len", "auto"], 4096)])
 def test_the_models_context_is_read_as_vllm_reads_the_flag(args, context):
-    from e2e.session import model_context
+    from e2e.session.bounds import model_context
 
     raw = load_experiment().model_dump(mode="json")
     raw["server"]["args"] = [a for a in raw["server"]["args"] if a not in ("--max-model-len",
@@ -174,7 +174,7 @@ def test_the_models_context_is_read_as_vllm_reads_the_flag(args, context):
 
 def test_a_model_folders_config_gives_the_context(tmp_path):
     from e2e.config import Experiment
-    from e2e.session import model_context
+    from e2e.session.bounds import model_context
 
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
     raw = load_experiment().model_dump(mode="json")
@@ -201,7 +201,7 @@ def test_a_capacity_search_up_to_a_billion_requests_a_second_runs_to_its_end(tmp
     ``%g`` gave ``3.68e+06``, which no run id may hold, and the search died there."""
     import test_capacity
     from e2e.capacity import SearchSettings, capacity
-    from e2e.results import objective_of
+    from e2e.results.capacity import objective_of
 
     monkeypatch.setattr(test_capacity, "TRUTH", {"main": 3e8, "slow": 2e8})
     fake = test_capacity.FakeServers()

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from e2e.arms import ServerLaunch
-from e2e.session import managed_env_dir, prepare
+from e2e.session.builds import managed_env_dir, prepare
 from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
-from e2e.session import start
+from e2e.session.server import start
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

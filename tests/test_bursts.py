@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from e2e.load import (SPREAD_THRESHOLD, LoadSpec, burst_summary, decode_reference_s, decode_share,
-                      drive, stream_spread)
-from e2e.results import RequestRecord
-from e2e.session import free_port
+from e2e.load.bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
+                             stream_spread)
+from e2e.load.generator import LoadSpec, drive
+from e2e.results.records import RequestRecord
+from e2e.session.server import free_port
 
 
 def _record(index: int, chunks: list[float], *, send: float = 0.0, end: float | None = None,

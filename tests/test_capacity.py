@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from e2e.capacity import SearchSettings, capacity
+from e2e.capacity.search import boundary, next_rates, round_rate
 from e2e.analysis.capacity.estimate import capacity_estimate, capacity_ratio
-from e2e.capacity import SearchSettings, boundary, capacity, next_rates, round_rate
 from e2e.config import load_experiment
 from e2e.errors import ConfigError
 from e2e.execute import Outcome
-from e2e.results import (DuetInfo, MarginRun, RunMetrics, RunRecord, ServerInfo, Step, finalize,
-                         new_partial_dir, objective_of, read_run, write_run)
+from e2e.results.records import DuetInfo, RunMetrics, RunRecord, ServerInfo
+from e2e.results.capacity import MarginRun, Step, objective_of
+from e2e.results.store import finalize, new_partial_dir, read_run, write_run
 
 
 def _search(truth, settings, noise=0.0, seed=0):
@@ -46,7 +48,7 @@ def test_the_search_brackets_the_true_capacity_then_repeats_at_the_boundary(trut
 
 
 def test_a_rounds_units_take_turns_so_neighbours_in_time_differ():
-    from e2e.capacity._run import interleave
+    from e2e.capacity.run import interleave
 
     assert interleave([[1, 2, 3], ["a"], ["x", "y"]]) == [1, "a", "x", 2, "y", 3]
     assert interleave([]) == [] and interleave([[], [1]]) == [1]
@@ -501,7 +503,7 @@ def test_capacity_through_real_sessions_stops_at_its_bounds(tmp_path, monkeypatc
     --max-rate, one it never meets at --min-rate, each saying so in capacity.json."""
     import fakevllm
 
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
@@ -538,7 +540,7 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
 
     from e2e.config import DuetConfig, DuetSlot, Experiment
     from e2e.session import SessionOptions
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()),
@@ -575,19 +577,19 @@ def test_capacity_in_duets_through_real_sessions(tmp_path, monkeypatch):
 
 
 def test_a_duet_round_pairs_the_next_units_and_fills_or_waits():
-    from e2e.capacity._run import _duets
+    from e2e.capacity.run import round_duets
     from e2e.plan import RunSpec
 
     base = RunSpec.resolve(_experiment(), arm="main", concurrency=1, dspark=False, prompts=4)
     unit = lambda arm, rate, repeat=1: RunSpec.model_validate(  # noqa: E731
         {**base.model_dump(), "arm": arm, "request_rate": rate, "repeat": repeat, "duet": 1})
     a, b, c = [unit("main", 4.0), unit("main", 8.0)], [unit("slow", 2.0)], [unit("fast", 6.0)]
-    three = _duets([a, b, c], [None, None, None], 2)  # three arms, two slots: the third waits
+    three = round_duets([a, b, c], [None, None, None], 2)  # three arms, two slots: the third waits
     assert len(three) == 1 and [s.arm for s in three[0].sides] == ["main", "slow"]
     assert [s.slot for s in three[0].sides] == [0, 1] and three[0].sides[0].request_rate == 4.0
     extra = unit("slow", 2.0, 4)  # slow is done: its next boundary run partners main
-    filled = _duets([a, [], c], [None, extra, None], 3)
+    filled = round_duets([a, [], c], [None, extra, None], 3)
     assert [(s.arm, s.repeat, s.slot) for s in filled[0].sides] == [
         ("main", 1, 0), ("fast", 1, 1), ("slow", 4, 2)]
-    alone = _duets([a, []], [None, None], 2)  # no partner left at all: it runs alone
+    alone = round_duets([a, []], [None, None], 2)  # no partner left at all: it runs alone
     assert alone == [a[0]]

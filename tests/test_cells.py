@@ -12,9 +12,9 @@ from e2e.cli import app
 from e2e.plan import RunSpec
 from e2e.errors import ResultsError
 from e2e.paths import atomic_write_json
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 from e2e.render import build_report
-from e2e.session import redacted_config
+from e2e.session.session import redacted_config
 
 
 def record(experiment, arm: str, repeat: int, tpot: float, **spec) -> RunRecord:

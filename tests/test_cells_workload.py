@@ -16,8 +16,8 @@ from e2e.cli import app
 from e2e.config import SharedPrefix, TraceReplay
 from e2e.plan import RunSpec
 from e2e.paths import atomic_write_json
-from e2e.render import render_markdown
-from e2e.results import RunMetrics, RunRecord, SegmentMetrics, ServerInfo, WorkloadInfo
+from e2e.render.markdown import render_markdown
+from e2e.results.records import RunMetrics, RunRecord, SegmentMetrics, ServerInfo, WorkloadInfo
 
 TRACE = TraceReplay(kind="trace", path="tests/data/traces/mooncake_small.jsonl")
 SHA = "a8bccbf395b8" + "0" * 52

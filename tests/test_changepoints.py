@@ -135,7 +135,7 @@ def test_too_short_a_history_has_no_change_points():
 @pytest.mark.slow
 def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
     from e2e.nightly.write import night_report
-    from e2e.results import write_run
+    from e2e.results.store import write_run
     from test_aggregate import make_record
 
     raw = alone_nightly_raw()
@@ -207,7 +207,7 @@ def test_verify_step_from_the_server_when_the_client_stream_came_in_bursts():
 def test_the_headline_function_is_server_tpot_times_acceptance():
     from e2e.metrics import metric_value as run_value
     from e2e.metrics import ms_per_verify_step
-    from e2e.results import RunMetrics
+    from e2e.results.records import RunMetrics
 
     m = RunMetrics(requests=1, ok_requests=1, duration_s=1.0, input_tokens=1, output_tokens=2,
                    tpot_ms_mean=3.0, server_tpot_ms_mean=3.5, acceptance_length=2.0)

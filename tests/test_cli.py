@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import e2e
 from e2e.cli import app
-from e2e.session import project_root
+from e2e.session.builds import project_root
 
 runner = CliRunner()
 
@@ -52,7 +52,7 @@ def _sigterm(*args, **kwargs):
 ])
 def test_micro_and_plan_go_through_the_guard(argv, target, tmp_path, monkeypatch):
     argv = [str(tmp_path) if a == "RESULTS" else a for a in argv]
-    from e2e.results import write_run
+    from e2e.results.store import write_run
     from test_aggregate import make_record
 
     (tmp_path / "r1").mkdir()

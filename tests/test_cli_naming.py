@@ -129,7 +129,7 @@ def test_old_spellings_still_parse_and_are_hidden():
 
 
 def test_json_is_format_json_and_the_two_cannot_disagree(tmp_path):
-    from e2e.results import write_run
+    from e2e.results.store import write_run
     from test_aggregate import make_record
 
     for i, tpot in enumerate([10.0, 10.2, 9.9, 10.1], start=1):

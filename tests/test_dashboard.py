@@ -20,7 +20,8 @@ from e2e.nightly.assess import assess_night, read_samples
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
 from e2e.results import night_rows, open_store
-from e2e.results import VERDICTS_FILE, CellKey, NightCell, SampleVerdict, write_verdicts
+from e2e.results.gsm8k import VERDICTS_FILE, SampleVerdict, write_verdicts
+from e2e.results import CellKey, NightCell
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

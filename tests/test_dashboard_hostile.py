@@ -17,8 +17,10 @@ from typer.testing import CliRunner
 
 import chromium
 from e2e.errors import ResultsError
-from e2e.render import report_link
-from e2e.results import HISTORY_FILE, STORE_METADATA, open_store
+from e2e.render.dashboard import report_link
+from e2e.results._nightly_history import HISTORY_FILE
+from e2e.results._nightly_store import metadata as STORE_METADATA
+from e2e.results import open_store
 from test_dashboard import config, ten_nights
 
 LEAK = "http://127.0.0.1:9/leak"
@@ -142,7 +144,7 @@ def test_links_are_relative_or_http():
 
 def _history(results, date: str) -> None:
     """A one-row history.parquet beside the default store, night ``date``."""
-    from e2e.results import HISTORY_COLUMNS
+    from e2e.results._nightly_history import HISTORY_COLUMNS
 
     row = {c: None for c in HISTORY_COLUMNS}
     row.update(schema_version=2, date=date, experiment="nightly", config_hash="c" * 64,

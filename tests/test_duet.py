@@ -1,4 +1,4 @@
-"""Duets: arms measured together in time, one per slot (e2e.session._duet, e2e.plan).
+"""Duets: arms measured together in time, one per slot (e2e.session.duet, e2e.plan).
 
 The plan's balance is checked exactly; the session against real server processes (the
 scripted vLLM of tests/fakevllm.py, started by e2e's own ``serve``): every side starts,
@@ -25,8 +25,9 @@ from e2e.analysis.sweep.aggregate import summarize
 from e2e.config import DuetConfig, DuetSlot
 from e2e.plan import DuetSpec
 from e2e.pipeline import sweep
-from e2e.plan import duet_rounds, make_plan
-from e2e.results import load_records
+from e2e.plan.plan import duet_rounds
+from e2e.plan import make_plan
+from e2e.results.store import load_records
 
 
 @pytest.mark.parametrize("n,k", [(2, 2), (3, 2), (4, 2), (5, 2), (3, 3), (4, 3), (2, 4)])
@@ -63,7 +64,7 @@ def test_a_duet_plan_holds_each_round_of_each_cell(tmp_path):
 
 def _duet_experiment(root: Path, *, name: str = "duet", pr_env: dict | None = None,
                      slots: list[DuetSlot] | None = None):
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     exp = fakevllm.experiment(fakevllm.install(root / "fake"), str(build_tiny_llama(root / "model")),
                               name=name, pid_dir=root / "pids")
@@ -267,7 +268,7 @@ def test_ctrl_c_stops_every_side(home):
 def test_a_plain_server_waiting_for_the_host_is_not_passed_by_duets(home):
     import threading
 
-    from e2e.session import server_lock
+    from e2e.session.server import server_lock
 
     got: dict[str, float] = {}
     start = time.monotonic()
@@ -294,7 +295,7 @@ def test_a_plain_server_waiting_for_the_host_is_not_passed_by_duets(home):
 def test_a_unit_stopped_by_ctrl_c_spends_no_attempt(tmp_path, default_experiment):
     from test_cells import record
 
-    from e2e.results import unit_state, write_run
+    from e2e.results.store import unit_state, write_run
 
     exp = default_experiment
     rec = record(exp, "main", 1, 3.0)
@@ -349,7 +350,7 @@ def test_two_slots_cannot_share_a_name_or_a_port():
 
 def test_a_hold_keeps_an_open_loop_side_as_loaded_as_it_was_measured(default_experiment):
     from e2e.plan import RunSpec
-    from e2e.load import HOLD_S, hold_batch
+    from e2e.load.workload import HOLD_S, hold_batch
 
     closed = RunSpec.resolve(default_experiment, arm="main", concurrency=4, dspark=False, repeat=1)
     assert hold_batch(closed) == 4  # the measured load's streams

@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
+from e2e.plan.plan import duet_rounds
 from e2e.analysis.estimators.estimates import mde_log
 from e2e.analysis.estimators.power import design_df, detectable_effect, runs_needed
 from e2e.analysis.estimators.model import ModelRun, cell_model
 from e2e.analysis.estimators.power import duet_se_factor
-from e2e.plan import duet_rounds
 
 
 def _duet_runs(arms: list[str], slots: int, rounds: int, rng) -> list[ModelRun]:
@@ -73,7 +73,7 @@ def test_the_plan_of_a_duet_folder_plans_duets(default_experiment) -> None:
     from e2e.config import DuetConfig
     from e2e.plan import DuetSpec
     from e2e.plan import make_plan
-    from e2e.results import RunMetrics, RunRecord, ServerInfo
+    from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
     arms = ["main", "b", "c", "d"]
     exp = default_experiment.model_copy(update={
@@ -129,7 +129,7 @@ def test_the_default_designs_interval_is_plain_ols(default_experiment) -> None:
 
     from e2e.analysis.sweep.aggregate import summarize
     from e2e.plan import make_plan
-    from e2e.results import RunMetrics, RunRecord, ServerInfo
+    from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
     arms, concs = ["main", "flag-off", "pr"], [1, 4]
     rng = np.random.default_rng(11)

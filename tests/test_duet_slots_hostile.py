@@ -16,7 +16,7 @@ from e2e.cli import app
 from e2e.config import DuetConfig, DuetSlot, parse_experiment
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
-from e2e.session import shared_cores
+from e2e.session.duet import shared_cores
 
 DEFAULT = ROOT / "e2e" / "configs" / "default.toml"
 runner = CliRunner()

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from e2e.arms import environment_for
 from e2e.session import server_launch
 from e2e.cli import app
-from e2e.session import free_port, server_lock, stop_group
+from e2e.session.server import free_port, server_lock, stop_group
 
 
 class _TextOnly(BaseHTTPRequestHandler):
@@ -108,7 +108,7 @@ def test_e2e_run_against_a_server_it_did_not_start(default_experiment, server_py
     assert not [p for p in record["host_noise"]["top_other"] if p["pid"] in ours]
     assert record["host_noise"]["own_cpu_s"] > 0.0
     assert not any(f"pid {proc.pid}" in w for w in record["warnings"])
-    from e2e.results import read_requests
+    from e2e.results.store import read_requests
 
     requests = read_requests(folder / "requests.parquet")
     assert {r.prompt_tokens for r in requests} == {1031}
@@ -125,7 +125,7 @@ def test_a_local_external_server_is_known_by_its_processes(tmp_path):
     this one); one on another host has none on this host."""
     import os
 
-    from e2e.session import ExternalServer
+    from e2e.session.external import ExternalServer
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _TextOnly)
     try:

@@ -27,7 +27,7 @@ from e2e.redact import REDACTED, Redactor
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError, ResultsError, ServerBusyError, ServerStartError
 from e2e.kinds import VLLM
-from e2e.session import group_alive, server_lock, start
+from e2e.session.server import group_alive, server_lock, start
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -42,7 +42,7 @@ def home(tmp_path, monkeypatch):
 
 def test_second_e2e_is_refused_with_the_holders_pid_and_the_lock_never_goes_stale(home):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "from e2e.session import server_lock\nimport time\n"
+        [sys.executable, "-c", "from e2e.session.server import server_lock\nimport time\n"
          "with server_lock():\n    print('held', flush=True)\n    time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "E2E_HOME": str(home)})
     try:
@@ -67,7 +67,7 @@ def test_leftover_server_of_a_crashed_e2e_is_stopped(home, tmp_path):
         from e2e.arms import ServerLaunch
         import dataclasses
         from e2e.kinds import VLLM
-        from e2e.session import start
+        from e2e.session.server import start
         SLEEPER = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))
         launch = ServerLaunch(arm="main", python=Path(sys.executable), args=(), kind=SLEEPER)
         start(launch, Path({str(tmp_path / 'server.log')!r}), startup_timeout_s=600)

@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-import e2e.session._server as server_mod
-import e2e.session._session as session
-import e2e.load._workload as workload
+import e2e.session.server as server_mod
+import e2e.session.session as session
+import e2e.load.workload as workload
 from conftest import ROOT, small
 from e2e.plan import RunSpec
-from e2e.session import group_alive
-from e2e.results import read_requests
+from e2e.session.server import group_alive
+from e2e.results.store import read_requests
 
 pytestmark = pytest.mark.server
 OPTIONS = session.SessionOptions(progress=False)

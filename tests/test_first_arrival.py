@@ -10,10 +10,10 @@ import time
 import pytest
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import _stream
-from e2e.load import LoadOutcome, LoadSpec, run_measured_load
-from e2e.load._workload import FIRST_LATE_MS, _first_lateness_s
-from e2e.results import RequestRecord
+from e2e.load import stream as _stream
+from e2e.load.generator import LoadOutcome, LoadSpec, run_measured_load
+from e2e.load.workload import FIRST_LATE_MS, first_lateness_s
+from e2e.results.records import RequestRecord
 
 SLOW_START_S = 0.3  # a loop that takes this long to start, as a busy host's did
 
@@ -35,7 +35,7 @@ def test_a_slow_loop_start_is_not_charged_to_the_first_arrival(monkeypatch):
                         output_len=2, concurrency=1, at_s=[0.0, 0.05, 0.1])
         outcome = run_measured_load(spec, progress=False)
     assert outcome.scheduled_s == (0.0, 0.05, 0.1)
-    first = _first_lateness_s([outcome])
+    first = first_lateness_s([outcome])
     # before: >= 0.3 s (the clock ran while the loop started); now the clock starts after it
     assert first is not None and first < SLOW_START_S / 2, first
     assert all(r.ok for r in outcome.records)
@@ -51,9 +51,9 @@ def _outcome(late_s: float) -> LoadOutcome:
 
 
 def test_the_first_arrivals_lateness_is_the_worst_windows():
-    assert _first_lateness_s([_outcome(0.004), _outcome(0.250)]) == 0.250
+    assert first_lateness_s([_outcome(0.004), _outcome(0.250)]) == 0.250
     closed = LoadOutcome(records=[], client=None, offered_rate=None, achieved_rate=None)
-    assert _first_lateness_s([closed]) is None
+    assert first_lateness_s([closed]) is None
     assert FIRST_LATE_MS == 5.0
 
 

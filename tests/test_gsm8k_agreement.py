@@ -17,7 +17,8 @@ from e2e.analysis.outputs.gsm8k import (
 from e2e.errors import ResultsError
 from e2e.gsm8k.lmeval import parse_samples
 from e2e.render import gsm8k_csv, gsm8k_markdown
-from e2e.results import ArmResult, EvalInfo, SampleVerdict, SpecCounters
+from e2e.results.gsm8k import ArmResult, EvalInfo, SampleVerdict
+from e2e.results.records import SpecCounters
 
 DATA = Path(__file__).parent / "data" / "gsm8k_samples"
 

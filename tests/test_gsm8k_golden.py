@@ -17,9 +17,10 @@ import pytest
 from e2e.analysis.outputs.gsm8k import gsm8k_report
 from e2e.paths import atomic_write_json
 from e2e.render import dumps, gsm8k_csv, gsm8k_json, gsm8k_markdown
-from e2e.results import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, SpecCounters,
-                         gsm8k_dir, read_arm, read_eval_info, read_evaluations, read_verdicts,
-                         write_eval_info, write_verdicts)
+from e2e.results.gsm8k import (VERDICTS_FILE, ArmResult, EvalInfo, SampleVerdict, gsm8k_dir,
+                               read_arm, read_eval_info, read_evaluations, read_verdicts,
+                               write_eval_info, write_verdicts)
+from e2e.results.records import SpecCounters
 
 GOLDEN = Path(__file__).parent / "golden" / "gsm8k"
 DOCS = 30
@@ -112,7 +113,7 @@ def _write(results: Path) -> None:
         eval_dir = gsm8k_dir(results, "exp") / folder
         write_eval_info(eval_dir, info)
         for label, record, verdicts in arms:
-            if record is not None:  # the session's record write (e2e.session._session)
+            if record is not None:  # the session's record write (e2e.session.session)
                 atomic_write_json(eval_dir / label / "arm.json", record.model_dump(mode="json"))
             if verdicts is not None and (record is None or record.valid):
                 write_verdicts(eval_dir / label / VERDICTS_FILE, verdicts)

@@ -13,7 +13,7 @@ from planted import Planted
 
 from e2e.config import load_experiment
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
-from e2e.results import read_arm
+from e2e.results.gsm8k import read_arm
 
 pytest.importorskip("lm_eval")
 DATA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k").resolve()

@@ -16,7 +16,7 @@ from e2e.config import load_experiment
 from e2e.errors import ConfigError, LoadError, ResultsError
 from e2e.gsm8k.lmeval import find_output
 from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
-from e2e.results import arm_is_complete, read_arm, read_verdicts
+from e2e.results.gsm8k import arm_is_complete, read_arm, read_verdicts
 from scripted import Scripted
 
 SAMPLES = Path(__file__).parent / "data" / "gsm8k_samples"

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import GSM8K_DATA, ROOT
-from e2e.session import group_alive
+from e2e.session.server import group_alive
 
 pytestmark = pytest.mark.server
 

@@ -14,8 +14,7 @@ from e2e.commands._bisect import _defaults
 from e2e.nightly.settings import NightlySettings, load_nightly
 from e2e.results import CellKey
 from e2e.pipeline import headline_pairs
-from e2e.render import render_markdown
-from e2e.render._markdown import _metric_name
+from e2e.render.markdown import render_markdown, _metric_name
 from test_render import golden_records
 
 CELLS = [(1, "base"), (4, "base"), (1, "dspark")]

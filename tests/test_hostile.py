@@ -24,10 +24,10 @@ from e2e.config import load_experiment
 from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
-from e2e.load import StreamFailed, check_usage
+from e2e.load.sse import StreamFailed, check_usage
 from e2e.metrics import parse_samples
 from e2e.redact import REDACTED, Redactor, remember, scrub
-from e2e.session import parse_base_url
+from e2e.session.external import parse_base_url
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"
@@ -185,7 +185,7 @@ def test_a_record_of_a_newer_schema_is_refused_by_name(tmp_path):
     doc = json.loads((folder / "run.json").read_text())
     doc["schema_version"] = 999
     (folder / "run.json").write_text(json.dumps(doc))
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     records, problems = load_records(tmp_path / "exp")
     assert records == () and "newer" in problems[0] or "999" in problems[0], problems
@@ -366,7 +366,7 @@ def _secret_config(tmp_path: Path) -> Path:
 
 def test_the_default_pattern_and_the_config_snapshot_hide_every_secret(tmp_path):
     experiment = load_experiment(_secret_config(tmp_path))
-    from e2e.session import redacted_config
+    from e2e.session.session import redacted_config
 
     snapshot = json.dumps(redacted_config(experiment))
     assert "SECRET123" not in snapshot and REDACTED in snapshot
@@ -381,7 +381,7 @@ def test_a_remembered_secret_is_scrubbed_from_any_text_and_every_record():
     remember("sk-PLANTED-777")
     assert scrub("401: Authorization: Bearer sk-PLANTED-777 refused") == \
         f"401: Authorization: Bearer {REDACTED} refused"
-    from e2e.results import RequestRecord
+    from e2e.results.records import RequestRecord
 
     assert "sk-PLANTED-777" not in RequestRecord(index=0, send_s=0.0,
                                                  error="HTTP 401: sk-PLANTED-777").error
@@ -430,7 +430,7 @@ def test_a_run_writes_no_planted_secret_anywhere(tmp_path, monkeypatch):
 
     from e2e.plan import RunSpec
     from e2e.session import SessionOptions, run_unit
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     experiment = fakevllm.experiment(fakevllm.install(tmp_path / "fake"), str(build_tiny_llama()))
@@ -460,7 +460,7 @@ def test_a_signal_at_every_step_of_the_spawn_leaves_no_server(step, tmp_path, mo
 
     from e2e.arms import ServerLaunch
     from e2e.kinds import VLLM
-    from e2e.session import _server
+    from e2e.session import server as _server
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     sleeper = dataclasses.replace(VLLM, entry=("-c", "import time; time.sleep(600)"))

@@ -18,9 +18,9 @@ import time
 import pytest
 
 from e2e.errors import HostNotQuietError
-from e2e.host import (HostSnapshot, gpu_state, noise, parse_nvidia_smi, parse_rocm_smi,
-                      require_quiet, snapshot, with_descendants)
-from e2e.results import GPUProcess, GPUState, ProcessCPU
+from e2e.host.quiet import HostSnapshot, gpu_state, parse_nvidia_smi, parse_rocm_smi
+from e2e.host import noise, require_quiet, snapshot, with_descendants
+from e2e.results.records import GPUProcess, GPUState, ProcessCPU
 
 HOG = """
 import signal, sys, time
@@ -160,8 +160,8 @@ def test_parse_rocm_smi_output():
 
 
 def test_a_run_measured_beside_other_work_warns_naming_it():
-    from e2e.load import interference
-    from e2e.results import HostNoise, ProcessCPU
+    from e2e.load.workload import interference
+    from e2e.results.records import HostNoise, ProcessCPU
 
     def noise(share: float, steal: float = 0.0) -> HostNoise:
         return HostNoise(wall_s=10.0, cpus_online=2, loadavg_before=(0, 0, 0),

@@ -22,7 +22,7 @@ from e2e.errors import ConfigError
 from e2e.interop.aiperf import import_export
 from e2e.interop.guidellm import import_report
 from e2e.interop.vllm_bench import ImportOptions, import_file
-from e2e.results import read_requests, read_run
+from e2e.results.store import read_requests, read_run
 
 DATA = Path(__file__).parent / "data"
 AIPERF, GUIDELLM = DATA / "aiperf", DATA / "guidellm" / "benchmarks.json"

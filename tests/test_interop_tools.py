@@ -16,7 +16,7 @@ from e2e.cli import app
 from e2e.errors import ConfigError
 from e2e.interop.aiperf import import_export, read_export
 from e2e.interop.vllm_bench import ImportOptions
-from e2e.results import read_requests, read_run
+from e2e.results.store import read_requests, read_run
 
 DATA = Path(__file__).parent / "data"
 AIPERF = DATA / "aiperf"

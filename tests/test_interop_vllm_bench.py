@@ -19,10 +19,10 @@ from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS,
                                     ImportOptions, export_dir, import_file, read_results,
                                     to_result, to_run)
 from e2e.metrics import summarize_run
-from e2e.results import RequestRecord, RunRecord, ServerInfo, SpecCounters
+from e2e.results.records import RequestRecord, RunRecord, ServerInfo, SpecCounters
 from e2e.render import build_report
-from e2e.results import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
-                         write_requests, write_run)
+from e2e.results.store import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
+                               write_requests, write_run)
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"

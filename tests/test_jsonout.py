@@ -1,4 +1,5 @@
-"""The --json documents (e2e.render._json): keys and values on hand-made records, strict JSON."""
+"""The --json documents (e2e.render.json_report): keys and values on hand-made records, strict
+JSON."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.plan import RunSpec
-from e2e.results import ArmResult, EvalInfo, SampleVerdict
+from e2e.results.gsm8k import ArmResult, EvalInfo, SampleVerdict
+from e2e.render.json_report import SCHEMA_VERSION
+from e2e.render import dumps, gsm8k_json, report_json, run_json
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 from e2e.analysis.outputs.gsm8k import GSM8KReport, summarize_gsm8k
-from e2e.render import SCHEMA_VERSION, dumps, gsm8k_json, report_json, run_json
-from e2e.results import RunMetrics, RunRecord, ServerInfo
 
 RUN_KEYS = ["schema_version", "kind", "experiment", "run_id", "folder", "valid",
             "invalid_reasons", "warnings", "spec", "started_at", "finished_at",

@@ -18,15 +18,10 @@ if not HAS_CUDA:
 
 pytest.importorskip("triton")
 
-from e2e.kernels import (  # noqa: E402
-    PATH_NAMES,
-    PATHS,
-    build_ragged_indices_from_dense,
-    build_ragged_indices_from_dense_out,
-    load_triton_paths,
-    reference_ragged,
-    refresh_decode_swa_ragged,
-)
+from e2e.kernels import (PATH_NAMES, PATHS, build_ragged_indices_from_dense,
+                         build_ragged_indices_from_dense_out, load_triton_paths,
+                         refresh_decode_swa_ragged)  # noqa: E402
+from e2e.kernels.reference import reference_ragged  # noqa: E402
 
 tp = load_triton_paths()
 DEVICE = torch.device("cuda") if HAS_CUDA else torch.device("cpu")

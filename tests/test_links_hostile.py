@@ -12,7 +12,7 @@ import pytest
 
 from e2e.errors import ResultsError
 from e2e.render import build_report
-from e2e.results import finalize_unit, new_partial_dir
+from e2e.results.store import finalize_unit, new_partial_dir
 from test_render import calibration_records, write_results
 
 

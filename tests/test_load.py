@@ -16,8 +16,8 @@ import pytest
 from sse_server import ScriptedServer, chunk, framed, good, sse, stream, usage
 
 from e2e.errors import ConfigError
-from e2e.load import LoadSpec, drive, make_prompts
-from e2e.load import SSEStream, StreamFailed
+from e2e.load.generator import LoadSpec, drive, make_prompts
+from e2e.load.sse import SSEStream, StreamFailed
 
 
 def run(respond, n=2, concurrency=2, **kw):
@@ -289,7 +289,7 @@ INTERRUPTED_LOAD = """
 import sys
 sys.path.insert(0, {tests!r})
 from sse_server import HEAD, ScriptedServer, chunk, framed, sse
-from e2e.load import LoadSpec, run_measured_load
+from e2e.load.generator import LoadSpec, run_measured_load
 
 block = framed(b"".join(sse(*[chunk()] * 64)))
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import (SATURATED_LAG_MS, LagProbe, LoadSpec, ProcessUsage, client_stats,
-                      run_measured_load)
+from e2e.load.clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
+from e2e.load.generator import LoadSpec, run_measured_load
 
 
 def test_rule_share_and_lag():

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 from sse_server import HEAD, PerConnection, ScriptedServer, chunk, framed, good, sse, stream, usage
 
-from e2e.load import LoadSpec, drive
-from e2e.load import retried_warning
-from e2e.results import RequestRecord
-from e2e.results import read_requests, write_requests
+from e2e.load.generator import LoadSpec, drive
+from e2e.load.workload import retried_warning
+from e2e.results.records import RequestRecord
+from e2e.results.store import read_requests, write_requests
 
 PAUSE_S = 0.3  # the server waits this long before it closes a reused connection
 

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import LoadSpec, run_measured_load
+from e2e.load.generator import LoadSpec, run_measured_load
 from e2e.load import arrival_times
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier

@@ -10,7 +10,8 @@ import pytest
 
 from sse_server import ScriptedServer, good, stream
 
-from e2e.load import LoadSpec, drive, merge_shards, run_measured_load, split_requests
+from e2e.load.generator import LoadSpec, drive, run_measured_load
+from e2e.load.workers import merge_shards, split_requests
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

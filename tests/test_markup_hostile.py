@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from e2e.render.markup import md_text
+from e2e.render import render_github
+from e2e.render.html_report import render_html
+from e2e.render.markdown import render_markdown
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.summary import ReportWarning
-from e2e.render import md_text
-from e2e.render import render_github, render_html, render_markdown
 from test_aggregate import make_record
 
 GFM = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
@@ -97,7 +99,7 @@ def test_the_comment_never_exceeds_its_limit_however_wide_the_table():
     """1,100 arms made a 73,125-byte comment: the head and the header rows were never cut.
     Here the limit is made small instead of the table wide: the comment stays under it, marker
     first, with the note."""
-    from e2e.render import COMMENT_MARKER
+    from e2e.render.github import COMMENT_MARKER
 
     records = [make_record(arm, 1, r, tpot=10.0 + r * 0.01)
                for arm in ("main", "pr", "flag-off") for r in range(1, 5)]
@@ -109,7 +111,8 @@ def test_the_comment_never_exceeds_its_limit_however_wide_the_table():
 
 
 def test_a_comment_of_many_arms_fits_githubs_limit():
-    from e2e.render import COMMENT_LIMIT, fit_comment
+    from e2e.render import COMMENT_LIMIT
+    from e2e.render.github import fit_comment
 
     header = "| concurrency | metric | " + " | ".join(f"arm-{i:04d}" for i in range(1100)) + " |"
     head = ["<!-- e2e-report -->", "### e2e report", "", "x" * 70_000, ""]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from e2e import metrics as m
-from e2e.results import RequestRecord, SpecCounters
+from e2e.results.records import RequestRecord, SpecCounters
 
 
 def rec(i, send, first, end, tokens, chunks=None, prompt=8, error=None):

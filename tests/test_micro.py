@@ -22,7 +22,8 @@ from e2e.kernels.micro import (
     median_of_runs,
     parse_int_list,
 )
-from e2e.render import host_cost_markdown, micro_markdown, micro_plot, steps_markdown, write_micro
+from e2e.render.kernels import host_cost_markdown, micro_plot, steps_markdown
+from e2e.render import micro_markdown, write_micro
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from e2e.paths import atomic_dir, atomic_write_bytes, umask
-from e2e.results import new_partial_dir
+from e2e.results.store import new_partial_dir
 
 
 @pytest.fixture(params=[0o022, 0o077, 0o002])

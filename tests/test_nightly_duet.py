@@ -82,7 +82,7 @@ def test_the_reference_must_be_a_nightly_arm(tmp_path):
 def test_nights_are_judged_on_tonight_over_the_reference(tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     cfg = parse_nightly(_raw(tmp_path, str(build_tiny_llama(tmp_path / "model"))))

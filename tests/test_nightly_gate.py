@@ -20,9 +20,10 @@ from conftest import ROOT
 from e2e.analysis.nightly.history import undecided_nights
 from e2e.analysis.nightly.judge import BLIND_NIGHTS, Rules, judge_night, night_status
 from e2e.commands import nightly_command
-from e2e.render import said
+from e2e.render.nightly import said
 from e2e.results import (EXIT_CODES, CellKey, CellVerdict, ChangePoint, Judgement, NightCell,
-                         RatioHistory, history_cells, night_rows)
+                         RatioHistory, night_rows)
+from e2e.results._nightly_history import history_cells
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")

@@ -94,8 +94,8 @@ def test_two_nights_of_gsm8k_judged_per_document(cfg, tmp_path):
 def _write_night(results, date, correct: set[int], *, n=50, servers=2):
     """A night's GSM8K arm folders (verdicts.jsonl of `servers` fresh servers of main, each
     answering the documents in `correct` right) and its cell, as gsm8k_cells returns it."""
-    from e2e.results import SampleVerdict
-    from e2e.results import write_verdicts
+    from e2e.results.gsm8k import SampleVerdict
+    from e2e.results.gsm8k import write_verdicts
     from e2e.results import CellKey, NightCell
 
     dirs = []

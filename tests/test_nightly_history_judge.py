@@ -14,12 +14,13 @@ import pandas as pd
 import pytest
 from scipy.stats import t as student_t
 
+from e2e.results import Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory, night_rows
+from e2e.results._nightly_history import history_cells
+from e2e.render import SummaryContext, render_summary
+from e2e.render.nightly import said
 from e2e.analysis.estimators.sequential import boundaries, spending_at
 from e2e.analysis.nightly.judge import Rules, history_fit, history_interval, judge_night, night_look
 from e2e.analysis.nightly.history import ratio_history as ratio_of_records
-from e2e.results import (Baseline, CellKey, Judgement, Looks, NightCell, RatioHistory,
-                         history_cells, night_rows)
-from e2e.render import SummaryContext, render_summary, said
 
 REL = CellKey("load", "main-vs-reference", 1, "base", "server_tpot_ms_mean")
 RULES = Rules(thresholds={"base": {"server_tpot_ms_mean": 5.0}}, reference="reference")

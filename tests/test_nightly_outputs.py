@@ -142,7 +142,7 @@ def test_the_store_keeps_each_night_s_checks_for_the_next(tmp_path):
 @pytest.mark.slow  # two nights of real server processes
 def test_a_perturbed_night_reports_its_outputs_and_an_unchanged_one_does_not(tmp_path,
                                                                              monkeypatch):
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
     from e2e.nightly.run import NightlyOptions, run_nightly
     from test_nightly_duet import _raw
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 from scipy.stats import fisher_exact
 
+from e2e.results.records import RequestRecord, WorkloadInfo
+from e2e.results.store import load_outputs, read_outputs, write_requests
 from e2e.analysis.outputs.compare import (
     CellCache, cache_contrast, cell_caches, compare_outputs, first_divergence, outputs_of,
     summarize_outputs
 )
 from e2e.results import AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NOT_RECORDED, NO_AA
-from e2e.results import RequestRecord, load_outputs, read_outputs, write_requests
-from e2e.results import WorkloadInfo
 from test_aggregate import ARMS_CONFIG, make_record
 
 N = 24  # prompts per run

@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from sse_server import ScriptedServer, good, sse, stream, usage
 
-from e2e.load import LoadSpec, drive, run_measured_load
-from e2e.load import SSEStream, output_ids
-from e2e.results import RequestRecord, read_requests, write_requests
+from e2e.load.generator import LoadSpec, drive, run_measured_load
+from e2e.load.sse import SSEStream, output_ids
+from e2e.results.records import RequestRecord
+from e2e.results.store import read_requests, write_requests
 
 PROMPT = [5, 6, 7]
 

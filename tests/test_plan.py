@@ -10,19 +10,11 @@ import pytest
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError
 from e2e.execute import LocalExecutor
-from e2e.execute import format_eta
-from e2e.plan import (
-    ORDER_FILE,
-    folder_order,
-    make_plan,
-    order_of,
-    record_order,
-    round_orders,
-    williams,
-)
-from e2e.results import RunRecord, ServerInfo
-from e2e.results import finalize, new_partial_dir, write_run
-from e2e.results import unit_state as _unit_state
+from e2e.execute.progress import format_eta
+from e2e.plan.plan import ORDER_FILE, order_of, round_orders, williams
+from e2e.plan import folder_order, make_plan, record_order
+from e2e.results.records import RunRecord, ServerInfo
+from e2e.results.store import finalize, new_partial_dir, write_run, unit_state as _unit_state
 
 
 def test_rounds_interleave_in_the_williams_order(default_experiment):
@@ -181,7 +173,7 @@ def test_a_new_folder_draws_its_own_order_seed_and_keeps_it(tmp_path, default_ex
 
 def test_duets_take_the_folder_seed(default_experiment):
     """make_plan's seed orders duet rounds too (duet_rounds), the default being the load's."""
-    from e2e.plan import duet_rounds
+    from e2e.plan.plan import duet_rounds
 
     arms = ["main", "pr", "a", "b"]
     assert duet_rounds(arms, 2, 3, seed=3) != duet_rounds(arms, 2, 3, seed=4)

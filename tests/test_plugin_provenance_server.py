@@ -23,8 +23,9 @@ import e2e
 from conftest import small
 from e2e.config import BuildSpec
 from e2e.plan import RunSpec
-from e2e.plugin import plugin_sha256
-from e2e.session import SessionOptions, plugin_tree, run_unit
+from e2e.plugin.source import plugin_sha256
+from e2e.session import SessionOptions, run_unit
+from e2e.session.plugin_copy import plugin_tree
 
 pytestmark = pytest.mark.server
 ROOT = Path(e2e.__file__).resolve().parent.parent

@@ -16,10 +16,12 @@ import pytest
 
 import e2e
 from e2e.errors import E2EError
-from e2e.execute import check_host_plugin, driver_plugin
-from e2e.plugin import PARTS, package_dir, plugin_files, plugin_sha256, provenance_fields
-from e2e.session import (applied_fields, check_plugin, plugin_check, plugin_tree,
-                         server_pythonpath)
+from e2e.execute.ray import check_host_plugin, driver_plugin
+from e2e.plugin.source import PARTS, package_dir, plugin_files, plugin_sha256
+from e2e.plugin import provenance_fields
+from e2e.session.plugin_log import applied_fields, check_plugin
+from e2e.session import plugin_check
+from e2e.session.plugin_copy import plugin_tree, server_pythonpath
 
 PR = {"draft_update": True, "packing": "inplace"}
 PACKAGE = Path(e2e.__file__).resolve().parent

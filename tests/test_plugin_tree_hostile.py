@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import e2e
-from e2e.plugin import plugin_sha256
-from e2e.session import SERVER_ENV, _plugin_tree, plugin_tree
+from e2e.plugin.source import plugin_sha256
+from e2e.session.plugin_copy import SERVER_ENV, plugin_tree
+from e2e.session import plugin_copy as _plugin_tree
 
 INFO = f"e2e-{e2e.__version__}.dist-info"
 

@@ -19,7 +19,7 @@ import fakevllm
 from conftest import small
 from e2e.errors import ServerStartError
 from e2e.session import SessionOptions, run_unit, server_launch
-from e2e.session import _server
+from e2e.session import server as _server
 
 SQUATTER = r'''
 import http.server, json, sys
@@ -100,7 +100,7 @@ def test_a_squatter_on_the_servers_port_is_refused_before_any_request(tmp_path, 
 def test_a_run_meeting_a_squatter_is_invalid_and_measures_nothing(tmp_path, squat, monkeypatch):
     """The whole session: the run is written (invalid, with the reason), no request reached
     the squatter but /health, and no request was measured."""
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     exp = fakevllm.experiment(fakevllm.install(tmp_path / "fake"),

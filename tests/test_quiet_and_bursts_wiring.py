@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 import pytest
 
 from conftest import ROOT
+from e2e.results.records import BurstSummary
 from e2e.analysis.sweep.aggregate import summarize
-from e2e.results import BurstSummary
 from e2e.cli import app
 from test_cells import record
 

@@ -21,13 +21,15 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from e2e.config import ExecutorConfig  # noqa: E402
 from e2e.errors import ConfigError  # noqa: E402
-from e2e.execute import LocalExecutor, SessionUnit, blocks  # noqa: E402
+from e2e.execute import LocalExecutor, SessionUnit  # noqa: E402
+from e2e.execute.executor import blocks  # noqa: E402
 from e2e.pipeline import execute  # noqa: E402
 from e2e.plan import make_plan  # noqa: E402
-from e2e.execute import FAILURE_JSON, RayExecutor, describe_cluster_plan  # noqa: E402
+from e2e.execute.ray import FAILURE_JSON, RayExecutor  # noqa: E402
+from e2e.execute import describe_cluster_plan  # noqa: E402
 from e2e.render import build_report
 from e2e.session import SessionOptions
-from e2e.results import unit_state
+from e2e.results.store import unit_state
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -44,7 +46,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     saved = os.environ.get("E2E_HOME")
     os.environ["E2E_HOME"] = str(root / "driver-home")
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     model = build_tiny_llama()
     pids = root / "pids"
@@ -102,7 +104,7 @@ def records(results: Path, experiment: str) -> dict[str, dict]:
 
 
 def test_blocks_are_every_arm_of_a_cell_in_the_plan_order(default_experiment):
-    from e2e.plan import round_orders
+    from e2e.plan.plan import round_orders
 
     units = make_plan(default_experiment, concurrencies=[1, 4], runs=2)
     got = blocks(units)
@@ -318,7 +320,7 @@ def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path):
     import subprocess
     import sys
 
-    code = ("from e2e.execute import RayExecutor, SessionUnit\n"
+    code = ("from e2e.execute import SessionUnit\nfrom e2e.execute.ray import RayExecutor\n"
             "from e2e.config import load_experiment\n"
             "from e2e.errors import ConfigError\n"
             "try:\n"
@@ -388,7 +390,7 @@ def test_gsm8k_arms_run_as_one_block_and_come_back_whole(world, tmp_path):
 def test_a_unit_whose_attempts_were_spent_before_is_given_up_as_on_one_host(world, tmp_path):
     """One rule for both executors (their one bookkeeper): a unit whose attempts an earlier
     invocation spent is not run again and is given up; the rest of its block runs."""
-    from e2e.execute import keep_failed_attempt
+    from e2e.execute.ray import keep_failed_attempt
 
     experiment = world["experiment"]
     units = plan(experiment, runs=1)[:2]  # one block

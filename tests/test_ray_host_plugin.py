@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("ray")
 
 import e2e  # noqa: E402
-from e2e.plugin import plugin_sha256  # noqa: E402
+from e2e.plugin.source import plugin_sha256  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -36,10 +36,11 @@ from ray.cluster_utils import Cluster
 import fakevllm
 from e2e.config import ExecutorConfig
 from e2e.errors import E2EError
-from e2e.execute import RayExecutor
+from e2e.execute.ray import RayExecutor
 from e2e.pipeline import execute
 from e2e.plan import make_plan
-from e2e.session import SessionOptions, build_tiny_llama
+from e2e.session import SessionOptions
+from e2e.session.tinymodel import build_tiny_llama
 
 root, clone = Path(sys.argv[1]), sys.argv[2]
 def node(home, pool, extra):

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from e2e.metrics import summarize_run
-from e2e.results import RequestRecord
-from e2e.results import REQUESTS, load_records, unit_state, write_requests
+from e2e.results.records import RequestRecord
+from e2e.results.store import REQUESTS, load_records, unit_state, write_requests
 from test_aggregate import make_record
 
 

@@ -13,10 +13,12 @@ import pytest
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.summary import Summary
 from e2e.errors import ResultsError
-from e2e.results import RunRecord
-from e2e.render import render_csv, render_markdown, render_plots
-from e2e.render import (comparison_plot_names, format_cell, format_headline_comparison, format_pct,
-                        format_value)
+from e2e.results.records import RunRecord
+from e2e.render.csv_report import render_csv
+from e2e.render.markdown import (render_markdown, format_cell, format_headline_comparison,
+                                 format_pct, format_value)
+from e2e.render.plots import render_plots
+from e2e.render.forest import comparison_plot_names
 from e2e.render import build_report
 from test_aggregate import make_record
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e.render import host_cost_markdown, micro_markdown, steps_markdown, unit_markdown
+from e2e.render.kernels import host_cost_markdown, steps_markdown
+from e2e.render import micro_markdown, unit_markdown
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -1,8 +1,9 @@
 """``e2e report --format github`` (e2e.render.render_github) and ``report/index.html``
-(e2e.render.render_html): a calibration-shaped sweep's comment is under GitHub's 64 KB, parses as
-GitHub Markdown (markdown-it-py's table rule, as GitHub's cmark-gfm) with one row per headline
-cell and a verdict icon per comparison; a sweep too big for a comment is cut to fit with a
-note and the link; the HTML view shows the tables and the forest and strip plots."""
+(e2e.render.html_report.render_html): a calibration-shaped sweep's comment is under GitHub's
+64 KB, parses as GitHub Markdown (markdown-it-py's table rule, as GitHub's cmark-gfm) with one
+row per headline cell and a verdict icon per comparison; a sweep too big for a comment is cut
+to fit with a note and the link; the HTML view shows the tables and the forest and strip
+plots."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typer.testing import CliRunner
 
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.cli import app
-from e2e.render import (COMMENT_LIMIT, COMMENT_MARKER, STEP_SUMMARY_LIMIT, render_github,
-                        verdict_icon)
+from e2e.render import COMMENT_LIMIT, render_github
+from e2e.render.github import COMMENT_MARKER, STEP_SUMMARY_LIMIT, verdict_icon
 from test_aggregate import make_record
 from test_render import calibration_records, write_results
 

@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from e2e.cli import app
-from e2e.results import RequestRecord, write_requests
+from e2e.results.records import RequestRecord
+from e2e.results.store import write_requests
 from test_aggregate import make_record
 from test_render import write_results
 from test_report_github import tables
@@ -180,7 +181,8 @@ def test_the_render_functions_carry_the_outputs_and_the_call(tmp_path):
 
     from e2e.analysis.outputs.compare import summarize_outputs
     from e2e.analysis.sweep.aggregate import summarize
-    from e2e.render import render_github, render_markdown, report_json
+    from e2e.render import render_github, report_json
+    from e2e.render.markdown import render_markdown
 
     records, outputs = [], {}
     for repeat in (1, 2, 3):
@@ -233,7 +235,7 @@ def test_the_merge_line_shows_gsm8k_and_capacity_where_the_experiment_measured_t
     import shutil
     from pathlib import Path
 
-    from e2e.results import write_run
+    from e2e.results.store import write_run
     from test_report_warnings import busy_duet_sweep
 
     folder = tmp_path / "results" / "duet3"

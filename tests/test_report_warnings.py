@@ -13,9 +13,10 @@ import pytest
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.analysis.sweep.report_warnings import warning_lines
 from e2e.plan import RunSpec
-from e2e.render import render_github, render_markdown
-from e2e.render import forest_figure
-from e2e.results import ClientStats, HostNoise
+from e2e.render import render_github
+from e2e.render.markdown import render_markdown
+from e2e.render.forest import forest_figure
+from e2e.results.records import ClientStats, HostNoise
 from test_aggregate import make_record
 
 
@@ -138,9 +139,9 @@ def test_markdown_numbers_causes_and_marks_figures_with_their_cause():
 
 def test_the_report_and_the_session_judge_interference_alike():
     """A starved client whose others took exactly the share the session warns about
-    (``e2e.load.INTERFERENCE_SHARE``) is blamed on them in the report; just under it, on its
-    own load."""
-    from e2e.load import INTERFERENCE_SHARE
+    (``e2e.results.records.INTERFERENCE_SHARE``) is blamed on them in the report; just under
+    it, on its own load."""
+    from e2e.results.records import INTERFERENCE_SHARE
 
     def causes(share: float) -> list[str]:
         records = duet_records(saturated_by_others={("main", 3)})
@@ -171,7 +172,7 @@ def busy_duet_sweep() -> list:
     import gzip
     from pathlib import Path
 
-    from e2e.results import RunRecord
+    from e2e.results.records import RunRecord
 
     path = Path(__file__).parent / "data" / "duet_busy" / "runs.jsonl.gz"
     with gzip.open(path, "rt", encoding="utf-8") as handle:

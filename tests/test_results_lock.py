@@ -20,14 +20,14 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from e2e.cli import app
 from e2e.errors import ResultsBusyError
-from e2e.results import writing
+from e2e.results.store import writing
 
 runner = CliRunner()
 
 HOLDER = textwrap.dedent('''
     import sys, time
     from pathlib import Path
-    from e2e.results import writing
+    from e2e.results.store import writing
     with writing(Path(sys.argv[1]), sys.argv[2]):
         Path(sys.argv[3]).write_text("held")
         time.sleep(float(sys.argv[4]))
@@ -98,7 +98,7 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
     start); a second sweep of the same config into the same folder is refused, and every run
     of the first is valid and the only attempt."""
     import fakevllm
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     script = textwrap.dedent(f'''
@@ -107,7 +107,7 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
         from pathlib import Path
         import fakevllm
         from e2e.pipeline import sweep
-        from e2e.session import build_tiny_llama
+        from e2e.session.tinymodel import build_tiny_llama
         exp = fakevllm.experiment(Path({str(tmp_path / "fake")!r}),
                                   str(build_tiny_llama(Path({str(tmp_path / "model")!r}))),
                                   start_s=2.0)
@@ -123,7 +123,7 @@ def test_two_sweeps_into_one_folder_leave_the_first_ones_runs_alone(tmp_path, mo
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         from e2e.pipeline import sweep
-        from e2e.session import build_tiny_llama
+        from e2e.session.tinymodel import build_tiny_llama
 
         exp = fakevllm.experiment(tmp_path / "fake", str(build_tiny_llama(tmp_path / "m2")))
         exp = exp.model_copy(update={"server": exp.server.model_copy(update={"lock_wait_s": 0})})
@@ -194,7 +194,7 @@ def test_anything_but_a_regular_file_at_the_lock_path_is_refused_in_one_line(tmp
 def test_the_server_lock_refuses_a_fifo_as_the_results_lock_does(tmp_path, monkeypatch):
     """The one-server-per-host lock is taken the same way (``e2e.paths.flocked``)."""
     from e2e.errors import ConfigError
-    from e2e.session import server_lock
+    from e2e.session.server import server_lock
 
     monkeypatch.setenv("E2E_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
@@ -230,7 +230,7 @@ def test_an_import_is_refused_while_another_e2e_writes_the_folder(tmp_path, hold
 SWEEP_LIKE = textwrap.dedent('''
     import sys, time
     from pathlib import Path
-    from e2e.results import writing
+    from e2e.results.store import writing
     results, flag, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     with writing(results, "exp"):
         flag.write_text("held")

@@ -35,7 +35,7 @@ VERSIONS = ("deepseek_v41", "deepseek_v4")
 
 @pytest.fixture(scope="module")
 def real_python(default_experiment) -> Path:
-    from e2e.session import python_path
+    from e2e.session.builds import python_path
 
     path = python_path(default_experiment.server.build)
     if not path.exists():

@@ -26,7 +26,9 @@ from e2e.cli import app
 from e2e.config import parse_experiment
 from e2e.errors import ConfigError
 from e2e.names import check_link, check_name, known_name, safe_link
-from e2e.render import render_github, render_markdown, report_link
+from e2e.render import render_github
+from e2e.render.markdown import render_markdown
+from e2e.render.dashboard import report_link
 from test_aggregate import make_record
 from test_render import calibration_records, write_results
 

@@ -12,7 +12,7 @@ import pytest
 from e2e.plan import EvalSpec, RunSpec
 from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.session import SessionOptions, run_unit
-from e2e.results import unit_state
+from e2e.results.store import unit_state
 from e2e.session import resolve_model
 from scripted import Scripted
 
@@ -114,7 +114,7 @@ def test_a_second_ctrl_c_while_writing_loses_nothing(default_experiment, tmp_pat
     import os
     import signal
 
-    import e2e.session._session as session
+    import e2e.session.session as session
     from e2e.session import shielded
 
     def interrupted(job, log_path):

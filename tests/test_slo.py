@@ -10,7 +10,7 @@ import pytest
 from e2e.errors import ConfigError
 from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
 from e2e.metrics import summarize_run
-from e2e.results import RequestRecord
+from e2e.results.records import RequestRecord
 from e2e.metrics import goodput, meets
 from e2e.slo import SLO, parse_slo
 

@@ -30,7 +30,7 @@ def test_many_unknown_keys_print_a_screen(tmp_path):
 
 
 def test_history_csv_cells_never_start_a_formula():
-    from e2e.render import csv_safe
+    from e2e.render.markup import csv_safe
 
     frame = pd.DataFrame({"host": ["=HYPERLINK(\"http://x\")", "+1", "-2", "@SUM(A1)", "\tx",
                                    "runner-1"], "median": [1.0, -2.0, 3.0, 4.0, 5.0, 6.0]})

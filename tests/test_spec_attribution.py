@@ -13,9 +13,10 @@ from e2e.analysis.sweep.aggregate import summarize
 from e2e.metrics import position_key
 from e2e.plan import RunSpec
 from e2e.interop.vllm_bench import check_result, to_result, to_run, ImportOptions
-from e2e.render import render_github, render_markdown, render_plots, report_json
-from e2e.results import SpecCounters
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.render import render_github, report_json
+from e2e.render.markdown import render_markdown
+from e2e.render.plots import render_plots
+from e2e.results.records import SpecCounters, RunMetrics, RunRecord, ServerInfo
 
 # As vLLM 0.32 exposes them (prometheus_client: a Counter named ..._per_pos gets _total)
 EXPOSITION = """\

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from e2e.cli import app
 from e2e.config import default_config_path, load_experiment, parse_experiment
 from e2e.plan import pinned_of
-from e2e.session import speculative_config
+from e2e.session.launch import speculative_config
 from e2e.errors import ConfigError
 
 runner = CliRunner()

@@ -160,7 +160,8 @@ def test_the_plan_reads_a_folder_as_the_report_does_and_names_what_it_skipped(tm
     requests.parquet gives ended `e2e plan` in a traceback ('str' object has no attribute
     'cause'); `e2e report` skipped both. The plan now reads the folder the report's way: the
     same table as without those runs, each skipped one named on stderr."""
-    from e2e.results import RequestRecord, write_requests
+    from e2e.results.records import RequestRecord
+    from e2e.results.store import write_requests
     from test_aggregate import make_record
 
     exp = tmp_path / "exp"

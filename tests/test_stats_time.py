@@ -19,7 +19,7 @@ from e2e.config import DuetConfig
 from e2e.plan import DuetSpec
 from e2e.plan import make_plan
 from e2e.render import report_json
-from e2e.results import RunMetrics, RunRecord, ServerInfo
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
 
 ARMS = ["main", "b", "c", "d", "e"]
 
@@ -27,7 +27,7 @@ ARMS = ["main", "b", "c", "d", "e"]
 def _runs(rounds: int, rho: float, seed: int, effects=None) -> list[ModelRun]:
     """Every arm once a round, back to back (Williams rows by e2e's own planner order), the
     noise AR(1) with lag-1 ``rho`` over the run index (the time, in runs)."""
-    from e2e.plan import round_orders
+    from e2e.plan.plan import round_orders
 
     rng = np.random.default_rng(seed)
     orders = round_orders(ARMS, rounds, seed=seed)

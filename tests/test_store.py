@@ -27,10 +27,12 @@ import pgcluster
 from conftest import ROOT
 from old_history import append_night
 from e2e.errors import ConfigError, ResultsError
+from e2e.results._nightly_history import HISTORY_COLUMNS, history_path
+from e2e.results._nightly_store import (SCHEMA_VERSION as STORE_SCHEMA_VERSION, masked_url,
+                                        resolve_url)
+from e2e.results import CellKey, HistoryCell, NightCell, night_rows, open_store
+from e2e.results.gsm8k import SampleVerdict
 from e2e.analysis.nightly.judge import Rules, judge_night
-from e2e.results import (HISTORY_COLUMNS, STORE_SCHEMA_VERSION, CellKey, HistoryCell, NightCell,
-                         SampleVerdict, history_path, masked_url, night_rows,
-                         open_store, resolve_url)
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")

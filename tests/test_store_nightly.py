@@ -68,7 +68,7 @@ def to_toml(data: dict, prefix: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     root = tmp_path_factory.mktemp("nightly-pg")
     cluster = pgcluster.start()

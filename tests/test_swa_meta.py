@@ -16,7 +16,8 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
-from e2e.kernels import meta_check, reference_ragged, swa_meta  # noqa: E402
+from e2e.kernels import meta_check, swa_meta  # noqa: E402
+from e2e.kernels.reference import reference_ragged  # noqa: E402
 from e2e.plugin.inject import swa_window_indices  # noqa: E402
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"

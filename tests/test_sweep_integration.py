@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 from planted import Planted
 from e2e.paths import e2e_home
-from e2e.session import group_alive
+from e2e.session.server import group_alive
 
 pytestmark = pytest.mark.server
 

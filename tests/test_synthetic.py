@@ -13,7 +13,7 @@ import pytest
 
 from e2e.config import load_experiment, parse_experiment
 from e2e.errors import ConfigError
-from e2e.session import speculative_config
+from e2e.session.launch import speculative_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "tests" / "standins" / "vllm032_synthetic.py"
@@ -138,7 +138,7 @@ def test_the_wrapped_kernel_calls_vllms_own_without_synthetic_mode():
 
 @pytest.fixture(scope="module")
 def server_python(default_experiment) -> Path:
-    from e2e.session import python_path
+    from e2e.session.builds import python_path
 
     path = python_path(default_experiment.server.build)
     if not path.exists():
@@ -256,7 +256,8 @@ def test_a_pinned_report_says_so_first(tmp_path):
     from test_spec_attribution import _sweep
 
     from e2e.analysis.sweep.aggregate import summarize
-    from e2e.render import render_github, render_markdown, report_json
+    from e2e.render import render_github, report_json
+    from e2e.render.markdown import render_markdown
 
     recs = [r.model_copy(update={"config": {**r.config, "speculators": {"dspark": {"pinned": 3.47}}}})
             for r in _sweep(1.1, 1.0)]

@@ -15,7 +15,7 @@ from conftest import ROOT
 from e2e.config import parse_experiment
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
-from e2e.session import free_port
+from e2e.session.server import free_port
 
 DEFAULT = ROOT / "e2e" / "configs" / "default.toml"
 

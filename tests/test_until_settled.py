@@ -10,10 +10,11 @@ import pytest
 from e2e.analysis.estimators.sequential import boundaries, spent_alpha
 from e2e.execute import Outcome
 from e2e.pipeline import load_looks, sweep_until_settled
-from e2e.results import LOOKS_FILE
-from e2e.results import RunMetrics, RunRecord, ServerInfo
-from e2e.results import finalize, new_partial_dir, unit_state, write_run
-from e2e.session import SessionOptions, redacted_config
+from e2e.results.looks import LOOKS_FILE
+from e2e.results.records import RunMetrics, RunRecord, ServerInfo
+from e2e.results.store import finalize, new_partial_dir, unit_state, write_run
+from e2e.session import SessionOptions
+from e2e.session.session import redacted_config
 
 
 class KnownValues:

@@ -20,7 +20,7 @@ from e2e.analysis.estimators.components import components, run_costs
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.pipeline import sweep
 from e2e.render import build_report
-from e2e.results import load_records
+from e2e.results.store import load_records
 
 pytestmark = pytest.mark.slow  # the whole module is the slow tier
 
@@ -74,7 +74,7 @@ def test_too_few_windows_give_no_components(values):
 
 @pytest.fixture(scope="module")
 def windowed(tmp_path_factory):
-    from e2e.session import build_tiny_llama
+    from e2e.session.tinymodel import build_tiny_llama
 
     root = tmp_path_factory.mktemp("windows")
     saved = os.environ.get("E2E_HOME")
@@ -142,16 +142,16 @@ def test_a_folder_of_runs_without_windows_reads_as_before(tmp_path, windowed):
     raw = json.loads((windowed / records[0].run_id / "run.json").read_text())
     raw.pop("windows")
     raw["spec"].pop("windows")
-    from e2e.results import RunRecord
+    from e2e.results.records import RunRecord
 
     old = RunRecord.model_validate(raw)
     assert old.spec.windows == 1 and old.windows == []
 
 
 def test_windows_whose_requests_all_failed_combine_to_rate_zero_not_an_error():
-    from e2e.load import LoadOutcome
-    from e2e.load import combine_windows
-    from e2e.results import ClientStats
+    from e2e.load.generator import LoadOutcome
+    from e2e.load.workload import combine_windows
+    from e2e.results.records import ClientStats
 
     client = ClientStats(workers=1, wall_s=1.0, cpu_s=0.1, chunks=0, cpu_us_per_chunk=None,
                          core_share=0.1, loop_lag_ms_max=0.0, loop_lag_ms_p99=0.0,

@@ -1,4 +1,4 @@
-"""Workloads (e2e.load._traffic): the shared-prefix and trace workloads draw exactly what they
+"""Workloads (e2e.load.draw): the shared-prefix and trace workloads draw exactly what they
 say (shared prefixes token for token, lengths, send times), the same for every arm; a scheduled
 load keeps its times and per-request max_tokens; a session records the workload block (hash,
 cache state, prefix-cache hit rate from the counters, segments); an external server's prefix
@@ -19,9 +19,9 @@ from sse_server import ScriptedServer, chunk, sse, stream, usage
 
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError
-from e2e.load import WARMUP_NOTE, traffic
-from e2e.load import reset_prefix_cache
-from e2e.load import LoadSpec, make_prompts, run_measured_load
+from e2e.load.draw import WARMUP_NOTE, traffic
+from e2e.load.cache import reset_prefix_cache
+from e2e.load.generator import LoadSpec, make_prompts, run_measured_load
 from e2e.session import Servers, SessionOptions, run_unit
 from e2e.traces import read_trace
 
@@ -252,7 +252,7 @@ def test_a_trace_run_records_its_workload_segments_and_hit_rate(default_experime
     measured = sent[1:]  # the warmup first
     assert sorted(len(b["prompt"]) for b in measured) == sorted(r.input_length for r in trace.requests)
     assert sorted(b["max_tokens"] for b in measured) == sorted(r.output_length for r in trace.requests)
-    from e2e.load import vocabulary
+    from e2e.load.generator import vocabulary
 
     vocab, specials = vocabulary(tiny)
     t = traffic(unit, vocab_size=vocab, exclude=specials)  # the hash is of what was sent
@@ -366,7 +366,7 @@ def test_a_session_sends_its_turns_in_order_after_the_think_time(default_experim
                                  servers=scripted_servers(tiny, http, lambda: ""))
         folder, record = run_unit(experiment, unit, tmp_path, options)
     assert record.valid, record.invalid_reasons
-    from e2e.results import read_requests
+    from e2e.results.store import read_requests
 
     done = {r.index: r for r in read_requests(folder / "requests.parquet")}
     assert [done[i].prompt_tokens for i in range(9)] == [20, 34, 48] * 3

@@ -12,10 +12,10 @@ import e2e.session as session
 from conftest import small
 from e2e.config import SharedPrefix, TraceReplay
 from e2e.plan import RunSpec
-from e2e.load import reset_prefix_cache
-from e2e.results import read_requests
+from e2e.load.cache import reset_prefix_cache
+from e2e.results.store import read_requests
 from e2e.session import Servers
-from e2e.session import serve as real_serve
+from e2e.session.server import serve as real_serve
 from e2e.traces import read_trace
 from test_workloads import TRACE
 

@@ -10,9 +10,9 @@ Its records (``Objective``, ``MarginRun``, ``Capacity``, ``Step``, ``ArmSearch``
 ``censored``, ``estimate``, ``ratio``) are ``e2e.analysis``'.
 """
 
-from e2e.capacity._run import CAPACITY_FILE, CAPACITY_PLOT, capacity
-from e2e.capacity._search import SearchSettings, boundary, next_rates, round_rate
+from e2e.capacity.run import capacity
+from e2e.capacity.search import SearchSettings
 
 __all__ = [
-    "CAPACITY_FILE", "CAPACITY_PLOT", "SearchSettings", "boundary", "capacity", "next_rates",
-    "round_rate"]
+    "SearchSettings", "capacity"
+]

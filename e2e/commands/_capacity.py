@@ -84,7 +84,7 @@ def capacity_command(
         from e2e.console import describe_validation_error
         from e2e.errors import ConfigError
         from e2e.execute import executor_from
-        from e2e.results import objective_of
+        from e2e.results.capacity import objective_of
         from e2e.session import SessionOptions
 
         objective = objective_of(slo, goodput, p99)

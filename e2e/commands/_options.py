@@ -186,7 +186,7 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
 
     from e2e.arms import default_profile
     from e2e.plan import pinned_of
-    from e2e.results import load_records
+    from e2e.results.store import load_records
 
     def records_in(folder: Path):
         try:

@@ -86,7 +86,7 @@ def write_report(folder: Path, report_from_run: int | None = None, baseline: str
     from e2e.paths import atomic_write_bytes
     from e2e.names import check_link
     from e2e.render import build_report, gsm8k_csv, gsm8k_markdown
-    from e2e.results import read_evaluations
+    from e2e.results.gsm8k import read_evaluations
 
     if format_ not in ("markdown", "github", "json"):
         raise ConfigError(f"--format {format_!r}: give markdown, github or json")

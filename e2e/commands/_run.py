@@ -42,7 +42,7 @@ def run(
 
     def body() -> None:
         from e2e.plan import claim_order
-        from e2e.results import next_repeat, writing
+        from e2e.results.store import next_repeat, writing
         from e2e.session import SessionOptions, check_units, run_unit
 
         as_json = output_format(format_, json_) == "json"

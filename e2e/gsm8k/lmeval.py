@@ -24,7 +24,7 @@ from typing import Any
 
 from e2e.errors import BuildError, LoadError, ResultsError
 from e2e.gsm8k.task import TaskSource
-from e2e.results import SampleVerdict
+from e2e.results.gsm8k import SampleVerdict
 
 __all__ = ["LM_EVAL_VERSION", "NUM_FEWSHOT", "SEED", "MAX_RETRIES", "STRICT", "FLEXIBLE",
            "LmEvalJob", "LmEvalOutput", "check_lm_eval", "lmeval_argv", "lmeval_env",

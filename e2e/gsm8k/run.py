@@ -25,8 +25,9 @@ from e2e.gsm8k.task import TaskSource, resolve_data
 from e2e.gsm8k.workload import GSM8KWorkloads
 from e2e.pipeline import execute
 from e2e.render import write_gsm8k_report
-from e2e.results import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir, read_eval_info,
-                         read_evaluations, write_eval_info, writing)
+from e2e.results.gsm8k import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm8k_dir,
+                               read_eval_info, read_evaluations, write_eval_info)
+from e2e.results.store import writing
 from e2e.session import Servers, SessionOptions
 
 __all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
@@ -138,7 +139,7 @@ def run_gsm8k(plan: GSM8KPlan, runner: Runner | None = None, *,
     """Run every arm of ``plan`` not already finished (each on its own fresh server, through
     the server session), saving each as it ends; then write and return the report over every
     GSM8K evaluation of the experiment. The experiment's folder is held throughout
-    (``e2e.results.writing``, as a sweep holds it). An arm still invalid after
+    (``e2e.results.store.writing``, as a sweep holds it). An arm still invalid after
     ``max_attempts`` is a ResultsError raised after the report is written (finished arms are
     kept)."""
     runner = runner or Runner()

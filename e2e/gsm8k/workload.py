@@ -25,7 +25,7 @@ from e2e.gsm8k.lmeval import (FLEXIBLE, STRICT, LmEvalJob, LmEvalOutput, check_l
                               lmeval_argv, parse_samples, run_lmeval)
 from e2e.gsm8k.task import resolve_data, write_local_task
 from e2e.metrics import spec_counters
-from e2e.results import VERDICTS_FILE, ArmResult, SampleVerdict, write_verdicts
+from e2e.results.gsm8k import VERDICTS_FILE, ArmResult, SampleVerdict, write_verdicts
 from e2e.session import Workloads
 
 __all__ = ["GSM8KWorkload", "GSM8KWorkloads"]

@@ -3,16 +3,13 @@ the host during a run.
 """
 
 from e2e.host._procfs import cpu_model, group_members, memory_of, physical_core, runqueue_wait_s
-from e2e.host._affinity import (describe_affinity, format_cpus, group_placement, pin_process,
-                                pinned_process, repin_group, spawn_pinned, spread_cores)
-from e2e.host._noise import (HostSnapshot, gpu_state, noise, parse_nvidia_smi, parse_rocm_smi,
-                             require_quiet, snapshot, with_descendants)
+from e2e.host.affinity import (describe_affinity, pin_process, pinned_process, repin_group,
+                               spawn_pinned, spread_cores)
+from e2e.host.quiet import noise, require_quiet, snapshot, with_descendants
 from e2e.host._ports import port_holders, strangers
 
 __all__ = [
-    "HostSnapshot", "cpu_model", "describe_affinity", "format_cpus", "gpu_state",
-    "group_members", "group_placement", "memory_of", "noise", "parse_nvidia_smi",
-    "parse_rocm_smi", "physical_core", "pin_process", "pinned_process", "port_holders",
-    "repin_group", "require_quiet", "runqueue_wait_s", "snapshot", "spawn_pinned",
-    "spread_cores", "strangers", "with_descendants"
+    "cpu_model", "describe_affinity", "group_members", "memory_of", "noise", "physical_core",
+    "pin_process", "pinned_process", "port_holders", "repin_group", "require_quiet",
+    "runqueue_wait_s", "snapshot", "spawn_pinned", "spread_cores", "strangers", "with_descendants"
 ]

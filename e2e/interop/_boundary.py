@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from e2e.results import RequestRecord
+from e2e.results.records import RequestRecord
 
 __all__ = ["checked_times", "definition", "definition_warning", "lengths_why"]
 

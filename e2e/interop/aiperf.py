@@ -38,7 +38,7 @@ from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, imp
                                     length_findings)
 from e2e.metrics import summarize_run
 from e2e.paths import read_bounded
-from e2e.results import RequestRecord, RunRecord, ServerInfo
+from e2e.results.records import RequestRecord, RunRecord, ServerInfo
 
 __all__ = ["FORMAT", "read_export", "to_run", "import_export"]
 

@@ -47,9 +47,9 @@ from e2e.errors import ConfigError, NoSuchResults, ResultsError
 from e2e.load import arrival_times
 from e2e.metrics import MAX_POSITIONS, per_position_rates, request_tpot_s
 from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
-from e2e.results import RequestRecord, RunMetrics, RunRecord, ServerInfo
-from e2e.results import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
-                         read_run, write_requests, write_run, writing)
+from e2e.results.records import RequestRecord, RunMetrics, RunRecord, ServerInfo
+from e2e.results.store import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
+                               read_run, write_requests, write_run, writing)
 
 __all__ = [
     "FORMAT", "SUMMARY_KEYS", "PER_REQUEST_KEYS", "METADATA_KEYS", "ImportOptions",
@@ -634,7 +634,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *,
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
                           "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
-    # the folder held as a sweep holds it (e2e.results.writing): the repeat numbers this
+    # the folder held as a sweep holds it (e2e.results.store.writing): the repeat numbers this
     # import takes and the runs it writes are its alone
     with writing(results, options.experiment, wait_s=options.lock_wait_s):
         return _import_docs(docs, path, digest, options, results, on_skip=on_skip,

@@ -23,8 +23,9 @@ Also here: ``build_ragged_indices_from_dense(indices, lengths, num_rows=None) ->
 indptr)`` (allocating wrapper, ``flat`` has capacity ``N * W``),
 ``build_ragged_indices_from_dense_out(...)`` (= ``PATHS["inplace"]``),
 ``refresh_decode_swa_ragged(indices, lengths, indices_out, indptr_out, num_rows=None, *,
-path="inplace")`` (draft-step refresh, capture once in a CUDA graph), and the torch
-reference ``reference_ragged(indices, lengths, num_rows=None) -> (flat, indptr)``.
+path="inplace")`` (draft-step refresh, capture once in a CUDA graph). The torch reference,
+``reference_ragged(indices, lengths, num_rows=None) -> (flat, indptr)``, is
+``e2e.kernels.reference``'s.
 
 Importing this package imports torch but not Triton: the Triton paths load on first use,
 so ``TRITON_INTERPRET=1`` (CPU tensors) may be set any time before that; where torch sees
@@ -39,19 +40,9 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 
-from e2e.kernels.reference import pack_reference, reference_ragged
+from e2e.kernels.reference import pack_reference
 
-__all__ = [
-    "PATHS",
-    "PATH_NAMES",
-    "PackFn",
-    "reference_ragged",
-    "pack_reference",
-    "build_ragged_indices_from_dense",
-    "build_ragged_indices_from_dense_out",
-    "refresh_decode_swa_ragged",
-    "load_triton_paths",
-]
+__all__ = ["PATHS", "load_triton_paths", "refresh_decode_swa_ragged"]
 
 PackFn = Callable[..., None]
 

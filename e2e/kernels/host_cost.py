@@ -16,7 +16,7 @@ replaced by nothing), the launch with its key and pointers (``_launch`` on prepa
 arguments), the runner alone with integer pointers (the driver launch), the runner given
 tensors (the launcher then calls ``data_ptr()`` and asks the driver about each of the 11),
 and Triton's JIT dispatch on prepared arguments (binding and specialisation, then the
-launch). Differences of these give the breakdown in ``e2e.render.host_cost_markdown``.
+launch). Differences of these give the breakdown in ``e2e.render.kernels.host_cost_markdown``.
 
 ``TARGET``: ``meta`` eager at most 2.0× ``empty`` (both measured here, side by side).
 """

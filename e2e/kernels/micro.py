@@ -198,7 +198,8 @@ def run_micro(spec: MicroSpec, log=print, *, ops=None) -> dict:
     device = _device(spec)
     import torch
 
-    from e2e.kernels import PATHS, bench, load_triton_paths, reference_ragged
+    from e2e.kernels import PATHS, bench, load_triton_paths
+    from e2e.kernels.reference import reference_ragged
 
     tpaths = load_triton_paths()
 

@@ -14,7 +14,8 @@ import sys
 
 import torch
 
-from e2e.kernels import bench, reference_ragged
+from e2e.kernels import bench
+from e2e.kernels.reference import reference_ragged
 from e2e.kernels import triton_paths as tp
 from e2e.kernels.triton_paths import _pow2
 from e2e.kernels.micro import make_inputs

@@ -1,29 +1,14 @@
-"""The load: workloads (the reference's seeded prompts, shared prefixes, trace replay), the load generator (its own HTTP/1.1 client: ``LoadSpec``, ``drive``,
-``run_measured_load``, over several client processes: ``split_requests``, ``merge_shards``), the
-session workload that drives it, burst detection on the streams it measured
-(``burst_summary``), and the client's own cost (``client_stats``).
+"""The load, one public module per part: workloads drawn before anything is sent (``draw``:
+the reference's seeded prompts, shared prefixes, trace replay), the load generator (its own
+HTTP/1.1 client, ``generator``: ``LoadSpec``, ``drive``, ``run_measured_load``; over several
+client processes, ``workers``), the session workload that drives it (``workload``:
+``LoadWorkload``), burst detection on the streams it measured (``bursts``), and the client's
+own cost (``clientstats``).
 """
 
 from e2e.load._arrivals import arrival_times
-from e2e.load._bursts import (SPREAD_THRESHOLD, burst_summary, decode_reference_s, decode_share,
-                              stream_spread)
-from e2e.load._cache import reset_prefix_cache
-from e2e.load._clientstats import SATURATED_LAG_MS, LagProbe, ProcessUsage, client_stats
-from e2e.load._generator import (LoadOutcome, LoadSpec, drive, make_prompts, run_measured_load,
-                                 vocabulary)
-from e2e.load._sse import SSEStream, StreamFailed, check_usage, output_ids
-from e2e.load._traffic import WARMUP_NOTE, Traffic, traffic
-from e2e.load._workers import merge_shards, split_requests
-from e2e.load._workload import (HOLD_S, LoadWorkload, combine_windows, hold_batch, interference,
-                                retried_warning)
-from e2e.results import INTERFERENCE_SHARE, WARN_SHARE  # the levels a run warns at
+from e2e.load.workload import LoadWorkload
 
 __all__ = [
-    "HOLD_S", "INTERFERENCE_SHARE", "LagProbe", "LoadOutcome", "LoadSpec", "LoadWorkload",
-    "ProcessUsage", "SATURATED_LAG_MS", "SPREAD_THRESHOLD", "SSEStream", "StreamFailed",
-    "Traffic", "WARMUP_NOTE", "WARN_SHARE", "arrival_times", "burst_summary", "check_usage",
-    "client_stats", "combine_windows", "decode_reference_s", "decode_share", "drive",
-    "hold_batch", "interference", "make_prompts", "merge_shards", "output_ids",
-    "reset_prefix_cache", "retried_warning", "run_measured_load", "split_requests",
-    "stream_spread", "traffic", "vocabulary",
+    "LoadWorkload", "arrival_times"
 ]

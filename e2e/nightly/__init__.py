@@ -25,11 +25,3 @@ The night's summary, trend plots and the dashboard of the store are written by `
 (``render_summary``, ``render_trends``, ``site_files``). The typer commands are
 ``e2e.commands`` (``nightly``, ``history``, ``dashboard``, ``bisect``).
 """
-
-from e2e.analysis.nightly import Rules, judge_cell, judge_night, night_status
-from e2e.nightly.settings import NightlyConfig, NightlySettings, load_nightly, parse_nightly
-from e2e.results import EXIT_CODES, Baseline, CellKey, CellVerdict, Judgement, NightCell
-
-__all__ = ["EXIT_CODES", "Baseline", "CellKey", "CellVerdict", "Judgement", "NightCell",
-           "Rules", "judge_cell", "judge_night", "night_status", "NightlyConfig",
-           "NightlySettings", "load_nightly", "parse_nightly"]

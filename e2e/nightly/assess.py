@@ -32,8 +32,9 @@ from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.measure import Measured
 from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
-from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, built_arm,
-                         is_relative, load_outputs, night_rows, utc_now)
+from e2e.results import CellKey, HistoryCell, Judgement, NightCell, RatioHistory, night_rows
+from e2e.results.store import load_outputs, utc_now
+from e2e.results import built_arm, is_relative
 
 __all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
            "night_outputs", "bisect_hints"]
@@ -43,7 +44,7 @@ def read_samples(results: Path, run_dirs: Iterable[str]) -> dict[str, tuple]:
     """The GSM8K verdicts (``verdicts.jsonl``) of each arm folder in ``run_dirs`` (relative
     to ``results``) that can be read; a folder that cannot is left out (its cell is then
     judged "no samples", with the path named)."""
-    from e2e.results import VERDICTS_FILE, read_verdicts
+    from e2e.results.gsm8k import VERDICTS_FILE, read_verdicts
 
     out: dict[str, tuple] = {}
     for rel in dict.fromkeys(run_dirs):

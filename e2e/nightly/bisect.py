@@ -6,7 +6,7 @@
            build the commit (a managed environment per commit, as any git build)
            -> runs of the good build and of the commit in rounds (a fresh server each run,
               the two arms back to back in every round, in the plan's balanced order: ``e2e.plan`` and
-              ``e2e.execute._describe``)
+              ``e2e.execute.describe``)
            -> the cell's metric per round, the commit against the good build of the same
               round (``e2e.analysis.blocked_change``) -> good / bad (``classify``), more
               rounds while undecided
@@ -31,7 +31,8 @@ from e2e.console import Say
 from e2e.config import BuildSpec, Experiment, GitSource
 from e2e.errors import BuildError, ConfigError, ResultsError
 from e2e.paths import atomic_write_json
-from e2e.results import BisectOutcome as Outcome, resume_state
+from e2e.results import BisectOutcome as Outcome
+from e2e.results.store import resume_state
 
 __all__ = ["Outcome", "BisectResult", "BisectCell", "Measurement", "search_first_bad",
            "commits_between", "bisect_experiment", "run_bisect", "BISECT_FILE"]
@@ -193,7 +194,7 @@ def run_bisect(
     from e2e.analysis.nightly import nightly_metric
     from e2e.plan import make_plan
     from e2e.session import plugin_check
-    from e2e.results import load_records
+    from e2e.results.store import load_records
     from e2e.pipeline import execute
     from e2e.session import SessionOptions
 

@@ -23,8 +23,9 @@ from e2e.analysis.nightly import NIGHTLY_METRICS
 from e2e.results import relative_arm
 from e2e.nightly.settings import MAX_ATTEMPTS, Night, NightlyConfig, night_looks, plan_night
 from e2e.paths import atomic_write_json
-from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, resume_state,
-                         utc_now, worse_end)
+from e2e.results import GSM8K_METRIC, CellKey, Judgement, NightCell, worse_end
+from e2e.results.records import RunRecord
+from e2e.results.store import resume_state, utc_now
 
 __all__ = ["Measured", "measure_night", "prepare_builds", "check_night", "load_cells",
            "relative_cells", "gsm8k_cells", "retried_attempts", "git_commits",
@@ -52,11 +53,11 @@ def measure_night(cfg: NightlyConfig, night: Night, *, look: Callable[[list[Nigh
                   servers=None) -> Measured:
     """Measure tonight (the module docstring). ``look``: the judgement of the cells measured
     so far, after each look but the last; the night measures more rounds while a verdict
-    wants more (``CellVerdict.more``). ``servers`` (an ``e2e.session._session.Servers``) and
+    wants more (``CellVerdict.more``). ``servers`` (an ``e2e.session.session.Servers``) and
     ``gsm8k_runner`` replace the real servers in tests."""
     from e2e.execute import executor_from
     from e2e.pipeline import execute
-    from e2e.results import load_records
+    from e2e.results.store import load_records
     from e2e.session import SessionOptions
 
     experiment, folder, prefix = night.experiment, night.folder, night.prefix
@@ -219,7 +220,7 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
     """Run the GSM8K subset into ``root`` (resumable per arm) and return its cells (one value
     per fresh server of an arm) and the problems met. ``runner`` (an ``e2e.gsm8k.run.Runner``)
     replaces the real servers and lm-eval in tests."""
-    from e2e.results import arm_is_complete, read_arm
+    from e2e.results.gsm8k import arm_is_complete, read_arm
     from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
 
     g = cfg.settings.gsm8k

@@ -37,7 +37,9 @@ from e2e.nightly.assess import assess, assess_night
 from e2e.nightly.measure import measure_night
 from e2e.nightly.settings import NightlyConfig, night_of
 from e2e.nightly.write import NightOutcome, write_night
-from e2e.results import RunRecord, open_store, writing
+from e2e.results.records import RunRecord
+from e2e.results import open_store
+from e2e.results.store import writing
 
 __all__ = ["NightlyOptions", "NightOutcome", "run_nightly"]
 
@@ -64,7 +66,7 @@ def run_nightly(
     servers=None,
 ) -> NightOutcome:
     """Run one night end to end and judge it (see the module docstring). ``servers``
-    (an ``e2e.session._session.Servers``) replaces the real servers in tests."""
+    (an ``e2e.session.session.Servers``) replaces the real servers in tests."""
     night = night_of(cfg, date=options.date, results=options.results,
                      arm_overrides=options.arm_overrides, pinned=options.pinned,
                      store=options.store)

@@ -25,10 +25,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
+from e2e.results import GSM8K_METRIC, CellKey
+from e2e.results.records import INTERFERENCE_SHARE, WARN_SHARE
 from e2e.analysis.nightly import DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, judged_metrics, judged_threshold
 from e2e.analysis.sweep import HEADLINE
 from e2e.metrics import SERVER_VERIFY_STEP
-from e2e.results import GSM8K_METRIC, INTERFERENCE_SHARE, WARN_SHARE, CellKey, relative_arm
+from e2e.results import relative_arm
 from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
                         parse_experiment)
 from e2e.names import known_name, plugin_settings
@@ -163,7 +165,7 @@ class NightlySettings(Table):
     burst_share_max: Annotated[float, Field(gt=0, le=1)] = Field(
         WARN_SHARE, description="A run whose burst_share exceeds this has a burst-affected "
         "client TPOT: its cell's ms per verify step is built from the server's TPOT (default: "
-        "where the run's own record warns of it, e2e.results.WARN_SHARE).")
+        "where the run's own record warns of it, e2e.results.records.WARN_SHARE).")
     interference_max: Annotated[float, Field(gt=0)] = Field(
         INTERFERENCE_SHARE, description="A change measured while other processes took at "
         "least this many cores' worth (the median run's host_noise.other_cpu_share) is judged "

@@ -4,13 +4,11 @@ command's flags in rounds and a balanced arm order, the same on every resume.
 
 from e2e.plan._units import (GSM8K_CONCURRENCY, DuetSpec, EvalSpec, RunSpec, Unit,
                              comparable_settings, pinned_of)
-from e2e.plan._plan import (ORDER_FILE, FolderOrder, Order, claim_order, describe_order,
-                            duet_rounds, folder_order, make_plan, order_of, order_seed,
-                            record_order, round_orders, rounds, williams)
+from e2e.plan.plan import (FolderOrder, claim_order, describe_order, folder_order, make_plan,
+                           record_order)
 
 __all__ = [
-    "DuetSpec", "EvalSpec", "FolderOrder", "GSM8K_CONCURRENCY", "ORDER_FILE", "Order", "RunSpec",
-    "Unit", "claim_order", "comparable_settings", "describe_order", "duet_rounds", "folder_order",
-    "make_plan", "order_of", "order_seed", "pinned_of", "record_order", "round_orders", "rounds",
-    "williams"
+    "DuetSpec", "EvalSpec", "FolderOrder", "GSM8K_CONCURRENCY", "RunSpec", "Unit", "claim_order",
+    "comparable_settings", "describe_order", "folder_order", "make_plan", "pinned_of",
+    "record_order"
 ]

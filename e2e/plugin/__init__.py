@@ -8,7 +8,7 @@ change, and that process logs the line e2e checks before measuring::
 
     e2e-plugin: applied in worker (pid N, <where>): arm=<arm> <what> | settings=<json> | plugin_sha256=<hex> source=<folder>
 
-``plugin_sha256`` is the hash of the plugin's and the kernels' sources (``e2e.plugin._source``)
+``plugin_sha256`` is the hash of the plugin's and the kernels' sources (``e2e.plugin.source``)
 computed here from the e2e folder this process imported them from, ``source`` that folder (to
 the end of the line); the driver compares the hash with its own. Fields added later go after
 `` | `` separators; readers take ``settings=`` up to the next `` | ``.
@@ -22,7 +22,7 @@ the end of the line); the driver compares the hash with its own. Fields added la
 - with ``E2E_PINNED_ACCEPTANCE`` set (a pinned speculator, whatever the arm's settings):
   ``e2e.plugin.synthetic`` gives vLLM's CPU rejection kernels the synthetic branch they lack.
 
-Every line starts with ``e2e-plugin:``; ``e2e.session._plugin_check`` reads them from the server log.
+Every line starts with ``e2e-plugin:``; ``e2e.session.plugin_log`` reads them from the server log.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import os
 import sys
 
 from e2e.plugin._hooks import when_imported
-from e2e.plugin._source import PARTS, package_dir, plugin_files, plugin_sha256
+from e2e.plugin.source import package_dir, plugin_sha256
 from e2e.plugin.settings import PluginSettings, SettingsError, canonical
 
-__all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "PIN_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
-           "provenance_fields", "PARTS", "package_dir", "plugin_files", "plugin_sha256"]
+__all__ = ["register"]
 
 PLUGIN_ENV = "E2E_PLUGIN_SETTINGS"
 ARM_ENV = "E2E_ARM"

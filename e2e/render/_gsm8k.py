@@ -17,7 +17,7 @@ from pathlib import Path
 from e2e.analysis.outputs import GSM8KArm, GSM8KReport, GSM8KSection
 from e2e.paths import atomic_write_bytes
 from e2e.render._table import md_row, md_rule
-from e2e.results import gsm8k_dir
+from e2e.results.gsm8k import gsm8k_dir
 
 __all__ = ["gsm8k_markdown", "gsm8k_csv", "write_gsm8k_report"]
 

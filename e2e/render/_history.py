@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from e2e.render._markup import csv_safe
+from e2e.render.markup import csv_safe
 from e2e.results import HistoryCell, history_frame
 
 __all__ = ["history_nights_text", "cell_history_text", "EXPORT_COLUMNS"]

@@ -1,16 +1,16 @@
 """The outputs compared prompt by prompt, as Markdown lines for the report and the
 pull-request comment (no I/O); the figures come from ``Summary.outputs``
 (``e2e.analysis.summarize_outputs``). The one line per arm that says whether it is safe to
-merge is ``e2e.render._markdown.merge_section``, which uses these formatters.
+merge is ``e2e.render.markdown.merge_section``, which uses these formatters.
 """
 
 from __future__ import annotations
 
+from e2e.render.markup import md_text
 from e2e.analysis.outputs import (
     AA, NOT_SAFE, NOT_SHOWN, SAFE, CellCache, OutputAgreement, OutputComparison
 )
 from e2e.analysis.sweep import Summary
-from e2e.render._markup import md_text
 from e2e.render._table import md_row
 
 __all__ = ["CALL_ICONS", "outputs_section", "format_agreement", "format_hit_rate", "yardstick"]

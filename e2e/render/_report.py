@@ -7,7 +7,7 @@ one are skipped: a run in progress or one that failed before writing), hands the
 ``<results_dir>/report/`` with atomic writes:
 
     report/report.md          the Markdown report
-    report/index.html         the same report as a page, with every plot (e2e.render._html)
+    report/index.html         the same report as a page, with every plot (e2e.render.html_report)
     report/cells.csv          every cell (arm, concurrency, spec mode, metric)
     report/comparisons.csv    every comparison with the baseline
     report/plots/*.png        each metric against concurrency, one line per arm
@@ -27,11 +27,13 @@ from e2e.analysis.sweep import ReportWarning, Summary, equivalence_of, select, s
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
 from e2e.paths import atomic_write_bytes, no_links
-from e2e.results import RunRecord, load_outputs, load_records, read_evaluations
-from e2e.render._csv import render_csv
-from e2e.render._markdown import render_markdown
-from e2e.render._plots import render_plots
-from e2e.render._html import render_html
+from e2e.results.records import RunRecord
+from e2e.results.store import load_outputs, load_records
+from e2e.results.gsm8k import read_evaluations
+from e2e.render.csv_report import render_csv
+from e2e.render.markdown import render_markdown
+from e2e.render.plots import render_plots
+from e2e.render.html_report import render_html
 
 __all__ = ["ReportOutput", "FolderSummary", "build_report", "read_summary", "REPORT_DIR"]
 
@@ -48,7 +50,7 @@ class ReportOutput:
     markdown_path: Path
     csv_paths: tuple[Path, ...]
     plot_paths: tuple[Path, ...]
-    html_path: Path | None = None   # report/index.html (e2e.render._html)
+    html_path: Path | None = None   # report/index.html (e2e.render.html_report)
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -98,7 +100,7 @@ def read_summary(
             f"{results_dir}: no run.json found in its run folders{detail}; run `e2e sweep` first "
             "or point at results/<experiment>")
     if confidence is None:  # a folder --until-settled made: the last sequential look's confidence
-        from e2e.results import last_look_confidence
+        from e2e.results.looks import last_look_confidence
 
         confidence = last_look_confidence(results_dir)
         if confidence is not None:

@@ -4,7 +4,7 @@
     md_rule(["---", "---:", "---:"])    "|---|---:|---:|"
 
 Cells are put in as given: a cell of unknown origin is made one line of literal text by its
-renderer first (``e2e.render.md_text``, or escaping ``|``). Standard library only, so the
+renderer first (``e2e.render.markup.md_text``, or escaping ``|``). Standard library only, so the
 kernels' reports can use it on a GPU host without the report's stack.
 """
 

@@ -67,12 +67,12 @@ from e2e.config import parse_date
 from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
-from e2e.results._gsm8k import SampleVerdict
+from e2e.results.gsm8k import SampleVerdict
 from e2e.results._nightly import (GSM8KAgreement, HistoryCell, Judgement, StoredChangePoint,
                                   StoredNight, StoredVerdict)
 from e2e.results._nightly_history import (HISTORY_FILE, history_frame, read_history,
                                           stored_interference)
-from e2e.results._store import utc_now
+from e2e.results.store import utc_now
 
 __all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
            "masked_url", "masked_text", "MIGRATIONS", "metadata", "nights"]

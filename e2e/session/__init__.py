@@ -2,27 +2,19 @@
 ``--base-url``), with the arm's build, the plugin check and the run's provenance.
 """
 
-from e2e.session._bounds import check_units, model_context
-from e2e.session._builds import (describe_source, managed_env_dir, prepare, project_root,
-                                 python_path, resolve_git, resolve_python)
-from e2e.session._external import ExternalServer, parse_base_url
-from e2e.session._launch import server_launch, speculative_config
-from e2e.session._plugin_check import applied_fields, check_plugin, plugin_check
-from e2e.session._plugin_tree import SERVER_ENV, plugin_tree, server_pythonpath
+from e2e.session.bounds import check_units
+from e2e.session.builds import describe_source, resolve_git, resolve_python
+from e2e.session.launch import server_launch
+from e2e.session.plugin_log import plugin_check
 from e2e.session._provenance import provenance, source_facts
-from e2e.session._duet import run_duet, shared_cores
-from e2e.session._session import Servers, SessionOptions, redacted_config, run_unit
-from e2e.session._server import free_port, group_alive, serve, server_lock, start, stop_group
+from e2e.session.duet import run_duet
+from e2e.session.session import Servers, SessionOptions, run_unit
 from e2e.session._shield import shielded
 from e2e.session._workloads import Workloads
-from e2e.session._tinymodel import build_tiny_llama, model_path, resolve_model
+from e2e.session.tinymodel import resolve_model
 
 __all__ = [
-    "ExternalServer", "SERVER_ENV", "Servers", "SessionOptions", "Workloads", "applied_fields",
-    "build_tiny_llama", "check_plugin", "check_units", "describe_source", "free_port",
-    "group_alive", "managed_env_dir", "model_context", "model_path", "parse_base_url",
-    "plugin_check", "plugin_tree", "prepare", "project_root", "provenance", "python_path",
-    "redacted_config", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
-    "serve", "server_launch", "server_lock", "server_pythonpath", "shared_cores", "shielded",
-    "source_facts", "speculative_config", "start", "stop_group"
+    "Servers", "SessionOptions", "Workloads", "check_units", "describe_source", "plugin_check",
+    "provenance", "resolve_git", "resolve_model", "resolve_python", "run_duet", "run_unit",
+    "server_launch", "shielded", "source_facts"
 ]

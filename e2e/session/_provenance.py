@@ -11,8 +11,8 @@ from pathlib import Path
 
 import e2e
 from e2e.host import cpu_model
-from e2e.plugin._source import plugin_sha256
-from e2e.session._builds import environment_facts
+from e2e.plugin.source import plugin_sha256
+from e2e.session.builds import environment_facts
 
 __all__ = ["host_facts", "provenance", "source_facts"]
 
@@ -64,10 +64,10 @@ def source_facts(root: Path | None = None) -> dict:
     changes not committed (``dirty``) and a hash of those changes (``diff_sha256``: the diff
     against HEAD plus untracked files' names and contents), ``source_sha256``, a hash of
     the package's own files, which also identifies a non-git install, ``plugin_sha256``, the
-    hash of the part its servers run (``e2e.plugin._source``; a load run's ``plugin`` block
+    hash of the part its servers run (``e2e.plugin.source``; a load run's ``plugin`` block
     says what the server's own plugin hashed to), and ``package``, the folder it ran from.
     ``root``: the checkout to read (default: the one e2e runs from, ``project_root``)."""
-    from e2e.session._builds import project_root
+    from e2e.session.builds import project_root
 
     package = Path(e2e.__file__).resolve().parent
     facts: dict = {"version": e2e.__version__, "python": platform.python_version(),

@@ -1,5 +1,5 @@
 """Where a unit's server comes from: the handle a workload uses, and the pair of functions
-that resolve an arm's launch and serve it (fresh servers by default; ``e2e.session._external`` for a
+that resolve an arm's launch and serve it (fresh servers by default; ``e2e.session.external`` for a
 server e2e did not start; tests put a scripted server here to force faults)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Protocol
 
 from e2e.arms import ServerLaunch
-from e2e.session._launch import server_launch
-from e2e.session._server import ServerOptions, serve
+from e2e.session.launch import server_launch
+from e2e.session.server import ServerOptions, serve
 
 __all__ = ["ServerHandle", "Servers"]
 

@@ -9,7 +9,8 @@ goodput >= 90 %" is ``p99=tpot=20ms,ttft=500ms``, ``slo`` the same, ``goodput_pc
 goodput share's probit distance ``Phi^-1(share) - Phi^-1(goodput)`` (the share kept half a
 request inside 0 and 1): positive when it meets the objective with room, 0 at the edge,
 negative when it misses. The margin is what the capacity estimate reads (``estimate``); a
-pass is margin >= 0. The objective is ``e2e.results.Objective`` (``objective_of`` parses it).
+pass is margin >= 0. The objective is ``e2e.results.capacity.Objective`` (``objective_of``
+parses it).
 
 Why the probit for the share: a request meets a per-request objective when its figure (say
 its TPOT, spread about a level that the server and the rate set) is under the objective, so
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 import math
 
-from e2e.results import P99_FIELDS, Objective, RunMetrics
+from e2e.results.capacity import P99_FIELDS, Objective
+from e2e.results.records import RunMetrics
 
 __all__ = ["capacity_margin_terms", "capacity_margin", "goodput_margin", "capacity_censored"]
 

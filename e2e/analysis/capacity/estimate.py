@@ -56,7 +56,7 @@ import numpy as np
 from scipy import optimize, special
 from scipy.stats import t as student_t
 
-from e2e.results import Capacity, MarginRun
+from e2e.results.capacity import Capacity, MarginRun
 
 __all__ = ["capacity_estimate", "capacity_ratio", "REPLICATES"]
 

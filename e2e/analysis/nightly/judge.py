@@ -92,9 +92,10 @@ from e2e.analysis.nightly.metrics import (DEFAULT_NIGHT_ALPHA, judged_threshold,
                                            nightly_metric as load_metric)
 from e2e.results import is_relative
 from e2e.errors import ResultsError
-from e2e.results import (INTERFERENCE_SHARE, WARN_SHARE, Baseline, CellKey, CellVerdict,
-                         ChangePoint, Judgement, Looks, NightCell, NightStatus, RatioHistory,
-                         SampleVerdict, VerdictName)
+from e2e.results.records import INTERFERENCE_SHARE, WARN_SHARE
+from e2e.results import (Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
+                         NightStatus, RatioHistory, VerdictName)
+from e2e.results.gsm8k import SampleVerdict
 
 
 __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with_changes",

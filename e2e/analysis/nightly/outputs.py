@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from e2e.results import (AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
+                         OutputsCheck, OutputsHistory)
+from e2e.results.records import RunRecord
 from e2e.analysis.estimators.multiplicity import holm
 from e2e.analysis.outputs.compare import (Divergence, OutputAgreement, divergence_test,
                                           summarize_outputs)
-from e2e.results import (AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA, AS_HISTORY, FIRST_DIVERGENCE, MORE_THAN_HISTORY, NEW_DIVERGENCE,
-                         OutputsCheck, OutputsHistory, RunRecord)
+from e2e.results import AA_DIVERGES, AS_AA, MORE_THAN_AA, NO_AA
 
 __all__ = ["check_outputs"]
 
@@ -49,7 +51,7 @@ def check_outputs(records: Iterable[RunRecord], outputs, *, reference: str,
                   history: OutputsHistory | None = None,
                   confidence: float = 0.95) -> tuple[OutputsCheck, ...]:
     """Each arm's outputs against ``reference``'s tonight (module docstring): ``records`` the
-    night's runs, ``outputs`` their outputs by run id (``e2e.results.load_outputs``),
+    night's runs, ``outputs`` their outputs by run id (``e2e.results.store.load_outputs``),
     ``history`` the earlier nights' counts of the same config."""
     summary = summarize_outputs(list(records), outputs, baseline=reference,
                                 confidence=confidence)

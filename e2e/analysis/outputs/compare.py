@@ -1,7 +1,7 @@
 """Same answers, prompt by prompt: each arm's greedy outputs against the baseline's, within a
 cell, judged against the A/A arm's; and the prefix cache's state per cell. Pure functions over
 records already read (``RunRecord`` and each run's outputs by request index, e.g. from
-``e2e.results.load_outputs``); no I/O.
+``e2e.results.store.load_outputs``); no I/O.
 
 Method. Every measured request is greedy (temperature 0) on prompts fixed by the seed, so the
 runs of one (concurrency, spec mode) answered the same prompts, request index by request index.
@@ -50,11 +50,11 @@ from dataclasses import dataclass
 
 from scipy.stats import fisher_exact
 
+from e2e.results import AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED
+from e2e.results.records import RequestRecord, RunRecord
 from e2e.analysis.sweep.frame import arm_order, aa_arms
 from e2e.analysis.estimators.multiplicity import holm
 from e2e.analysis.sweep.summary import DEFAULT_CONFIDENCE, SPEC_MODES
-from e2e.results import (AA_DIVERGES, AS_AA, IDENTICAL, MORE_THAN_AA, NO_AA, NOT_RECORDED,
-                         RequestRecord, RunRecord)
 
 __all__ = ["Outputs", "RunOutputs", "Divergence", "OutputAgreement", "OutputComparison",
            "CellCache", "CacheContrast", "OutputsSummary", "HIT_RATE_TOLERANCE", "outputs_of",

@@ -20,8 +20,8 @@ from scipy.stats import binomtest
 
 from e2e.errors import ResultsError
 from e2e.metrics import acceptance
-from e2e.results import (GSM8K_REFERENCE_ARM, ArmResult, EvalInfo, Evaluation, SampleVerdict,
-                         SpecCounters)
+from e2e.results.gsm8k import GSM8K_REFERENCE_ARM, ArmResult, EvalInfo, Evaluation, SampleVerdict
+from e2e.results.records import SpecCounters
 
 __all__ = ["verdict_accuracy", "mcnemar_exact", "Agreement", "compare_verdicts",
            "acceptance_length", "GSM8KArm", "GSM8KSection", "GSM8KReport", "summarize_gsm8k",

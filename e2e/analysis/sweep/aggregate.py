@@ -30,7 +30,7 @@ from e2e.analysis.sweep.summary import (
 )
 from e2e.arms import default_profile
 from e2e.plan import pinned_of
-from e2e.results import RunRecord
+from e2e.results.records import RunRecord
 
 __all__ = ["summarize"]
 

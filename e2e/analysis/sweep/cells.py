@@ -17,8 +17,8 @@ from e2e.analysis.sweep.summary import (
     MAX_ACCEPTANCE_MOVE, MAX_SPREAD, MIN_RUNS, Cell, Metric, ReportWarning, SegmentRow,
     WorkloadRow, metric
 )
+from e2e.results.records import INTERFERENCE_SHARE
 from e2e.metrics import position_of
-from e2e.results import INTERFERENCE_SHARE
 
 __all__ = ["cells_of", "SPREAD_CAUSE", "CLIENT_SERVER_TOLERANCE"]
 
@@ -38,10 +38,10 @@ def _limit(x: float) -> str:
 SPREAD_CAUSE = f"spread (max − min) more than {_limit(MAX_SPREAD)} of the median"
 OTHERS_SHARE = INTERFERENCE_SHARE
 """Other processes' cores' worth during a run that the session warns about (the one level,
-``e2e.results.INTERFERENCE_SHARE``)."""
+``e2e.results.records.INTERFERENCE_SHARE``)."""
 OWN_SHARE = 0.5
 """A saturated client that used less than this share of its core was starved by others, not
-by its own load (the session's rule, ``e2e.load._workload``)."""
+by its own load (the session's rule, ``e2e.load.workload``)."""
 
 
 def _saturation(saturated: pd.DataFrame, reported: pd.DataFrame,

@@ -24,7 +24,7 @@ from e2e.config import TraceReplay
 from e2e.names import did_you_mean
 from e2e.plan import comparable_settings
 from e2e.metrics import metric_value
-from e2e.results import RunRecord
+from e2e.results.records import RunRecord
 
 __all__ = ["WORKLOAD_FIELDS", "CheckedRuns", "checked_runs", "runs_frame", "comparable",
            "select", "equivalence_of", "workload_key", "arrival_of", "field_of", "load_label",
