@@ -37,7 +37,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator
 
 from e2e.errors import ConfigError, E2EError
-from e2e.plugin.settings import PluginSettings
+from e2e.arm_settings import PluginSettings
 from e2e.redact import copied, scrub
 
 __all__ = ["NAME_RULE", "LINK_RULE", "MAX_CPU", "safe_name", "check_name", "known_name",

@@ -33,7 +33,7 @@ import sys
 
 from e2e.plugin._hooks import when_imported
 from e2e.plugin._source import PARTS, package_dir, plugin_files, plugin_sha256
-from e2e.plugin.settings import PluginSettings, SettingsError, canonical
+from e2e.arm_settings import PluginSettings, SettingsError, canonical
 
 __all__ = ["register", "PLUGIN_ENV", "ARM_ENV", "PIN_ENV", "APPLIED", "RUNNER_MODULE", "rocm_build",
            "provenance_fields", "PARTS", "package_dir", "plugin_files", "plugin_sha256"]
