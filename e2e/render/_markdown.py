@@ -34,7 +34,7 @@ from e2e.analysis import (
     metric,
 )
 
-__all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
+__all__ = ["report_markdown", "render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
            "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence",
            "merge_line", "merge_section"]
 
@@ -491,6 +491,12 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         plot_names = comparison_plot_names(summary) + tuple(
             per_position_plot_name(conc, mode) for mode in summary.spec_modes
             for conc in summary.concurrencies if positions_in(summary, conc, mode))
+    return report_markdown(summary, plot_names)
+
+
+def report_markdown(summary: Summary, plot_names: tuple[str, ...]) -> str:
+    """``render_markdown`` with the plots' names given (``build_report`` renders the plots
+    first: the names of those it made)."""
     warning_lines = analysis.warning_lines(summary)
     markers = _Markers(warning_lines)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]
