@@ -11,7 +11,9 @@ import pytest
 from e2e import metrics as m
 from e2e.analysis import position_key, summarize
 from e2e.plan import RunSpec
-from e2e.interop.vllm_bench import check_result, to_result, to_run, ImportOptions
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import check_result, to_run
+from e2e.interop.vllm_bench_writer import to_result
 from e2e.render import render_github, render_markdown, render_plots, report_json
 from e2e.results import SpecCounters
 from e2e.results import RunMetrics, RunRecord, ServerInfo
