@@ -8,12 +8,13 @@ format's). Registered in e2e.cli with::
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 
-from e2e.commands._options import LockWaitOpt
+from e2e.commands._options import LockWaitOpt, flag_groups
 from e2e.console import guard, print_run, say
 from e2e.console import out as output
 from e2e.errors import ConfigError
@@ -142,7 +143,26 @@ _Force = Annotated[bool, typer.Option(
     "--force", help="Import a result the folder already holds again, replacing it.")]
 
 
+@dataclass(frozen=True)
+class ToolFlags:
+    """The flags ``e2e import aiperf`` and ``e2e import guidellm`` share (after the files,
+    the arm and the concurrency)."""
+
+    input_len: _InputLen = None
+    output_len: _OutputLen = None
+    seed: _Seed = None
+    warmup_requests: _Warmups = None
+    repeat: _Repeat = None
+    strict_lengths: _Strict = False
+    experiment: _Experiment = None
+    config: _Config = None
+    results: _Results = Path("results")
+    force: _Force = False
+    lock_wait: LockWaitOpt = None
+
+
 @import_app.command("aiperf")
+@flag_groups
 def import_aiperf(
     files: Annotated[list[Path], typer.Argument(
         help="AIPerf profile_export.jsonl files, or the artifact folders that hold them.")],
@@ -150,39 +170,28 @@ def import_aiperf(
     concurrency: Annotated[Optional[int], typer.Option(
         help="Requests in flight (default: profile_export_aiperf.json's concurrency).",
         min=1)] = None,
-    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
-    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
-    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False, lock_wait: LockWaitOpt = None,
+    flags: ToolFlags = ToolFlags(),
 ) -> None:
     """Turn AIPerf's per-request export (`aiperf profile`'s profile_export.jsonl) into a run
     in results/<experiment>/ (run.json and requests.parquet), so `e2e report` gives it e2e's
     statistics beside e2e's own runs."""
-    _import_tool("aiperf", files, experiment=experiment, config=config, results=results,
-                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
-                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
+    _import_tool("aiperf", files, **asdict(flags), arm=arm, concurrency=concurrency)
 
 
 @import_app.command("guidellm")
+@flag_groups
 def import_guidellm(
     files: Annotated[list[Path], typer.Argument(
         help="GuideLLM benchmark reports (`guidellm benchmark`'s benchmarks.json).")],
     arm: _Arm,
     concurrency: Annotated[Optional[int], typer.Option(
         help="Requests in flight (default: a concurrent benchmark's streams).", min=1)] = None,
-    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
-    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
-    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False, lock_wait: LockWaitOpt = None,
+    flags: ToolFlags = ToolFlags(),
 ) -> None:
     """Turn a GuideLLM benchmark report into runs in results/<experiment>/ (one per
     benchmark of the report: run.json and requests.parquet), so `e2e report` gives them
     e2e's statistics beside e2e's own runs."""
-    _import_tool("guidellm", files, experiment=experiment, config=config, results=results,
-                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
-                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
+    _import_tool("guidellm", files, **asdict(flags), arm=arm, concurrency=concurrency)
 
 
 def export_command(
