@@ -103,10 +103,13 @@ def _capacity(opts: CapacityFlags) -> None:
                                 resolution=opts.resolution, repeats=opts.runs,
                                 min_rate=opts.min_rate, max_rate=opts.max_rate)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, "capacity flags", SearchSettings)) from None
+        raise ConfigError(describe_validation_error(exc, "capacity flags",
+                                                    SearchSettings)) from None
     if not opts.min_rate < opts.max_rate:
-        raise ConfigError(f"--min-rate {opts.min_rate:g} must be below --max-rate {opts.max_rate:g}")
-    experiment = load_experiment(opts.config).override("server", lock_wait_s=opts.lock_wait).override(
+        raise ConfigError(f"--min-rate {opts.min_rate:g} must be below --max-rate "
+                          f"{opts.max_rate:g}")
+    experiment = load_experiment(opts.config).override(
+        "server", lock_wait_s=opts.lock_wait).override(
         "load", burstiness=opts.burstiness, windows=opts.windows, max_schedule_s=opts.max_schedule)
     experiment = with_duet(experiment, opts.duet, opts.swap)
     speculator = spec_name(opts.spec, opts.dspark)
