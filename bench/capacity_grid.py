@@ -34,7 +34,8 @@ import numpy as np
 
 from e2e.analysis.capacity.criterion import capacity_margin, capacity_margin_terms
 from e2e.config import load_experiment
-from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import read_results, to_run
 from e2e.metrics import goodput
 from e2e.results.capacity import objective_of
 from e2e.session import server_launch

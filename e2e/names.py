@@ -21,7 +21,7 @@ ValueError that pydantic reports key by key:
     CpuList                  a CPU set ('0', '0-3', '0,2')
     EnvTable, ArgList        what a process's environment and argv can hold
     check_wheel(value)       a path or an http(s) URL of a ``.whl``
-    plugin_settings(value)   settings e2e's vLLM plugin accepts (``e2e.plugin.settings``)
+    plugin_settings(value)   settings e2e's vLLM plugin accepts (``e2e.arm_settings``)
 
 Names are data, never paths: every name that becomes part of a path passes ``safe_name``
 first (``e2e.paths.within`` then checks where the path resolves).
@@ -37,7 +37,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator
 
 from e2e.errors import ConfigError, E2EError
-from e2e.plugin.settings import PluginSettings
+from e2e.arm_settings import PluginSettings
 from e2e.redact import copied, scrub
 
 __all__ = ["NAME_RULE", "LINK_RULE", "MAX_CPU", "safe_name", "check_name", "known_name",
@@ -228,8 +228,8 @@ def check_wheel(value: str | None) -> str | None:
     return value
 
 
-# Here, not in e2e.plugin: the plugin's files are part of the measurement (hashed, and loaded
-# in every server), and it imports nothing of e2e outside itself and e2e.kernels.
+# Here, not in e2e.arm_settings: the plugin's files are part of the measurement (hashed, and
+# loaded in every server), and they import the standard library alone (not pydantic, redact).
 def plugin_settings(value: dict[str, Any]) -> dict[str, Any]:
     """``value`` if e2e's vLLM plugin would accept it as an arm's settings, else ValueError
     saying why: checked here, not first by a server that starts only to refuse them."""

@@ -23,7 +23,7 @@ from typing import Any
 from e2e.errors import ConfigError, ResultsError
 
 __all__ = ["e2e_home", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
+           "write_files", "atomic_dir", "replace_dir", "fsync_dir", "sha256_file", "tree_hash", "within",
            "read_bounded", "MAX_READ_BYTES", "read_toml", "no_links", "umask", "as_umask_allows", "flocked"]
 
 MAX_READ_BYTES = 256 << 20  # an input file e2e reads whole (an import) is at most this big
@@ -239,6 +239,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
                 os.unlink(tmp_name)
 
 
+def write_files(folder: Path, files: dict[str, bytes], *, prune: str | None = None) -> list[Path]:
+    """The one writer of a set of rendered files (a report): each of ``files`` (a path under
+    ``folder`` -> its bytes) written atomically, in order; then, with ``prune`` (a glob under
+    ``folder``, e.g. ``plots/*.png``), each file it matches that ``files`` has not is removed
+    (one of an earlier set, whose metric is gone, would mislead). The paths written."""
+    folder = Path(folder)
+    written = [folder / name for name in files]
+    for path, data in zip(written, files.values()):
+        atomic_write_bytes(path, data)
+    for stale in folder.glob(prune) if prune else ():
+        if stale.relative_to(folder).as_posix() not in files:
+            with contextlib.suppress(OSError):
+                stale.unlink()
+    return written
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -331,6 +347,7 @@ def atomic_dir(final: Path) -> Iterator[Path]:
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read 1 MiB at a time (a wheel, an imported file)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

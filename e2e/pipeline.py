@@ -28,10 +28,13 @@ from e2e.execute import Executor, LocalExecutor, OnUnit, Outcome, SessionUnit
 from e2e.plan import FolderOrder, folder_order, make_plan, record_order
 from e2e.results.looks import LOOKS_FILE, read_looks, write_looks
 from e2e.results.store import writing
+from e2e.execute import describe_cluster_plan, describe_plan, plan_header
+from e2e.plan import describe_order
 from e2e.render import ReportOutput, build_report
 from e2e.session import SessionOptions, check_units
 
-__all__ = ["execute", "sweep", "sweep_until_settled", "headline_pairs", "load_looks", "save_looks"]
+__all__ = ["execute", "sweep", "sweep_until_settled", "run_sweep", "describe_sweep",
+           "headline_pairs", "load_looks", "save_looks"]
 
 
 def execute(experiment: Experiment, units: Sequence[Unit], results: Path, *,
@@ -69,6 +72,38 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
         outcome = execute(experiment, units, results, executor=executor, session=session,
                           max_attempts=max_attempts, fail_fast=fail_fast, on_unit=on_unit)
     return outcome, build_report(folder) if report else None
+
+
+def run_sweep(experiment: Experiment, results: Path, *, order: FolderOrder,
+              max_runs: int | None = None, runs: int | None = None, fail_fast: bool = False,
+              **matrix) -> tuple[Outcome, analysis.Settlement | None]:
+    """``e2e sweep``'s runs, its report left to the caller: the plan's rounds (``sweep``), or
+    with ``max_runs`` whole rounds until every headline comparison is settled
+    (``sweep_until_settled``: its settlement second). ``matrix``: the arms, concurrencies,
+    spec modes, executor, session, attempts and ``on_unit`` both take."""
+    if max_runs is None:
+        outcome, _ = sweep(experiment, results, runs=runs, fail_fast=fail_fast, report=False,
+                           order=order, **matrix)
+        return outcome, None
+    return sweep_until_settled(experiment, results, max_runs=max_runs, order=order, **matrix)
+
+
+def describe_sweep(experiment: Experiment, units: Sequence[Unit], results: Path, *,
+                   order: FolderOrder, executor: str, arms: Sequence[str] | None = None,
+                   runs: int | None = None, defaulted: Sequence[str] = ()) -> list[str]:
+    """``e2e sweep --dry-run``: what the plan will do (``plan_header``), every unit's server
+    command (``describe_plan``, which refuses a run out of bounds), the arm order of each round
+    and, for ``executor`` ray, the blocks the cluster would get. Starts nothing."""
+    described = describe_plan(experiment, units, results)  # refuses a run out of bounds
+    lines = plan_header(experiment, units, results, defaulted=defaulted,
+                        executor=executor) + [""] + described
+    planned = {side.arm for unit in units for side in unit.sides}
+    planned = [a for a in (arms or list(experiment.arms)) if a in planned]  # opt-in arms left out
+    lines += describe_order(experiment, planned, runs or experiment.repeats, order,
+                            duet=experiment.duet.enabled)
+    if executor == "ray":
+        lines += describe_cluster_plan(experiment, units, results)
+    return lines
 
 
 def headline_pairs(summary, records=None) -> list[tuple[dict, dict]]:

@@ -136,6 +136,19 @@ def test_the_report_shows_the_workloads_own_figures():
     assert "| 1 | base | main | later | 2 | 58.00 |" in text
 
 
+def test_a_segment_name_from_a_run_json_is_text_in_the_workload_table():
+    """A run.json's segment names are its writer's text: escaped (``md_text``) before they
+    enter a table row, so a '|' cannot add a column or a '*' start emphasis."""
+    prefix = SharedPrefix(kind="shared-prefix", groups=4, per_group=8, prefix_len=896)
+    info = WorkloadInfo(
+        kind="shared-prefix", sha256="x", requests=32, input_tokens=1, output_tokens=1,
+        warmup="w", cache="fresh", prefix_cache_hit_rate=0.5,
+        segments=[SegmentMetrics(name="a|b *c*", requests=4, ok_requests=4, ttft_ms_mean=1.0)])
+    text = render_markdown(summarize([run("main", k, 10.0, workload=prefix, info=info)
+                                      for k in (2, 3)]))
+    assert r"| 1 | base | main | a\\|b \*c\* | 2 | 1.00 |" in text
+
+
 def test_report_only_selects_a_workload_from_the_command_line(tmp_path):
     folder = tmp_path / "wl"
     prefix = SharedPrefix(kind="shared-prefix", groups=4, per_group=8, prefix_len=896)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,21 @@ def test_unknown_key_inside_an_arm(tmp_path):
                                            'description = "the change"\nplugins = {}\n'))
     with pytest.raises(ConfigError, match=r"arms\.pr\.plugins: unknown key \(did you mean .plugin.\?\); allowed here: .*plugin"):
         load_experiment(path)
+
+
+def test_reading_a_config_loads_nothing_of_the_plugin():
+    """The config checks an arm's plugin settings (``e2e.arm_settings``) without loading the
+    plugin, the lab's code that runs inside every server: a fresh interpreter that reads the
+    shipped configs (each arm's settings checked) has no ``e2e.plugin`` module."""
+    probe = ("import sys\nfrom pathlib import Path\nfrom e2e.config import load_experiment\n"
+             f"for p in sorted(Path({str(ROOT / 'configs')!r}).glob('*.toml')):\n"
+             "    if not p.name.startswith('nightly'): load_experiment(p)\n"
+             "print(sorted(m for m in sys.modules if m == 'e2e.plugin' or m.startswith('e2e.plugin.')))\n"
+             "print('e2e.arm_settings' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]
 
 
 def test_plugin_settings_are_checked_where_the_config_is_read(tmp_path):

@@ -6,6 +6,8 @@ URLs, and a test per case of the issue."""
 
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 import os
@@ -25,9 +27,13 @@ from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
 from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
 from e2e.load.sse import StreamFailed, check_usage
+from e2e.interop import importing
+from e2e.interop.vllm_bench import READER
 from e2e.metrics import parse_samples
 from e2e.redact import REDACTED, Redactor, remember, scrub
 from e2e.session.external import parse_base_url
+
+import_file = functools.partial(importing.import_file, reader=READER)
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"

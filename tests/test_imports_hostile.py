@@ -8,6 +8,8 @@ line, never a traceback."""
 
 from __future__ import annotations
 
+import functools
+
 import copy
 import json
 import shutil
@@ -23,6 +25,11 @@ from e2e.interop.aiperf import import_export
 from e2e.interop.guidellm import import_report
 from e2e.interop.vllm_bench import ImportOptions, import_file
 from e2e.results.store import read_requests, read_run
+from e2e.interop import aiperf, guidellm, importing, vllm_bench
+
+import_export = functools.partial(importing.import_file, reader=aiperf.READER)
+import_report = functools.partial(importing.import_file, reader=guidellm.READER)
+import_file = functools.partial(importing.import_file, reader=vllm_bench.READER)
 
 DATA = Path(__file__).parent / "data"
 AIPERF, GUIDELLM = DATA / "aiperf", DATA / "guidellm" / "benchmarks.json"

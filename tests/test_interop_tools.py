@@ -5,6 +5,8 @@ that is not the tool's is bad input (exit 2) naming the line or key."""
 
 from __future__ import annotations
 
+import functools
+
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +19,11 @@ from e2e.errors import ConfigError
 from e2e.interop.aiperf import import_export, read_export
 from e2e.interop.vllm_bench import ImportOptions
 from e2e.results.store import read_requests, read_run
+from e2e.interop import aiperf, guidellm
+from e2e.interop.importing import import_file
+
+import_export = functools.partial(import_file, reader=aiperf.READER)
+import_report = functools.partial(import_file, reader=guidellm.READER)
 
 DATA = Path(__file__).parent / "data"
 AIPERF = DATA / "aiperf"
@@ -143,7 +150,6 @@ GUIDELLM = DATA / "guidellm" / "benchmarks.json"
 
 
 def test_a_guidellm_report_imports_with_guidellms_own_figures(tmp_path):
-    from e2e.interop.guidellm import import_report
 
     [(folder, record)] = import_report(GUIDELLM, ImportOptions(experiment="tools", arm="main"),
                                        tmp_path)
@@ -181,7 +187,7 @@ def test_a_report_that_is_not_guidellms_is_bad_input(tmp_path):
 def test_off_length_requests_are_notes_or_with_strict_lengths_reasons():
     from types import SimpleNamespace
 
-    from e2e.interop.vllm_bench import length_findings
+    from e2e.interop.importing import length_findings
 
     ok = [SimpleNamespace(prompt_tokens=p, completion_tokens=c)
           for p, c in ((128, 64), (129, 64), (128, 63))]
@@ -202,10 +208,39 @@ def test_a_length_spread_is_explained_as_a_range_not_as_rounding():
     102 tokens: a range the tool drew from, not a re-tokenized token."""
     from types import SimpleNamespace
 
-    from e2e.interop.vllm_bench import length_findings
+    from e2e.interop.importing import length_findings
 
     ok = [SimpleNamespace(prompt_tokens=p, completion_tokens=64) for p in (940, 1024, 1108)]
     _, [note] = length_findings(ok, 1024, 64, strict=False, why="re-tokenized, a token off")
     assert "a token off" not in note
     assert ("lengths spread from 940 to 1108 around 1024 (up to 84 tokens, 8%): the tool drew "
             "each request's length from a range (vllm bench serve's --random-range-ratio") in note
+
+
+def test_the_commands_are_the_registered_formats(tmp_path):
+    """``e2e import <name>`` and ``e2e export --format <name>`` are the names
+    ``e2e.interop.formats`` registers, each once: a format added there is a command."""
+    import typer
+
+    from e2e.interop.formats import READERS, WRITERS
+
+    group = typer.main.get_command(app)
+    assert sorted(group.commands["import"].commands) == sorted(READERS)
+    for name in WRITERS:  # each writer's name is a --format the command takes
+        res = CliRunner().invoke(app, ["export", str(tmp_path / "none"), "--format", name])
+        assert res.exit_code == 2 and "no such results folder" in res.output, res.output
+    res = CliRunner().invoke(app, ["export", str(tmp_path / "none"), "--format", "nosuch"])
+    assert res.exit_code == 2 and "no such results folder" not in res.output
+
+
+@pytest.mark.parametrize("name", ["vllm-bench", "aiperf", "guidellm"])
+def test_every_reader_reads_utf8_text_only(tmp_path, name):
+    """One bounded UTF-8 reader for every format (``_boundary.read_text``): other bytes are a
+    clear error naming the byte, whichever tool's file it was meant to be."""
+    from e2e.interop.formats import READERS
+
+    reader = READERS[name]
+    path = tmp_path / "profile_export.jsonl"
+    path.write_bytes(b'{"benchmarks": "\xff"}\n')
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text \(byte 16\): not "):
+        reader.read(reader.locate(path))

@@ -4,6 +4,8 @@ e2e runs. No server is started."""
 
 from __future__ import annotations
 
+import functools
+
 import dataclasses
 
 import json
@@ -15,14 +17,17 @@ from typer.testing import CliRunner
 
 from e2e.plan import RunSpec
 from e2e.errors import ConfigError, ResultsError
-from e2e.interop.vllm_bench import (METADATA_KEYS, SUMMARY_KEYS,
-                                    ImportOptions, export_dir, import_file, read_results,
-                                    to_result, to_run)
+from e2e.interop import importing
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import METADATA_KEYS, READER, SUMMARY_KEYS, read_results, to_run
+from e2e.interop.vllm_bench_writer import export_dir, to_result
 from e2e.metrics import summarize_run
 from e2e.results.records import RequestRecord, RunRecord, ServerInfo, SpecCounters
 from e2e.render import build_report
 from e2e.results.store import (REQUESTS, finalize, new_partial_dir, read_requests, read_run,
                                write_requests, write_run)
+
+import_file = functools.partial(importing.import_file, reader=READER)
 
 DATA = Path(__file__).parent / "data" / "vllm_bench"
 BASE, DSPARK = DATA / "c1-base.json", DATA / "c1-dspark.json"

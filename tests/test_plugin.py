@@ -17,7 +17,7 @@ import e2e.plugin.rocm as rocm
 from e2e.kernels.reference import reference_ragged
 from e2e.plugin.inject import (CPU_PATHS, Injector, cpu_pack_inplace, cpu_pack_main,
                                swa_window_indices)
-from e2e.plugin.settings import PluginSettings, SettingsError
+from e2e.arm_settings import PluginSettings, SettingsError
 from e2e.session import plugin_check
 from standins import vllm033_rocm as standin
 

@@ -18,7 +18,7 @@ import torch
 
 import e2e.plugin.rocm as rocm
 from e2e.kernels.reference import reference_ragged
-from e2e.plugin.settings import PluginSettings
+from e2e.arm_settings import PluginSettings
 from standins import vllm033_rocm as standin
 
 

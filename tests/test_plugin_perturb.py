@@ -15,7 +15,7 @@ from torch import nn
 
 import e2e.plugin as plugin
 from e2e.plugin.perturb import PerturbError, patch_model_loading, perturb_model
-from e2e.plugin.settings import PluginSettings, SettingsError
+from e2e.arm_settings import PluginSettings, SettingsError
 
 
 class Layer(nn.Module):

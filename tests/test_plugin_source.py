@@ -90,7 +90,7 @@ def test_importing_the_plugin_from_the_copy_loads_nothing_else_of_e2e(home):
     tree = plugin_tree()
     probe = (
         "import json, sys\n"
-        "import e2e.plugin, e2e.plugin.inject, e2e.plugin.rocm, e2e.plugin.settings\n"
+        "import e2e.plugin, e2e.plugin.inject, e2e.plugin.rocm, e2e.arm_settings\n"
         "import e2e.kernels, e2e.kernels.reference, e2e.kernels.bench\n"
         "try:\n    import e2e.kernels.triton_paths\nexcept ImportError:\n    pass\n"
         "print(json.dumps({m: getattr(v, '__file__', None) for m, v in sys.modules.items()"

@@ -111,8 +111,8 @@ def test_a_symlinked_folder_is_replaced_by_a_real_one(home, tmp_path):
 
 def test_a_symlink_inside_is_not_followed(home, tmp_path):
     tree = plugin_tree()
-    target = tree.package / "plugin" / "settings.py"
-    outside = tmp_path / "settings.py"
+    target = tree.package / "plugin" / "inject.py"
+    outside = tmp_path / "inject.py"
     outside.write_bytes(target.read_bytes())       # same bytes: the hash would still match
     target.unlink()
     os.symlink(outside, target)

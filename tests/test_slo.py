@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from e2e.errors import ConfigError
-from e2e.interop.vllm_bench import ImportOptions, read_results, to_run
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import read_results, to_run
 from e2e.metrics import summarize_run
 from e2e.results.records import RequestRecord
 from e2e.metrics import goodput, meets

@@ -1,5 +1,6 @@
-"""``e2e import vllm-bench|aiperf|guidellm`` and ``e2e export``: thin typer commands over
-``e2e.interop.vllm_bench``, ``e2e.interop.aiperf`` and ``e2e.interop.guidellm``. Registered in e2e.cli with::
+"""``e2e import vllm-bench|aiperf|guidellm`` and ``e2e export``: thin typer commands over the
+formats ``e2e.interop.formats`` registers (``READERS``, ``WRITERS``: the command's name is the
+format's). Registered in e2e.cli with::
 
     app.add_typer(import_app, name="import")
     app.command("export")(export_command)
@@ -7,12 +8,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
 
-from e2e.commands._options import LockWaitOpt
+from e2e.commands._options import LockWaitOpt, flag_groups
 from e2e.console import guard, print_run, say
 from e2e.console import out as output
 from e2e.errors import ConfigError
@@ -20,7 +22,7 @@ from e2e.errors import ConfigError
 __all__ = ["import_app", "import_vllm_bench", "import_aiperf", "import_guidellm",
            "export_command", "EXPORT_FORMATS"]
 
-EXPORT_FORMATS = ("vllm-bench",)
+EXPORT_FORMATS = ("vllm-bench",)  # --format's choices: e2e.interop.formats.WRITERS's names
 
 import_app = typer.Typer(
     help="Bring other tools' results into a results folder, beside e2e's own runs.",
@@ -75,23 +77,11 @@ def import_vllm_bench(
     requests.parquet when the file was saved with --save-detailed), so `e2e report` shows
     them beside e2e's own runs."""
 
-    def body() -> None:
-        from e2e.interop.vllm_bench import ImportOptions, import_file
-
-        name, wait_s = _folder(experiment, config, lock_wait)
-        if repeat is not None and len(files) > 1:
-            raise ConfigError("--repeat numbers one run; with several files leave it out "
-                              "(each takes the next free repeat)")
-        options = ImportOptions(
-            experiment=name, arm=arm, concurrency=concurrency, dspark=dspark, prompts=prompts,
-            input_len=input_len, output_len=output_len, seed=seed,
-            warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths,
-            force=force, lock_wait_s=wait_s)
-        for path in files:
-            for folder, record in import_file(path, options, results, on_skip=say):
-                print_run(folder, record, brief=True)  # its first warning names the file
-
-    guard(body)
+    _import_tool("vllm-bench", files, experiment=experiment, config=config, results=results,
+                 lock_wait=lock_wait, arm=arm, concurrency=concurrency, dspark=dspark,
+                 prompts=prompts, input_len=input_len, output_len=output_len, seed=seed,
+                 warmup_requests=warmup_requests, repeat=repeat, strict_lengths=strict_lengths,
+                 force=force)
 
 
 def _folder(experiment: str | None, config: Path | None,
@@ -109,23 +99,22 @@ def _folder(experiment: str | None, config: Path | None,
 
 def _import_tool(tool: str, files: list[Path], *, experiment, config, results, lock_wait,
                  **flags) -> None:
-    """``e2e import aiperf|guidellm``: each file's runs into results/<experiment>/."""
+    """``e2e import <tool>``: each file's runs into results/<experiment>/, read by the format
+    ``tool`` names (``e2e.interop.formats.READERS``)."""
 
     def body() -> None:
-        from e2e.interop.vllm_bench import ImportOptions
+        from e2e.interop.formats import READERS
+        from e2e.interop.importing import ImportOptions, import_file
 
-        if tool == "aiperf":
-            from e2e.interop.aiperf import import_export
-        else:
-            from e2e.interop.guidellm import import_report as import_export
         name, wait_s = _folder(experiment, config, lock_wait)
         if flags.get("repeat") is not None and len(files) > 1:
             raise ConfigError("--repeat numbers one run; with several files leave it out "
                               "(each takes the next free repeat)")
         options = ImportOptions(experiment=name, lock_wait_s=wait_s, **flags)
         for path in files:
-            for folder, record in import_export(path, options, results, on_skip=say):
-                print_run(folder, record, brief=True)
+            for folder, record in import_file(path, options, results, reader=READERS[tool],
+                                              on_skip=say):
+                print_run(folder, record, brief=True)  # its first warning names the file
 
     guard(body)
 
@@ -154,7 +143,26 @@ _Force = Annotated[bool, typer.Option(
     "--force", help="Import a result the folder already holds again, replacing it.")]
 
 
+@dataclass(frozen=True)
+class ToolFlags:
+    """The flags ``e2e import aiperf`` and ``e2e import guidellm`` share (after the files,
+    the arm and the concurrency)."""
+
+    input_len: _InputLen = None
+    output_len: _OutputLen = None
+    seed: _Seed = None
+    warmup_requests: _Warmups = None
+    repeat: _Repeat = None
+    strict_lengths: _Strict = False
+    experiment: _Experiment = None
+    config: _Config = None
+    results: _Results = Path("results")
+    force: _Force = False
+    lock_wait: LockWaitOpt = None
+
+
 @import_app.command("aiperf")
+@flag_groups
 def import_aiperf(
     files: Annotated[list[Path], typer.Argument(
         help="AIPerf profile_export.jsonl files, or the artifact folders that hold them.")],
@@ -162,39 +170,28 @@ def import_aiperf(
     concurrency: Annotated[Optional[int], typer.Option(
         help="Requests in flight (default: profile_export_aiperf.json's concurrency).",
         min=1)] = None,
-    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
-    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
-    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False, lock_wait: LockWaitOpt = None,
+    flags: ToolFlags = ToolFlags(),
 ) -> None:
     """Turn AIPerf's per-request export (`aiperf profile`'s profile_export.jsonl) into a run
     in results/<experiment>/ (run.json and requests.parquet), so `e2e report` gives it e2e's
     statistics beside e2e's own runs."""
-    _import_tool("aiperf", files, experiment=experiment, config=config, results=results,
-                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
-                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
+    _import_tool("aiperf", files, **asdict(flags), arm=arm, concurrency=concurrency)
 
 
 @import_app.command("guidellm")
+@flag_groups
 def import_guidellm(
     files: Annotated[list[Path], typer.Argument(
         help="GuideLLM benchmark reports (`guidellm benchmark`'s benchmarks.json).")],
     arm: _Arm,
     concurrency: Annotated[Optional[int], typer.Option(
         help="Requests in flight (default: a concurrent benchmark's streams).", min=1)] = None,
-    input_len: _InputLen = None, output_len: _OutputLen = None, seed: _Seed = None,
-    warmup_requests: _Warmups = None, repeat: _Repeat = None, strict_lengths: _Strict = False,
-    experiment: _Experiment = None, config: _Config = None, results: _Results = Path("results"),
-    force: _Force = False, lock_wait: LockWaitOpt = None,
+    flags: ToolFlags = ToolFlags(),
 ) -> None:
     """Turn a GuideLLM benchmark report into runs in results/<experiment>/ (one per
     benchmark of the report: run.json and requests.parquet), so `e2e report` gives them
     e2e's statistics beside e2e's own runs."""
-    _import_tool("guidellm", files, experiment=experiment, config=config, results=results,
-                 arm=arm, concurrency=concurrency, input_len=input_len, output_len=output_len,
-                 seed=seed, warmup_requests=warmup_requests, repeat=repeat,
-                 strict_lengths=strict_lengths, force=force, lock_wait=lock_wait)
+    _import_tool("guidellm", files, **asdict(flags), arm=arm, concurrency=concurrency)
 
 
 def export_command(
@@ -213,13 +210,13 @@ def export_command(
     <run id>.json as `vllm bench serve --save-result --save-detailed` does."""
 
     def body() -> None:
-        from e2e.interop.vllm_bench import export_dir
+        from e2e.interop.formats import WRITERS
 
-        if format not in EXPORT_FORMATS:
-            raise ConfigError(f"unknown --format {format!r}; known: {', '.join(EXPORT_FORMATS)}")
+        if format not in WRITERS:
+            raise ConfigError(f"unknown --format {format!r}; known: {', '.join(WRITERS)}")
         target = out if out is not None else Path(results_dir) / "export" / format
-        written, skipped = export_dir(results_dir, target, include_invalid=include_invalid,
-                                      force=force)
+        written, skipped = WRITERS[format](results_dir, target, include_invalid=include_invalid,
+                                           force=force)
         for path in written:
             output.print(str(path), highlight=False, markup=False, soft_wrap=True)
         for line in skipped:

@@ -1,13 +1,13 @@
 """The flags several commands share, each written once: the config and results folder, and
-the measurement flags that ``run`` and ``sweep`` both take (``@measurement_flags`` adds them to
-a command and hands it one ``Measurement``, which merges them into the config)."""
+the measurement flags that ``run`` and ``sweep`` both take (``@flag_groups`` adds them to a
+command and hands it one ``Measurement``, which merges them into the config)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -17,7 +17,7 @@ __all__ = ["ConfigOpt", "ResultsOpt", "StoreResultsOpt", "StoreOpt", "StoreConfi
            "LockWaitOpt", "BaseUrlOpt", "SloOpt", "ServerCpusOpt", "ClientCpusOpt",
            "RequireQuietOpt", "WorkersOpt", "WindowsOpt", "RateOpt", "BurstinessOpt", "MaxConcOpt",
            "MaxScheduleOpt", "DuetOpt", "SwapOpt", "SpecOpt", "with_duet", "spec_name",
-           "Measurement", "measurement_flags", "csv_list", "int_list", "unreachable_concurrency",
+           "Measurement", "flag_groups", "csv_list", "int_list", "unreachable_concurrency",
            "FormatOpt", "OutputFormat", "QuietOpt", "output_format"]
 
 ConfigOpt = Annotated[Optional[Path], typer.Option(
@@ -216,24 +216,32 @@ def pin_acceptance(experiment, value: str | None, results: Path, *, baseline: st
     return experiment.pinned_to(round(statistics.median(lengths), 3))
 
 
-def measurement_flags(command):
-    """Give ``command(..., flags: Measurement)`` the measurement flags as its own options (what
-    typer reads is the signature: the command's parameters, then ``Measurement``'s fields)."""
+def flag_groups(command):
+    """Give ``command`` each of its flag groups' fields as its own options: a parameter typed
+    as a frozen dataclass of typer options (``Measurement``, a command's own ``...Flags``) is
+    replaced by that dataclass's fields, in their order, and the command gets the group made
+    of them (what typer reads is the signature: the parameters, each group's in its place)."""
     hints = typing.get_type_hints(command, include_extras=True)
-    mine = [p.replace(annotation=hints[p.name])
-            for p in inspect.signature(command).parameters.values() if p.name != "flags"]
-    flag_hints = typing.get_type_hints(Measurement, include_extras=True)
-    added = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                               annotation=flag_hints[f.name]) for f in fields(Measurement)]
-    names = [f.name for f in fields(Measurement)]
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, tuple[type, list[str]]] = {}
+    for p in inspect.signature(command).parameters.values():
+        kind = hints[p.name]
+        if not is_dataclass(kind):
+            parameters.append(p.replace(annotation=kind, kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        flag_hints = typing.get_type_hints(kind, include_extras=True)
+        groups[p.name] = (kind, [f.name for f in fields(kind)])
+        parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                         default=f.default, annotation=flag_hints[f.name])
+                       for f in fields(kind)]
 
     @functools.wraps(command)
     def wrapper(**kwargs):
-        flags = Measurement(**{name: kwargs.pop(name) for name in names})
-        return command(flags=flags, **kwargs)
+        made = {name: kind(**{n: kwargs.pop(n) for n in names})
+                for name, (kind, names) in groups.items()}
+        return command(**made, **kwargs)
 
     del wrapper.__wrapped__  # typer reads the signature below, not the command's
-    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in mine] + added
     wrapper.__signature__ = inspect.Signature(parameters, return_annotation=None)
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     return wrapper

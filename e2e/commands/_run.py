@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from e2e.commands._options import (FormatOpt, JsonOpt, Measurement, QuietOpt,
-                                   measurement_flags, output_format, spec_name,
+                                   flag_groups, output_format, spec_name,
                                    unreachable_concurrency)
 from e2e.plan import RunSpec
 from e2e.console import err, guard, print_run, say
@@ -16,7 +16,7 @@ from e2e.console import err, guard, print_run, say
 __all__ = ["run"]
 
 
-@measurement_flags
+@flag_groups
 def run(
     arm: Annotated[str, typer.Option(help="Arm to run (see `e2e arms`).")] = "main",
     concurrency: Annotated[int, typer.Option(help="Requests in flight.", min=1, max=1_000_000)] = 1,

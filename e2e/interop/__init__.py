@@ -1,8 +1,11 @@
 """Meeting other tools' files: ``vllm bench serve`` results in and out of e2e's results store,
-AIPerf's and GuideLLM's in.
+AIPerf's and GuideLLM's in. Each tool's format is a reader and, where e2e writes it, a writer,
+registered once in ``formats`` (``READERS``, ``WRITERS``); the commands look them up there.
 
-    vllm_bench  import (``to_run``, ``import_file``) and export (``to_result``, ``export_dir``)
-    aiperf      import of AIPerf's profile_export.jsonl (``import_export``)
-    guidellm    import of GuideLLM's benchmark report (``import_report``)
-    command     the typer commands ``e2e import vllm-bench`` and ``e2e export``
+    formats             the registry: ``e2e import <name>`` and ``e2e export --format <name>``
+    importing           what every import shares: ``Reader``, ``ImportOptions``, ``import_file``
+    vllm_bench          vllm bench serve's keys and its reader (``read_results``, ``to_run``)
+    vllm_bench_writer   its writer (``to_result``, ``export_dir``)
+    aiperf              AIPerf's profile_export.jsonl, read (``read_export``, ``to_run``)
+    guidellm            GuideLLM's benchmark report, read (``read_report``, ``to_run``)
 """

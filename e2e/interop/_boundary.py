@@ -10,6 +10,9 @@
                                the metric, with the tool's own value) and in the run's warnings
     lengths_why(off, want, rounding_why)
                                why a tool's prompts or completions were not the asked length
+    read_text(path, expect=, not_what=)
+                               a file the user gave, as text: bounded (``read_bounded``) and
+                               UTF-8, else a ConfigError saying what it should be
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from e2e.results.records import RequestRecord
+from pathlib import Path
+from e2e.errors import ConfigError
+from e2e.paths import read_bounded
 
-__all__ = ["checked_times", "definition", "definition_warning", "lengths_why"]
+__all__ = ["checked_times", "definition", "definition_warning", "lengths_why", "read_text"]
 
 _SLACK_S = 1e-6  # chunk times rebuilt by adding a tool's gaps may pass its end by rounding
 
@@ -98,3 +104,14 @@ def lengths_why(off: Sequence[int], want: int, rounding_why: str) -> str:
             "(vllm bench serve's --random-range-ratio, a tool's length stddev), where e2e sends "
             "every request exactly the asked length; set beside an e2e run, the two measured "
             "different requests")
+
+
+def read_text(path: Path, *, expect: str, not_what: str) -> str:
+    """The text of ``path``, a file the user gave to import: at most ``read_bounded``'s limit
+    (``expect``: what to give instead of a larger one), decoded as UTF-8; any other bytes are
+    a ConfigError (exit 2) ending in ``not_what`` (what the file is not, then)."""
+    data = read_bounded(path, expect=expect)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): {not_what}") from None

@@ -3,7 +3,8 @@
     read_export(path)               -> [one document]: the records of profile_export.jsonl
                                        (and its profile_export_aiperf.json summary, if beside)
     to_run(doc, options, source=..) -> ImportedRun: pure
-    import_export(path, options, results) -> the run written into results/<experiment>/
+    READER                          -> both, for ``e2e.interop.importing.import_file``
+                                       (registered in ``e2e.interop.formats``)
 
 The format is AIPerf's (checked on aiperf 0.13.0, ``aiperf.common.models.record_models``):
 ``profile_export.jsonl`` holds one ``MetricRecordInfo`` per request (export level
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,17 +32,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
-from e2e.interop._boundary import checked_times, definition, definition_warning
+from e2e.interop._boundary import checked_times, definition, definition_warning, read_text
 from e2e.redact import copied
-from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
-                                    length_findings)
+from e2e.interop.importing import (ImportedRun, ImportOptions, Reader, import_note,
+                                   length_findings)
 from e2e.metrics import summarize_run
 from e2e.paths import read_bounded
 from e2e.results.records import RequestRecord, RunRecord, ServerInfo
 
-__all__ = ["FORMAT", "read_export", "to_run", "import_export"]
+__all__ = ["FORMAT", "TOOL", "READER", "read_export", "to_run"]
 
 FORMAT = "aiperf profile_export.jsonl"
+TOOL = "AIPerf"
 SUMMARY_NAME = "profile_export_aiperf.json"
 _MAX_NS = 2**63
 _MAX_MS = 1e10  # about 115 days
@@ -121,15 +122,9 @@ def _gaps(record: _Record) -> list[float]:
 def read_export(path: Path) -> list[dict[str, Any]]:
     """``path`` (profile_export.jsonl, or the folder that holds it) as one document: its
     lines (each checked) and the summary beside it, if any. Bad input is a ConfigError."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "profile_export.jsonl"
-    data = read_bounded(path, expect="AIPerf's profile_export.jsonl")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}): not AIPerf's "
-                          "profile_export.jsonl") from None
+    path = export_file(path)
+    text = read_text(path, expect="AIPerf's profile_export.jsonl",
+                     not_what="not AIPerf's profile_export.jsonl")
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -349,7 +344,7 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, "the export and the flags",
                                                     RunSpec)) from None
-    reasons, notes = list(impossible), [import_note(source).replace("vllm bench serve", "AIPerf")]
+    reasons, notes = list(impossible), [import_note(source, TOOL)]
     if defaulted:
         notes.append("AIPerf's summary records no seed; set to 0 (give --seed)")
     failed = [r for r in requests if not r.ok and "impossible times" not in (r.error or "")]
@@ -401,13 +396,10 @@ def _figures(summary: dict | None) -> dict[str, Any]:
     return out
 
 
-def import_export(path: Path, options: ImportOptions, results: Path, *,
-                  on_skip: Callable[[str], None] | None = None) -> list[tuple[Path, RunRecord]]:
-    """``path``'s run into ``results/<experiment>/`` (run.json, requests.parquet), as
-    ``e2e import vllm-bench`` does: idempotent by content, ``--force`` replaces."""
+def export_file(path: Path) -> Path:
+    """The profile_export.jsonl a path names: the file, or the artifact folder holding it."""
     path = Path(path)
-    if path.is_dir():
-        path = path / "profile_export.jsonl"
-    return import_file(path, options, results, on_skip=on_skip, read=read_export,
-                       convert=to_run)
+    return path / "profile_export.jsonl" if path.is_dir() else path
 
+
+READER = Reader(tool=TOOL, read=read_export, convert=to_run, locate=export_file)

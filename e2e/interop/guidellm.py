@@ -2,7 +2,8 @@
 
     read_report(path)               -> one document per benchmark of the report
     to_run(doc, options, source=..) -> ImportedRun: pure
-    import_report(path, options, results) -> the runs written into results/<experiment>/
+    READER                          -> both, for ``e2e.interop.importing.import_file``
+                                       (registered in ``e2e.interop.formats``)
 
 The format is GuideLLM's (checked on guidellm 0.8.1: ``GenerativeBenchmarksReport``, written
 by ``guidellm run`` with a ``json`` output): ``{"metadata", "config", "benchmarks": [{"config":
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,17 +29,18 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from e2e.config import MAX_CONCURRENCY
 from e2e.errors import ConfigError
-from e2e.interop._boundary import checked_times, definition, definition_warning
+from e2e.interop._boundary import checked_times, definition, definition_warning, read_text
 from e2e.redact import copied
-from e2e.interop.vllm_bench import (ImportedRun, ImportOptions, import_file, import_note,
-                                    length_findings)
+from e2e.interop.importing import (ImportedRun, ImportOptions, Reader, import_note,
+                                   length_findings)
 from e2e.metrics import summarize_run
 from e2e.paths import read_bounded
 from e2e.results.records import RequestRecord, RunRecord, ServerInfo
 
-__all__ = ["FORMAT", "read_report", "to_run", "import_report"]
+__all__ = ["FORMAT", "TOOL", "READER", "read_report", "to_run"]
 
 FORMAT = "guidellm benchmark report (json)"
+TOOL = "GuideLLM"
 _MAX_S = 1e11  # epoch seconds, far past any date
 
 
@@ -96,9 +97,10 @@ def read_report(path: Path) -> list[dict[str, Any]]:
     """The benchmarks of the report at ``path``, each checked (``_Benchmark``) and carrying the
     report's metadata. Bad input is a ConfigError (exit 2)."""
     path = Path(path)
-    data = read_bounded(path, expect="a GuideLLM benchmark report (benchmarks.json)")
+    text = read_text(path, expect="a GuideLLM benchmark report (benchmarks.json)",
+                     not_what="not a GuideLLM benchmark report")
     try:
-        doc = json.loads(data)
+        doc = json.loads(text)
     except (ValueError, RecursionError):
         raise ConfigError(f"{path} is not JSON: not a GuideLLM benchmark report (make it with "
                           "`guidellm run` and a json output)") from None
@@ -256,7 +258,7 @@ def to_run(doc: dict[str, Any], options: ImportOptions, *, source: str,
         raise ConfigError(describe_validation_error(exc, "the report and the flags",
                                                     RunSpec)) from None
     reasons = list(impossible)
-    notes = [import_note(source).replace("vllm bench serve", "GuideLLM"),
+    notes = [import_note(source, TOOL),
              "GuideLLM keeps no time per chunk: no inter-chunk latency"]
     if "seed" in defaulted:
         notes.append("GuideLLM's report records no seed; set to 0 (give --seed)")
@@ -331,9 +333,4 @@ def _definitions(figures: dict[str, Any]) -> list[dict[str, Any]]:
                    stat("inter_token_latency_ms", "median"))]
 
 
-def import_report(path: Path, options: ImportOptions, results: Path, *,
-                  on_skip: Callable[[str], None] | None = None) -> list[tuple[Path, RunRecord]]:
-    """Each benchmark of ``path`` into ``results/<experiment>/`` as ``e2e import vllm-bench``
-    does: idempotent by content, ``--force`` replaces."""
-    return import_file(path, options, results, on_skip=on_skip, read=read_report,
-                       convert=to_run)
+READER = Reader(tool=TOOL, read=read_report, convert=to_run)

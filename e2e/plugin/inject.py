@@ -31,7 +31,7 @@ import torch
 
 from e2e.kernels.reference import keep_mask, pack_reference
 from e2e.kernels.swa_meta import cpu_window_and_pack
-from e2e.plugin.settings import PluginSettings
+from e2e.arm_settings import PluginSettings
 
 __all__ = ["cpu_pack_main", "cpu_pack_inplace", "CPU_PATHS", "cpu_path_name",
            "swa_window_indices", "Injector", "busy_wait_us"]

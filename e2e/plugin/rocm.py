@@ -33,7 +33,7 @@ from types import ModuleType
 from e2e.kernels import PATHS
 from e2e.kernels import refresh_decode_swa_ragged as _refresh_triton
 from e2e.kernels import swa_meta
-from e2e.plugin.settings import PluginSettings
+from e2e.arm_settings import PluginSettings
 
 __all__ = ["ROCM_MODULES", "BUILDER", "patch_rocm_module", "refresh_decode_swa_ragged"]
 

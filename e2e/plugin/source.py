@@ -15,7 +15,7 @@ __all__ = ["PARTS", "plugin_files", "plugin_sha256", "package_dir", "digest_of"]
 
 # Relative to the e2e package: everything the plugin imports from e2e (tests/test_plugin_source
 # checks that importing every module of the plugin loads nothing of e2e outside these).
-PARTS = ("__init__.py", "plugin", "kernels")
+PARTS = ("__init__.py", "arm_settings.py", "plugin", "kernels")
 
 
 def package_dir() -> Path:

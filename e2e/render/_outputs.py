@@ -76,14 +76,14 @@ def outputs_section(summary: Summary) -> list[str]:
             if (c.concurrency, c.spec_mode) != (conc, mode):
                 continue
             a = c.agreement
-            name = (f"{a.arm} {a.spec_mode} vs {a.reference_mode}" if c.kind == "speculator"
-                    else f"{a.arm} vs {a.reference}" + (" (A/A)" if c.kind == "aa" else ""))
+            agreement, beside = format_agreement(a), yardstick(c)
             p = MISSING if c.p_value is None else f"{c.p_value:.3g} ({c.p_holm:.3g})"
             hit = MISSING if c.cache is None else (
                 f"{format_hit_rate(c.cache.reference)} · {format_hit_rate(c.cache.other)}"
                 + (" ⚠ differ" if c.cache.flagged else ""))
-            lines.append(_row([md_text(name), c.verdict, format_agreement(a),
-                               yardstick(c), p, hit]))
+            name = (f"{a.arm} {a.spec_mode} vs {a.reference_mode}" if c.kind == "speculator"
+                    else f"{a.arm} vs {a.reference}" + (" (A/A)" if c.kind == "aa" else ""))
+            lines.append(_row([md_text(name), c.verdict, agreement, beside, p, hit]))
         lines.append("")
     lines += [f"Greedy outputs of the same prompts, paired run by run; a prompt diverged when "
               "any paired round answered it differently, at its first divergent token (0 = the "

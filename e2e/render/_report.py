@@ -3,8 +3,9 @@
 The only stage here that touches files: it reads ``<results_dir>/*/run.json`` (folders without
 one are skipped: a run in progress or one that failed before writing), hands the records to
 ``e2e.analysis._aggregate.summarize`` (and each run's recorded outputs, ``requests.parquet``, to
-``e2e.analysis.summarize_outputs``: the summary's ``outputs``) and the summary to each renderer, and writes what they return into
-``<results_dir>/report/`` with atomic writes:
+``e2e.analysis.summarize_outputs``: the summary's ``outputs``) and the summary to each renderer
+(``render_report``: the whole report as bytes), then writes it once into ``<results_dir>/report/``
+with atomic writes (``e2e.paths.write_files``):
 
     report/report.md          the Markdown report
     report/index.html         the same report as a page, with every plot (e2e.render.html_report)
@@ -18,7 +19,6 @@ report's warnings.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,10 +34,14 @@ from e2e.render.csv_report import render_csv
 from e2e.render.markdown import render_markdown
 from e2e.render.plots import render_plots
 from e2e.render.html_report import render_html
+from e2e.paths import write_files
+from e2e.render.markdown import report_markdown
 
-__all__ = ["ReportOutput", "FolderSummary", "build_report", "read_summary", "REPORT_DIR"]
+__all__ = ["ReportOutput", "FolderSummary", "RenderedReport", "build_report", "read_summary",
+           "render_report", "REPORT_DIR"]
 
 REPORT_DIR = "report"
+PLOTS = "plots"  # the plots' folder inside report/
 
 
 @dataclass(frozen=True)
@@ -127,47 +131,56 @@ def build_report(
     results_dir: Path, *, report_from_run: int | None = None, baseline: str | None = None,
     only: dict[str, str] | None = None, confidence: float | None = None,
 ) -> ReportOutput:
-    """Aggregate ``results_dir/*/run.json`` (``read_summary``, its arguments) and write
-    ``results_dir/report/``. Raises ``ResultsError`` as ``read_summary`` does, or when a file
-    cannot be written."""
+    """Aggregate ``results_dir/*/run.json`` (``read_summary``, its arguments), render the
+    whole report, then write it into ``results_dir/report/``. Raises ``ResultsError`` as
+    ``read_summary`` does, or when a file cannot be written."""
     results_dir = Path(results_dir)
-    read = read_summary(results_dir, report_from_run=report_from_run, baseline=baseline,
-                        only=only, confidence=confidence)
+    summary = _report_summary(results_dir, read_summary(
+        results_dir, report_from_run=report_from_run, baseline=baseline, only=only,
+        confidence=confidence))
+    report = render_report(summary)  # the whole report, before any of it is written
+    out_dir = results_dir / REPORT_DIR
+    no_links(results_dir, out_dir / PLOTS, "the report")  # report/ and plots/ real folders
+    written = write_files(out_dir, report.files, prune=f"{PLOTS}/*.png")
+    return ReportOutput(summary=summary, markdown=report.markdown, report_dir=out_dir,
+                        markdown_path=out_dir / "report.md",
+                        csv_paths=tuple(p for p in written if p.suffix == ".csv"),
+                        plot_paths=tuple(p for p in written if p.parent == out_dir / PLOTS),
+                        html_path=out_dir / "index.html")
+
+
+def _report_summary(results_dir: Path, read: FolderSummary) -> Summary:
+    """The folder's summary with what else the experiment measured: each run's recorded
+    outputs compared (``requests.parquet``), and for the merge line GSM8K beside the load runs
+    (results/<experiment>/gsm8k) and a capacity search (results/<experiment>/capacity.json)."""
     summary, records = read.summary, read.records
     outputs, unreadable = load_outputs(results_dir, records)
-    summary = replace(summary, outputs=summarize_outputs(
-        records, outputs, baseline=summary.baseline, confidence=summary.confidence),
-        warnings=(*summary.warnings, *(ReportWarning(m) for m in unreadable)))
-    # what else the experiment measured, for the merge line: GSM8K beside the load runs
-    # (results/<experiment>/gsm8k), a capacity search (results/<experiment>/capacity.json)
     capacity = results_dir / "capacity.json"
-    summary = replace(summary, gsm8k=gsm8k_report(read_evaluations(results_dir.parent,
-                                                                   results_dir.name)),
-                      capacity=str(capacity) if capacity.is_file() else None)
+    return replace(
+        summary, outputs=summarize_outputs(records, outputs, baseline=summary.baseline,
+                                           confidence=summary.confidence),
+        warnings=(*summary.warnings, *(ReportWarning(m) for m in unreadable)),
+        gsm8k=gsm8k_report(read_evaluations(results_dir.parent, results_dir.name)),
+        capacity=str(capacity) if capacity.is_file() else None)
 
-    out_dir = results_dir / REPORT_DIR
-    no_links(results_dir, out_dir / "plots", "the report")  # report/ and plots/ real folders
-    markdown = render_markdown(summary)
-    md_path = out_dir / "report.md"
-    atomic_write_bytes(md_path, markdown.encode("utf-8"))
-    csv_paths = []
-    for name, data in render_csv(summary).items():
-        atomic_write_bytes(out_dir / name, data)
-        csv_paths.append(out_dir / name)
-    plot_dir = out_dir / "plots"
+
+@dataclass(frozen=True)
+class RenderedReport:
+    """The whole report as bytes, before any of it is written: ``files`` maps each path under
+    ``report/`` to its bytes, in the order they are written (the Markdown, the CSVs, the
+    plots under ``plots/``, the page)."""
+
+    summary: Summary
+    markdown: str
+    files: dict[str, bytes]
+
+
+def render_report(summary: Summary) -> RenderedReport:
+    """Every file of the report, rendered (no I/O): the plots first, so that the Markdown and
+    the page link the ones there are."""
     plots = render_plots(summary)
-    plot_paths = []
-    for name, data in plots.items():
-        atomic_write_bytes(plot_dir / name, data)
-        plot_paths.append(plot_dir / name)
-    if plot_dir.is_dir():  # a plot of an earlier report whose metric is gone would mislead
-        for stale in plot_dir.glob("*.png"):
-            if stale.name not in plots:
-                with contextlib.suppress(OSError):
-                    stale.unlink()
-    html_path = out_dir / "index.html"
-    atomic_write_bytes(html_path, render_html(markdown, plots,
-                                              title=f"e2e report: {summary.experiment}"))
-    return ReportOutput(summary=summary, markdown=markdown, report_dir=out_dir,
-                        markdown_path=md_path, csv_paths=tuple(csv_paths),
-                        plot_paths=tuple(plot_paths), html_path=html_path)
+    markdown = report_markdown(summary, tuple(plots))
+    return RenderedReport(summary=summary, markdown=markdown, files={
+        "report.md": markdown.encode("utf-8"), **render_csv(summary),
+        **{f"{PLOTS}/{name}": data for name, data in plots.items()},
+        "index.html": render_html(markdown, plots, title=f"e2e report: {summary.experiment}")})

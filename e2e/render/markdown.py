@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import statistics
 
-from e2e import analysis
 from e2e.render.markup import md_text
 from e2e.render.forest import comparison_plot_names
 from e2e.analysis.estimators import RESOLUTION_SD
@@ -25,9 +24,9 @@ from e2e.analysis.sweep import (
     WarningLine, headline_metric, metric, warning_lines
 )
 
-__all__ = ["render_markdown", "format_value", "format_cell", "format_pct", "format_comparison",
-           "format_headline_comparison", "format_attribution", "attribution_lines", "pinned_sentence",
-           "merge_line", "merge_section"]
+__all__ = ["render_markdown", "report_markdown", "format_value", "format_cell", "format_pct",
+           "format_comparison", "format_headline_comparison", "format_attribution",
+           "attribution_lines", "pinned_sentence", "merge_line", "merge_section"]
 
 MINUS = "\u2212"
 DASH = "\u2013"
@@ -346,6 +345,8 @@ def workload_section(summary: Summary) -> list[str]:
     rows = [w for w in summary.workloads if w.own_figures or w.hit_rate]
     if not rows:
         return []
+    # the run.json's own text (a workload's and a segment's names), escaped once
+    text = {name: md_text(name) for w in rows for name in (w.workload, *(s.name for s in w.segments))}
     out = ["## Workload", "",
            _row([load_column(summary), "spec mode", "arm", "workload", "warmup requests",
                  "prefix-cache hit rate", "sends late p50 / p99 / max (ms)", "runs"]),
@@ -354,7 +355,7 @@ def workload_section(summary: Summary) -> list[str]:
         late = MISSING if not w.lateness_ms else " / ".join(
             _fmt_range(tuple(x[i] for x in w.lateness_ms), 2) for i in range(3))
         out.append(_row([load_cell(summary, w.concurrency, w.spec_mode), w.spec_mode, w.arm,
-                         md_text(w.workload), "unknown" if w.warmup is None else str(w.warmup),
+                         text[w.workload], "unknown" if w.warmup is None else str(w.warmup),
                          _fmt_range(w.hit_rate), late, str(w.runs)]))
     out += ["", "Hit rate: prefix-cache hits / queries (tokens) over each run's measured load; "
             "late: each run's sends after their scheduled time (open loop, trace); median "
@@ -367,7 +368,7 @@ def workload_section(summary: Summary) -> list[str]:
         for w in segmented:
             for s in w.segments:
                 out.append(_row([load_cell(summary, w.concurrency, w.spec_mode), w.spec_mode,
-                                 w.arm, md_text(s.name), str(s.runs),
+                                 w.arm, text[s.name], str(s.runs),
                                  MISSING if s.ttft_ms_mean is None else format_value(s.ttft_ms_mean),
                                  MISSING if s.tpot_ms_mean is None else format_value(s.tpot_ms_mean)]))
         out += ["", "Per segment (a trace's equal-time parts, a shared-prefix group's first "
@@ -482,6 +483,12 @@ def render_markdown(summary: Summary, *, plot_names: tuple[str, ...] | None = No
         plot_names = comparison_plot_names(summary) + tuple(
             per_position_plot_name(conc, mode) for mode in summary.spec_modes
             for conc in summary.concurrencies if positions_in(summary, conc, mode))
+    return report_markdown(summary, plot_names)
+
+
+def report_markdown(summary: Summary, plot_names: tuple[str, ...]) -> str:
+    """``render_markdown`` with the plots' names given (``build_report`` renders the plots
+    first: the names of those it made)."""
     warned = warning_lines(summary)
     markers = _Markers(warned)
     lines: list[str] = [f"# e2e report: {summary.experiment}", ""]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from e2e.config import BuildSpec, GitSource
 from e2e.errors import BuildError
-from e2e.paths import e2e_home
+from e2e.paths import e2e_home, sha256_file
 
 __all__ = ["Build", "prepare", "python_path", "resolve_python", "managed_env_dir",
            "environment_facts", "project_root", "resolve_git", "resolve_wheel", "local_wheel",
@@ -113,14 +113,6 @@ def local_wheel(wheel: str) -> Path | None:
     return Path(wheel).expanduser()
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 MAX_WHEEL_BYTES = 8 << 30  # a vLLM wheel is a few hundred MB; anything past this is refused
 
 
@@ -168,7 +160,7 @@ def resolve_wheel(build: BuildSpec) -> tuple[Path, str]:
     elif not path.is_file():
         raise BuildError(f"wheel {path} does not exist; fix build.wheel (a path or an http(s) "
                          "URL of a .whl)")
-    return path, _sha256(path)
+    return path, sha256_file(path)
 
 
 def base_python(build: BuildSpec) -> str:
@@ -270,7 +262,7 @@ def python_path(build: BuildSpec) -> Path:
         return Path(build.python).expanduser()
     if build.wheel is not None:
         path = local_wheel(build.wheel)
-        pin = _sha256(path) if path is not None and path.is_file() else build.wheel
+        pin = sha256_file(path) if path is not None and path.is_file() else build.wheel
         return managed_env_dir(build, pin) / "bin" / "python"
     return managed_env_dir(build, build.git.ref if build.git else None) / "bin" / "python"
 
@@ -355,7 +347,7 @@ def describe_source(build: BuildSpec) -> dict:
         path = local_wheel(build.wheel)
         out["wheel"] = build.wheel
         if path is not None and path.is_file():
-            out["sha256"] = _sha256(path)
+            out["sha256"] = sha256_file(path)
         elif path is not None:
             out["missing"] = True
     if build.requirements:

@@ -4,13 +4,14 @@ vLLM loads general plugins through the ``vllm.general_plugins`` entry point of a
 distribution on the server's ``sys.path``. Rather than installing e2e into the server's
 environment (stateful: the environment is shared by every checkout that uses it, so its
 servers would run whichever checkout installed it last), e2e copies the plugin's source
-(``e2e.plugin.source.PARTS``: e2e's ``__init__``, ``plugin/`` and ``kernels/``) as it is
+(``e2e.plugin.source.PARTS``: e2e's ``__init__``, ``arm_settings``, ``plugin/`` and
+``kernels/``) as it is
 when the run starts into a content-addressed folder and puts that folder first on each
 server's ``PYTHONPATH``, beside a generated ``e2e-<version>.dist-info`` that declares the
 entry point::
 
     $E2E_HOME/plugin/<plugin_sha256[:16]>/
-        e2e/__init__.py, e2e/plugin/..., e2e/kernels/...
+        e2e/__init__.py, e2e/arm_settings.py, e2e/plugin/..., e2e/kernels/...
         e2e-<version>.dist-info/{METADATA, entry_points.txt, top_level.txt}
 
 The folder is immutable once made (renamed into place whole), so two checkouts with the same

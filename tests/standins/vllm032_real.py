@@ -229,7 +229,7 @@ def fresh_module(version: str, gfx950: bool = True):
 
 def make_builder(module, arm: str, dspark: bool, lines: list[str]):
     from e2e.plugin.rocm import patch_rocm_module
-    from e2e.plugin.settings import PluginSettings
+    from e2e.arm_settings import PluginSettings
 
     settings = PluginSettings.parse(json.dumps(ARMS[arm]))[0]
     assert patch_rocm_module(module, settings, lambda where, what: lines.append(f"{where}: {what}"))

@@ -1,5 +1,9 @@
 """An arm's plugin settings, parsed once from the JSON e2e writes into the server's
-environment (``E2E_PLUGIN_SETTINGS``)."""
+environment (``E2E_PLUGIN_SETTINGS``).
+
+Below both its readers: the config checks an arm's settings with it (``e2e.names``) without
+loading the plugin, and the plugin (``e2e.plugin``) applies them in every server, so it is one
+of the plugin's files (``e2e.plugin.source.PARTS``): standard library only."""
 
 from __future__ import annotations
 
