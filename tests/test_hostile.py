@@ -25,10 +25,10 @@ from e2e.cli import app
 from e2e.config import load_experiment
 from e2e.names import check_name, parse_cpus
 from e2e.errors import ConfigError, ResultsError
-from e2e.interop.vllm_bench import ImportOptions, check_result, import_file, read_results
-from e2e.load.sse import StreamFailed, check_usage
 from e2e.interop import importing
-from e2e.interop.vllm_bench import READER
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import READER, check_result, read_results
+from e2e.load.sse import StreamFailed, check_usage
 from e2e.metrics import parse_samples
 from e2e.redact import REDACTED, Redactor, remember, scrub
 from e2e.session.external import parse_base_url

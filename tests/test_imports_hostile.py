@@ -21,11 +21,9 @@ from typer.testing import CliRunner
 from e2e.analysis.sweep.frame import arrival_of
 from e2e.cli import app
 from e2e.errors import ConfigError
-from e2e.interop.aiperf import import_export
-from e2e.interop.guidellm import import_report
-from e2e.interop.vllm_bench import ImportOptions, import_file
-from e2e.results.store import read_requests, read_run
 from e2e.interop import aiperf, guidellm, importing, vllm_bench
+from e2e.interop.importing import ImportOptions
+from e2e.results.store import read_requests, read_run
 
 import_export = functools.partial(importing.import_file, reader=aiperf.READER)
 import_report = functools.partial(importing.import_file, reader=guidellm.READER)

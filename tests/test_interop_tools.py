@@ -16,11 +16,10 @@ from typer.testing import CliRunner
 
 from e2e.cli import app
 from e2e.errors import ConfigError
-from e2e.interop.aiperf import import_export, read_export
-from e2e.interop.vllm_bench import ImportOptions
-from e2e.results.store import read_requests, read_run
 from e2e.interop import aiperf, guidellm
-from e2e.interop.importing import import_file
+from e2e.interop.aiperf import read_export
+from e2e.interop.importing import ImportOptions, import_file
+from e2e.results.store import read_requests, read_run
 
 import_export = functools.partial(import_file, reader=aiperf.READER)
 import_report = functools.partial(import_file, reader=guidellm.READER)

@@ -12,7 +12,9 @@ from e2e import metrics as m
 from e2e.analysis.sweep.aggregate import summarize
 from e2e.metrics import position_key
 from e2e.plan import RunSpec
-from e2e.interop.vllm_bench import check_result, to_result, to_run, ImportOptions
+from e2e.interop.importing import ImportOptions
+from e2e.interop.vllm_bench import check_result, to_run
+from e2e.interop.vllm_bench_writer import to_result
 from e2e.render import render_github, report_json
 from e2e.render.markdown import render_markdown
 from e2e.render.plots import render_plots
