@@ -65,7 +65,8 @@ import pandas as pd
 from e2e.nightly.assess import assess_night
 from e2e.results import history_cells, night_rows
 from e2e.analysis import Rules
-from e2e.nightly.settings import NightlyConfig, expected_cells, judged_key, load_nightly
+from e2e.nightly.night import expected_cells, judged_key
+from e2e.nightly.settings import NightlyConfig, load_nightly
 from e2e.results import NightCell
 
 

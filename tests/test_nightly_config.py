@@ -13,8 +13,8 @@ from conftest import ROOT
 from e2e.config import Experiment
 from e2e.errors import ConfigError
 from e2e.commands import nightly_command
-from e2e.nightly.settings import (load_nightly, parse_arm_settings, parse_nightly,
-                                  with_arm_settings)
+from e2e.nightly.night import with_arm_settings
+from e2e.nightly.settings import load_nightly, parse_arm_settings, parse_nightly
 
 NIGHTLY = ROOT / "configs" / "nightly.toml"
 

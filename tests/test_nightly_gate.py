@@ -162,7 +162,8 @@ def nightly(tmp_path, monkeypatch):
     (the CliRunner result); ``dry(date)`` its --dry-run."""
     from e2e.nightly.assess import assess_night
     from e2e.nightly.measure import Measured
-    from e2e.nightly.settings import expected_cells, load_nightly
+    from e2e.nightly.night import expected_cells
+    from e2e.nightly.settings import load_nightly
     from e2e.results import open_store
 
     text = (ROOT / "configs" / "nightly.toml").read_text()

@@ -12,7 +12,7 @@ from conftest import ROOT, alone_nightly_raw
 from e2e.analysis import Rules, judge_night
 from e2e.results import Baseline
 from e2e.nightly.measure import gsm8k_cells
-from e2e.nightly.settings import expected_cells
+from e2e.nightly.night import expected_cells
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
 from test_gsm8k_run import Fake

@@ -108,7 +108,7 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     if dry_run:
         from e2e.execute import describe_plan, plan_header
         from e2e.nightly.assess import design_lines
-        from e2e.nightly.settings import night_looks, night_of, plan_night
+        from e2e.nightly.night import night_looks, night_of, plan_night
 
         night = night_of(cfg, date=date, results=results, arm_overrides=overrides)
         experiment = night.experiment

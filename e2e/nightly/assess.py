@@ -32,7 +32,8 @@ from e2e.analysis import design_lines as resolved_lines
 from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.measure import Measured
-from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
+from e2e.nightly.night import Night, expected_cells, judged_key
+from e2e.nightly.settings import NightlyConfig
 from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, load_outputs,
                          night_rows, utc_now)
 

@@ -20,7 +20,8 @@ from e2e.config import Experiment
 from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.analysis import NIGHTLY_METRICS, relative_arm
-from e2e.nightly.settings import MAX_ATTEMPTS, Night, NightlyConfig, night_looks, plan_night
+from e2e.nightly.night import Night, night_looks, plan_night
+from e2e.nightly.settings import MAX_ATTEMPTS, NightlyConfig
 from e2e.paths import atomic_write_json
 from e2e.results import (GSM8K_METRIC, CellKey, Judgement, NightCell, RunRecord, resume_state,
                          utc_now, worse_end)

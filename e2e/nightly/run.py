@@ -35,7 +35,8 @@ from typing import Any
 from e2e.console import Say
 from e2e.nightly.assess import assess, assess_night
 from e2e.nightly.measure import measure_night
-from e2e.nightly.settings import NightlyConfig, night_of
+from e2e.nightly.night import night_of
+from e2e.nightly.settings import NightlyConfig
 from e2e.nightly.write import NightOutcome, write_night
 from e2e.results import RunRecord, open_store, writing
 

@@ -20,7 +20,8 @@ from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.assess import Assessment
 from e2e.nightly.measure import Measured, retried_attempts
-from e2e.nightly.settings import Night, NightlyConfig
+from e2e.nightly.night import Night
+from e2e.nightly.settings import NightlyConfig
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.render import SummaryContext, render_summary, render_summary_github, render_trends
 from e2e.results import Judgement
