@@ -65,7 +65,7 @@ import pandas as pd
 from e2e.nightly.assess import assess_night
 from e2e.results import history_cells, night_rows
 from e2e.analysis import Rules
-from e2e.nightly.night import expected_cells, judged_key
+from e2e.nightly.night import expected_cells, judged_key, night_of
 from e2e.nightly.settings import NightlyConfig, load_nightly
 from e2e.results import NightCell
 
@@ -129,8 +129,7 @@ def series(args) -> tuple[list[str], list[int], list[int]]:
                 cells = [NightCell(c, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)),
                                    interference=() if seen is None else (seen,) * k_t)
                          for k, _ in keys for c in dict.fromkeys((measured[k], k))]
-                j = assess_night(cfg, results=Path(results), date=date,
-                                 experiment=cfg.experiment.name, cells=cells,
+                j = assess_night(night_of(cfg, date=date, results=Path(results)), cells,
                                  expected=expected, history=history)
                 if not any(v.more for v in j.verdicts):
                     break

@@ -1,6 +1,14 @@
-"""Tonight of a nightly config: the experiment it runs on this host, its folders, and what it
-plans (``night_of``, ``plan_night``, ``night_looks``, ``expected_cells``), settled before
-anything runs."""
+"""Tonight of a nightly config, resolved once (``night_of``) before anything runs: the
+experiment it runs on this host, its folders, the plan of each look, the cells it expects
+and judges, and the judge's rules. Measuring, assessing and writing a night (and its dry run)
+read this one value (``Night``), never the config again.
+
+    NightlyConfig (settings.py: the TOML, validated; the config hash)
+      -> night_of: --arm-setting overrides, one server at a time where the host lacks duet
+         slots, looks (``night_looks``) and their plans (``plan_night``), expected cells
+         (``expected_cells``) and the ratio cells judged (``judged_key``), the rules
+      -> Night
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis import judged_metrics, relative_arm
-from e2e.config import Experiment
+from e2e.analysis import Rules, judged_metrics, relative_arm
+from e2e.config import BuildSpec, Experiment
 from e2e.errors import ConfigError
 from e2e.names import plugin_settings
-from e2e.nightly.settings import NightlyConfig
-from e2e.results import GSM8K_METRIC, CellKey
+from e2e.nightly.settings import NightlyConfig, NightlySettings
+from e2e.results import GSM8K_METRIC, CellKey, Looks
 
 __all__ = ["with_arm_settings", "Night", "night_of", "night_dir", "one_at_a_time", "plan_night",
            "night_looks", "judged_key", "expected_cells"]
@@ -26,7 +34,7 @@ def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
         return experiment
     new_arms = dict(experiment.arms)
     for name in arms:
-        arm = experiment.arm(name)
+        arm = experiment.arms[name]  # the nightly's arms are the config's (parse_nightly)
         try:
             plugin = plugin_settings({**arm.plugin, **overrides})
         except ValueError as exc:
@@ -37,19 +45,48 @@ def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
 
 @dataclass(frozen=True)
 class Night:
-    """Tonight as the pipeline's stages pass it (``night_of``): its date and results folder,
-    the experiment it runs (``--arm-setting`` values applied; one server at a time where the
-    host lacks duet slots, ``alone`` saying why), the baseline night a person pinned
-    (``--baseline-night``), the store's URL (``--store``, else ``[nightly] store``) and the
-    overrides as given."""
+    """A night resolved once (``night_of``), the one value the pipeline's stages pass: its
+    date and results folder; the experiment it runs (``--arm-setting`` values applied; one
+    server at a time where the host lacks duet slots, ``alone`` saying why) and each arm's
+    build; what it measures (arms, the config hash, the plan of each look, the rounds of each
+    look); how it is judged (the ``[nightly]`` settings, the judge's ``rules``, the cells it
+    expects and the ratio cells it judges); the baseline night pinned (``--baseline-night``,
+    else ``[nightly] baseline_night``), the store's URL (``--store``, else ``[nightly]
+    store``) and the overrides as given."""
 
     date: str
     results: Path
     experiment: Experiment
+    settings: NightlySettings
+    config_hash: str
+    source: str
+    arms: tuple[str, ...]
+    builds: dict[str, BuildSpec]
+    looks: Looks
+    rounds: tuple[int, ...]
+    plans: tuple[list, ...]
+    expected: tuple[CellKey, ...]
+    judged: tuple[CellKey, ...]
+    rules: Rules
+    gsm8k_data: Path | None = None
     alone: str | None = None
     pinned: str | None = None
     store: str | None = None
     arm_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reference(self) -> str | None:
+        """The arm every other arm is judged relative to (``[nightly] reference``), or None."""
+        return self.settings.reference
+
+    @property
+    def baseline_arm(self) -> str:
+        """The arm comparisons between arms are made against (``[nightly] baseline``)."""
+        return self.settings.baseline
+
+    def rounds_for(self, reported: int) -> int:
+        """The plan's runs (rounds, warmups included) that give ``reported`` reported ones."""
+        return reported + self.experiment.report_from_run - 1
 
     @property
     def root(self) -> Path:
@@ -67,18 +104,32 @@ class Night:
         return self.folder.relative_to(self.results).as_posix()
 
 
-def night_of(cfg: NightlyConfig, *, date: str, results: Path, arm_overrides: dict[str, Any],
-             pinned: str | None = None, store: str | None = None) -> Night:
-    """Tonight of ``cfg``: its experiment with the ``--arm-setting`` overrides on the built
-    arms, run one server at a time where this host lacks the duet slots it names."""
-    experiment = with_arm_settings(cfg.experiment, cfg.built_arms, arm_overrides)
+def night_of(cfg: NightlyConfig, *, date: str, results: Path,
+             arm_overrides: dict[str, Any] | None = None, pinned: str | None = None,
+             store: str | None = None) -> Night:
+    """Tonight of ``cfg``, resolved once: its experiment with the ``--arm-setting`` overrides
+    on the built arms, run one server at a time where this host lacks the duet slots it
+    names; the plan of each look, the cells it expects and judges, the judge's rules."""
+    overrides = dict(arm_overrides or {})
+    experiment = cfg.experiment
     alone = one_at_a_time(experiment, cfg.reference)
     if alone and experiment.duet.enabled:  # the host lacks a slot: one server at a time
         experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
             update={"enabled": False})})
-    return Night(date=date, results=Path(results), experiment=experiment, alone=alone,
-                 pinned=pinned, store=store or cfg.settings.store,
-                 arm_overrides=dict(arm_overrides))
+    rounds = night_looks(cfg)
+    expected = tuple(expected_cells(cfg))
+    # the plan's units name arms, not their plugin settings: planned before the overrides
+    plans = tuple(plan_night(cfg, experiment, runs=n) for n in rounds)
+    judged = tuple(judged_key(cfg, k) for k in expected if k.kind == "load")
+    experiment = with_arm_settings(experiment, cfg.built_arms, overrides)
+    return Night(
+        date=date, results=Path(results), experiment=experiment, settings=cfg.settings,
+        config_hash=cfg.config_hash, source=cfg.source, arms=cfg.arms,
+        builds={a: experiment.arms[a].build or experiment.server.build for a in cfg.arms},
+        looks=cfg.looks, rounds=rounds, plans=plans, expected=expected, judged=judged,
+        rules=Rules.from_settings(cfg.settings, cfg.looks), gsm8k_data=cfg.gsm8k_data,
+        alone=alone, pinned=pinned or cfg.settings.baseline_night,
+        store=store or cfg.settings.store, arm_overrides=overrides)
 
 
 def night_dir(results: Path, date: str) -> Path:

@@ -3,8 +3,7 @@
 ``load_nightly`` reads the TOML, takes the ``[nightly]`` table out, validates the rest as an
 ``e2e.config.Experiment`` (unknown keys there stay errors) and the table as
 ``NightlySettings``. One file is one nightly: what to measure, and how to judge it. Tonight of
-a config (``night_of``: its experiment as run on this host, its folders) and what it plans
-(``plan_night``, ``night_looks``, ``expected_cells``) are settled here, before anything runs.
+a config, resolved once before anything runs, is ``e2e.nightly.night``'s.
 
 The **config hash** names what a night measures: the validated experiment and the resolved
 plan (arms, concurrencies, spec modes, runs, GSM8K subset). Judgement settings (thresholds,
