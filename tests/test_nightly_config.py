@@ -149,6 +149,35 @@ def test_a_night_is_resolved_once_with_everything_its_stages_read(tmp_path) -> N
     assert night_of(cfg, date="d", results=tmp_path, store="sqlite:///x.db").store == "sqlite:///x.db"
 
 
+def test_each_look_runs_its_resolved_plan_while_the_look_wants_more(tmp_path, monkeypatch):
+    """measure_night runs the plan night_of resolved for each look, handing the night and the
+    cells so far to ``look``, and stops at the first look that wants no more rounds."""
+    import types
+
+    import e2e.pipeline
+    from e2e.nightly import measure
+    from e2e.results import CellKey, CellVerdict, Judgement
+
+    night = night_of(load_nightly(), date="2026-01-02", results=tmp_path)
+    ran, looked = [], []
+    monkeypatch.setattr(measure, "prepare_builds", lambda builds, say: {a: {} for a in builds})
+    monkeypatch.setattr(e2e.pipeline, "execute", lambda experiment, plan, root, **kw: (
+        ran.append(plan), types.SimpleNamespace(given_up=()))[1])
+    key = CellKey("load", "main-vs-reference", 1, "base", "tpot_ms_mean")
+
+    def look(seen, cells):
+        looked.append(seen)
+        open_ = CellVerdict(key, "undecided", None, None, threshold=2.0, interval=(-1.0, 3.0),
+                            more=len(looked) == 1)
+        return Judgement(seen.date, None, (open_,))
+
+    said = []
+    measured = measure.measure_night(night, look=look, say=said.append, progress=False)
+    assert ran == list(night.plans[:2]) and looked == [night, night]
+    assert any(f"measuring up to {night.rounds[1]} rounds" in line for line in said)
+    assert measured.cells == () and measured.notes == ()
+
+
 def _app() -> typer.Typer:
     app = typer.Typer()
     app.command("nightly")(nightly_command)

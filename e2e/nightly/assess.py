@@ -36,7 +36,7 @@ from e2e.nightly.night import Night
 from e2e.results import (CellKey, HistoryCell, Judgement, NightCell, RatioHistory, load_outputs,
                          night_rows, utc_now)
 
-__all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
+__all__ = ["Assessment", "assess", "read_samples", "assess_night", "assess_look", "design_lines",
            "night_outputs", "bisect_hints"]
 
 
@@ -148,6 +148,15 @@ def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
     return judgement_with_changes(judgement, changes)
+
+
+def assess_look(night: Night, cells: Sequence[NightCell]) -> Judgement:
+    """The judgement of a look during the night: the cells measured so far against the
+    store's history (``assess_night``; no cell is missing yet)."""
+    from e2e.results import open_store
+
+    with open_store(night.store, night.results) as store:
+        return assess_night(night, cells, store=store, expected=())
 
 
 def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | None,

@@ -47,7 +47,7 @@ class Measured:
     notes: tuple[str, ...] = ()
 
 
-def measure_night(night: Night, *, look: Callable[[list[NightCell]], Judgement],
+def measure_night(night: Night, *, look: Callable[[Night, list[NightCell]], Judgement],
                   say: Say = lambda message: None,
                   on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
                   progress: bool = True, executor: str | None = None, gsm8k_runner=None,
@@ -81,8 +81,8 @@ def measure_night(night: Night, *, look: Callable[[list[NightCell]], Judgement],
         if i == len(looks) - 1:
             break
         records, _ = load_records(folder) if folder.is_dir() else ((), ())
-        seen = look(load_cells([r for r in records if r.spec.repeat <= rounds], prefix=prefix,
-                               reference=night.reference))
+        seen = look(night, load_cells([r for r in records if r.spec.repeat <= rounds],
+                                      prefix=prefix, reference=night.reference))
         open_ = [v for v in seen.verdicts if v.more]
         if not open_:
             break
@@ -101,13 +101,14 @@ def measure_night(night: Night, *, look: Callable[[list[NightCell]], Judgement],
         records = tuple(r for r in records if r.spec.repeat <= rounds)
         problems += list(unreadable)
         cells += load_cells(list(records), prefix=prefix, reference=night.reference)
+    builds = with_git_commits(builds, git_commits(records))
+    notes = tuple(retried_attempts(folder))
     if night.settings.gsm8k.enabled:
         g_cells, g_problems = gsm8k_cells(night, say, gsm8k_runner, executor=runner)
         cells += g_cells
         problems += g_problems
     return Measured(cells=tuple(cells), records=records, problems=tuple(problems),
-                    builds=with_git_commits(builds, git_commits(records)),
-                    notes=tuple(retried_attempts(folder)))
+                    builds=builds, notes=notes)
 
 
 def prepare_builds(builds: Mapping[str, BuildSpec], say: Say) -> dict[str, dict]:

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from e2e.console import Say
-from e2e.nightly.assess import assess, assess_night
+from e2e.nightly.assess import assess, assess_look
 from e2e.nightly.measure import measure_night
-from e2e.nightly.night import Night, night_of
+from e2e.nightly.night import night_of
 from e2e.nightly.settings import NightlyConfig
 from e2e.nightly.write import NightOutcome, write_night
 from e2e.results import RunRecord, open_store, writing
@@ -79,7 +79,7 @@ def run_nightly(
     # subset, the summaries and judgement.json are written by one e2e at a time
     with writing(night.root, night.experiment.name,
                  wait_s=night.experiment.server.lock_wait_s):
-        measured = measure_night(night, look=_looker(night), say=say, on_run=on_run,
+        measured = measure_night(night, look=assess_look, say=say, on_run=on_run,
                                  progress=options.progress, executor=options.executor,
                                  gsm8k_runner=gsm8k_runner, servers=servers)
         with open_store(night.store, night.results) as store:
@@ -87,12 +87,3 @@ def run_nightly(
             assessed = assess(night, measured, store, say=say)
             return write_night(night, measured, assessed, store,
                                link_base=options.link_base, say=say)
-
-
-def _looker(night: Night):
-    """The judgement of a look during the night: the cells so far against the store's
-    history (no cell is missing yet)."""
-    def look(cells):
-        with open_store(night.store, night.results) as store:
-            return assess_night(night, cells, store=store, expected=())
-    return look
