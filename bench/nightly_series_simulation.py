@@ -67,6 +67,7 @@ from e2e.results._nightly_history import history_cells
 from e2e.results import night_rows
 from e2e.analysis.nightly.judge import Rules
 from e2e.nightly.settings import NightlyConfig, expected_cells, judged_key, load_nightly
+from e2e.nightly.night import night_of
 from e2e.results import NightCell
 
 
@@ -129,8 +130,7 @@ def series(args) -> tuple[list[str], list[int], list[int]]:
                 cells = [NightCell(c, tuple(values[k][:k_t]), tuple(range(2, 2 + k_t)),
                                    interference=() if seen is None else (seen,) * k_t)
                          for k, _ in keys for c in dict.fromkeys((measured[k], k))]
-                j = assess_night(cfg, results=Path(results), date=date,
-                                 experiment=cfg.experiment.name, cells=cells,
+                j = assess_night(night_of(cfg, date=date, results=Path(results)), cells,
                                  expected=expected, history=history)
                 if not any(v.more for v in j.verdicts):
                     break

@@ -76,7 +76,7 @@ def sweep(experiment: Experiment, results: Path, *, arms: list[str] | None = Non
 
 def run_sweep(experiment: Experiment, results: Path, *, order: FolderOrder,
               max_runs: int | None = None, runs: int | None = None, fail_fast: bool = False,
-              **matrix) -> tuple[Outcome, analysis.Settlement | None]:
+              **matrix) -> tuple[Outcome, Settlement | None]:
     """``e2e sweep``'s runs, its report left to the caller: the plan's rounds (``sweep``), or
     with ``max_runs`` whole rounds until every headline comparison is settled
     (``sweep_until_settled``: its settlement second). ``matrix``: the arms, concurrencies,

@@ -17,13 +17,14 @@ from conftest import ROOT, alone_nightly_raw
 from e2e.analysis.nightly.changepoints import find_changes
 from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.nightly.assess import assess_night
+from e2e.nightly.night import night_of
 from e2e.results import night_rows, open_store
 from e2e.render import SummaryContext, render_summary
 from e2e.nightly.settings import parse_nightly
 from e2e.results import Baseline, CellKey, NightCell
 
 KEY = CellKey("load", "main", 1, "base", "server_tpot_ms_mean")  # judged at 2 % (nightly.toml)
-# what the night's plan expects (nightly.settings.expected_cells): the cell's headline, mean TPOT at
+# what the night's plan expects (nightly.night.expected_cells): the cell's headline, mean TPOT at
 # concurrency 1, which nightly.toml builds from the server's TPOT: KEY is its server twin
 HEADLINE = CellKey("load", "main", 1, "base", "tpot_ms_mean")
 
@@ -54,9 +55,9 @@ def play(tmp_path, levels, cfg=None, pinned=None):
         for i, (date, level) in enumerate(zip(dates(len(levels)), levels)):
             cell = NightCell(KEY, runs(level, i), tuple(range(2, 7)),
                              tuple(f"nightly/{date}/nightly/main-c1-base-r{k}" for k in range(2, 7)))
-            j = assess_night(cfg, results=results, date=date, experiment="nightly", cells=[cell],
-                             expected=[HEADLINE], pinned=pinned if pinned and pinned < date else None,
-                             store=store)
+            night = night_of(cfg, date=date, results=results,
+                             pinned=pinned if pinned and pinned < date else None)
+            j = assess_night(night, [cell], expected=[HEADLINE], store=store)
             store.write_night(night_rows(
                 j, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
                 cells=[cell], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
@@ -149,7 +150,7 @@ def test_the_baseline_is_main_whatever_the_arm_order(tmp_path):
         for k in range(1, 5):
             record = make_record(arm, 1, k, tpot=tpot + 0.01 * k, experiment="nightly", arms=arms)
             write_run(folder / record.run_id, record)
-    report = night_report(folder, cfg, print)
+    report = night_report(folder, cfg.baseline_arm, print)
     comparisons = pd.read_csv(report / "comparisons.csv")  # what the night's report says
     assert set(zip(comparisons.arm, comparisons.baseline)) == {("pr", "main")}
     (pct,) = comparisons[comparisons.metric == "tpot_ms_mean"].pct

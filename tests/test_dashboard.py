@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import chromium
 from conftest import ROOT, alone_nightly_raw
 from e2e.nightly.assess import assess_night, read_samples
+from e2e.nightly.night import night_of
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
 from e2e.results import night_rows, open_store
@@ -78,7 +79,7 @@ def ten_nights(results, cfg, *, step_at: int = 6, step: float = 1.08):
                      NightCell(EXTRA, runs(50.0, 200 + i), tuple(range(2, 7)),
                                tuple(f"nightly/{date}/nightly/main-c1-base-r{k}" for k in range(2, 7)))]
             cells.append(gsm8k_night(results, date, {7} if i == 8 else set()))
-            j = assess_night(cfg, results=results, date=date, experiment="nightly", cells=cells,
+            j = assess_night(night_of(cfg, date=date, results=results), cells,
                              expected=[STEP, FLAT, GSM], store=store)
             rows = night_rows(j, experiment="nightly", config_hash=cfg.config_hash,
                               recorded_at=f"{date}T03:00:00Z", cells=cells,

@@ -30,7 +30,7 @@ PLOTLY_SCRIPT = re.compile(r"(<script>)\s*window\.PLOTLYENV.*?(</script>)", re.S
 
 def _row(date: str, kind: str, conc: int, metric: str, median: float, verdict: str,
          pct: float, baseline: str | None, status: str) -> HistoryCell:
-    return HistoryCell(**{"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
+    return HistoryCell.from_row({"date": date, "experiment": EXPERIMENT, "config_hash": CONFIG,
             "night_status": status, "kind": kind, "arm": "main", "concurrency": conc,
             "spec_mode": "base", "metric": metric, "n": 5, "median": median,
             "low": median * 0.99, "high": median * 1.01, "verdict": verdict, "pct": pct,
@@ -57,13 +57,13 @@ def two_nights() -> SiteData:
                   (DATES[1], "regression", DATES[0],
                    '[{"line": "main: 2 of 50 prompts diverge (<beyond the A/A> & more)", '
                    '"finding": true}, {"line": "aa: as the A/A", "finding": false}]')]]
-    change = StoredChangePoint(
+    change = StoredChangePoint.from_row(dict(
         date=DATES[1], experiment=EXPERIMENT, config_hash=CONFIG, kind="load", arm="main",
         concurrency=1, spec_mode="base", metric="server_tpot_ms_mean", start=DATES[1],
-        before=10.0, after=10.8, pct=8.0, p_value=0.0123, worse=True, regression=True)
-    verdicts = [StoredVerdict(date=d, experiment=EXPERIMENT, config_hash=CONFIG, kind="gsm8k",
-                              arm="main", concurrency=0, spec_mode="base", metric=GSM8K_METRIC,
-                              verdict=v, p_value=p)
+        before=10.0, after=10.8, pct=8.0, p_value=0.0123, worse=True, regression=True))
+    verdicts = [StoredVerdict.from_row(dict(
+                    date=d, experiment=EXPERIMENT, config_hash=CONFIG, kind="gsm8k", arm="main",
+                    concurrency=0, spec_mode="base", metric=GSM8K_METRIC, verdict=v, p_value=p))
                 for d, v, p in [(DATES[0], "no baseline", None), (DATES[1], "noise", 1.0)]]
     gsm8k = [GSM8KAgreement(date=DATES[0], experiment=EXPERIMENT, config_hash=CONFIG, arm="main",
                             run_dir=f"nightly/{DATES[0]}/nightly/gsm8k/base-n50/main",

@@ -13,8 +13,9 @@ from conftest import ROOT
 from e2e.config import Experiment
 from e2e.errors import ConfigError
 from e2e.commands import nightly_command
-from e2e.nightly.settings import (load_nightly, parse_arm_settings, parse_nightly,
-                                  with_arm_settings)
+from e2e.nightly.night import (expected_cells, judged_key, night_looks, night_of, plan_night,
+                               with_arm_settings)
+from e2e.nightly.settings import load_nightly, parse_arm_settings, parse_nightly
 
 NIGHTLY = ROOT / "configs" / "nightly.toml"
 
@@ -116,6 +117,65 @@ def test_arm_settings_merge_into_the_plugin_not_the_hash() -> None:
                         ("draft_update=true", "draft_update = true needs an in-place")):
         with pytest.raises(ConfigError, match=rf"--arm-setting on arm 'main': .*{words}"):
             with_arm_settings(cfg.experiment, cfg.built_arms, parse_arm_settings([item]))
+
+
+def test_a_night_is_resolved_once_with_everything_its_stages_read(tmp_path) -> None:
+    """night_of settles what measuring, assessing, writing and the dry run read: the plan of
+    every look, the cells expected and judged, the rules, the builds, the pinned baseline
+    night and the store; the --arm-setting overrides reach tonight's experiment, not its plan."""
+    cfg = load_nightly()
+    night = night_of(cfg, date="2026-01-02", results=tmp_path,
+                     arm_overrides={"step_delay_us": 500})
+    assert night.rounds == night_looks(cfg) and len(night.rounds) > 1  # max_runs: several looks
+    assert [len(p) for p in night.plans] == [len(plan_night(cfg, night.experiment, runs=n))
+                                             for n in night.rounds]
+    assert night.expected == tuple(expected_cells(cfg))
+    assert night.judged == tuple(judged_key(cfg, k) for k in night.expected if k.kind == "load")
+    assert night.rules.looks == cfg.looks and night.rules.reference == "reference"
+    assert night.experiment.arms["main"].plugin["step_delay_us"] == 500
+    assert "step_delay_us" not in night.experiment.arms["reference"].plugin
+    assert night.builds["main"] == (cfg.experiment.arms["main"].build
+                                    or cfg.experiment.server.build)
+    assert (night.config_hash, night.source) == (cfg.config_hash, cfg.source)
+    assert night.prefix == f"nightly/2026-01-02/{cfg.experiment.name}"
+    # the baseline night: --baseline-night, else [nightly] baseline_night
+    assert night.pinned is None and night_of(cfg, date="d", results=tmp_path,
+                                             pinned="2026-01-01").pinned == "2026-01-01"
+    raw = tomllib.loads(NIGHTLY.read_text())
+    raw["nightly"]["baseline_night"] = "2025-12-31"
+    pinned = parse_nightly(raw)
+    assert night_of(pinned, date="d", results=tmp_path).pinned == "2025-12-31"
+    assert night_of(pinned, date="d", results=tmp_path, pinned="2026-01-01").pinned == "2026-01-01"
+    assert night_of(cfg, date="d", results=tmp_path, store="sqlite:///x.db").store == "sqlite:///x.db"
+
+
+def test_each_look_runs_its_resolved_plan_while_the_look_wants_more(tmp_path, monkeypatch):
+    """measure_night runs the plan night_of resolved for each look, handing the night and the
+    cells so far to ``look``, and stops at the first look that wants no more rounds."""
+    import types
+
+    import e2e.pipeline
+    from e2e.nightly import measure
+    from e2e.results import CellKey, CellVerdict, Judgement
+
+    night = night_of(load_nightly(), date="2026-01-02", results=tmp_path)
+    ran, looked = [], []
+    monkeypatch.setattr(measure, "prepare_builds", lambda builds, say: {a: {} for a in builds})
+    monkeypatch.setattr(e2e.pipeline, "execute", lambda experiment, plan, root, **kw: (
+        ran.append(plan), types.SimpleNamespace(given_up=()))[1])
+    key = CellKey("load", "main-vs-reference", 1, "base", "tpot_ms_mean")
+
+    def look(seen, cells):
+        looked.append(seen)
+        open_ = CellVerdict(key, "undecided", None, None, threshold=2.0, interval=(-1.0, 3.0),
+                            more=len(looked) == 1)
+        return Judgement(seen.date, None, (open_,))
+
+    said = []
+    measured = measure.measure_night(night, look=look, say=said.append, progress=False)
+    assert ran == list(night.plans[:2]) and looked == [night, night]
+    assert any(f"measuring up to {night.rounds[1]} rounds" in line for line in said)
+    assert measured.cells == () and measured.notes == ()
 
 
 def _app() -> typer.Typer:

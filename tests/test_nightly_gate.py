@@ -164,7 +164,8 @@ def nightly(tmp_path, monkeypatch):
     (the CliRunner result); ``dry(date)`` its --dry-run."""
     from e2e.nightly.assess import assess_night
     from e2e.nightly.measure import Measured
-    from e2e.nightly.settings import expected_cells, load_nightly
+    from e2e.nightly.night import night_of
+    from e2e.nightly.settings import load_nightly
     from e2e.results import open_store
 
     text = (ROOT / "configs" / "nightly.toml").read_text()
@@ -182,8 +183,8 @@ def nightly(tmp_path, monkeypatch):
         cfg, history, frames = load_nightly(config), [], []
         for date, level, busy in nights:
             measured = cells(date, level, busy)
-            j = assess_night(cfg, results=results, date=date, experiment=cfg.experiment.name,
-                             cells=measured, expected=expected_cells(cfg), history=history)
+            j = assess_night(night_of(cfg, date=date, results=results), measured,
+                             history=history)
             frames.append(night_rows(j, experiment=cfg.experiment.name,
                                      config_hash=cfg.config_hash, recorded_at="t",
                                      cells=measured, builds={}, arm_overrides={},
@@ -195,7 +196,7 @@ def nightly(tmp_path, monkeypatch):
 
     tonight: dict = {}
 
-    def measure(cfg, night, **kw):
+    def measure(night, **kw):
         return Measured(cells=cells(night.date, tonight["level"], tonight["busy"]), records=(),
                         problems=(), builds={})
 

@@ -12,7 +12,7 @@ from conftest import ROOT, alone_nightly_raw
 from e2e.analysis.nightly.judge import Rules, judge_night
 from e2e.results import Baseline
 from e2e.nightly.measure import gsm8k_cells
-from e2e.nightly.settings import expected_cells
+from e2e.nightly.night import expected_cells, night_of
 from e2e.nightly.settings import parse_nightly
 from e2e.results import GSM8K_METRIC
 from test_gsm8k_run import Fake
@@ -34,7 +34,8 @@ def test_gsm8k_subset_gives_one_value_per_server(cfg, tmp_path):
     results = tmp_path / "results"
     root = results / "nightly" / "2026-01-01"
     fake = Fake(["main.jsonl", "main_repeat.jsonl"])
-    cells, problems = gsm8k_cells(cfg, cfg.experiment, root, results, print, fake.runner())
+    night = night_of(cfg, date="2026-01-01", results=results)
+    cells, problems = gsm8k_cells(night, print, fake.runner())
     assert problems == []
     assert fake.served == [("main", False), ("main", False)]
     (cell,) = cells
@@ -45,15 +46,15 @@ def test_gsm8k_subset_gives_one_value_per_server(cfg, tmp_path):
     assert cell.key in expected_cells(cfg)
     # resumed: nothing is evaluated again
     again = Fake([])
-    assert gsm8k_cells(cfg, cfg.experiment, root, results, print, again.runner())[0] == cells
+    assert gsm8k_cells(night, print, again.runner())[0] == cells
     assert again.served == []
 
 
 def test_failed_gsm8k_arm_is_reported_and_blocks_a_pass(cfg, tmp_path):
     results = tmp_path / "results"
     fake = Fake(["main.jsonl", "main_repeat.jsonl"], fail_at=1, fails=2)  # and its retry
-    cells, problems = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "d", results,
-                                  print, fake.runner())
+    cells, problems = gsm8k_cells(night_of(cfg, date="d", results=results), print,
+                                  fake.runner())
     assert len(problems) == 1 and "GSM8K subset failed" in problems[0]
     assert cells[0].values == (4 / 12,)
     j = judge_night("2026-01-02", cells, Baseline("2026-01-01", (), "x"),
@@ -68,10 +69,10 @@ def test_two_nights_of_gsm8k_judged_per_document(cfg, tmp_path):
     from e2e.nightly.assess import read_samples
 
     results = tmp_path / "results"
-    night1, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-01", results,
-                            print, Fake(["pr.jsonl", "pr.jsonl"]).runner())       # 10 of 12
-    night2, _ = gsm8k_cells(cfg, cfg.experiment, results / "nightly" / "2026-01-02", results,
-                            print, Fake(["main.jsonl", "main_repeat.jsonl"]).runner())  # 4 of 12
+    night1, _ = gsm8k_cells(night_of(cfg, date="2026-01-01", results=results), print,
+                            Fake(["pr.jsonl", "pr.jsonl"]).runner())       # 10 of 12
+    night2, _ = gsm8k_cells(night_of(cfg, date="2026-01-02", results=results), print,
+                            Fake(["main.jsonl", "main_repeat.jsonl"]).runner())  # 4 of 12
     samples = read_samples(results, [d for c in night1 + night2 for d in c.run_dirs])
     assert len(samples) == 4
     rules = Rules(thresholds={})
@@ -121,15 +122,15 @@ def _two_nights(cfg, tmp_path, tonight_correct):
     right = set(range(35))
     first = _write_night(results, "2026-01-01", right)
     with open_store(None, results) as store:
-        j1 = assess_night(cfg, results=results, date="2026-01-01", experiment="nightly",
-                          cells=[first], expected=gsm8k_only, store=store)
+        j1 = assess_night(night_of(cfg, date="2026-01-01", results=results), [first],
+                          expected=gsm8k_only, store=store)
         assert (j1.status, j1.verdicts[0].verdict) == ("undecided", "no baseline")
         store.write_night(night_rows(
             j1, experiment="nightly", config_hash=cfg.config_hash, recorded_at="t",
             cells=[first], builds={}, arm_overrides={}, e2e_git_sha=None, host="h"))
         second = _write_night(results, "2026-01-02", tonight_correct)
-        return assess_night(cfg, results=results, date="2026-01-02", experiment="nightly",
-                            cells=[second], expected=gsm8k_only, store=store)
+        return assess_night(night_of(cfg, date="2026-01-02", results=results), [second],
+                            expected=gsm8k_only, store=store)
 
 
 def test_one_flipped_document_of_50_is_not_a_regression(cfg, tmp_path):

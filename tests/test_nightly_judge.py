@@ -299,6 +299,7 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     from conftest import ROOT, alone_nightly_raw
     from e2e.nightly.assess import bisect_hints
     from e2e.nightly.measure import git_commits, with_git_commits
+    from e2e.nightly.night import night_of
     from e2e.nightly.settings import parse_nightly
     from test_aggregate import make_record
 
@@ -319,7 +320,8 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
     j2 = judge_night("2026-01-02", [cell(TPOT, (11.0, 11.05, 10.95), "2026-01-02")], base, RULES)
     assert j2.status == "regression"
     builds = with_git_commits({"main": {"engine_version": "0.0.1"}}, git_commits([record]))
-    (line,) = bisect_hints(cfg, j2, history, builds=builds, results=tmp_path)
+    night = night_of(cfg, date="2026-01-02", results=tmp_path)
+    (line,) = bisect_hints(night, j2, history, builds=builds)
     assert line == (f"e2e bisect --config configs/nightly.toml --arm main --concurrency 1 "
                     f"--spec-mode base --metric tpot_ms_median --threshold 5.0 --good {good} "
                     f"--bad {bad} "
@@ -329,4 +331,4 @@ def test_a_regressed_git_built_arm_gets_a_bisect_command_line(tmp_path) -> None:
                                              bisect=(line,)))
     assert "## Find the commit" in text and line in text
     same = with_git_commits({"main": {}}, {"main": good})
-    assert bisect_hints(cfg, j2, history, builds=same, results=tmp_path) == []
+    assert bisect_hints(night, j2, history, builds=same) == []

@@ -7,7 +7,6 @@ imported text are shown, never acted on, by everything e2e prints."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

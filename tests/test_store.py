@@ -33,6 +33,7 @@ from e2e.results._nightly_store import (SCHEMA_VERSION as STORE_SCHEMA_VERSION, 
 from e2e.results import CellKey, HistoryCell, NightCell, night_rows, open_store
 from e2e.results.gsm8k import SampleVerdict
 from e2e.analysis.nightly.judge import Rules, judge_night
+from e2e.results import ChangePoint
 
 RULES = Rules(thresholds={"base": {"tpot_ms_median": 2.0}})
 TPOT = CellKey("load", "main", 1, "base", "tpot_ms_median")
@@ -247,6 +248,39 @@ def test_a_version_1_store_gains_the_runs_interference_and_keeps_its_nights(url,
     assert list(tpot["2026-01-02"]) == [0.6, None, 0.4]     # the new one, as measured
     assert h[(h["metric"] == "ttft_ms_mean") & (h["date"] == "2026-01-02")][
         "interference"].iloc[0] is None
+
+
+def test_an_old_stores_rows_read_back_as_a_night_and_the_live_records(url, tmp_path):
+    """A store as version 1 left it reads back composed: each stored record is its night
+    (date, experiment, config hash) and the live record (the cell's key, the verdict, the
+    change point), the change point equal to the one judged."""
+    j, rows = night("2026-01-01")
+    change = ChangePoint(TPOT, start="2026-01-01", break_date="2026-01-01", before=10.0,
+                         after=10.8, pct=8.0, p_value=0.01, worse=True, latest=True,
+                         caught=False, regression=True, reason="a step")
+    j = dataclasses.replace(j, changes=(change,))
+    with open_store(url, tmp_path) as store:
+        store.write_night(rows, judgement=j)
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE night_cells DROP COLUMN interference"))
+            conn.execute(sa.text("ALTER TABLE nights DROP COLUMN outputs"))
+            conn.execute(sa.text("DELETE FROM schema_version WHERE version >= 2"))
+    with open_store(url, tmp_path) as store:      # opening migrates it
+        cells, verdicts, changes = (store.cells(), store.verdict_details(),
+                                    store.change_points())
+    night_of = ("2026-01-01", "nightly", "H1")
+    assert {(c.night.date, c.night.experiment, c.night.config_hash) for c in cells} == {night_of}
+    assert sorted(c.key for c in cells) == sorted([TPOT, TTFT])
+    assert [(c.date, c.arm, c.metric) for c in cells if c.key == TPOT] == [
+        ("2026-01-01", "main", "tpot_ms_median")]            # read by its parts too
+    judged = {v.key: v.judged for v in verdicts}
+    want = {v.key: v for v in j.verdicts}
+    assert set(judged) == set(want)
+    assert {k: (v.verdict, v.interval, v.threshold) for k, v in judged.items()} == {
+        k: (v.verdict, v.interval, v.threshold) for k, v in want.items()}
+    (stored,) = changes
+    assert stored.change == change and stored.key == TPOT
+    assert (stored.night.date, stored.night.experiment, stored.night.config_hash) == night_of
 
 
 def test_the_parquet_history_imports_once(url, tmp_path):

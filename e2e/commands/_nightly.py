@@ -108,30 +108,27 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     if dry_run:
         from e2e.execute import describe_plan, plan_header
         from e2e.nightly.assess import design_lines
-        from e2e.nightly.settings import night_looks, night_of, plan_night
+        from e2e.nightly.night import night_of
 
-        night = night_of(cfg, date=date, results=results, arm_overrides=overrides)
-        experiment = night.experiment
-        plan = plan_night(cfg, experiment)
+        night = night_of(cfg, date=date, results=results, arm_overrides=overrides,
+                         pinned=baseline, store=store)
+        experiment, plan, looks = night.experiment, night.plans[0], night.rounds
         units = describe_plan(experiment, plan, night.root)  # refuses a run out of bounds
         lines = plan_header(experiment, plan, night.root,
                             executor=executor or experiment.executor.kind)
-        looks = night_looks(cfg)
         if len(looks) > 1:
-            lines.append(f"looks: after {looks[0]} rounds ({looks[0] - cfg.experiment.report_from_run + 1} "
+            lines.append(f"looks: after {looks[0]} rounds ({looks[0] - experiment.report_from_run + 1} "
                          f"reported), then while a ratio cell is not resolved (neither a call "
                          f"nor no change beyond its threshold) up to "
                          f"{', '.join(map(str, looks[1:]))}")
-        history, nights = _dry_history(store or cfg.settings.store, results,
-                                       experiment=experiment.name, config_hash=cfg.config_hash,
-                                       date=date)
+        history, nights = _dry_history(night.store, results, experiment=experiment.name,
+                                       config_hash=night.config_hash, date=date)
         chosen = select_baseline(history, date=date, experiment=experiment.name,
-                                 config_hash=cfg.config_hash,
-                                 pinned=baseline or cfg.settings.baseline_night, nights=nights)
-        lines.append(f"config hash {cfg.config_hash[:12]}; baseline: "
+                                 config_hash=night.config_hash, pinned=night.pinned,
+                                 nights=nights)
+        lines.append(f"config hash {night.config_hash[:12]}; baseline: "
                      + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"))
-        lines += [f"resolves: {line}" for line in
-                  design_lines(cfg, history, pinned=baseline, alone=night.alone)]
+        lines += [f"resolves: {line}" for line in design_lines(night, history)]
         for line in lines + [""] + units:  # the header first, as the sweep's dry run
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         return 0

@@ -34,7 +34,6 @@ from e2e.redact import copied
 from e2e.interop.importing import (ImportedRun, ImportOptions, Reader, import_note,
                                    length_findings)
 from e2e.metrics import summarize_run
-from e2e.paths import read_bounded
 from e2e.results.records import RequestRecord, RunRecord, ServerInfo
 
 __all__ = ["FORMAT", "TOOL", "READER", "read_report", "to_run"]

@@ -37,16 +37,12 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 from e2e.config import MAX_CONCURRENCY
 from e2e.plan import RunSpec
 from e2e.console import describe_validation_error
-from e2e.names import check_name
-from e2e.errors import ConfigError, NoSuchResults, ResultsError
-from e2e.load import arrival_times
-from e2e.metrics import MAX_POSITIONS, per_position_rates, request_tpot_s
-from e2e.paths import atomic_write_json, no_links, read_bounded, sha256_file, within
+from e2e.errors import ConfigError, ResultsError
+from e2e.metrics import MAX_POSITIONS
 from e2e.results.records import RequestRecord, RunMetrics, RunRecord, ServerInfo
-from e2e.results.store import (REQUESTS, finalize, new_partial_dir, next_attempt_dir, read_requests,
-                               read_run, write_requests, write_run, writing)
 from e2e.interop._boundary import read_text
-from e2e.interop.importing import ImportedRun, ImportOptions, Reader, import_note, length_findings, whole
+from e2e.interop.importing import (ImportedRun, ImportOptions, Reader, import_note,
+                                   length_findings, whole)
 
 __all__ = ["FORMAT", "TOOL", "DATE_FORMAT", "SUMMARY_KEYS", "PER_REQUEST_KEYS", "METADATA_KEYS",
            "READER", "check_result", "read_results", "to_run"]

@@ -1,13 +1,15 @@
 """``e2e nightly``: the reference matrix every night, judged against the last passing night.
 
-    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash;
-              tonight of it (its experiment on this host, its folders) and what it plans
+    settings  the nightly config: an experiment TOML plus a [nightly] table; the config hash
+    night     tonight of it, resolved once: its experiment on this host, its folders, the
+              plan of each look, the cells it expects and judges, the judge's rules; every
+              later stage (and the dry run) reads this value, never the config
     measure   builds, night.json (resume check), the sweep with its looks, the GSM8K subset,
               the night's cells
     assess    against the store's history: baseline night, verdict files, judgement, change
               points, outputs, what the design resolves, bisect lines (after the cells)
     write     the night's writes, at its end: report, store, trends, summaries, judgement.json
-    run       the pipeline: settings -> measure -> assess -> write, each called once
+    run       the pipeline: night -> measure -> assess -> write, each called once
     bisect    e2e bisect: git builds of midpoints, each measured like a sweep
 
 The nights are kept in the results stage's store (``e2e.results.open_store``: SQLite by default

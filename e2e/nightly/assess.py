@@ -24,19 +24,20 @@ from typing import Any
 import pandas as pd
 
 from e2e.analysis.nightly import (
-    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, design_lines as resolved_lines,
-    judge_night, judgement_with_changes, judgement_with_outputs, night_changes, nightly_metric,
-    noise_of, ratio_history, select_baseline, undecided_nights
+    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, judge_night,
+    judgement_with_changes, judgement_with_outputs, night_changes, nightly_metric, noise_of,
+    ratio_history, select_baseline, undecided_nights
 )
+from e2e.analysis.nightly import design_lines as resolved_lines
 from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.measure import Measured
-from e2e.nightly.settings import Night, NightlyConfig, expected_cells, judged_key
+from e2e.nightly.night import Night
 from e2e.results import CellKey, HistoryCell, Judgement, NightCell, RatioHistory, night_rows
 from e2e.results.store import load_outputs, utc_now
 from e2e.results import built_arm, is_relative
 
-__all__ = ["Assessment", "assess", "read_samples", "assess_night", "design_lines",
+__all__ = ["Assessment", "assess", "read_samples", "assess_night", "assess_look", "design_lines",
            "night_outputs", "bisect_hints"]
 
 
@@ -70,80 +71,61 @@ class Assessment:
     rows: pd.DataFrame
 
 
-def assess(cfg: NightlyConfig, night: Night, measured: Measured, store, *,
+def assess(night: Night, measured: Measured, store, *,
            say: Say = lambda message: None) -> Assessment:
     """Assess tonight (``measured``) against the history ``store`` (an
     ``e2e.results.Store``) holds: the module docstring, once."""
-    history = store.cells(experiment=night.experiment.name, config_hash=cfg.config_hash,
+    history = store.cells(experiment=night.experiment.name, config_hash=night.config_hash,
                           before=night.date)
-    design = design_lines(cfg, history, pinned=night.pinned, alone=night.alone)
-    judgement = assess_night(cfg, results=night.results, date=night.date,
-                             experiment=night.experiment.name, cells=measured.cells,
-                             expected=expected_cells(cfg), problems=measured.problems,
-                             pinned=night.pinned, history=history, store=store)
+    design = design_lines(night, history)
+    judgement = assess_night(night, measured.cells, store=store, history=history,
+                             problems=measured.problems)
     judgement = judgement_with_outputs(
-        judgement, night_outputs(cfg, night.folder, measured.records, store,
-                                 experiment=night.experiment.name, date=night.date, say=say),
-        fail=cfg.settings.outputs_fail)
+        judgement, night_outputs(night, measured.records, store, say=say),
+        fail=night.settings.outputs_fail)
     some = next(iter(measured.builds.values()), {})
-    rows = night_rows(judgement, experiment=night.experiment.name, config_hash=cfg.config_hash,
+    rows = night_rows(judgement, experiment=night.experiment.name, config_hash=night.config_hash,
                       recorded_at=utc_now(), cells=measured.cells, builds=measured.builds,
                       arm_overrides=night.arm_overrides, e2e_git_sha=some.get("e2e_git_sha"),
                       host=str(some.get("host")))
     g_dirs = [d for c in measured.cells if c.key.kind == "gsm8k" for d in c.run_dirs]
     return Assessment(judgement=judgement, design=tuple(design),
-                      bisect=tuple(bisect_hints(cfg, judgement, history, builds=measured.builds,
-                                                results=night.results)),
+                      bisect=tuple(bisect_hints(night, judgement, history,
+                                                builds=measured.builds)),
                       samples=read_samples(night.results, g_dirs), rows=rows)
 
 
-def assess_night(
-    cfg: NightlyConfig,
-    *,
-    results: Path,
-    date: str,
-    experiment: str,
-    cells: Sequence[NightCell],
-    expected: Iterable[CellKey] = (),
-    problems: Sequence[str] = (),
-    pinned: str | None = None,
-    history: Sequence[HistoryCell] | None = None,
-    store=None,
-) -> Judgement:
-    """Judge tonight's ``cells``: baseline night (``pinned`` or ``[nightly] baseline_night``,
-    else the last passing night with this config hash), night-against-night verdicts (GSM8K
-    per document; a cell relative to the reference against its ratio's history,
+def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
+                 history: Sequence[HistoryCell] | None = None, problems: Sequence[str] = (),
+                 expected: Iterable[CellKey] | None = None) -> Judgement:
+    """Judge tonight's ``cells``: baseline night (the night's pinned one, else the last
+    passing night with this config hash), night-against-night verdicts (GSM8K per document;
+    a cell relative to the reference against its ratio's history,
     ``e2e.analysis.ratio_history``), then change points over the history of the other
-    judged load cells (``[nightly.changepoints]``).
+    judged load cells (``[nightly.changepoints]``). ``expected``: the cells that must be
+    there (None: the night's, ``Night.expected``; a look during the night gives ()).
 
     ``history``: the cells of this experiment and config's nights before tonight; None reads
-    them from ``store`` (an ``e2e.results.Store``; None opens the config's ``[nightly] store``
-    for this call). GSM8K verdict files that are gone (a wiped runner) are read from
-    ``store``."""
-    if history is None and store is None:
-        from e2e.results import open_store
-
-        with open_store(cfg.settings.store, results) as opened:
-            return assess_night(cfg, results=results, date=date, experiment=experiment,
-                                cells=cells, expected=expected, problems=problems,
-                                pinned=pinned, store=opened)
+    them from ``store`` (an ``e2e.results.Store``). GSM8K verdict files that are gone (a wiped
+    runner) are read from ``store``."""
+    date, experiment, pinned, rules = (night.date, night.experiment.name, night.pinned,
+                                       night.rules)
     if history is None:
-        history = store.cells(experiment=experiment, config_hash=cfg.config_hash, before=date)
-    pinned = pinned or cfg.settings.baseline_night
+        history = store.cells(experiment=experiment, config_hash=night.config_hash,
+                              before=date)
     baseline = select_baseline(history, date=date, experiment=experiment,
-                               config_hash=cfg.config_hash, pinned=pinned,
+                               config_hash=night.config_hash, pinned=pinned,
                                nights=store.nights(experiment=experiment)
                                if pinned and store is not None else ())
-    rules = Rules.from_settings(cfg.settings, cfg.looks)
     gsm8k_dirs = [d for c in list(cells) + list(baseline.cells if baseline else ())
                   if c.key.kind == "gsm8k" for d in c.run_dirs]
-    samples = read_samples(results, gsm8k_dirs)
+    samples = read_samples(night.results, gsm8k_dirs)
     gone = [d for d in gsm8k_dirs if d not in samples]
     if gone and store is not None:  # the store keeps every night's documents
         samples.update(store.gsm8k_documents(gone))
-    cp = cfg.settings.changepoints
+    cp = night.settings.changepoints
     histories = {
-        c.key: ratio_history(history, c.key, limit=cfg.settings.history_nights,
+        c.key: ratio_history(history, c.key, limit=night.settings.history_nights,
                              threshold=rules.threshold_or_headline(c.key), since=cp.since,
                              pinned=pinned,
                              interference_max=rules.interference_max,
@@ -151,7 +133,9 @@ def assess_night(
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
     undecided = {c.key: _streak(history, c.key, histories.get(c.key), rules, pinned=pinned)
                  for c in cells if c.key.kind == "load"}
-    judgement = judge_night(date, cells, baseline, rules, expected=expected, problems=problems,
+    judgement = judge_night(date, cells, baseline, rules,
+                            expected=night.expected if expected is None else expected,
+                            problems=problems,
                             samples=samples, histories=histories, undecided=undecided)
     if not cp.enabled:
         return judgement
@@ -165,6 +149,15 @@ def assess_night(
         higher_is_better={k: nightly_metric(k.metric).higher_is_better for k in judged},
         alpha=cp.alpha, min_nights=cp.min_nights, since=cp.since, accepted_through=pinned)
     return judgement_with_changes(judgement, changes)
+
+
+def assess_look(night: Night, cells: Sequence[NightCell]) -> Judgement:
+    """The judgement of a look during the night: the cells measured so far against the
+    store's history (``assess_night``; no cell is missing yet)."""
+    from e2e.results import open_store
+
+    with open_store(night.store, night.results) as store:
+        return assess_night(night, cells, store=store, expected=())
 
 
 def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | None,
@@ -185,8 +178,8 @@ def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | 
     return commits[0] if commits else None
 
 
-def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: Sequence[HistoryCell], *,
-                 builds: Mapping[str, Mapping[str, Any]], results: Path) -> list[str]:
+def bisect_hints(night: Night, judgement: Judgement, history: Sequence[HistoryCell], *,
+                 builds: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """An ``e2e bisect`` command line for each regressed load cell of a git-built arm whose
     commit changed since the good night (the baseline night, or the night before a change
     point started), from ``history`` (the cells of this experiment and config's nights before
@@ -208,51 +201,45 @@ def bisect_hints(cfg: NightlyConfig, judgement: Judgement, history: Sequence[His
     lines: list[str] = []
     for key, good_night, threshold in wanted:
         name = built_arm(key.arm)  # a cell relative to the reference bisects its arm's build
-        arm = cfg.experiment.arm(name)
-        build = arm.build or cfg.experiment.server.build
         bad = builds.get(name, {}).get("git_commit")
         good = _commit_on(history, date=good_night, arm=name)
-        if build.git is None or not bad or not good or good == bad:
+        if night.builds[name].git is None or not bad or not good or good == bad:
             continue
-        argv = ["e2e", "bisect", "--config", cfg.source, "--arm", name,
+        argv = ["e2e", "bisect", "--config", night.source, "--arm", name,
                 "--concurrency", str(key.concurrency), "--spec-mode", key.spec_mode,
                 "--metric", key.metric, "--threshold", f"{threshold:.1f}", "--good", good,
-                "--bad", bad, "--results", str(results)]
+                "--bad", bad, "--results", str(night.results)]
         line = shlex.join(argv)
         if line not in lines:
             lines.append(line)
     return lines
 
 
-def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
-                 alone: str | None = None) -> list[str]:
-    """What a night of ``cfg`` resolves for each judged ratio cell
-    (``e2e.analysis.design_lines``), planned from the ratio's history in ``history`` (the
-    cells of the experiment and config's nights before tonight, ``Store.cells``) where it
-    holds 2 nights, else from the host's measured noise; ``alone``: why the night runs one
-    server at a time."""
-    if not cfg.reference:
+def design_lines(night: Night, history) -> list[str]:
+    """What ``night`` resolves for each judged ratio cell (``e2e.analysis.design_lines``),
+    planned from the ratio's history in ``history`` (the cells of the experiment and config's
+    nights before tonight, ``Store.cells``) where it holds 2 nights, else from the host's
+    measured noise (one server at a time where the night runs so, ``Night.alone``)."""
+    if not night.reference:
         return []
-    rules = Rules.from_settings(cfg.settings, cfg.looks)
-    keys = [judged_key(cfg, k) for k in expected_cells(cfg) if k.kind == "load"]
+    rules, settings, keys = night.rules, night.settings, night.judged
     lines = []
     for key in keys:
         threshold = rules.threshold_or_headline(key)
         if threshold is None:
             continue
-        hist = ratio_history(history, key, limit=cfg.settings.history_nights,
-                             threshold=threshold, since=cfg.settings.changepoints.since,
-                             pinned=pinned or cfg.settings.baseline_night,
-                             interference_max=rules.interference_max)
-        host = HOST_ONE_AT_A_TIME if alone else HOST_DUETS
+        hist = ratio_history(history, key, limit=settings.history_nights,
+                             threshold=threshold, since=settings.changepoints.since,
+                             pinned=night.pinned, interference_max=rules.interference_max)
+        host = HOST_ONE_AT_A_TIME if night.alone else HOST_DUETS
         noise = noise_of([c.values for _, c in hist.nights],
                          f"the ratio's history ({len(hist.nights)} nights)") or host
         lines += resolved_lines(
-            cell=f"{key.label()} {key.metric}", threshold=threshold, looks=cfg.looks,
-            runs_of=cfg.rounds_for, nights_full=cfg.settings.history_nights,
-            nights_now=len(hist.nights), alpha=cfg.settings.alpha, cells=len(keys),
-            noise=noise, confidence=cfg.settings.confidence, one_at_a_time=alone)
-        stuck = _streak(history, key, hist, rules, pinned=pinned or cfg.settings.baseline_night)
+            cell=f"{key.label()} {key.metric}", threshold=threshold, looks=night.looks,
+            runs_of=night.rounds_for, nights_full=settings.history_nights,
+            nights_now=len(hist.nights), alpha=settings.alpha, cells=len(keys),
+            noise=noise, confidence=settings.confidence, one_at_a_time=night.alone)
+        stuck = _streak(history, key, hist, rules, pinned=night.pinned)
         if stuck:
             lines.append(f"{key.label()} {key.metric}: undecided at its last look on the "
                          f"{stuck} night(s) before tonight, in a row (at {BLIND_NIGHTS} in a "
@@ -260,17 +247,16 @@ def design_lines(cfg: NightlyConfig, history, *, pinned: str | None = None,
     return lines
 
 
-def night_outputs(cfg: NightlyConfig, folder: Path, records, store, *, experiment: str,
-                  date: str, say: Say = lambda message: None) -> tuple:
+def night_outputs(night: Night, records, store, *, say: Say = lambda message: None) -> tuple:
     """Tonight's outputs against the reference arm's (``e2e.analysis.check_outputs``),
     the earlier nights of this config in ``store`` the yardstick where the night has no A/A
     arm; () without a reference arm."""
-    if not cfg.reference or not records:
+    if not night.reference or not records:
         return ()
-    outputs, unreadable = load_outputs(folder, records)
+    outputs, unreadable = load_outputs(night.folder, records)
     for line in unreadable:
         say(line)
-    history = store.outputs_history(experiment=experiment, config_hash=cfg.config_hash,
-                                    before=date)
-    return check_outputs(records, outputs, reference=cfg.reference, history=history,
-                         confidence=cfg.settings.confidence)
+    history = store.outputs_history(experiment=night.experiment.name,
+                                    config_hash=night.config_hash, before=night.date)
+    return check_outputs(records, outputs, reference=night.reference, history=history,
+                         confidence=night.settings.confidence)

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.config import Experiment
+from e2e.config import BuildSpec
 from e2e.console import Say
 from e2e.errors import BuildError, E2EError, ResultsError
 from e2e.analysis.nightly import NIGHTLY_METRICS
 from e2e.results import relative_arm
-from e2e.nightly.settings import MAX_ATTEMPTS, Night, NightlyConfig, night_looks, plan_night
+from e2e.nightly.night import Night
+from e2e.nightly.settings import MAX_ATTEMPTS
 from e2e.paths import atomic_write_json
 from e2e.results import GSM8K_METRIC, CellKey, Judgement, NightCell, worse_end
 from e2e.results.records import RunRecord
@@ -37,16 +38,18 @@ NIGHT_FILE = "night.json"
 @dataclass(frozen=True)
 class Measured:
     """What a night measured: its cells (load, relative, GSM8K), the sweep's run records, the
-    problems met (runs given up, unreadable records, the GSM8K subset's) and each arm's build
-    (the git commit of a git-built arm added)."""
+    problems met (runs given up, unreadable records, the GSM8K subset's), each arm's build
+    (the git commit of a git-built arm added) and a note per attempt that was invalid and
+    retried (``retried_attempts``)."""
 
     cells: tuple[NightCell, ...]
     records: tuple[RunRecord, ...]
     problems: tuple[str, ...]
     builds: dict[str, dict]
+    notes: tuple[str, ...] = ()
 
 
-def measure_night(cfg: NightlyConfig, night: Night, *, look: Callable[[list[NightCell]], Judgement],
+def measure_night(night: Night, *, look: Callable[[Night, list[NightCell]], Judgement],
                   say: Say = lambda message: None,
                   on_run: Callable[[Path, RunRecord], None] = lambda folder, record: None,
                   progress: bool = True, executor: str | None = None, gsm8k_runner=None,
@@ -60,31 +63,28 @@ def measure_night(cfg: NightlyConfig, night: Night, *, look: Callable[[list[Nigh
     from e2e.results.store import load_records
     from e2e.session import SessionOptions
 
-    experiment, folder, prefix = night.experiment, night.folder, night.prefix
-    plan = plan_night(cfg, experiment)
-    builds = prepare_builds(experiment, cfg.arms, say)
+    experiment, folder, prefix, looks = night.experiment, night.folder, night.prefix, night.rounds
+    builds = prepare_builds(night.builds, say)
     check_night(folder, {
-        "date": night.date, "experiment": experiment.name, "config_hash": cfg.config_hash,
-        "config": cfg.source, "arm_overrides": night.arm_overrides,
+        "date": night.date, "experiment": experiment.name, "config_hash": night.config_hash,
+        "config": night.source, "arm_overrides": night.arm_overrides,
         "packages": {arm: b.get("packages_sha256") for arm, b in builds.items()},
         "builds": builds, "started_at": utc_now()})
 
-    say(f"night {night.date}: {len(plan)} run(s) of {', '.join(cfg.arms)} into {folder}")
-    runner = executor_from(cfg.experiment.executor, executor)
+    say(f"night {night.date}: {len(night.plans[0])} run(s) of {', '.join(night.arms)} into "
+        f"{folder}")
+    runner = executor_from(experiment.executor, executor)
     session = SessionOptions(progress=progress, say=say, servers=servers)
-    looks = night_looks(cfg)
     given_up: list[str] = []
-    for i, rounds in enumerate(looks):
-        if i:
-            plan = plan_night(cfg, experiment, runs=rounds)
+    for i, (rounds, plan) in enumerate(zip(looks, night.plans)):
         outcome = execute(experiment, plan, night.root, session=session,
                           max_attempts=MAX_ATTEMPTS, on_unit=on_run, executor=runner)
         given_up += [u for u in outcome.given_up if u not in given_up]
         if i == len(looks) - 1:
             break
         records, _ = load_records(folder) if folder.is_dir() else ((), ())
-        seen = look(load_cells([r for r in records if r.spec.repeat <= rounds], prefix=prefix,
-                               reference=cfg.reference))
+        seen = look(night, load_cells([r for r in records if r.spec.repeat <= rounds],
+                                      prefix=prefix, reference=night.reference))
         open_ = [v for v in seen.verdicts if v.more]
         if not open_:
             break
@@ -102,26 +102,27 @@ def measure_night(cfg: NightlyConfig, night: Night, *, look: Callable[[list[Nigh
         records, unreadable = load_records(folder)
         records = tuple(r for r in records if r.spec.repeat <= rounds)
         problems += list(unreadable)
-        cells += load_cells(list(records), prefix=prefix, reference=cfg.reference)
-    if cfg.settings.gsm8k.enabled:
-        g_cells, g_problems = gsm8k_cells(cfg, experiment, night.root, night.results, say,
-                                          gsm8k_runner, executor=runner)
+        cells += load_cells(list(records), prefix=prefix, reference=night.reference)
+    builds = with_git_commits(builds, git_commits(records))
+    notes = tuple(retried_attempts(folder))
+    if night.settings.gsm8k.enabled:
+        g_cells, g_problems = gsm8k_cells(night, say, gsm8k_runner, executor=runner)
         cells += g_cells
         problems += g_problems
     return Measured(cells=tuple(cells), records=records, problems=tuple(problems),
-                    builds=with_git_commits(builds, git_commits(records)))
+                    builds=builds, notes=notes)
 
 
-def prepare_builds(experiment: Experiment, arms: tuple[str, ...], say: Say) -> dict[str, dict]:
-    """Create (if managed and missing) each arm's server environment and read what it holds:
-    engine version and commit, a hash of its packages, e2e's commit, the host."""
+def prepare_builds(builds: Mapping[str, BuildSpec], say: Say) -> dict[str, dict]:
+    """Create (if managed and missing) each arm's server environment (``builds``: arm -> its
+    build) and read what it holds: engine version and commit, a hash of its packages, e2e's
+    commit, the host."""
     from e2e.session import resolve_python
     from e2e.session import provenance
 
     seen: dict[str, dict] = {}
     out: dict[str, dict] = {}
-    for arm in arms:
-        build = experiment.arm(arm).build or experiment.server.build
+    for arm, build in builds.items():
         python = resolve_python(build, progress=say)
         if str(python) not in seen:
             facts = provenance(python)
@@ -215,23 +216,23 @@ def _pair_keys(cell) -> list[tuple]:
     return [tuple(b[:1]) + tuple(b[2:]) if len(b) > 2 else tuple(b[:1]) for b in cell.blocks()]
 
 
-def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results: Path,
-                say: Say, runner=None, executor=None) -> tuple[list[NightCell], list[str]]:
-    """Run the GSM8K subset into ``root`` (resumable per arm) and return its cells (one value
-    per fresh server of an arm) and the problems met. ``runner`` (an ``e2e.gsm8k.run.Runner``)
-    replaces the real servers and lm-eval in tests."""
+def gsm8k_cells(night: Night, say: Say, runner=None,
+                executor=None) -> tuple[list[NightCell], list[str]]:
+    """Run the GSM8K subset into the night's folder (resumable per arm) and return its cells
+    (one value per fresh server of an arm) and the problems met. ``runner`` (an
+    ``e2e.gsm8k.run.Runner``) replaces the real servers and lm-eval in tests."""
     from e2e.results.gsm8k import arm_is_complete, read_arm
     from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
 
-    g = cfg.settings.gsm8k
-    labels = [arm for arm in cfg.arms for _ in range(g.repeats)]
-    base = cfg.baseline_arm  # run_gsm8k compares verdicts with the baseline's first server
+    g = night.settings.gsm8k
+    labels = [arm for arm in night.arms for _ in range(g.repeats)]
+    base = night.baseline_arm  # run_gsm8k compares verdicts with the baseline's first server
     if base in labels:
         labels = [base] * g.repeats + [a for a in labels if a != base]
 
     problems: list[str] = []
-    plan = resolve_plan(experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
-                        concurrency=g.concurrency, data=cfg.gsm8k_data, results=root)
+    plan = resolve_plan(night.experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
+                        concurrency=g.concurrency, data=night.gsm8k_data, results=night.root)
     try:
         run_gsm8k(plan, runner or Runner(log=say), max_attempts=MAX_ATTEMPTS, executor=executor)
     except E2EError as exc:
@@ -249,7 +250,7 @@ def gsm8k_cells(cfg: NightlyConfig, experiment: Experiment, root: Path, results:
             continue
         by_arm.setdefault(result.arm, []).append(
             (result.occurrence, result.accuracy_strict,
-             Path(arm_dir).relative_to(results).as_posix()))
+             Path(arm_dir).relative_to(night.results).as_posix()))
     cells = []
     for arm, items in by_arm.items():
         items.sort()

@@ -1,7 +1,8 @@
 """The nightly pipeline, one function: ``run_nightly``, each stage called once.
 
-    settings  tonight of the config: its experiment on this host, its folders
-              (``e2e.nightly.settings.night_of``)
+    night     the config resolved once for tonight: its experiment on this host, its
+              folders, the plan of each look, the cells it expects and judges
+              (``e2e.nightly.night.night_of``)
     measure   builds, night.json (resume check), the sweep with its looks, the GSM8K subset,
               the night's cells (``e2e.nightly.measure.measure_night``)
     assess    against the store's history: baseline, judgement, change points, outputs,
@@ -33,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from e2e.console import Say
-from e2e.nightly.assess import assess, assess_night
+from e2e.nightly.assess import assess, assess_look
 from e2e.nightly.measure import measure_night
-from e2e.nightly.settings import NightlyConfig, night_of
+from e2e.nightly.night import night_of
+from e2e.nightly.settings import NightlyConfig
 from e2e.nightly.write import NightOutcome, write_night
 from e2e.results.records import RunRecord
 from e2e.results import open_store
@@ -65,8 +67,9 @@ def run_nightly(
     gsm8k_runner=None,
     servers=None,
 ) -> NightOutcome:
-    """Run one night end to end and judge it (see the module docstring). ``servers``
-    (an ``e2e.session.session.Servers``) replaces the real servers in tests."""
+    """Run one night end to end and judge it (see the module docstring): ``cfg`` is
+    resolved once (``night_of``) and every stage reads that night. ``servers`` (an
+    ``e2e.session.session.Servers``) replaces the real servers in tests."""
     night = night_of(cfg, date=options.date, results=options.results,
                      arm_overrides=options.arm_overrides, pinned=options.pinned,
                      store=options.store)
@@ -74,22 +77,15 @@ def run_nightly(
         say(f"one server at a time: {night.alone}")
     with open_store(night.store, night.results):
         pass  # fail now, not after hours of runs, on a store that cannot be reached
-
-    def look(cells):  # the judgement of a look during the night
-        with open_store(night.store, night.results) as store:
-            return assess_night(cfg, results=night.results, date=night.date,
-                                experiment=night.experiment.name, cells=cells,
-                                pinned=night.pinned, store=store)
-
     # the night's folder held as a sweep holds its own: night.json, the runs, the GSM8K
     # subset, the summaries and judgement.json are written by one e2e at a time
     with writing(night.root, night.experiment.name,
                  wait_s=night.experiment.server.lock_wait_s):
-        measured = measure_night(cfg, night, look=look, say=say, on_run=on_run,
+        measured = measure_night(night, look=assess_look, say=say, on_run=on_run,
                                  progress=options.progress, executor=options.executor,
                                  gsm8k_runner=gsm8k_runner, servers=servers)
         with open_store(night.store, night.results) as store:
             say(f"results store: {store.masked}")
-            assessed = assess(cfg, night, measured, store, say=say)
-            return write_night(cfg, night, measured, assessed, store,
+            assessed = assess(night, measured, store, say=say)
+            return write_night(night, measured, assessed, store,
                                link_base=options.link_base, say=say)

@@ -3,8 +3,7 @@
 ``load_nightly`` reads the TOML, takes the ``[nightly]`` table out, validates the rest as an
 ``e2e.config.Experiment`` (unknown keys there stay errors) and the table as
 ``NightlySettings``. One file is one nightly: what to measure, and how to judge it. Tonight of
-a config (``night_of``: its experiment as run on this host, its folders) and what it plans
-(``plan_night``, ``night_looks``, ``expected_cells``) are settled here, before anything runs.
+a config, resolved once before anything runs, is ``e2e.nightly.night``'s.
 
 The **config hash** names what a night measures: the validated experiment and the resolved
 plan (arms, concurrencies, spec modes, runs, GSM8K subset). Judgement settings (thresholds,
@@ -18,31 +17,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, ValidationError, field_validator, model_validator
 
-from e2e.results import GSM8K_METRIC, CellKey
 from e2e.results.records import INTERFERENCE_SHARE, WARN_SHARE
-from e2e.analysis.nightly import DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, judged_metrics, judged_threshold
+from e2e.analysis.nightly import DEFAULT_NIGHT_ALPHA, NIGHTLY_METRICS, judged_threshold
 from e2e.analysis.sweep import HEADLINE
 from e2e.metrics import SERVER_VERIFY_STEP
-from e2e.results import relative_arm
 from e2e.config import (MAX_CONCURRENCY, MAX_REPEATS, Date, Experiment, Table, parse_date,
                         parse_experiment)
-from e2e.names import known_name, plugin_settings
+from e2e.names import known_name
 from e2e.console import describe_validation_error
 from e2e.paths import read_toml
 from e2e.errors import ConfigError
 
 __all__ = ["NIGHTLY_CONFIG", "MAX_ATTEMPTS", "SpecMode", "GSM8KNightly",
            "ChangePointSettings", "NightlySettings", "NightlyConfig", "load_nightly",
-           "parse_nightly", "parse_arm_settings", "with_arm_settings", "default_nightly_path",
-           "Night", "night_of", "night_dir", "one_at_a_time", "plan_night", "night_looks",
-           "judged_key", "expected_cells"]
+           "parse_nightly", "parse_arm_settings", "default_nightly_path"]
 
 NIGHTLY_CONFIG = "nightly.toml"
 MAX_ATTEMPTS = 2  # an invalid run is retried once, then reported
@@ -376,136 +371,3 @@ def parse_arm_settings(items: list[str]) -> dict[str, Any]:
                               "setting is a number, true/false, a string or a short list") from None
         out[key] = value
     return out
-
-
-def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
-                      overrides: dict[str, Any]) -> Experiment:
-    """The experiment with ``overrides`` merged into each listed arm's plugin settings."""
-    if not overrides:
-        return experiment
-    new_arms = dict(experiment.arms)
-    for name in arms:
-        arm = experiment.arm(name)
-        try:
-            plugin = plugin_settings({**arm.plugin, **overrides})
-        except ValueError as exc:
-            raise ConfigError(f"--arm-setting on arm {name!r}: {exc}") from None
-        new_arms[name] = arm.model_copy(update={"plugin": plugin})
-    return experiment.model_copy(update={"arms": new_arms})
-
-
-# --- tonight: what the night runs and plans ------------------------------------------------
-
-@dataclass(frozen=True)
-class Night:
-    """Tonight as the pipeline's stages pass it (``night_of``): its date and results folder,
-    the experiment it runs (``--arm-setting`` values applied; one server at a time where the
-    host lacks duet slots, ``alone`` saying why), the baseline night a person pinned
-    (``--baseline-night``), the store's URL (``--store``, else ``[nightly] store``) and the
-    overrides as given."""
-
-    date: str
-    results: Path
-    experiment: Experiment
-    alone: str | None = None
-    pinned: str | None = None
-    store: str | None = None
-    arm_overrides: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def root(self) -> Path:
-        """``<results>/nightly/<date>/``: the night's folder."""
-        return night_dir(self.results, self.date)
-
-    @property
-    def folder(self) -> Path:
-        """``<results>/nightly/<date>/<experiment>``: the sweep's runs."""
-        return self.root / self.experiment.name
-
-    @property
-    def prefix(self) -> str:
-        """``folder`` relative to the results folder (how the store names run folders)."""
-        return self.folder.relative_to(self.results).as_posix()
-
-
-def night_of(cfg: NightlyConfig, *, date: str, results: Path, arm_overrides: dict[str, Any],
-             pinned: str | None = None, store: str | None = None) -> Night:
-    """Tonight of ``cfg``: its experiment with the ``--arm-setting`` overrides on the built
-    arms, run one server at a time where this host lacks the duet slots it names."""
-    experiment = with_arm_settings(cfg.experiment, cfg.built_arms, arm_overrides)
-    alone = one_at_a_time(experiment, cfg.reference)
-    if alone and experiment.duet.enabled:  # the host lacks a slot: one server at a time
-        experiment = experiment.model_copy(update={"duet": experiment.duet.model_copy(
-            update={"enabled": False})})
-    return Night(date=date, results=Path(results), experiment=experiment, alone=alone,
-                 pinned=pinned, store=store or cfg.settings.store,
-                 arm_overrides=dict(arm_overrides))
-
-
-def night_dir(results: Path, date: str) -> Path:
-    return Path(results) / "nightly" / date
-
-
-def one_at_a_time(experiment: Experiment, reference: str | None = None) -> str | None:
-    """Why a night with a ``reference`` arm runs one server at a time: not in duets (``[duet]
-    enabled`` false, or ``--no-duet``), or fewer than two of its ``[duet]`` slots have every
-    core they name among the cores this process may use on this host. None where it runs in
-    duets, or has no reference arm."""
-    import os
-
-    from e2e.names import parse_cpus
-
-    if not experiment.duet.enabled:
-        return ("not in duets: [duet] enabled is false, or --no-duet" if reference else None)
-    here = os.sched_getaffinity(0)
-    usable = [s for s in experiment.duet.slots
-              if all(parse_cpus(c) <= here for c in (s.server_cpus, s.client_cpus) if c)]
-    if len(usable) >= 2:
-        return None
-    return (f"this host has {len(usable)} of the config's {len(experiment.duet.slots)} duet "
-            f"slots (cores {', '.join(str(c) for c in sorted(here))} here)")
-
-
-def plan_night(cfg: NightlyConfig, experiment: Experiment, runs: int | None = None):
-    """The night's units for ``runs`` rounds (default: the config's ``runs``, the first look)."""
-    from e2e.plan import make_plan
-
-    return make_plan(experiment, arms=list(cfg.arms), concurrencies=list(cfg.concurrencies),
-                     spec_modes=[m == "dspark" for m in cfg.spec_modes], runs=runs or cfg.runs)
-
-
-def night_looks(cfg: NightlyConfig) -> tuple[int, ...]:
-    """The rounds (warmups included) after which the night looks at its ratio cells: the
-    config's ``runs``, then as many more at a time up to ``max_runs`` while a cell is not
-    resolved; one look without a reference arm or ``max_runs``."""
-    if not cfg.reference or not cfg.settings.max_runs:
-        return (cfg.runs,)
-    return tuple(cfg.rounds_for(k) for k in cfg.looks.schedule())
-
-
-def judged_key(cfg: NightlyConfig, key: CellKey) -> CellKey:
-    """The metric a headline threshold judges in ``key``'s cell: its server-built twin where
-    the config builds the headline from the server's TPOT."""
-    from e2e.analysis.sweep import headline_metric, server_twin
-
-    twin = server_twin(key.metric)
-    if (cfg.settings.verify_step_from == "server" and twin
-            and key.metric == headline_metric(key.concurrency, key.spec_mode)):
-        return CellKey(key.kind, key.arm, key.concurrency, key.spec_mode, twin)
-    return key
-
-
-def expected_cells(cfg: NightlyConfig) -> list[CellKey]:
-    """Every judged cell the plan should produce (so a cell whose runs all failed is seen)."""
-    keys = []
-    judged = ([relative_arm(a, cfg.reference) for a in cfg.arms if a != cfg.reference]
-              if cfg.reference else list(cfg.arms))
-    for arm in judged:
-        for conc in cfg.concurrencies:
-            for mode in cfg.spec_modes:
-                for metric in judged_metrics(cfg.settings.thresholds, mode, conc):
-                    keys.append(CellKey("load", arm, conc, mode, metric))
-        if cfg.settings.gsm8k.enabled:
-            mode = "dspark" if cfg.settings.gsm8k.dspark else "base"
-            keys.append(CellKey("gsm8k", arm, 0, mode, GSM8K_METRIC))
-    return keys

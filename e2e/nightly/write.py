@@ -19,8 +19,8 @@ from typing import Any
 from e2e.console import Say
 from e2e.errors import ResultsError
 from e2e.nightly.assess import Assessment
-from e2e.nightly.measure import Measured, retried_attempts
-from e2e.nightly.settings import Night, NightlyConfig
+from e2e.nightly.measure import Measured
+from e2e.nightly.night import Night
 from e2e.paths import atomic_write_bytes, atomic_write_json
 from e2e.render import SummaryContext, render_summary, render_summary_github, render_trends
 from e2e.results import Judgement
@@ -39,13 +39,13 @@ class NightOutcome:
     report_dir: Path | None
 
 
-def write_night(cfg: NightlyConfig, night: Night, measured: Measured, assessed: Assessment,
+def write_night(night: Night, measured: Measured, assessed: Assessment,
                 store, *, link_base: str | None = None,
                 say: Say = lambda message: None) -> NightOutcome:
     """Write tonight (the module docstring) into its folder and ``store`` (an
     ``e2e.results.Store``); ``link_base`` prefixes the summary's links to run folders."""
     folder, results, judgement = night.folder, night.results, assessed.judgement
-    report_dir = night_report(folder, cfg, say)
+    report_dir = night_report(folder, night.baseline_arm, say)
     report_path = (report_dir / "report.md").relative_to(results).as_posix() if report_dir else None
     store.write_night(assessed.rows, judgement=judgement, samples=assessed.samples,
                       paths={"night_dir": night.prefix, "report_path": report_path,
@@ -53,42 +53,43 @@ def write_night(cfg: NightlyConfig, night: Night, measured: Measured, assessed: 
     files: dict[Path, bytes] = {
         folder / "trends" / name: data for name, data in render_trends(
             store.history(experiment=night.experiment.name), experiment=night.experiment.name,
-            config_hash=cfg.config_hash).items()}
+            config_hash=night.config_hash).items()}
     trend_paths = tuple(files)
     ctx = SummaryContext(
-        experiment=night.experiment.name, config_hash=cfg.config_hash, night_dir=night.prefix,
+        experiment=night.experiment.name, config_hash=night.config_hash, night_dir=night.prefix,
         builds=measured.builds, arm_overrides=night.arm_overrides, report_path=report_path,
         trends_dir=(folder / "trends").relative_to(results).as_posix() if trend_paths else None,
-        link_base=link_base, confidence=cfg.settings.confidence,
-        notes=tuple(retried_attempts(folder)), design=assessed.design, bisect=assessed.bisect)
+        link_base=link_base, confidence=night.settings.confidence,
+        notes=measured.notes, design=assessed.design, bisect=assessed.bisect)
     text = render_summary(judgement, ctx)
     files[folder / "summary.md"] = text.encode("utf-8")
     files[folder / "summary-github.md"] = render_summary_github(judgement, ctx).encode("utf-8")
+    judged = _judgement_json(judgement, night.config_hash)
     for path, data in files.items():
         atomic_write_bytes(path, data)
-    atomic_write_json(folder / "judgement.json", _judgement_json(judgement, cfg))
+    atomic_write_json(folder / "judgement.json", judged)
     return NightOutcome(judgement=judgement, summary=text, folder=folder,
                         summary_path=folder / "summary.md", store=store.masked,
                         trend_paths=trend_paths, report_dir=report_dir)
 
 
-def night_report(folder: Path, cfg: NightlyConfig, say: Say) -> Path | None:
+def night_report(folder: Path, baseline: str, say: Say) -> Path | None:
     """Write the night's full report (``e2e report``) against the baseline arm
     (``[nightly] baseline``, default main), whatever the order of the arms; None if there is
     no run to report."""
     from e2e.render import build_report
 
     try:
-        return build_report(folder, baseline=cfg.baseline_arm).report_dir
+        return build_report(folder, baseline=baseline).report_dir
     except ResultsError as exc:
         say(f"no full report: {exc}")
         return None
 
 
-def _judgement_json(judgement: Judgement, cfg: NightlyConfig) -> dict[str, Any]:
+def _judgement_json(judgement: Judgement, config_hash: str) -> dict[str, Any]:
     return {
         "date": judgement.date, "status": judgement.status, "exit_code": judgement.exit_code,
-        "config_hash": cfg.config_hash,
+        "config_hash": config_hash,
         "baseline": None if judgement.baseline is None else {
             "date": judgement.baseline.date, "reason": judgement.baseline.reason,
             "status": judgement.baseline.status},

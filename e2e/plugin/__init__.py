@@ -34,7 +34,6 @@ import sys
 from e2e.plugin._hooks import when_imported
 from e2e.plugin.source import package_dir, plugin_sha256
 from e2e.arm_settings import PluginSettings, SettingsError, canonical
-from e2e.plugin.source import PARTS, plugin_files
 
 __all__ = ["register"]
 

@@ -26,12 +26,11 @@ from e2e.analysis.outputs import gsm8k_report, summarize_outputs
 from e2e.analysis.sweep import ReportWarning, Summary, equivalence_of, select, summarize
 from e2e.errors import NoSuchResults, ResultsError
 from e2e.names import known_name
-from e2e.paths import atomic_write_bytes, no_links
+from e2e.paths import no_links
 from e2e.results.records import RunRecord
 from e2e.results.store import load_outputs, load_records
 from e2e.results.gsm8k import read_evaluations
 from e2e.render.csv_report import render_csv
-from e2e.render.markdown import render_markdown
 from e2e.render.plots import render_plots
 from e2e.render.html_report import render_html
 from e2e.paths import write_files

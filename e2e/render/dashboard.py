@@ -40,7 +40,6 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,7 +233,7 @@ def _figure(key: tuple, rows: pd.DataFrame, changes: Sequence[StoredChangePoint]
         line={"color": "#888", "width": 1}, customdata=links,
         hovertext=hover, hoverinfo="text"))
     shapes, notes = [], []
-    for c in changes:
+    for c in (stored.change for stored in changes):
         colour = "#d62728" if c.worse else "#2ca02c"
         start = _plot_text(c.start)
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": start,
@@ -265,7 +264,7 @@ def _plot_div(fig, div_id: str, *, clickable: bool, bar: bool = True) -> str:
 
 def _frame(history: Sequence[HistoryCell]) -> pd.DataFrame:
     """The night cells as a frame, one row each (the plots group and sort it by cell)."""
-    return pd.DataFrame([dataclasses.asdict(c) for c in history])
+    return pd.DataFrame([c.row() for c in history])
 
 
 def site_files(data: SiteData) -> dict[str, bytes]:
@@ -284,8 +283,7 @@ def site_files(data: SiteData) -> dict[str, bytes]:
         key = _cell_key(r)
         last_date[key] = max(last_date.get(key, ""), r.date)
     for c in data.changes:
-        key = (c.experiment, c.config_hash, c.kind, c.arm, int(c.concurrency), c.spec_mode,
-               c.metric)
+        key = _cell_key(c)
         if c.date == last_date.get(key):  # the change points as the latest night saw them
             latest_changes.setdefault(key, []).append(c)
 
@@ -317,7 +315,8 @@ def _cell(data: SiteData, key: tuple, rows: pd.DataFrame,
             "report_path": _report_path(night)})
     points = [{"start": c.start, "before": _f(c.before), "after": _f(c.after),
                "pct": f"{float(c.pct):+.1f} %", "p_value": _f(c.p_value, 3),
-               "regression": bool(c.regression)} for c in changes]
+               "regression": bool(c.regression)}
+              for c in (stored.change for stored in changes)]
     return _page("cell.html.j2", _cell_title(key), plots=True, experiment=key[0],
                  config=key[1][:12], plot=Markup(_plot_div(fig, "cell-plot", clickable=True)),
                  changes=points, rows=table, link_base=data.link_base)
@@ -349,7 +348,7 @@ def _index(data: SiteData, h: pd.DataFrame, cells, nights, latest_changes) -> by
                       key=lambda r: (order.get(r.verdict, 99), r.arm, r.spec_mode,
                                      r.concurrency, r.metric))
         cp_bad = [c for key, cs in latest_changes.items() if key[0] == experiment
-                  and key[1] == config_hash for c in cs if c.regression]
+                  and key[1] == config_hash for c in cs if c.change.regression]
         checks = _outputs_checks(night)
         table = []
         for r in rows:
@@ -385,7 +384,7 @@ def _index(data: SiteData, h: pd.DataFrame, cells, nights, latest_changes) -> by
                           for r in rows if r.verdict == "regressed"],
             "change_points": [{"arm": c.arm, "concurrency": f"{c.concurrency}",
                                "spec_mode": c.spec_mode, "label": metric_label(c.metric)[0],
-                               "start": c.start, "pct": f"{float(c.pct):+.1f} %"}
+                               "start": c.change.start, "pct": f"{float(c.change.pct):+.1f} %"}
                               for c in cp_bad],
             "checks": checks, "findings": [c["line"] for c in checks if c["finding"]],
             "cells": table, "cards": cards})
@@ -449,8 +448,8 @@ def _gsm8k(data: SiteData) -> bytes:
             "documents": f"{r.documents}", "right": f"{r.right}",
             "accuracy": f"{acc:.1f} %",
             "changed": f"{r.lost} / {r.gained} of {r.shared}" if r.lost is not None else "—",
-            "judged": bool(v), "verdict": v.verdict if v else None,
-            "p_value": _f(v.p_value if v else None, 3)})
+            "judged": bool(v), "verdict": v.judged.verdict if v else None,
+            "p_value": _f(v.judged.p_value if v else None, 3)})
         if r.first:  # each arm's first fresh server of the night
             xs, ys = series.setdefault((r.experiment, r.arm), ([], []))
             xs.append(_plot_text(r.date))

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
-           "GSM8K_METRIC", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
+           "GSM8K_METRIC", "NightRef", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
            "HistoryCell", "BisectOutcome", "BlockedChange", "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
            "NEW_DIVERGENCE", "FIRST_DIVERGENCE", "IDENTICAL", "AS_AA", "MORE_THAN_AA", "NO_AA",
            "NOT_RECORDED", "AA_DIVERGES", "relative_arm", "is_relative", "built_arm"]
@@ -323,7 +323,9 @@ class OutputsCheck:
 
 # --- what the results store reads back (``e2e.results.Store``) ------------------------------
 # Field names are the store's column names, so a template or a caller reads ``row.date`` as it
-# read ``row["date"]``; None where the store holds NULL.
+# read ``row["date"]``; None where the store holds NULL. A record of one cell of one night is
+# composed, not copied: its night (``NightRef``) and its cell's key or the live record itself
+# (``ChangePoint``, ``CellVerdict``); ``from_row`` maps a row of the store's columns onto it.
 
 @dataclass(frozen=True)
 class StoredNight:
@@ -349,58 +351,116 @@ class StoredNight:
     outputs: object = None
 
 
-@dataclass(frozen=True)
-class StoredChangePoint:
-    """A change point as a night stored it (``Store.change_points``), with that night's date,
-    experiment and config hash (``start`` is the night the change started)."""
+@dataclass(frozen=True, order=True)
+class NightRef:
+    """Which night a stored record belongs to: the store's key of a night."""
 
     date: str
     experiment: str
     config_hash: str
-    kind: str
-    arm: str
-    concurrency: int
-    spec_mode: str
-    metric: str
-    start: str
-    before: float | None = None
-    after: float | None = None
-    pct: float | None = None
-    p_value: float | None = None
-    worse: bool | None = None
-    latest: bool | None = None
-    caught: bool | None = None
-    regression: bool | None = None
-    break_date: str | None = None
-    reason: str | None = None
-    id: int | None = None
-    night_id: int | None = None
+
+
+class _OfNightCell:
+    """A stored record of one cell of one night: its identity composed of ``night`` (a
+    ``NightRef``) and ``key`` (the cell's ``CellKey``), read here by its parts."""
+
+    night: NightRef
+    key: CellKey
+
+    @property
+    def date(self) -> str:
+        return self.night.date
+
+    @property
+    def experiment(self) -> str:
+        return self.night.experiment
+
+    @property
+    def config_hash(self) -> str:
+        return self.night.config_hash
+
+    @property
+    def kind(self) -> str:
+        return self.key.kind
+
+    @property
+    def arm(self) -> str:
+        return self.key.arm
+
+    @property
+    def concurrency(self) -> int:
+        return self.key.concurrency
+
+    @property
+    def spec_mode(self) -> str:
+        return self.key.spec_mode
+
+    @property
+    def metric(self) -> str:
+        return self.key.metric
+
+
+def _night_of_row(row: Mapping) -> NightRef:
+    return NightRef(row["date"], row["experiment"], row["config_hash"])
+
+
+def _key_of_row(row: Mapping) -> CellKey:
+    return CellKey(row["kind"], row["arm"], row["concurrency"], row["spec_mode"], row["metric"])
 
 
 @dataclass(frozen=True)
-class StoredVerdict:
-    """A night cell's verdict as stored (``Store.verdict_details``), with its night's date,
-    experiment and config hash."""
+class StoredChangePoint(_OfNightCell):
+    """A change point as a night stored it (``Store.change_points``): the night that found it
+    and the change point itself (``start`` is the night the change started); numbers the
+    store holds as NULL are None."""
 
-    date: str
-    experiment: str
-    config_hash: str
-    kind: str
-    arm: str
-    concurrency: int
-    spec_mode: str
-    metric: str
-    verdict: str
-    pct: float | None = None
-    pct_low: float | None = None
-    pct_high: float | None = None
-    threshold: float | None = None
-    floor_pp: float | None = None
-    p_value: float | None = None
-    source: str | None = None
-    reason: str | None = None
+    night: NightRef
+    change: ChangePoint
     id: int | None = None
     night_id: int | None = None
+
+    @property
+    def key(self) -> CellKey:  # type: ignore[override]
+        return self.change.key
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> StoredChangePoint:
+        """The record of a row holding the night's and the change point's columns."""
+        fields = {f: row.get(f) for f in _CHANGE_FIELDS}
+        return cls(night=_night_of_row(row),
+                   change=ChangePoint(key=_key_of_row(row), start=row["start"], **fields),
+                   id=row.get("id"), night_id=row.get("night_id"))
+
+
+_CHANGE_FIELDS = ("break_date", "before", "after", "pct", "p_value", "worse", "latest",
+                  "caught", "regression", "reason")
+
+
+@dataclass(frozen=True)
+class StoredVerdict(_OfNightCell):
+    """A night cell's verdict as stored (``Store.verdict_details``): its night and the verdict
+    (the cell's runs are the night cell's, not kept with it; numbers the store holds as NULL
+    are None)."""
+
+    night: NightRef
+    judged: CellVerdict
+    id: int | None = None
+    night_id: int | None = None
+
+    @property
+    def key(self) -> CellKey:  # type: ignore[override]
+        return self.judged.key
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> StoredVerdict:
+        """The record of a row holding the night's and the verdict's columns."""
+        low, high = row.get("pct_low"), row.get("pct_high")
+        return cls(night=_night_of_row(row), judged=CellVerdict(
+            key=_key_of_row(row), verdict=row["verdict"], tonight=None, baseline=None,
+            threshold=row.get("threshold"), pct=row.get("pct"),
+            interval=None if low is None or high is None else (low, high),
+            floor_pp=row.get("floor_pp"), reason=row.get("reason"), p_value=row.get("p_value"),
+            source=row.get("source")), id=row.get("id"), night_id=row.get("night_id"))
 
 
 @dataclass(frozen=True)
@@ -424,22 +484,17 @@ class GSM8KAgreement:
 
 
 @dataclass(frozen=True)
-class HistoryCell:
+class HistoryCell(_OfNightCell):
     """One night cell of the history as the store reads it back (``Store.cells``; a row of
-    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``): the cell, its runs, its
-    verdict and the provenance of its arm's build. Numbers the store holds as NULL are NaN
-    (as the frame holds them); ``verdict`` is "not judged" for a cell recorded without one;
-    ``arm_overrides`` is the night's ``--arm-setting`` overrides as sorted JSON."""
+    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``: ``row`` and ``from_row``):
+    its night and cell, its runs, its verdict and the provenance of its arm's build. Numbers
+    the store holds as NULL are NaN (as the frame holds them); ``verdict`` is "not judged"
+    for a cell recorded without one; ``arm_overrides`` is the night's ``--arm-setting``
+    overrides as sorted JSON."""
 
-    date: str
-    experiment: str
-    config_hash: str
+    night: NightRef
+    key: CellKey
     night_status: str
-    kind: str
-    arm: str
-    concurrency: int
-    spec_mode: str
-    metric: str
     n: int = 0
     median: float = math.nan
     low: float = math.nan
@@ -468,3 +523,17 @@ class HistoryCell:
     interference: list | None = None
     schema_version: int = HISTORY_SCHEMA_VERSION
     """The history file's format version (``e2e.results.HISTORY_SCHEMA_VERSION``)."""
+
+    def row(self) -> dict:
+        """The cell as one flat row of the history frame (its night's and its cell's columns,
+        then the rest in field order)."""
+        rest = {f.name: getattr(self, f.name) for f in fields(self)[3:]}
+        return {**asdict(self.night), "night_status": self.night_status, **asdict(self.key),
+                **rest}
+
+    @classmethod
+    def from_row(cls, row: Mapping) -> HistoryCell:
+        """The record of one flat row (the store's columns, or the history frame's); a column
+        the row lacks takes its default."""
+        rest = {f.name: row[f.name] for f in fields(cls)[2:] if f.name in row}
+        return cls(night=_night_of_row(row), key=_key_of_row(row), **rest)

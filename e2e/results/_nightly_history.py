@@ -28,7 +28,6 @@ judgement of a later night reads the baseline night's verdicts from there.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -69,15 +68,13 @@ def history_frame(cells: Sequence[HistoryCell]) -> pd.DataFrame:
     """The history frame (``HISTORY_COLUMNS``) of the store's cells, one row each."""
     if not cells:
         return _empty()
-    return pd.DataFrame([dataclasses.asdict(c) for c in cells], columns=HISTORY_COLUMNS)
+    return pd.DataFrame([c.row() for c in cells], columns=HISTORY_COLUMNS)
 
 
 def history_cells(frame: pd.DataFrame) -> list[HistoryCell]:
     """The rows of a history frame (``HISTORY_COLUMNS``, e.g. ``night_rows``') as the typed
     records the store reads back (``Store.cells``), in the frame's order."""
-    names = [f.name for f in dataclasses.fields(HistoryCell)]
-    return [HistoryCell(**{k: row[k] for k in names if k in row})
-            for row in frame.to_dict("records")]
+    return [HistoryCell.from_row(row) for row in frame.to_dict("records")]
 
 
 def read_history(path: Path) -> pd.DataFrame:

@@ -620,7 +620,7 @@ class Store:
         """Every change point with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [StoredChangePoint(**r._mapping) for r in conn.execute(
+            return [StoredChangePoint.from_row(r._mapping) for r in conn.execute(
                 sa.select(change_points, n.date, n.experiment, n.config_hash)
                 .join(nights, change_points.c.night_id == n.id)
                 .order_by(n.date))]
@@ -629,7 +629,7 @@ class Store:
         """Every night cell's verdict with its night's date, experiment and config hash."""
         n = nights.c
         with self.engine.connect() as conn:
-            return [StoredVerdict(**r._mapping) for r in conn.execute(
+            return [StoredVerdict.from_row(r._mapping) for r in conn.execute(
                 sa.select(verdicts, n.date, n.experiment, n.config_hash)
                 .join(nights, verdicts.c.night_id == n.id))]
 
@@ -693,7 +693,7 @@ def _history_cell(row: Mapping[str, Any]) -> HistoryCell:
         values["verdict"] = "not judged"
     for col in ("pct", "pct_low", "pct_high", "threshold", "floor_pp", "median", "low", "high"):
         values[col] = _nan(values[col])
-    return HistoryCell(**values)
+    return HistoryCell.from_row(values)
 
 
 def _check_dates(frame: pd.DataFrame, path: Path) -> None:

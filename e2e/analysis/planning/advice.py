@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from scipy.stats import t as student_t
 
 from e2e.analysis.estimators.estimates import DEFAULT_POWER, mde_log
-from e2e.analysis.estimators.power import PLAN_NOISE_LEVEL, design_df, duet_shape, upper_noise
+from e2e.analysis.estimators.power import design_df, duet_shape, upper_noise
 from e2e.analysis.estimators.components import Components, RunCost
 from e2e.analysis.sweep.summary import Summary
 from e2e.errors import ConfigError

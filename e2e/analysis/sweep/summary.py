@@ -9,11 +9,9 @@ from e2e.analysis.estimators.estimates import (
     DEFAULT_EQUIVALENCE_PCT, DEFAULT_POWER, METHOD_TEXT, relative_range
 )
 from e2e.analysis.estimators.median_ratio import INTERVAL_METHOD
-from e2e.analysis.estimators.model import cell_model
-from e2e.analysis.estimators.multiplicity import paired_holm
 from e2e.analysis.estimators.verdicts import Call
 from e2e.analysis.estimators.components import Components
-from e2e.metrics import position_key, position_of
+from e2e.metrics import position_key
 
 __all__ = ["Metric", "METRICS", "metric", "Cell", "Comparison", "NoiseRow", "ReportWarning",
            "RunCounts", "Summary", "WorkloadRow", "SegmentRow", "MIN_RUNS", "MAX_SPREAD", "MAX_ACCEPTANCE_MOVE",
