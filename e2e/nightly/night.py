@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.analysis.nightly.judge import Rules
-from e2e.analysis.nightly.metrics import judged_metrics
+from e2e.analysis.nightly import Rules, judged_metrics
 from e2e.config import BuildSpec, Experiment
 from e2e.errors import ConfigError
 from e2e.names import plugin_settings
