@@ -66,8 +66,8 @@ from e2e.nightly.assess import assess_night
 from e2e.results._nightly_history import history_cells
 from e2e.results import night_rows
 from e2e.analysis.nightly.judge import Rules
-from e2e.nightly.settings import NightlyConfig, expected_cells, judged_key, load_nightly
-from e2e.nightly.night import night_of
+from e2e.nightly.night import expected_cells, judged_key, night_of
+from e2e.nightly.settings import NightlyConfig, load_nightly
 from e2e.results import NightCell
 
 
