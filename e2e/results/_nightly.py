@@ -14,8 +14,9 @@ import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
-           "GSM8K_METRIC", "NightRef", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
-           "HistoryCell", "BisectOutcome", "BlockedChange", "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
+           "GSM8K_METRIC", "NightRef", "NightInfo", "StoredNight", "StoredChangePoint",
+           "StoredVerdict", "GSM8KAgreement", "HistoryCell", "BisectOutcome", "BlockedChange",
+           "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
            "NEW_DIVERGENCE", "FIRST_DIVERGENCE", "IDENTICAL", "AS_AA", "MORE_THAN_AA", "NO_AA",
            "NOT_RECORDED", "AA_DIVERGES", "relative_arm", "is_relative", "built_arm"]
 
@@ -327,14 +328,70 @@ class OutputsCheck:
 # composed, not copied: its night (``NightRef``) and its cell's key or the live record itself
 # (``ChangePoint``, ``CellVerdict``); ``from_row`` maps a row of the store's columns onto it.
 
-@dataclass(frozen=True)
-class StoredNight:
-    """One night's row of the store (``Store.night_details``): its status, baseline, host,
-    links and problems, and its outputs checks as stored (JSON; None where not compared)."""
+@dataclass(frozen=True, order=True)
+class NightRef:
+    """Which night a stored record belongs to: the store's key of a night."""
 
     date: str
     experiment: str
     config_hash: str
+
+
+def _part(part: str, name: str) -> property:
+    """A field of a record's composed ``part``, read as the record's own (``row.date`` for
+    ``row.night.date``): templates and callers read a stored record as its flat row."""
+    return property(lambda self: getattr(getattr(self, part), name))
+
+
+class _OfNight:
+    """A stored record of one night: its identity is ``night`` (a ``NightRef``), read here by
+    its parts."""
+
+    night: NightRef
+    date = _part("night", "date")
+    experiment = _part("night", "experiment")
+    config_hash = _part("night", "config_hash")
+
+    def row(self) -> dict:
+        """The record as one flat row: its night's columns, then the rest in field order."""
+        return {**asdict(self.night),
+                **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "night"}}
+
+    @classmethod
+    def from_row(cls, row: Mapping):
+        """The record of one flat row (the store's columns); a column the row lacks takes its
+        default."""
+        rest = {f.name: row[f.name] for f in fields(cls) if f.name != "night" and f.name in row}
+        return cls(night=_night_of_row(row), **rest)
+
+
+class _OfNightCell(_OfNight):
+    """A stored record of one cell of one night: its identity composed of ``night`` (a
+    ``NightRef``) and ``key`` (the cell's ``CellKey``), read here by its parts."""
+
+    key: CellKey
+    kind = _part("key", "kind")
+    arm = _part("key", "arm")
+    concurrency = _part("key", "concurrency")
+    spec_mode = _part("key", "spec_mode")
+    metric = _part("key", "metric")
+
+
+def _night_of_row(row: Mapping) -> NightRef:
+    return NightRef(row["date"], row["experiment"], row["config_hash"])
+
+
+def _key_of_row(row: Mapping) -> CellKey:
+    return CellKey(row["kind"], row["arm"], row["concurrency"], row["spec_mode"], row["metric"])
+
+
+@dataclass(frozen=True)
+class StoredNight(_OfNight):
+    """One night's row of the store (``Store.night_details``): its night, its status,
+    baseline, host, links and problems, and its outputs checks as stored (JSON; None where not
+    compared)."""
+
+    night: NightRef
     status: str
     id: int | None = None
     exit_code: int | None = None
@@ -351,63 +408,6 @@ class StoredNight:
     outputs: object = None
 
 
-@dataclass(frozen=True, order=True)
-class NightRef:
-    """Which night a stored record belongs to: the store's key of a night."""
-
-    date: str
-    experiment: str
-    config_hash: str
-
-
-class _OfNightCell:
-    """A stored record of one cell of one night: its identity composed of ``night`` (a
-    ``NightRef``) and ``key`` (the cell's ``CellKey``), read here by its parts."""
-
-    night: NightRef
-    key: CellKey
-
-    @property
-    def date(self) -> str:
-        return self.night.date
-
-    @property
-    def experiment(self) -> str:
-        return self.night.experiment
-
-    @property
-    def config_hash(self) -> str:
-        return self.night.config_hash
-
-    @property
-    def kind(self) -> str:
-        return self.key.kind
-
-    @property
-    def arm(self) -> str:
-        return self.key.arm
-
-    @property
-    def concurrency(self) -> int:
-        return self.key.concurrency
-
-    @property
-    def spec_mode(self) -> str:
-        return self.key.spec_mode
-
-    @property
-    def metric(self) -> str:
-        return self.key.metric
-
-
-def _night_of_row(row: Mapping) -> NightRef:
-    return NightRef(row["date"], row["experiment"], row["config_hash"])
-
-
-def _key_of_row(row: Mapping) -> CellKey:
-    return CellKey(row["kind"], row["arm"], row["concurrency"], row["spec_mode"], row["metric"])
-
-
 @dataclass(frozen=True)
 class StoredChangePoint(_OfNightCell):
     """A change point as a night stored it (``Store.change_points``): the night that found it
@@ -419,9 +419,7 @@ class StoredChangePoint(_OfNightCell):
     id: int | None = None
     night_id: int | None = None
 
-    @property
-    def key(self) -> CellKey:  # type: ignore[override]
-        return self.change.key
+    key = _part("change", "key")
 
     @classmethod
     def from_row(cls, row: Mapping) -> StoredChangePoint:
@@ -447,9 +445,7 @@ class StoredVerdict(_OfNightCell):
     id: int | None = None
     night_id: int | None = None
 
-    @property
-    def key(self) -> CellKey:  # type: ignore[override]
-        return self.judged.key
+    key = _part("judged", "key")
 
     @classmethod
     def from_row(cls, row: Mapping) -> StoredVerdict:
@@ -464,15 +460,26 @@ class StoredVerdict(_OfNightCell):
 
 
 @dataclass(frozen=True)
-class GSM8KAgreement:
-    """One GSM8K arm folder of a night (``Store.gsm8k_agreement``): its documents and how many
-    were strictly right; for the arm's first folder of the night (``first``), how many
-    documents changed against the same arm's first folder of the night before (``lost``,
+class NightInfo(_OfNight):
+    """One night as ``e2e history`` lists it: its night, status, cells and those regressed."""
+
+    night: NightRef
+    status: str
+    cells: int
+    regressed: int
+    host: str | None
+    recorded_at: str | None
+    baseline_date: str | None
+
+
+@dataclass(frozen=True)
+class GSM8KAgreement(_OfNight):
+    """One GSM8K arm folder of a night (``Store.gsm8k_agreement``): its night, its documents
+    and how many were strictly right; for the arm's first folder of the night (``first``), how
+    many documents changed against the same arm's first folder of the night before (``lost``,
     ``gained`` of ``shared``; None when there is no night before)."""
 
-    date: str
-    experiment: str
-    config_hash: str
+    night: NightRef
     arm: str
     run_dir: str
     documents: int
