@@ -148,7 +148,7 @@ def check_night(folder: Path, state: dict[str, Any]) -> None:
 
 def load_cells(records: list[RunRecord], *, prefix: str,
                reference: str | None = None) -> list[NightCell]:
-    """Night cells of the sweep's run records: the report's own cells (``e2e.analysis._aggregate``:
+    """Night cells of the sweep's run records: the report's own cells (``e2e.analysis.sweep.aggregate``:
     comparable runs only, reported runs = valid with repeat >= report_from_run) for every
     metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value. With a
     ``reference`` arm, also every other arm's cells relative to it (``relative_cells``)."""

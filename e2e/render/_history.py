@@ -46,7 +46,7 @@ def history_nights_text(nights, format_: Format) -> str:
 
 
 def cell_history_text(rows: Sequence[HistoryCell], format_: Format) -> str:
-    """``e2e history --metric``'s export of one cell's night cells (``e2e.analysis.cell_history``),
+    """``e2e history --metric``'s export of one cell's night cells (``e2e.analysis.nightly.history.cell_history``),
     a row a night, as an aligned table, CSV or JSON (NaN as null)."""
     frame = history_frame(list(rows))[EXPORT_COLUMNS].copy()
     for column in ("values", "run_dirs"):

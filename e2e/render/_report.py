@@ -2,8 +2,8 @@
 
 The only stage here that touches files: it reads ``<results_dir>/*/run.json`` (folders without
 one are skipped: a run in progress or one that failed before writing), hands the records to
-``e2e.analysis._aggregate.summarize`` (and each run's recorded outputs, ``requests.parquet``, to
-``e2e.analysis.summarize_outputs``: the summary's ``outputs``) and the summary to each renderer
+``e2e.analysis.sweep.aggregate.summarize`` (and each run's recorded outputs, ``requests.parquet``, to
+``e2e.analysis.outputs.compare.summarize_outputs``: the summary's ``outputs``) and the summary to each renderer
 (``render_report``: the whole report as bytes), then writes it once into ``<results_dir>/report/``
 with atomic writes (``e2e.paths.write_files``):
 

@@ -1,6 +1,6 @@
 """The nightly's records: a night's cells and their verdicts, the baseline night, a ratio's
 history, the change points and the night's judgement, the values the judge
-(``e2e.analysis.judge_night``), the change points (``e2e.analysis.night_changes``), the history
+(``e2e.analysis.nightly.judge.judge_night``), the change points (``e2e.analysis.nightly.changepoints.night_changes``), the history
 and the renderers pass between them (no logic beyond a label, medians and lookups)."""
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few ru
 NightStatus = Literal["pass", "regression", "incomplete", "undecided", "blind"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2, "undecided": 3,
                               "blind": 4}
-"""A night's exit status by its status (``e2e.analysis.night_status``): 0 every judged cell
+"""A night's exit status by its status (``e2e.analysis.nightly.judge.night_status``): 0 every judged cell
 resolved, 1 a regression, 2 the night could not run or be judged, 3 a judged cell not resolved
 tonight, 4 one not resolved at its last look ``BLIND_NIGHTS`` nights in a row."""
 GSM8K_METRIC = "gsm8k_strict_match"
 """The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
 HISTORY_SCHEMA_VERSION = 4
-"""The history frame's format version (``e2e.results.HISTORY_COLUMNS``)."""
+"""The history frame's format version (``e2e.results._nightly_history.HISTORY_COLUMNS``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -110,7 +110,7 @@ class CellVerdict:
     """The metric's direction (for ``worse_end``)."""
     more: bool = False
     """Not resolved yet and the night may measure more rounds: look again after them
-    (the judge's looks, ``e2e.analysis.night_look``); the verdict stands only at the night's
+    (the judge's looks, ``e2e.analysis.nightly.judge.night_look``); the verdict stands only at the night's
     last look."""
     regressed_since: str | None = None
     """A relative cell whose regression was called on that night and has not been seen to
@@ -174,7 +174,7 @@ class RatioHistory:
     such night in a row returns the regression."""
     suspect: str | None = None
     """The last night (its date) was not called but looked changed
-    (``e2e.analysis.SUSPECT_LEVEL``): if tonight looks changed too, the two are a regression."""
+    (``e2e.analysis.nightly.judge.SUSPECT_LEVEL``): if tonight looks changed too, the two are a regression."""
 
 
 @dataclass(frozen=True)
@@ -197,8 +197,8 @@ class ChangePoint:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A night judged (``e2e.analysis.judge_night``), its change points and outputs checks
-    added by ``e2e.analysis.judgement_with_changes`` and ``judgement_with_outputs``."""
+    """A night judged (``e2e.analysis.nightly.judge.judge_night``), its change points and outputs checks
+    added by ``e2e.analysis.nightly.judge.judgement_with_changes`` and ``judgement_with_outputs``."""
 
     date: str
     baseline: Baseline | None
@@ -223,7 +223,7 @@ class Judgement:
         return tuple(v for v in self.verdicts if v.verdict in names)
 
 
-# --- e2e bisect: a commit against the good build (``e2e.analysis.blocked_change``) ------
+# --- e2e bisect: a commit against the good build (``e2e.analysis.nightly.bisect.blocked_change``) ------
 
 BisectOutcome = Literal["good", "bad"]
 
@@ -258,16 +258,16 @@ def built_arm(arm: str) -> str:
     return arm.split(_VS, 1)[0]
 
 
-# --- tonight's outputs against the reference's (``e2e.analysis.check_outputs``) -------------
+# --- tonight's outputs against the reference's (``e2e.analysis.nightly.outputs.check_outputs``) -------------
 
-# a run's outputs against the baseline's (``e2e.analysis.summarize_outputs``): its verdicts
+# a run's outputs against the baseline's (``e2e.analysis.outputs.compare.summarize_outputs``): its verdicts
 IDENTICAL = "identical"
 AS_AA = "diverges as much as A/A"
 MORE_THAN_AA = "diverges more than A/A"
 NO_AA = "diverges (no A/A to judge against)"
 NOT_RECORDED = "outputs not recorded"
 AA_DIVERGES = "diverges (this is the A/A: the yardstick)"
-# a night's divergence judged against the earlier nights (``e2e.analysis.check_outputs``)
+# a night's divergence judged against the earlier nights (``e2e.analysis.nightly.outputs.check_outputs``)
 MORE_THAN_HISTORY = "diverges more than earlier nights"
 AS_HISTORY = "diverges as much as earlier nights"
 NEW_DIVERGENCE = "diverges (earlier nights identical)"
@@ -322,7 +322,7 @@ class OutputsCheck:
 
 
 
-# --- what the results store reads back (``e2e.results.Store``) ------------------------------
+# --- what the results store reads back (``e2e.results._nightly_store.Store``) ------------------------------
 # Field names are the store's column names, so a template or a caller reads ``row.date`` as it
 # read ``row["date"]``; None where the store holds NULL. A record of one cell of one night is
 # composed, not copied: its night (``NightRef``) and its cell's key or the live record itself
@@ -493,7 +493,7 @@ class GSM8KAgreement(_OfNight):
 @dataclass(frozen=True)
 class HistoryCell(_OfNightCell):
     """One night cell of the history as the store reads it back (``Store.cells``; a row of
-    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``: ``row`` and ``from_row``):
+    ``Store.history``'s frame, ``e2e.results._nightly_history.HISTORY_COLUMNS``: ``row`` and ``from_row``):
     its night and cell, its runs, its verdict and the provenance of its arm's build. Numbers
     the store holds as NULL are NaN (as the frame holds them); ``verdict`` is "not judged"
     for a cell recorded without one; ``arm_overrides`` is the night's ``--arm-setting``
@@ -529,7 +529,7 @@ class HistoryCell(_OfNightCell):
     build_git_commit: str | None = None
     interference: list | None = None
     schema_version: int = HISTORY_SCHEMA_VERSION
-    """The history file's format version (``e2e.results.HISTORY_SCHEMA_VERSION``)."""
+    """The history file's format version (``e2e.results._nightly.HISTORY_SCHEMA_VERSION``)."""
 
     def row(self) -> dict:
         """The cell as one flat row of the history frame (its night's and its cell's columns,

@@ -14,7 +14,7 @@ Tables (``SCHEMA_VERSION`` 3):
     schema_version   version, applied_at, description: the migrations applied, in order
     nights           one row per (date, experiment, config_hash): status, baseline, host,
                      e2e commit, --arm-setting overrides, the night's problems, report paths,
-                     its outputs against the reference's (version 3: ``e2e.analysis.check_outputs``
+                     its outputs against the reference's (version 3: ``e2e.analysis.nightly.outputs.check_outputs``
                      checks as JSON; NULL where not compared)
     night_cells      one row per (night, kind, arm, concurrency, spec_mode, metric): the per-run
                      values, repeats and run folders (what history.parquet held per row), and
@@ -206,7 +206,7 @@ def _v2_interference(conn: Connection) -> None:
 
 def _v3_outputs(conn: Connection) -> None:
     """Version 3: ``nights.outputs``, each night's outputs against the reference's, so a later
-    night's divergence is judged against the earlier nights' (``e2e.analysis.check_outputs``)."""
+    night's divergence is judged against the earlier nights' (``e2e.analysis.nightly.outputs.check_outputs``)."""
     if "outputs" not in {c["name"] for c in sa.inspect(conn).get_columns("nights")}:
         kind = sa.JSON().compile(dialect=conn.dialect)
         conn.execute(sa.text(f"ALTER TABLE nights ADD COLUMN outputs {kind}"))
