@@ -1,7 +1,7 @@
 """Every writer of bytes for a report: Markdown, CSV, PNG, JSON, HTML (``report/index.html``)
-and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
-results folder (``read_summary``: the one reading, ``e2e plan``'s too), aggregates and writes
-them; ``e2e plan``'s table (``format_advice``). GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``, ``gsm8k_json``, and
+and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads
+everything a results folder's report needs once, summarizes it, renders the whole report and
+writes it once (``read_summary``: the same reading of the runs alone, ``e2e plan``'s); ``e2e plan``'s table (``format_advice``). GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``, ``gsm8k_json``, and
 ``write_gsm8k_report`` beside its evaluations. The kernels' reports (``e2e micro``:
 ``micro_markdown``, ``write_micro``, ``write_steps``; the rest in ``e2e.render.kernels``) and
 ``e2e unit``'s matrix (``unit_markdown``). The nightly's: a night's summary
