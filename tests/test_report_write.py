@@ -22,7 +22,7 @@ def test_a_renderer_that_fails_writes_nothing(tmp_path: Path, monkeypatch) -> No
     def broken(summary):
         raise RuntimeError("the plot renderer failed")
 
-    monkeypatch.setattr("e2e.render._report.render_plots", broken)
+    monkeypatch.setattr("e2e.render.report.render_plots", broken)
     with pytest.raises(RuntimeError, match="plot renderer"):
         build_report(exp)
     assert old.read_text(encoding="utf-8") == "the earlier report\n"
@@ -46,7 +46,7 @@ def test_the_report_is_rendered_from_what_was_read_once(tmp_path: Path) -> None:
     and rendering it touch no file: the folder can be gone and the same report comes out."""
     import shutil
 
-    from e2e.render._report import read_report_input, render_report, summary_of
+    from e2e.render.report import read_report_input, render_report, summary_of
 
     exp = write_results(tmp_path, [r for r in golden_records()
                                    if r.spec.concurrency == 1 and not r.spec.dspark])

@@ -48,7 +48,7 @@ def __getattr__(name: str) -> object:
         from e2e.render._history import cell_history_text, history_nights_text
         from e2e.render.json_report import dumps, gsm8k_json, report_json, run_json
         from e2e.render._plan import format_advice
-        from e2e.render._report import ReportOutput, build_report, read_summary
+        from e2e.render.report import ReportOutput, build_report, read_summary
         from e2e.render._toml import toml_text
 
     loaded = {k: v for k, v in locals().items() if k in __all__}
