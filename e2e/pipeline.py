@@ -6,7 +6,7 @@
            -> server session per unit: build -> fresh server -> /health -> plugin check
               -> /metrics -> workload -> /metrics -> stop -> folder finalized (e2e.session.session)
       -> aggregate: comparable cells -> comparisons (e2e.analysis.sweep.aggregate, e2e.analysis.estimators)
-      -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render._report)
+      -> render: Markdown / CSV / PNG (e2e.render, written by e2e.render.report)
 
 ``sweep`` below is that flow for the load matrix; ``e2e gsm8k`` and ``e2e nightly`` plan other
 units and call the same ``execute``.

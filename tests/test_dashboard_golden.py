@@ -49,9 +49,10 @@ def two_nights() -> SiteData:
              "regression"),
         _row(DATES[1], "gsm8k", 0, "gsm8k_strict_match", 0.68, "noise", -2.0, DATES[0],
              "regression")]
-    nights = [StoredNight(date=d, experiment=EXPERIMENT, config_hash=CONFIG, status=status,
-                          host=HOST, baseline_date=baseline, outputs=outputs,
-                          report_path=f"nightly/{d}/nightly/report/report.md")
+    nights = [StoredNight.from_row(dict(
+                  date=d, experiment=EXPERIMENT, config_hash=CONFIG, status=status, host=HOST,
+                  baseline_date=baseline, outputs=outputs,
+                  report_path=f"nightly/{d}/nightly/report/report.md"))
               for d, status, baseline, outputs in [
                   (DATES[0], "pass", None, None),
                   (DATES[1], "regression", DATES[0],
@@ -65,10 +66,10 @@ def two_nights() -> SiteData:
                     date=d, experiment=EXPERIMENT, config_hash=CONFIG, kind="gsm8k", arm="main",
                     concurrency=0, spec_mode="base", metric=GSM8K_METRIC, verdict=v, p_value=p))
                 for d, v, p in [(DATES[0], "no baseline", None), (DATES[1], "noise", 1.0)]]
-    gsm8k = [GSM8KAgreement(date=DATES[0], experiment=EXPERIMENT, config_hash=CONFIG, arm="main",
+    gsm8k = [GSM8KAgreement(night=nights[0].night, arm="main",
                             run_dir=f"nightly/{DATES[0]}/nightly/gsm8k/base-n50/main",
                             documents=50, right=35, first=True),
-             GSM8KAgreement(date=DATES[1], experiment=EXPERIMENT, config_hash=CONFIG, arm="main",
+             GSM8KAgreement(night=nights[1].night, arm="main",
                             run_dir=f"nightly/{DATES[1]}/nightly/gsm8k/base-n50/main",
                             documents=50, right=34, first=True, lost=1, gained=0, shared=50)]
     return SiteData(history=history, nights=nights, changes=[change], verdicts=verdicts,

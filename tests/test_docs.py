@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import importlib.util
 import re
 import runpy
@@ -261,16 +262,28 @@ def _emitted_strings() -> frozenset[str]:
 
 
 def python_name_exists(name: str) -> bool:
-    """``e2e.x.y`` (or ``e2e.x:attr``) is a module of this checkout, or a name defined at the
-    top level of one (attributes of that name are not followed)."""
+    """``e2e.x.y`` (or ``e2e.x:attr``) resolves as Python resolves it: the longest leading part
+    that is a module of this checkout is imported, and the rest is looked up on it, attribute
+    by attribute (a name a face no longer exports, or one imported only for type checking, does
+    not resolve)."""
     if name in _emitted_strings():
         return True
     dotted, _, attr = name.partition(":")
     parts = dotted.split(".") + ([attr] if attr else [])
     for i in range(len(parts), 0, -1):
-        module = _module_file(parts[:i])
-        if module is not None:
-            return i == len(parts) or parts[i] in _top_level_names(module)
+        if _module_file(parts[:i]) is None:
+            continue
+        try:
+            found: object = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as exc:  # an optional dependency of that module
+            if (exc.name or "").split(".")[0] == "e2e":
+                raise
+            return i == len(parts) or parts[i] in _top_level_names(_module_file(parts[:i]))
+        for part in parts[i:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
     return False
 
 
@@ -388,6 +401,18 @@ def test_every_module_file_command_and_config_key_a_page_names_exists(page):
     assert not stale, f"{page.relative_to(ROOT)} names what this checkout does not have: {stale}"
 
 
+SOURCES = sorted((ROOT / "e2e").rglob("*.py"))
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_dotted_name_a_docstring_or_comment_gives_resolves(source):
+    """A docstring or comment of e2e that names ``e2e.<module>.<name>`` names where it is
+    defined (or a face that exports it), as ``python_name_exists`` resolves it."""
+    stale = [m.group(0) for m in MODULE_NAME.finditer(source.read_text(encoding="utf-8"))
+             if not python_name_exists(m.group(0).rstrip("."))]
+    assert not stale, f"{source.relative_to(ROOT)} names what this checkout does not have: {stale}"
+
+
 # A folder of one machine: temporary folders and home folders (e2e's own ~/.cache/e2e and
 # libpq's ~/.pgpass are documented places, not one machine's).
 MACHINE_PATH = re.compile(r"(?<![\w.$/-])(?:/tmp/|/var/tmp/|/var/folders/|/private/var/|/root/"
@@ -430,6 +455,11 @@ def test_the_name_path_and_log_checks_catch_what_they_should(tmp_path):
                      "configs/nightly-duet.toml", "[load] input_length", "[arms.pr.bild] git",
                      "e2e microbench", "[load] prompts", "e2e sweeep"], found
     assert python_name_exists("e2e.commands.app") and not python_name_exists("e2e.stats")
+    # a module's attribute is followed; a name bound only for type checking is not there
+    assert python_name_exists("e2e.results._nightly_store.Store.cells")
+    assert not python_name_exists("e2e.results.store.writing.nope")
+    assert not python_name_exists("e2e.nightly.night.GSM8KPlan")
+    assert not python_name_exists("e2e.results.writing")  # not in the face: in results.store
     assert config_key_exists("server.build.git", "ref") and not config_key_exists("load.x", "y")
     assert [m.group(0) for m in MACHINE_PATH.finditer(
         "--results /tmp/h16/res, /root/.cache/e2e/x, /home/me/vllm, ~/src, but "

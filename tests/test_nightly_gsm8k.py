@@ -14,6 +14,7 @@ from e2e.results import Baseline
 from e2e.nightly.measure import gsm8k_cells
 from e2e.nightly.night import expected_cells, night_of
 from e2e.nightly.settings import parse_nightly
+from e2e.errors import ConfigError
 from e2e.results import GSM8K_METRIC
 from test_gsm8k_run import Fake
 
@@ -181,3 +182,15 @@ def test_paired_change_interval_covers_the_true_change():
     assert lo < 0 < hi
     lo, hi = paired_change_interval(25, 10, 0, 15)     # ten lost, none gained
     assert lo < -20.0 < hi < 0
+
+
+def test_the_gsm8k_subset_is_resolved_with_the_night(cfg, tmp_path):
+    """The night holds its GSM8K plan (the baseline arm's servers first, into the night's
+    folder); a data folder that is gone is refused when the night is resolved, before any
+    server starts, not after the sweep."""
+    night = night_of(cfg, date="2026-01-01", results=tmp_path / "results")
+    assert night.gsm8k.labels == ("main", "main.r2")
+    assert night.gsm8k.eval_dir == night.root / "nightly" / "gsm8k" / "base-n12"
+    (night.gsm8k.source.data_dir / "test.jsonl").unlink()
+    with pytest.raises(ConfigError, match="test.jsonl is missing"):
+        night_of(cfg, date="2026-01-01", results=tmp_path / "results")

@@ -1,4 +1,4 @@
-"""Renderers (Markdown golden file, CSV, PNG) and e2e.render._report on a hand-made results folder."""
+"""Renderers (Markdown golden file, CSV, PNG) and e2e.render.report on a hand-made results folder."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ def test_a_renderer_that_fails_writes_nothing(tmp_path: Path, monkeypatch) -> No
     def broken(summary):
         raise RuntimeError("the plot renderer failed")
 
-    monkeypatch.setattr("e2e.render._report.render_plots", broken)
+    monkeypatch.setattr("e2e.render.report.render_plots", broken)
     with pytest.raises(RuntimeError, match="plot renderer"):
         build_report(exp)
     assert old.read_text(encoding="utf-8") == "the earlier report\n"
@@ -39,3 +39,23 @@ def test_write_files_writes_in_order_and_prunes_only_what_the_glob_names(tmp_pat
     assert (tmp_path / "plots/kept.png").read_bytes() == b"new"
     assert not (tmp_path / "plots/gone.png").exists()
     assert (tmp_path / "plots/notes.txt").exists() and (tmp_path / "other.png").exists()
+
+
+def test_the_report_is_rendered_from_what_was_read_once(tmp_path: Path) -> None:
+    """Everything the report needs is read into one value (``read_report_input``); summarizing
+    and rendering it touch no file: the folder can be gone and the same report comes out."""
+    import shutil
+
+    from e2e.render.report import read_report_input, render_report, summary_of
+
+    exp = write_results(tmp_path, [r for r in golden_records()
+                                   if r.spec.concurrency == 1 and not r.spec.dspark])
+    (exp / "capacity.json").write_text("{}", encoding="utf-8")
+    read = read_report_input(exp)
+    assert read.whole and len(read.records) > 0 and read.capacity == str(exp / "capacity.json")
+    written = build_report(exp)
+    on_disk = {p.relative_to(written.report_dir).as_posix(): p.read_bytes() for p in written.paths}
+    shutil.rmtree(exp)
+    report = render_report(summary_of(read))
+    assert report.summary.capacity == str(exp / "capacity.json")
+    assert report.files == on_disk

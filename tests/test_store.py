@@ -379,6 +379,12 @@ def test_history_command_on_the_default_sqlite_store(tmp_path):
     assert listing.exit_code == 0, listing.output
     assert [line.split()[0] for line in listing.output.splitlines()[1:]] == ["2026-01-01",
                                                                              "2026-01-02"]
+    as_json = CliRunner().invoke(app, ["history", "--results", str(results), "--format", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    listed = json.loads(as_json.output)  # each night one flat object, its night's columns first
+    assert [list(n)[:5] for n in listed] == [["date", "experiment", "config_hash", "status",
+                                             "cells"]] * 2
+    assert [n["date"] for n in listed] == ["2026-01-01", "2026-01-02"]
     out = tmp_path / "tpot.csv"
     export = CliRunner().invoke(app, ["history", "--results", str(results), "--metric",
                                       "tpot_ms_median", "--format", "csv", "--out", str(out)])

@@ -33,7 +33,7 @@ def load_bisect_config(path: Path):
 def _defaults(nightly, concurrency: int, spec_mode: str, metric: str | None, runs: int | None,
               threshold: float | None, experiment) -> tuple[str, int, float]:
     """The metric, runs and threshold a nightly config judges the cell with, where not given:
-    the cell's headline (``e2e.analysis.headline_for``, built from the TPOT the nightly's
+    the cell's headline (``e2e.analysis.sweep.headline.headline_for``, built from the TPOT the nightly's
     ``verify_step_from`` names) unless the nightly's thresholds judge another metric."""
     from e2e.analysis.sweep import HEADLINE, headline_for, headline_metric, server_twin
 

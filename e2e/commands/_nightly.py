@@ -81,7 +81,6 @@ def nightly_command(
 
 def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, quiet,
              executor=None, store=None, duet=None) -> int:
-    from e2e.analysis.nightly import select_baseline
     from e2e.nightly.run import NightlyOptions, run_nightly
     from e2e.nightly.settings import load_nightly, parse_arm_settings
     from e2e.config import parse_date
@@ -105,31 +104,13 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
                              arm_overrides=overrides, progress=not quiet,
                              link_base=check_link(link_base, "--link-base"),
                              executor=executor, store=store)
-    if dry_run:
-        from e2e.execute import describe_plan, plan_header
-        from e2e.nightly.assess import design_lines
+    if dry_run:  # the plan, the config hash, the baseline and what the design resolves
         from e2e.nightly.night import night_of
+        from e2e.nightly.run import describe_night
 
         night = night_of(cfg, date=date, results=results, arm_overrides=overrides,
                          pinned=baseline, store=store)
-        experiment, plan, looks = night.experiment, night.plans[0], night.rounds
-        units = describe_plan(experiment, plan, night.root)  # refuses a run out of bounds
-        lines = plan_header(experiment, plan, night.root,
-                            executor=executor or experiment.executor.kind)
-        if len(looks) > 1:
-            lines.append(f"looks: after {looks[0]} rounds ({looks[0] - experiment.report_from_run + 1} "
-                         f"reported), then while a ratio cell is not resolved (neither a call "
-                         f"nor no change beyond its threshold) up to "
-                         f"{', '.join(map(str, looks[1:]))}")
-        history, nights = _dry_history(night.store, results, experiment=experiment.name,
-                                       config_hash=night.config_hash, date=date)
-        chosen = select_baseline(history, date=date, experiment=experiment.name,
-                                 config_hash=night.config_hash, pinned=night.pinned,
-                                 nights=nights)
-        lines.append(f"config hash {night.config_hash[:12]}; baseline: "
-                     + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"))
-        lines += [f"resolves: {line}" for line in design_lines(night, history)]
-        for line in lines + [""] + units:  # the header first, as the sweep's dry run
+        for line in describe_night(night, executor=executor):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
         return 0
 
@@ -139,13 +120,3 @@ def _nightly(config, results, date, baseline, arm_setting, link_base, dry_run, q
     say(f"summary: {outcome.summary_path}; store: {outcome.store}")
     return outcome.judgement.exit_code
 
-
-def _dry_history(url, results, *, experiment, config_hash, date):
-    """The history a dry run judges against (the cells of this config's nights before
-    ``date``, and every night of the experiment), without creating a store that is not
-    there."""
-    from e2e.results import open_store
-
-    with open_store(url, results, create=False) as opened:
-        return (opened.cells(experiment=experiment, config_hash=config_hash, before=date),
-                opened.nights(experiment=experiment))

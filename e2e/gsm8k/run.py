@@ -30,7 +30,7 @@ from e2e.results.gsm8k import (GSM8K_REFERENCE_ARM, EvalInfo, eval_dir_name, gsm
 from e2e.results.store import writing
 from e2e.session import Servers, SessionOptions
 
-__all__ = ["GSM8KPlan", "Runner", "resolve_plan", "run_gsm8k"]
+__all__ = ["GSM8KPlan", "Runner", "check_arms", "resolve_plan", "run_gsm8k"]
 
 DEFAULT_CONCURRENCY = GSM8K_CONCURRENCY
 
@@ -89,6 +89,17 @@ def _label_occurrence(label: str) -> tuple[str, int]:
     return label, 1
 
 
+def check_arms(names: tuple[str, ...]) -> None:
+    """The arms of a GSM8K plan (each an arm of the experiment): none named like a repeat
+    label, the reference arm among them."""
+    for name in names:
+        if _label_occurrence(name)[1] != 1:
+            raise ConfigError(f"arm name {name!r} looks like a repeat label ('<arm>.r<k>'); rename it")
+    if GSM8K_REFERENCE_ARM not in names:
+        raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
+                          f"are compared with it (got {', '.join(names)})")
+
+
 def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int | None,
                  concurrency: int = DEFAULT_CONCURRENCY, data: Path | str | None = None,
                  results: Path | str = "results") -> GSM8KPlan:
@@ -98,11 +109,7 @@ def resolve_plan(experiment: Experiment, *, arms: str, dspark: bool, limit: int 
         raise ConfigError("--arms is empty; give e.g. --arms main,main,pr")
     for name in names:
         experiment.arm(name)
-        if _label_occurrence(name)[1] != 1:
-            raise ConfigError(f"arm name {name!r} looks like a repeat label ('<arm>.r<k>'); rename it")
-    if GSM8K_REFERENCE_ARM not in names:
-        raise ConfigError(f"--arms must include {GSM8K_REFERENCE_ARM!r}: every arm's verdicts "
-                          f"are compared with it (got {', '.join(names)})")
+    check_arms(names)
     if dspark:
         experiment.speculator()
         experiment.refuse_pinned("GSM8K")

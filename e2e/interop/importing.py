@@ -191,7 +191,7 @@ def import_file(path: Path, options: ImportOptions, results: Path, *, reader: Re
         raise ConfigError(f"{path} holds {len(docs)} results and --repeat numbers one run; "
                           "leave it out (each takes the next free repeat)")
     digest = sha256_file(path)
-    # the folder held as a sweep holds it (e2e.results.writing): the repeat numbers this
+    # the folder held as a sweep holds it (e2e.results.store.writing): the repeat numbers this
     # import takes and the runs it writes are its alone
     with writing(results, options.experiment, wait_s=options.lock_wait_s):
         return _import_docs(docs, path, digest, options, results, on_skip=on_skip,

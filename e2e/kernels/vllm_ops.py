@@ -8,7 +8,7 @@ machine has torch and Triton but no vLLM, so ``extract`` copies the functions' s
 out of an installed wheel into one self-contained module (Apache-2.0, vLLM's header kept)::
 
     python -m e2e.kernels.vllm_ops extract --python SERVER_ENV_PYTHON --out vllm032_ops.py
-    E2E_VLLM_OPS=vllm032_ops.py python -m e2e.micro ...      # load() reads that file
+    E2E_VLLM_OPS=vllm032_ops.py e2e micro ...      # load() reads that file
 
 What it copies (names as in vLLM 0.32):
 

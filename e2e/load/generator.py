@@ -5,7 +5,7 @@ Two modes: closed loop (``concurrency`` streams, each sending its next prompt as
 last one ends; the reference's mode and the default) and open loop (``request_rate``: requests
 sent at seeded gamma-process times, at most ``max_concurrency`` in flight). ``workers`` > 1
 spreads the streams over that many client processes, each on its own core. How it works and
-what it costs: docs/explanation/load.md. The private parts live in ``e2e.loadgen``.
+what it costs: docs/explanation/load.md. The private parts live beside it in ``e2e.load``.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class Assessment:
 def assess(night: Night, measured: Measured, store, *,
            say: Say = lambda message: None) -> Assessment:
     """Assess tonight (``measured``) against the history ``store`` (an
-    ``e2e.results.Store``) holds: the module docstring, once."""
+    ``e2e.results._nightly_store.Store``) holds: the module docstring, once."""
     history = store.cells(experiment=night.experiment.name, config_hash=night.config_hash,
                           before=night.date)
     design = design_lines(night, history)
@@ -101,12 +101,12 @@ def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
     """Judge tonight's ``cells``: baseline night (the night's pinned one, else the last
     passing night with this config hash), night-against-night verdicts (GSM8K per document;
     a cell relative to the reference against its ratio's history,
-    ``e2e.analysis.ratio_history``), then change points over the history of the other
+    ``e2e.analysis.nightly.history.ratio_history``), then change points over the history of the other
     judged load cells (``[nightly.changepoints]``). ``expected``: the cells that must be
     there (None: the night's, ``Night.expected``; a look during the night gives ()).
 
     ``history``: the cells of this experiment and config's nights before tonight; None reads
-    them from ``store`` (an ``e2e.results.Store``). GSM8K verdict files that are gone (a wiped
+    them from ``store`` (an ``e2e.results._nightly_store.Store``). GSM8K verdict files that are gone (a wiped
     runner) are read from ``store``."""
     date, experiment, pinned, rules = (night.date, night.experiment.name, night.pinned,
                                        night.rules)
@@ -216,7 +216,7 @@ def bisect_hints(night: Night, judgement: Judgement, history: Sequence[HistoryCe
 
 
 def design_lines(night: Night, history) -> list[str]:
-    """What ``night`` resolves for each judged ratio cell (``e2e.analysis.design_lines``),
+    """What ``night`` resolves for each judged ratio cell (``e2e.analysis.nightly.resolution.design_lines``),
     planned from the ratio's history in ``history`` (the cells of the experiment and config's
     nights before tonight, ``Store.cells``) where it holds 2 nights, else from the host's
     measured noise (one server at a time where the night runs so, ``Night.alone``)."""
@@ -248,7 +248,7 @@ def design_lines(night: Night, history) -> list[str]:
 
 
 def night_outputs(night: Night, records, store, *, say: Say = lambda message: None) -> tuple:
-    """Tonight's outputs against the reference arm's (``e2e.analysis.check_outputs``),
+    """Tonight's outputs against the reference arm's (``e2e.analysis.nightly.outputs.check_outputs``),
     the earlier nights of this config in ``store`` the yardstick where the night has no A/A
     arm; () without a reference arm."""
     if not night.reference or not records:

@@ -8,7 +8,7 @@
               the two arms back to back in every round, in the plan's balanced order: ``e2e.plan`` and
               ``e2e.execute.describe``)
            -> the cell's metric per round, the commit against the good build of the same
-              round (``e2e.analysis.blocked_change``) -> good / bad (``classify``), more
+              round (``e2e.analysis.nightly.bisect.blocked_change``) -> good / bad (``classify``), more
               rounds while undecided
       -> the first bad commit
 
@@ -149,7 +149,7 @@ def bisect_experiment(experiment: Experiment, arm: str, *, good: str, candidate:
 
 def _by_round(records, cell: BisectCell, start: int) -> tuple[dict[int, float], dict[int, float]]:
     """The cell's metric per round (repeat) of the candidate's and the good build's reported
-    runs: the report's own cells (``e2e.analysis._aggregate.summarize``, with the nightly's metrics)."""
+    runs: the report's own cells (``e2e.analysis.sweep.aggregate.summarize``, with the nightly's metrics)."""
     from e2e.analysis.nightly import NIGHTLY_METRICS
     from e2e.analysis.sweep import summarize
 

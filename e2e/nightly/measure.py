@@ -105,7 +105,7 @@ def measure_night(night: Night, *, look: Callable[[Night, list[NightCell]], Judg
         cells += load_cells(list(records), prefix=prefix, reference=night.reference)
     builds = with_git_commits(builds, git_commits(records))
     notes = tuple(retried_attempts(folder))
-    if night.settings.gsm8k.enabled:
+    if night.gsm8k is not None:
         g_cells, g_problems = gsm8k_cells(night, say, gsm8k_runner, executor=runner)
         cells += g_cells
         problems += g_problems
@@ -148,7 +148,7 @@ def check_night(folder: Path, state: dict[str, Any]) -> None:
 
 def load_cells(records: list[RunRecord], *, prefix: str,
                reference: str | None = None) -> list[NightCell]:
-    """Night cells of the sweep's run records: the report's own cells (``e2e.analysis._aggregate``:
+    """Night cells of the sweep's run records: the report's own cells (``e2e.analysis.sweep.aggregate``:
     comparable runs only, reported runs = valid with repeat >= report_from_run) for every
     metric of ``NIGHTLY_METRICS``, with the folders of the runs behind each value. With a
     ``reference`` arm, also every other arm's cells relative to it (``relative_cells``)."""
@@ -222,17 +222,10 @@ def gsm8k_cells(night: Night, say: Say, runner=None,
     (one value per fresh server of an arm) and the problems met. ``runner`` (an
     ``e2e.gsm8k.run.Runner``) replaces the real servers and lm-eval in tests."""
     from e2e.results.gsm8k import arm_is_complete, read_arm
-    from e2e.gsm8k.run import Runner, resolve_plan, run_gsm8k
+    from e2e.gsm8k.run import Runner, run_gsm8k
 
-    g = night.settings.gsm8k
-    labels = [arm for arm in night.arms for _ in range(g.repeats)]
-    base = night.baseline_arm  # run_gsm8k compares verdicts with the baseline's first server
-    if base in labels:
-        labels = [base] * g.repeats + [a for a in labels if a != base]
-
+    plan = night.gsm8k  # the night's plan, resolved with it (``gsm8k_plan``)
     problems: list[str] = []
-    plan = resolve_plan(night.experiment, arms=",".join(labels), dspark=g.dspark, limit=g.limit,
-                        concurrency=g.concurrency, data=night.gsm8k_data, results=night.root)
     try:
         run_gsm8k(plan, runner or Runner(log=say), max_attempts=MAX_ATTEMPTS, executor=executor)
     except E2EError as exc:

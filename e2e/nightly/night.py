@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from e2e.analysis.nightly import Rules, judged_metrics
 from e2e.config import BuildSpec, Experiment
@@ -23,8 +23,11 @@ from e2e.names import plugin_settings
 from e2e.nightly.settings import NightlyConfig, NightlySettings
 from e2e.results import GSM8K_METRIC, CellKey, Looks, relative_arm
 
+if TYPE_CHECKING:
+    from e2e.gsm8k.run import GSM8KPlan
+
 __all__ = ["with_arm_settings", "Night", "night_of", "night_dir", "one_at_a_time", "plan_night",
-           "night_looks", "judged_key", "expected_cells"]
+           "night_looks", "judged_key", "expected_cells", "gsm8k_plan"]
 
 
 def with_arm_settings(experiment: Experiment, arms: tuple[str, ...],
@@ -68,7 +71,7 @@ class Night:
     expected: tuple[CellKey, ...]
     judged: tuple[CellKey, ...]
     rules: Rules
-    gsm8k_data: Path | None = None
+    gsm8k: GSM8KPlan | None = None
     alone: str | None = None
     pinned: str | None = None
     store: str | None = None
@@ -127,9 +130,31 @@ def night_of(cfg: NightlyConfig, *, date: str, results: Path,
         config_hash=cfg.config_hash, source=cfg.source, arms=cfg.arms,
         builds={a: experiment.arms[a].build or experiment.server.build for a in cfg.arms},
         looks=cfg.looks, rounds=rounds, plans=plans, expected=expected, judged=judged,
-        rules=Rules.from_settings(cfg.settings, cfg.looks), gsm8k_data=cfg.gsm8k_data,
+        rules=Rules.from_settings(cfg.settings, cfg.looks),
+        gsm8k=gsm8k_plan(cfg, experiment, night_dir(results, date)),
         alone=alone, pinned=pinned or cfg.settings.baseline_night,
         store=store or cfg.settings.store, arm_overrides=overrides)
+
+
+def gsm8k_plan(cfg: NightlyConfig, experiment: Experiment, root: Path) -> GSM8KPlan | None:
+    """The night's GSM8K subset, None where it is off: every nightly arm on ``repeats`` fresh
+    servers, the baseline arm's first (every verdict is compared with its first server), into
+    the night's folder ``root``, its data folder checked and hashed. The config checked the
+    arms and the speculator (``parse_nightly``)."""
+    g = cfg.settings.gsm8k
+    if not g.enabled:
+        return None
+    from e2e.gsm8k.run import GSM8KPlan, check_arms
+    from e2e.gsm8k.task import resolve_data
+
+    labels = [arm for arm in cfg.arms for _ in range(g.repeats)]
+    base = cfg.baseline_arm
+    if base in labels:
+        labels = [base] * g.repeats + [a for a in labels if a != base]
+    check_arms(tuple(labels))
+    return GSM8KPlan(experiment=experiment, arms=tuple(labels), dspark=g.dspark, limit=g.limit,
+                     concurrency=g.concurrency, source=resolve_data(cfg.gsm8k_data),
+                     results=Path(root))
 
 
 def night_dir(results: Path, date: str) -> Path:

@@ -36,14 +36,14 @@ from typing import Any
 from e2e.console import Say
 from e2e.nightly.assess import assess, assess_look
 from e2e.nightly.measure import measure_night
-from e2e.nightly.night import night_of
+from e2e.nightly.night import Night, night_of
 from e2e.nightly.settings import NightlyConfig
 from e2e.nightly.write import NightOutcome, write_night
 from e2e.results.records import RunRecord
 from e2e.results import open_store
 from e2e.results.store import writing
 
-__all__ = ["NightlyOptions", "NightOutcome", "run_nightly"]
+__all__ = ["NightlyOptions", "NightOutcome", "run_nightly", "describe_night"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,33 @@ def run_nightly(
             assessed = assess(night, measured, store, say=say)
             return write_night(night, measured, assessed, store,
                                link_base=options.link_base, say=say)
+
+
+def describe_night(night: Night, *, executor: str | None = None) -> list[str]:
+    """``e2e nightly --dry-run``: what ``night`` will do (``plan_header``), its looks, the config
+    hash and the baseline night it would be judged against, what the design resolves for each
+    judged ratio cell, then every unit's server command (``describe_plan``, which refuses a
+    run out of bounds). Starts nothing, and creates no store that is not there."""
+    from e2e.analysis.nightly import select_baseline
+    from e2e.execute import describe_plan, plan_header
+    from e2e.nightly.assess import design_lines
+
+    experiment, plan, looks = night.experiment, night.plans[0], night.rounds
+    units = describe_plan(experiment, plan, night.root)  # refuses a run out of bounds
+    lines = plan_header(experiment, plan, night.root,
+                        executor=executor or experiment.executor.kind)
+    if len(looks) > 1:
+        lines.append(f"looks: after {looks[0]} rounds ({looks[0] - experiment.report_from_run + 1} "
+                     f"reported), then while a ratio cell is not resolved (neither a call "
+                     f"nor no change beyond its threshold) up to "
+                     f"{', '.join(map(str, looks[1:]))}")
+    with open_store(night.store, night.results, create=False) as opened:
+        history = opened.cells(experiment=experiment.name, config_hash=night.config_hash,
+                               before=night.date)
+        nights = opened.nights(experiment=experiment.name)
+    chosen = select_baseline(history, date=night.date, experiment=experiment.name,
+                             config_hash=night.config_hash, pinned=night.pinned, nights=nights)
+    lines.append(f"config hash {night.config_hash[:12]}; baseline: "
+                 + (f"night {chosen.date} ({chosen.reason})" if chosen else "none"))
+    lines += [f"resolves: {line}" for line in design_lines(night, history)]
+    return lines + [""] + units  # the header first, as the sweep's dry run

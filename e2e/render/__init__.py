@@ -1,7 +1,7 @@
 """Every writer of bytes for a report: Markdown, CSV, PNG, JSON, HTML (``report/index.html``)
-and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads a
-results folder (``read_summary``: the one reading, ``e2e plan``'s too), aggregates and writes
-them; ``e2e plan``'s table (``format_advice``). GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``, ``gsm8k_json``, and
+and a GitHub comment (``render_github``, under GitHub's size limits); ``build_report`` reads
+everything a results folder's report needs once, summarizes it, renders the whole report and
+writes it once (``read_summary``: the same reading of the runs alone, ``e2e plan``'s); ``e2e plan``'s table (``format_advice``). GSM8K's report: ``gsm8k_markdown``, ``gsm8k_csv``, ``gsm8k_json``, and
 ``write_gsm8k_report`` beside its evaluations. The kernels' reports (``e2e micro``:
 ``micro_markdown``, ``write_micro``, ``write_steps``; the rest in ``e2e.render.kernels``) and
 ``e2e unit``'s matrix (``unit_markdown``). The nightly's: a night's summary
@@ -48,7 +48,7 @@ def __getattr__(name: str) -> object:
         from e2e.render._history import cell_history_text, history_nights_text
         from e2e.render.json_report import dumps, gsm8k_json, report_json, run_json
         from e2e.render._plan import format_advice
-        from e2e.render._report import ReportOutput, build_report, read_summary
+        from e2e.render.report import ReportOutput, build_report, read_summary
         from e2e.render._toml import toml_text
 
     loaded = {k: v for k, v in locals().items() if k in __all__}

@@ -25,9 +25,7 @@ Format = Literal["table", "csv", "json"]
 def history_nights_text(nights, format_: Format) -> str:
     """``e2e history``'s list of the store's nights (``StoredNight`` records) as an aligned
     table, CSV (cells a spreadsheet would run are defused: ``csv_safe``) or JSON."""
-    from dataclasses import asdict
-
-    records = [asdict(n) for n in nights]
+    records = [n.row() for n in nights]
     if format_ == "json":
         return json.dumps(records, indent=2) + "\n"
     if format_ == "csv":
@@ -48,7 +46,7 @@ def history_nights_text(nights, format_: Format) -> str:
 
 
 def cell_history_text(rows: Sequence[HistoryCell], format_: Format) -> str:
-    """``e2e history --metric``'s export of one cell's night cells (``e2e.analysis.cell_history``),
+    """``e2e history --metric``'s export of one cell's night cells (``e2e.analysis.nightly.history.cell_history``),
     a row a night, as an aligned table, CSV or JSON (NaN as null)."""
     frame = history_frame(list(rows))[EXPORT_COLUMNS].copy()
     for column in ("values", "run_dirs"):

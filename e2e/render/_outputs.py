@@ -1,6 +1,6 @@
 """The outputs compared prompt by prompt, as Markdown lines for the report and the
 pull-request comment (no I/O); the figures come from ``Summary.outputs``
-(``e2e.analysis.summarize_outputs``). The one line per arm that says whether it is safe to
+(``e2e.analysis.outputs.compare.summarize_outputs``). The one line per arm that says whether it is safe to
 merge is ``e2e.render.markdown.merge_section``, which uses these formatters.
 """
 

@@ -69,7 +69,7 @@ def run_json(folder: Path, record: RunRecord) -> dict[str, Any]:
 
 def report_json(summary: Summary) -> dict[str, Any]:
     """``e2e report --json``: every cell (median and range of the reported runs), every
-    comparison with the baseline, and the warnings, as ``e2e.analysis._aggregate.summarize`` made them."""
+    comparison with the baseline, and the warnings, as ``e2e.analysis.sweep.aggregate.summarize`` made them."""
     return _clean({
         "schema_version": SCHEMA_VERSION,
         "kind": "e2e.report",

@@ -16,13 +16,13 @@ exported here.
 
 from e2e.results._nightly import (
     EXIT_CODES, GSM8K_METRIC, Baseline, CellKey, CellVerdict, ChangePoint, Judgement, Looks, NightCell,
-    NightStatus, RatioHistory, VerdictName, worse_end, GSM8KAgreement, HistoryCell,
+    NightInfo, NightStatus, RatioHistory, VerdictName, worse_end, GSM8KAgreement, HistoryCell,
     StoredChangePoint, StoredNight, StoredVerdict, OutputsCheck, OutputsHistory, BisectOutcome, BlockedChange,
     MORE_THAN_HISTORY, AS_HISTORY, NEW_DIVERGENCE, FIRST_DIVERGENCE, relative_arm, is_relative,
     built_arm, IDENTICAL, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, AA_DIVERGES
 )
 from e2e.results._nightly_history import history_frame, interference_of, night_rows
-from e2e.results._nightly_store import NightInfo, open_store
+from e2e.results._nightly_store import open_store
 
 __all__ = [
     "AA_DIVERGES", "AS_AA", "AS_HISTORY", "Baseline", "BisectOutcome", "BlockedChange", "CellKey",

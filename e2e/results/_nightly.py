@@ -1,6 +1,6 @@
 """The nightly's records: a night's cells and their verdicts, the baseline night, a ratio's
 history, the change points and the night's judgement, the values the judge
-(``e2e.analysis.judge_night``), the change points (``e2e.analysis.night_changes``), the history
+(``e2e.analysis.nightly.judge.judge_night``), the change points (``e2e.analysis.nightly.changepoints.night_changes``), the history
 and the renderers pass between them (no logic beyond a label, medians and lookups)."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import numpy as np
 
 __all__ = ["CellKey", "NightCell", "CellVerdict", "VerdictName", "Looks", "worse_end",
            "Baseline", "RatioHistory", "ChangePoint", "Judgement", "NightStatus", "EXIT_CODES",
-           "GSM8K_METRIC", "NightRef", "StoredNight", "StoredChangePoint", "StoredVerdict", "GSM8KAgreement",
-           "HistoryCell", "BisectOutcome", "BlockedChange", "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
+           "GSM8K_METRIC", "NightRef", "NightInfo", "StoredNight", "StoredChangePoint",
+           "StoredVerdict", "GSM8KAgreement", "HistoryCell", "BisectOutcome", "BlockedChange",
+           "OutputsCheck", "OutputsHistory", "MORE_THAN_HISTORY", "AS_HISTORY",
            "NEW_DIVERGENCE", "FIRST_DIVERGENCE", "IDENTICAL", "AS_AA", "MORE_THAN_AA", "NO_AA",
            "NOT_RECORDED", "AA_DIVERGES", "relative_arm", "is_relative", "built_arm"]
 
@@ -24,13 +25,13 @@ VerdictName = Literal["regressed", "improved", "noise", "undecided", "too few ru
 NightStatus = Literal["pass", "regression", "incomplete", "undecided", "blind"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "regression": 1, "incomplete": 2, "undecided": 3,
                               "blind": 4}
-"""A night's exit status by its status (``e2e.analysis.night_status``): 0 every judged cell
+"""A night's exit status by its status (``e2e.analysis.nightly.judge.night_status``): 0 every judged cell
 resolved, 1 a regression, 2 the night could not run or be judged, 3 a judged cell not resolved
 tonight, 4 one not resolved at its last look ``BLIND_NIGHTS`` nights in a row."""
 GSM8K_METRIC = "gsm8k_strict_match"
 """The metric of a night's GSM8K cell (``CellKey.metric``): the strict-match accuracy."""
 HISTORY_SCHEMA_VERSION = 4
-"""The history frame's format version (``e2e.results.HISTORY_COLUMNS``)."""
+"""The history frame's format version (``e2e.results._nightly_history.HISTORY_COLUMNS``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -109,7 +110,7 @@ class CellVerdict:
     """The metric's direction (for ``worse_end``)."""
     more: bool = False
     """Not resolved yet and the night may measure more rounds: look again after them
-    (the judge's looks, ``e2e.analysis.night_look``); the verdict stands only at the night's
+    (the judge's looks, ``e2e.analysis.nightly.judge.night_look``); the verdict stands only at the night's
     last look."""
     regressed_since: str | None = None
     """A relative cell whose regression was called on that night and has not been seen to
@@ -173,7 +174,7 @@ class RatioHistory:
     such night in a row returns the regression."""
     suspect: str | None = None
     """The last night (its date) was not called but looked changed
-    (``e2e.analysis.SUSPECT_LEVEL``): if tonight looks changed too, the two are a regression."""
+    (``e2e.analysis.nightly.judge.SUSPECT_LEVEL``): if tonight looks changed too, the two are a regression."""
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,8 @@ class ChangePoint:
 
 @dataclass(frozen=True)
 class Judgement:
-    """A night judged (``e2e.analysis.judge_night``), its change points and outputs checks
-    added by ``e2e.analysis.judgement_with_changes`` and ``judgement_with_outputs``."""
+    """A night judged (``e2e.analysis.nightly.judge.judge_night``), its change points and outputs checks
+    added by ``e2e.analysis.nightly.judge.judgement_with_changes`` and ``judgement_with_outputs``."""
 
     date: str
     baseline: Baseline | None
@@ -222,7 +223,7 @@ class Judgement:
         return tuple(v for v in self.verdicts if v.verdict in names)
 
 
-# --- e2e bisect: a commit against the good build (``e2e.analysis.blocked_change``) ------
+# --- e2e bisect: a commit against the good build (``e2e.analysis.nightly.bisect.blocked_change``) ------
 
 BisectOutcome = Literal["good", "bad"]
 
@@ -257,16 +258,16 @@ def built_arm(arm: str) -> str:
     return arm.split(_VS, 1)[0]
 
 
-# --- tonight's outputs against the reference's (``e2e.analysis.check_outputs``) -------------
+# --- tonight's outputs against the reference's (``e2e.analysis.nightly.outputs.check_outputs``) -------------
 
-# a run's outputs against the baseline's (``e2e.analysis.summarize_outputs``): its verdicts
+# a run's outputs against the baseline's (``e2e.analysis.outputs.compare.summarize_outputs``): its verdicts
 IDENTICAL = "identical"
 AS_AA = "diverges as much as A/A"
 MORE_THAN_AA = "diverges more than A/A"
 NO_AA = "diverges (no A/A to judge against)"
 NOT_RECORDED = "outputs not recorded"
 AA_DIVERGES = "diverges (this is the A/A: the yardstick)"
-# a night's divergence judged against the earlier nights (``e2e.analysis.check_outputs``)
+# a night's divergence judged against the earlier nights (``e2e.analysis.nightly.outputs.check_outputs``)
 MORE_THAN_HISTORY = "diverges more than earlier nights"
 AS_HISTORY = "diverges as much as earlier nights"
 NEW_DIVERGENCE = "diverges (earlier nights identical)"
@@ -321,20 +322,76 @@ class OutputsCheck:
 
 
 
-# --- what the results store reads back (``e2e.results.Store``) ------------------------------
+# --- what the results store reads back (``e2e.results._nightly_store.Store``) ------------------------------
 # Field names are the store's column names, so a template or a caller reads ``row.date`` as it
 # read ``row["date"]``; None where the store holds NULL. A record of one cell of one night is
 # composed, not copied: its night (``NightRef``) and its cell's key or the live record itself
 # (``ChangePoint``, ``CellVerdict``); ``from_row`` maps a row of the store's columns onto it.
 
-@dataclass(frozen=True)
-class StoredNight:
-    """One night's row of the store (``Store.night_details``): its status, baseline, host,
-    links and problems, and its outputs checks as stored (JSON; None where not compared)."""
+@dataclass(frozen=True, order=True)
+class NightRef:
+    """Which night a stored record belongs to: the store's key of a night."""
 
     date: str
     experiment: str
     config_hash: str
+
+
+def _part(part: str, name: str) -> property:
+    """A field of a record's composed ``part``, read as the record's own (``row.date`` for
+    ``row.night.date``): templates and callers read a stored record as its flat row."""
+    return property(lambda self: getattr(getattr(self, part), name))
+
+
+class _OfNight:
+    """A stored record of one night: its identity is ``night`` (a ``NightRef``), read here by
+    its parts."""
+
+    night: NightRef
+    date = _part("night", "date")
+    experiment = _part("night", "experiment")
+    config_hash = _part("night", "config_hash")
+
+    def row(self) -> dict:
+        """The record as one flat row: its night's columns, then the rest in field order."""
+        return {**asdict(self.night),
+                **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "night"}}
+
+    @classmethod
+    def from_row(cls, row: Mapping):
+        """The record of one flat row (the store's columns); a column the row lacks takes its
+        default."""
+        rest = {f.name: row[f.name] for f in fields(cls) if f.name != "night" and f.name in row}
+        return cls(night=_night_of_row(row), **rest)
+
+
+class _OfNightCell(_OfNight):
+    """A stored record of one cell of one night: its identity composed of ``night`` (a
+    ``NightRef``) and ``key`` (the cell's ``CellKey``), read here by its parts."""
+
+    key: CellKey
+    kind = _part("key", "kind")
+    arm = _part("key", "arm")
+    concurrency = _part("key", "concurrency")
+    spec_mode = _part("key", "spec_mode")
+    metric = _part("key", "metric")
+
+
+def _night_of_row(row: Mapping) -> NightRef:
+    return NightRef(row["date"], row["experiment"], row["config_hash"])
+
+
+def _key_of_row(row: Mapping) -> CellKey:
+    return CellKey(row["kind"], row["arm"], row["concurrency"], row["spec_mode"], row["metric"])
+
+
+@dataclass(frozen=True)
+class StoredNight(_OfNight):
+    """One night's row of the store (``Store.night_details``): its night, its status,
+    baseline, host, links and problems, and its outputs checks as stored (JSON; None where not
+    compared)."""
+
+    night: NightRef
     status: str
     id: int | None = None
     exit_code: int | None = None
@@ -351,63 +408,6 @@ class StoredNight:
     outputs: object = None
 
 
-@dataclass(frozen=True, order=True)
-class NightRef:
-    """Which night a stored record belongs to: the store's key of a night."""
-
-    date: str
-    experiment: str
-    config_hash: str
-
-
-class _OfNightCell:
-    """A stored record of one cell of one night: its identity composed of ``night`` (a
-    ``NightRef``) and ``key`` (the cell's ``CellKey``), read here by its parts."""
-
-    night: NightRef
-    key: CellKey
-
-    @property
-    def date(self) -> str:
-        return self.night.date
-
-    @property
-    def experiment(self) -> str:
-        return self.night.experiment
-
-    @property
-    def config_hash(self) -> str:
-        return self.night.config_hash
-
-    @property
-    def kind(self) -> str:
-        return self.key.kind
-
-    @property
-    def arm(self) -> str:
-        return self.key.arm
-
-    @property
-    def concurrency(self) -> int:
-        return self.key.concurrency
-
-    @property
-    def spec_mode(self) -> str:
-        return self.key.spec_mode
-
-    @property
-    def metric(self) -> str:
-        return self.key.metric
-
-
-def _night_of_row(row: Mapping) -> NightRef:
-    return NightRef(row["date"], row["experiment"], row["config_hash"])
-
-
-def _key_of_row(row: Mapping) -> CellKey:
-    return CellKey(row["kind"], row["arm"], row["concurrency"], row["spec_mode"], row["metric"])
-
-
 @dataclass(frozen=True)
 class StoredChangePoint(_OfNightCell):
     """A change point as a night stored it (``Store.change_points``): the night that found it
@@ -419,9 +419,7 @@ class StoredChangePoint(_OfNightCell):
     id: int | None = None
     night_id: int | None = None
 
-    @property
-    def key(self) -> CellKey:  # type: ignore[override]
-        return self.change.key
+    key = _part("change", "key")
 
     @classmethod
     def from_row(cls, row: Mapping) -> StoredChangePoint:
@@ -447,9 +445,7 @@ class StoredVerdict(_OfNightCell):
     id: int | None = None
     night_id: int | None = None
 
-    @property
-    def key(self) -> CellKey:  # type: ignore[override]
-        return self.judged.key
+    key = _part("judged", "key")
 
     @classmethod
     def from_row(cls, row: Mapping) -> StoredVerdict:
@@ -464,15 +460,26 @@ class StoredVerdict(_OfNightCell):
 
 
 @dataclass(frozen=True)
-class GSM8KAgreement:
-    """One GSM8K arm folder of a night (``Store.gsm8k_agreement``): its documents and how many
-    were strictly right; for the arm's first folder of the night (``first``), how many
-    documents changed against the same arm's first folder of the night before (``lost``,
+class NightInfo(_OfNight):
+    """One night as ``e2e history`` lists it: its night, status, cells and those regressed."""
+
+    night: NightRef
+    status: str
+    cells: int
+    regressed: int
+    host: str | None
+    recorded_at: str | None
+    baseline_date: str | None
+
+
+@dataclass(frozen=True)
+class GSM8KAgreement(_OfNight):
+    """One GSM8K arm folder of a night (``Store.gsm8k_agreement``): its night, its documents
+    and how many were strictly right; for the arm's first folder of the night (``first``), how
+    many documents changed against the same arm's first folder of the night before (``lost``,
     ``gained`` of ``shared``; None when there is no night before)."""
 
-    date: str
-    experiment: str
-    config_hash: str
+    night: NightRef
     arm: str
     run_dir: str
     documents: int
@@ -486,7 +493,7 @@ class GSM8KAgreement:
 @dataclass(frozen=True)
 class HistoryCell(_OfNightCell):
     """One night cell of the history as the store reads it back (``Store.cells``; a row of
-    ``Store.history``'s frame, ``e2e.results.HISTORY_COLUMNS``: ``row`` and ``from_row``):
+    ``Store.history``'s frame, ``e2e.results._nightly_history.HISTORY_COLUMNS``: ``row`` and ``from_row``):
     its night and cell, its runs, its verdict and the provenance of its arm's build. Numbers
     the store holds as NULL are NaN (as the frame holds them); ``verdict`` is "not judged"
     for a cell recorded without one; ``arm_overrides`` is the night's ``--arm-setting``
@@ -522,7 +529,7 @@ class HistoryCell(_OfNightCell):
     build_git_commit: str | None = None
     interference: list | None = None
     schema_version: int = HISTORY_SCHEMA_VERSION
-    """The history file's format version (``e2e.results.HISTORY_SCHEMA_VERSION``)."""
+    """The history file's format version (``e2e.results._nightly.HISTORY_SCHEMA_VERSION``)."""
 
     def row(self) -> dict:
         """The cell as one flat row of the history frame (its night's and its cell's columns,

@@ -14,7 +14,7 @@ Tables (``SCHEMA_VERSION`` 3):
     schema_version   version, applied_at, description: the migrations applied, in order
     nights           one row per (date, experiment, config_hash): status, baseline, host,
                      e2e commit, --arm-setting overrides, the night's problems, report paths,
-                     its outputs against the reference's (version 3: ``e2e.analysis.check_outputs``
+                     its outputs against the reference's (version 3: ``e2e.analysis.nightly.outputs.check_outputs``
                      checks as JSON; NULL where not compared)
     night_cells      one row per (night, kind, arm, concurrency, spec_mode, metric): the per-run
                      values, repeats and run folders (what history.parquet held per row), and
@@ -68,13 +68,13 @@ from e2e.errors import ConfigError, ResultsError
 from e2e.paths import MAX_READ_BYTES, read_bounded
 from e2e.redact import mask_pairs, remember, scrub
 from e2e.results.gsm8k import SampleVerdict
-from e2e.results._nightly import (GSM8KAgreement, HistoryCell, Judgement, StoredChangePoint,
-                                  StoredNight, StoredVerdict)
+from e2e.results._nightly import (GSM8KAgreement, HistoryCell, Judgement, NightRef,
+                                  NightInfo, StoredChangePoint, StoredNight, StoredVerdict)
 from e2e.results._nightly_history import (HISTORY_FILE, history_frame, read_history,
                                           stored_interference)
 from e2e.results.store import utc_now
 
-__all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "NightInfo", "open_store", "resolve_url",
+__all__ = ["SCHEMA_VERSION", "DEFAULT_STORE", "Store", "open_store", "resolve_url",
            "masked_url", "masked_text", "MIGRATIONS", "metadata", "nights"]
 
 SCHEMA_VERSION = 3
@@ -206,7 +206,7 @@ def _v2_interference(conn: Connection) -> None:
 
 def _v3_outputs(conn: Connection) -> None:
     """Version 3: ``nights.outputs``, each night's outputs against the reference's, so a later
-    night's divergence is judged against the earlier nights' (``e2e.analysis.check_outputs``)."""
+    night's divergence is judged against the earlier nights' (``e2e.analysis.nightly.outputs.check_outputs``)."""
     if "outputs" not in {c["name"] for c in sa.inspect(conn).get_columns("nights")}:
         kind = sa.JSON().compile(dialect=conn.dialect)
         conn.execute(sa.text(f"ALTER TABLE nights ADD COLUMN outputs {kind}"))
@@ -311,21 +311,6 @@ def _expanded(url: URL) -> URL:
 
 
 # --- the store -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class NightInfo:
-    """One night as ``e2e history`` lists it."""
-
-    date: str
-    experiment: str
-    config_hash: str
-    status: str
-    cells: int
-    regressed: int
-    host: str | None
-    recorded_at: str | None
-    baseline_date: str | None
-
 
 def _num(value: Any) -> float | None:
     if value is None:
@@ -587,7 +572,7 @@ class Store:
         if experiment is not None:
             query = query.where(n.experiment == experiment)
         with self.engine.connect() as conn:
-            return [NightInfo(**dict(r._mapping)) for r in conn.execute(query)]
+            return [NightInfo.from_row(r._mapping) for r in conn.execute(query)]
 
     def outputs_history(self, *, experiment: str, config_hash: str, before: str
                         ) -> dict[tuple[str, int, str], list[tuple[str, int, int]]]:
@@ -613,7 +598,7 @@ class Store:
     def night_details(self) -> list[StoredNight]:
         """Every night's row (links, problems, exit code) for the dashboard."""
         with self.engine.connect() as conn:
-            return [StoredNight(**r._mapping) for r in conn.execute(
+            return [StoredNight.from_row(r._mapping) for r in conn.execute(
                 sa.select(nights).order_by(nights.c.date, nights.c.experiment))]
 
     def change_points(self) -> list[StoredChangePoint]:
@@ -680,7 +665,7 @@ class Store:
                                "gained": sum(1 for d in shared if docs[d] and not before[d]),
                                "shared": len(shared)}
                 previous[key] = docs
-            out.append(GSM8KAgreement(date=date, experiment=exp, config_hash=h, arm=arm,
+            out.append(GSM8KAgreement(night=NightRef(date, exp, h), arm=arm,
                                       run_dir=run_dir, documents=len(docs),
                                       right=sum(docs.values()), first=first, **changed))
         return out

@@ -3,7 +3,7 @@
 ``run.json`` carries ``schema_version``; bump it when a persisted field changes meaning.
   1: first version (request records, run metrics, validity, provenance).
   2: ``plugin`` (how the arm's settings reached the server), ``server.kind`` (fresh or
-     external), provenance's ``e2e.dirty``/``diff_sha256``/``source_sha256``. Version 1 files
+     external), provenance's ``dirty``/``diff_sha256``/``source_sha256`` (its ``e2e`` block). Version 1 files
      read as before (the new fields are optional).
   3: ``placement`` (CPU sets asked for and applied; the server's cores), ``host_noise`` (what
      else used the host during the measured load), ``bursts`` (burst-delivered streams),

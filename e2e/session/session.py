@@ -107,7 +107,7 @@ class SessionOptions:
     progress: bool = True
     say: Say = lambda message: None
     servers: Servers | None = None  # None: fresh servers, or the config's external one
-    workloads: Callable[..., Workload] | None = None  # None: e2e.load.workload.Workloads()
+    workloads: Callable[..., Workload] | None = None  # None: e2e.session._workloads.Workloads()
 
 
 def servers_for(experiment: Experiment) -> Servers:
