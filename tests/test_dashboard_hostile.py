@@ -19,7 +19,7 @@ import chromium
 from e2e.errors import ResultsError
 from e2e.render.dashboard import report_link
 from e2e.results._nightly_history import HISTORY_FILE
-from e2e.results._nightly_store import metadata as STORE_METADATA
+from e2e.results.nightly_store import metadata as STORE_METADATA
 from e2e.results import open_store
 from test_dashboard import config, ten_nights
 

@@ -456,7 +456,7 @@ def test_the_name_path_and_log_checks_catch_what_they_should(tmp_path):
                      "e2e microbench", "[load] prompts", "e2e sweeep"], found
     assert python_name_exists("e2e.commands.app") and not python_name_exists("e2e.stats")
     # a module's attribute is followed; a name bound only for type checking is not there
-    assert python_name_exists("e2e.results._nightly_store.Store.cells")
+    assert python_name_exists("e2e.results.nightly_store.Store.cells")
     assert not python_name_exists("e2e.results.store.writing.nope")
     assert not python_name_exists("e2e.nightly.night.GSM8KPlan")
     assert not python_name_exists("e2e.results.writing")  # not in the face: in results.store

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT
 from e2e.errors import ConfigError, ResultsError
-from e2e.results._nightly_store import masked_text, resolve_url
+from e2e.results.nightly_store import masked_text, resolve_url
 from e2e.results import open_store
 from e2e.redact import DEFAULT_SECRET_PATTERN, REDACTED, Redactor, scrub
 

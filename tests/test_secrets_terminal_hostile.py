@@ -71,7 +71,7 @@ def test_visible_shows_control_characters_instead_of_acting_on_them():
 def test_history_shows_a_stored_host_names_escape_sequence(tmp_path):
     import sqlalchemy as sa
 
-    from e2e.results._nightly_store import metadata as STORE_METADATA
+    from e2e.results.nightly_store import metadata as STORE_METADATA
     from e2e.results import open_store
 
     nights = STORE_METADATA.tables["nights"]

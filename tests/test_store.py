@@ -28,7 +28,7 @@ from conftest import ROOT
 from old_history import append_night
 from e2e.errors import ConfigError, ResultsError
 from e2e.results._nightly_history import HISTORY_COLUMNS, history_path
-from e2e.results._nightly_store import (SCHEMA_VERSION as STORE_SCHEMA_VERSION, masked_url,
+from e2e.results.nightly_store import (SCHEMA_VERSION as STORE_SCHEMA_VERSION, masked_url,
                                         resolve_url)
 from e2e.results import CellKey, HistoryCell, NightCell, night_rows, open_store
 from e2e.results.gsm8k import SampleVerdict

@@ -186,7 +186,7 @@ def test_two_nightlies_at_once_land_once_each(world):
 # transaction) and waits to be killed, so the kill lands mid-write every time.
 KILLED = textwrap.dedent("""
     import sys, time
-    from e2e import results as s
+    from e2e.results import nightly_store as s
     real = s.Store.write_night
     def write_night(self, rows, **kw):
         calls = []

@@ -18,7 +18,7 @@ __all__ = ["dashboard_command", "build_dashboard"]
 
 
 def build_dashboard(store, out_dir: Path, *, link_base: str | None = None) -> list[Path]:
-    """Write the site of ``store`` (an ``e2e.results._nightly_store.Store``) under ``out_dir``."""
+    """Write the site of ``store`` (an ``e2e.results.nightly_store.Store``) under ``out_dir``."""
     from e2e.render import SiteData, site_files, write_site
 
     data = SiteData(history=store.cells(), nights=store.night_details(),

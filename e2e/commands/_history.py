@@ -4,7 +4,7 @@
     e2e history --metric server_tpot_ms_mean --arm main --concurrency 1 --spec-mode base \\
         --format csv > tpot.csv                          one cell, one row per night
 
-Thin: the store is ``e2e.results._nightly_store.Store``; the rows are the store's history
+Thin: the store is ``e2e.results.nightly_store.Store``; the rows are the store's history
 frame. Exit 2 on bad input or a store that cannot be opened.
 """
 

@@ -74,7 +74,7 @@ class Assessment:
 def assess(night: Night, measured: Measured, store, *,
            say: Say = lambda message: None) -> Assessment:
     """Assess tonight (``measured``) against the history ``store`` (an
-    ``e2e.results._nightly_store.Store``) holds: the module docstring, once."""
+    ``e2e.results.nightly_store.Store``) holds: the module docstring, once."""
     history = store.cells(experiment=night.experiment.name, config_hash=night.config_hash,
                           before=night.date)
     design = design_lines(night, history)
@@ -106,7 +106,7 @@ def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
     there (None: the night's, ``Night.expected``; a look during the night gives ()).
 
     ``history``: the cells of this experiment and config's nights before tonight; None reads
-    them from ``store`` (an ``e2e.results._nightly_store.Store``). GSM8K verdict files that are gone (a wiped
+    them from ``store`` (an ``e2e.results.nightly_store.Store``). GSM8K verdict files that are gone (a wiped
     runner) are read from ``store``."""
     date, experiment, pinned, rules = (night.date, night.experiment.name, night.pinned,
                                        night.rules)

@@ -43,7 +43,7 @@ def write_night(night: Night, measured: Measured, assessed: Assessment,
                 store, *, link_base: str | None = None,
                 say: Say = lambda message: None) -> NightOutcome:
     """Write tonight (the module docstring) into its folder and ``store`` (an
-    ``e2e.results._nightly_store.Store``); ``link_base`` prefixes the summary's links to run folders."""
+    ``e2e.results.nightly_store.Store``); ``link_base`` prefixes the summary's links to run folders."""
     folder, results, judgement = night.folder, night.results, assessed.judgement
     report_dir = night_report(folder, night.baseline_arm, say)
     report_path = (report_dir / "report.md").relative_to(results).as_posix() if report_dir else None

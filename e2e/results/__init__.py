@@ -22,7 +22,7 @@ from e2e.results._nightly import (
     built_arm, IDENTICAL, AS_AA, MORE_THAN_AA, NO_AA, NOT_RECORDED, AA_DIVERGES
 )
 from e2e.results._nightly_history import history_frame, interference_of, night_rows
-from e2e.results._nightly_store import open_store
+from e2e.results.nightly_store import open_store
 
 __all__ = [
     "AA_DIVERGES", "AS_AA", "AS_HISTORY", "Baseline", "BisectOutcome", "BlockedChange", "CellKey",

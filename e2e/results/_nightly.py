@@ -322,7 +322,7 @@ class OutputsCheck:
 
 
 
-# --- what the results store reads back (``e2e.results._nightly_store.Store``) ------------------------------
+# --- what the results store reads back (``e2e.results.nightly_store.Store``) ------------------------------
 # Field names are the store's column names, so a template or a caller reads ``row.date`` as it
 # read ``row["date"]``; None where the store holds NULL. A record of one cell of one night is
 # composed, not copied: its night (``NightRef``) and its cell's key or the live record itself
