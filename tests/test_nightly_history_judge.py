@@ -42,13 +42,14 @@ def _night(values, date="2026-01-01", key=REL) -> NightCell:
                      tuple(f"nightly/{date}/x/{key.arm}-r{k}" for k in range(2, 2 + len(values))))
 
 
-def _steady(n: int, start: int = 1, level: float = 1.0) -> list[tuple[str, NightCell]]:
-    """n nights of 4 runs around ``level`` (±1 %, a night part of about 0.5 %)."""
+def _steady(n: int, start: int = 1, level: float = 1.0,
+            runs: tuple[float, ...] = (1.00, 1.01, 0.99, 1.005)) -> list[tuple[str, NightCell]]:
+    """n nights of 4 runs around ``level`` (by default ±1 %, a night part of about 0.5 %)."""
     out = []
     for i in range(n):
         date = f"2026-01-{start + i:02d}"
         shift = level * (1 + 0.005 * math.sin(i + 1))
-        out.append((date, _night([shift * x for x in (1.00, 1.01, 0.99, 1.005)], date)))
+        out.append((date, _night([shift * x for x in runs], date)))
     return out
 
 
@@ -74,6 +75,81 @@ def test_the_interval_is_the_textbook_prediction_interval_of_a_new_nights_mean()
         assert est.high == pytest.approx(math.exp(d + half))
         assert est.method == "history"
     assert history_fit(tonight, nights).df(4) == 3  # n − 1: not the pooled runs' 15
+
+
+def test_more_runs_tonight_than_the_history_nights_lower_the_df_with_the_share_subtracted():
+    # tonight's 16 runs against nights of 4: the variance is (1 + 1/n)·s²_m less an MSW term,
+    # so what is left rests on s²_m's n − 1 df alone: Satterthwaite's df, under n − 1
+    rng = np.random.default_rng(3)
+    nights = [np.exp(rng.normal(0, 0.01) + rng.normal(0, 0.045, 4)) for _ in range(10)]
+    fit = history_fit(np.exp(rng.normal(0, 0.045, 16)), nights)
+    c1, c2 = 1 + 1 / 10, 1 / 16 - fit.h
+    var = c1 * fit.s2_m + c2 * fit.msw
+    assert var > fit.msw * (1 / 16 + fit.h / 10)  # not at the floor
+    want = var ** 2 / ((c1 * fit.s2_m) ** 2 / 9 + (c2 * fit.msw) ** 2 / fit.df_w)
+    assert fit.df(16) == pytest.approx(max(want, 1.0)) and fit.df(16) < 9
+    assert fit.df(4) == 9                        # the history nights' runs: n − 1 exactly
+
+
+@pytest.mark.slow  # 3000 simulated nights, ~3 s
+def test_a_late_look_with_many_runs_calls_at_or_under_its_level():
+    # At a night's last look (32 runs against nights of 8, a night part of 1 %, runs 4.5 %)
+    # the old df, n − 1 whatever was subtracted, called 1.7 times a level of 0.01 (20,000
+    # nights); Satterthwaite's df hold it (3000 A/A nights, ± 3 Monte Carlo SE).
+    rng = np.random.default_rng(5)
+    sims, level = 3000, 0.01
+    calls = 0
+    for _ in range(sims):
+        nights = [np.exp(rng.normal(0, 0.01) + rng.normal(0, 0.045, 8)) for _ in range(20)]
+        fit = history_fit(np.exp(rng.normal(0, 0.01) + rng.normal(0, 0.045, 32)), nights)
+        calls += student_t.sf(fit.d / math.sqrt(fit.var(32)), fit.df(32)) < level
+    assert calls / sims <= level + 3 * math.sqrt(level * (1 - level) / sims)
+
+
+def test_a_night_whose_runs_spread_far_beyond_the_historys_is_busy():
+    history = _steady(10)   # runs about 0.8 % apart
+    assert "within-night sd" not in _judge(history, _night([1.00, 1.01, 0.99, 1.005])).reason
+    v = _judge(history, _night([1.00, 1.12, 0.90, 1.08, 0.95, 1.10, 0.93, 1.04]))
+    assert v.verdict == "undecided" and "within-night sd" in v.reason
+    assert "not called" in v.reason and "out of the history" in v.reason
+    # a spread only a little beyond the usual (sd 1.4 times) is no busy night, however
+    # many runs show it
+    calm = _night([1.0 + 0.012 * (-1) ** i for i in range(32)])
+    assert "within-night sd" not in _judge(history, calm).reason
+
+
+def test_a_busy_night_is_not_called_and_keeps_a_standing_regression():
+    history = _steady(10)
+    wild = _night([1.30, 1.05, 1.45, 1.10, 1.38, 1.02, 1.41, 1.20])   # +20 %, runs far apart
+    v = _judge(history, wild)
+    assert v.verdict == "undecided" and not v.more and v.pct > 10
+    assert "not called" in v.reason and "within-night sd" in v.reason
+    # interference may stop a new call, never lift a standing one
+    kept = _judge(history, _night([0.90, 1.05, 0.85, 1.10, 0.92, 1.08, 0.88, 1.02]),
+                  hist_kw={"regressed_since": "2026-01-15", "returning": True})
+    assert kept.verdict == "regressed" and "regressed since 2026-01-15" in kept.reason
+
+
+def test_one_busy_night_does_not_widen_the_history_for_good():
+    # a busy night judged like any other (not called: it is busy), then quiet nights: the
+    # history the later nights are judged against holds the quiet nights only, and its
+    # between-night spread is theirs
+    frame, _ = _nights([1.0, 1.0], start=11)
+    busy = _night([1.25, 0.80, 1.30, 0.75, 1.20, 0.85, 1.28, 0.78], "2026-01-13")
+    hist = ratio_history(frame, REL, date="2026-01-13", experiment="e", config_hash="h",
+                         limit=20, threshold=5.0)
+    j = judge_night("2026-01-13", [busy], None, RULES, histories={REL: hist})
+    assert j.verdicts[0].verdict == "undecided" and "not called" in j.verdicts[0].reason
+    frame = pd.concat([frame, night_rows(j, experiment="e", config_hash="h", recorded_at="t",
+                                         cells=[busy], builds={}, arm_overrides={},
+                                         e2e_git_sha=None, host="x")], ignore_index=True)
+    frame, _ = _nights([1.0, 1.0], start=14, frame=frame)
+    later = ratio_history(frame, REL, date="2026-01-16", experiment="e", config_hash="h",
+                          limit=20, threshold=5.0)
+    dates = [d for d, _ in later.nights]
+    assert "2026-01-13" not in dates and len(dates) == 14
+    quiet_only = history_fit([1.0, 1.01], [c.values for _, c in later.nights])
+    assert math.sqrt(quiet_only.s2_m) < 0.01   # the steady nights' spread, not the busy one's
 
 
 def test_too_little_to_judge_against_is_refused():
@@ -152,6 +228,8 @@ def test_without_a_call_a_night_says_no_change_beyond_the_intervals_worse_end():
     assert said(v) == f"no change beyond {v.interval[1]:+.1f} %" and v.interval[1] < 5
     assert "within the 5 % threshold" in v.reason
     # a wide night: its worse end past the threshold, and it looks again with more rounds
+    # (against nights whose runs spread about as much: far wider, it would be busy)
+    history = _steady(10, runs=(1.00, 1.06, 0.95, 1.03))
     wide = _night([1.00, 1.12, 0.92, 1.06])
     v = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS))
     assert v.verdict == "undecided" and v.more and v.interval[1] > 5
@@ -227,8 +305,9 @@ def test_a_regression_is_reported_until_two_nights_return_under_half_the_thresho
     assert _judge(history, up).verdict == "noise"
     # a night with looks left whose change is under half the threshold but whose interval is
     # not measures more to see whether the level has returned
-    wide = _night([0.99, 1.05, 0.97, 1.04])
-    looking = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS),
+    wide = _night([0.99, 1.05, 0.97, 1.04])   # against nights that spread as much (not busy)
+    looking = _judge(_steady(10, runs=(1.00, 1.06, 0.95, 1.03)), wide,
+                     rules=dataclasses.replace(RULES, looks=LOOKS),
                      hist_kw={"regressed_since": "2026-01-15"})
     assert looking.verdict == "undecided" and looking.more and looking.interval[1] > 2.5
     assert "to see whether it has returned" in looking.reason
@@ -308,7 +387,11 @@ def test_a_change_measured_beside_other_work_is_undecided_not_called():
     v = _judge(history, busy)
     assert v.verdict == "undecided" and v.pct < -15
     assert "0.64 of a core" in v.reason and "up to 0.85" in v.reason
-    assert _judge(history, quiet).verdict == "improved"  # one busy run of four: median quiet
+    # one busy run of four: the median run quiet, so no interference is named; its runs
+    # spread far beyond the history's, so it is busy by its own spread instead
+    calm = _judge(history, quiet)
+    assert calm.verdict == "undecided" and "of a core" not in calm.reason
+    assert "within-night sd" in calm.reason
 
 
 def test_the_summary_names_the_history_and_says_what_each_night_saw():
@@ -447,9 +530,10 @@ def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
         "2026-12-01", "2026-12-02", "2026-12-04", "2026-12-05"]   # 12-04's median run: quiet
     assert [d for d, _ in _ratio(h, "2026-12-06", limit=3, **keep).nights] == [
         "2026-12-01", "2026-12-02", "2026-12-04"]
-    assert len(_ratio(h, "2026-12-06").nights) == 5                # without the rule: all
+    # without the rule, its spread (sd 7.5 % against about 1.6 %) leaves it out all the same
+    assert "2026-12-03" not in dict(_ratio(h, "2026-12-06").nights)
     got = dict(_ratio(h, "2026-12-06", interference_max=0.9).nights)
-    assert got["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
+    assert got["2026-12-04"].interference == (0.3, 0.01, 0.02, None)
     assert got["2026-12-01"].interference == ()                     # none recorded
 
 

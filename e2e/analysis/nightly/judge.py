@@ -82,7 +82,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import f as f_dist, norm, t as student_t
 
 from e2e.analysis.estimators.median_ratio import RatioEstimate, compare_runs, verdict_for
 from e2e.analysis.estimators.sequential import boundaries, spending_at
@@ -101,7 +101,8 @@ from e2e.results.gsm8k import SampleVerdict
 __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with_changes",
            "judgement_with_outputs", "paired_change_interval", "Samples", "HistoryFit",
            "history_fit", "history_interval", "within", "night_look", "MIN_HISTORY_NIGHTS",
-           "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy"]
+           "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy",
+           "busy_spread", "BUSY_SPREAD"]
 
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 UNJUDGED: frozenset[str] = frozenset({"no baseline", "new cell"})
@@ -123,6 +124,15 @@ BLIND_NIGHTS = 3
 """Nights in a row a judged cell ends undecided at its last look before the night is *blind*
 (exit 4): the history it is judged against no longer resolves its threshold, and more nights
 of the same will not (docs/how-to/nightly.md, "What a release gate reads")."""
+
+BUSY_SPREAD = 3.0
+"""A night whose duets' variance (ln scale) is at least this many times the history nights'
+pooled within-night variance, with an F test's one-sided p under ``BUSY_LEVEL``, is *busy*
+(``busy_spread``): its sd at least √3 ≈ 1.7 times the usual, where three times every noise
+part makes it nine times the variance; a quiet night of 8 duets reaches three times the
+variance with p about 0.003, so the F test at 0.001 decides the few nights and the ratio the
+many duets."""
+BUSY_LEVEL = 0.001
 
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
@@ -234,18 +244,22 @@ class HistoryFit:
         return max(pred, self.msw * (1.0 / k + self.h / self.n))
 
     def df(self, k: int) -> float:
-        """n − 1, the df of s²_m: where tonight has the history nights' runs, d / √var is
-        Student's t on n − 1 df exactly (the textbook prediction interval); more runs tonight
-        subtract a well-estimated MSW term (Satterthwaite's df then stays near n − 1); where
-        the floor holds, the interval is wider than the exact one. The pooled within-night
-        variance's many df are not used: choosing them where the nights' means happen to
-        spread little read a night part of 1 % as none and called 0.19-0.46 % of unchanged
-        nights at a 0.125 % level (bench/nightly_series_simulation.py)."""
+        """Satterthwaite's df of the variance's two terms, at most n − 1, the df of s²_m:
+        where tonight has the history nights' runs, d / √var is Student's t on n − 1 df
+        exactly (the textbook prediction interval); more runs tonight subtract an MSW term
+        from (1 + 1/n)·s²_m, so the difference left rests on s²_m's n − 1 df alone and is
+        relatively noisier: its df fall with the share subtracted (at 32 runs against
+        nights of 8, n − 1 read as the df called 2.5 times the level of 0.002 on unchanged
+        nights; at least 1). Fewer runs tonight add a well-estimated term (df above n − 1).
+        The pooled within-night variance's many df are not used: choosing them where the
+        nights' means happen to spread little read a night part of 1 % as none and called
+        0.19-0.46 % of unchanged nights at a 0.125 % level
+        (bench/nightly_series_simulation.py)."""
         c1, c2 = 1.0 + 1.0 / self.n, 1.0 / k - self.h
-        if c2 <= 0:
-            return float(self.n - 1)
-        var = c1 * self.s2_m + c2 * self.msw
-        return var * var / ((c1 * self.s2_m) ** 2 / (self.n - 1) + (c2 * self.msw) ** 2 / self.df_w)
+        var = self.var(k)
+        noise = (c1 * self.s2_m) ** 2 / (self.n - 1) + (c2 * self.msw) ** 2 / self.df_w
+        sat = var * var / noise if noise > 0 else math.inf
+        return sat if c2 > 0 and noise > 0 else max(min(sat, float(self.n - 1)), 1.0)
 
     @property
     def night_sd(self) -> float:
@@ -321,6 +335,29 @@ def looks_changed(tonight: Sequence[float], nights: Sequence[Sequence[float]], t
     k = len(tonight)
     p = float(student_t.sf(sign * fit.d / math.sqrt(fit.var(k)), fit.df(k)))
     return sign * math.expm1(fit.d) * 100.0 >= threshold / 2.0 and p < SUSPECT_LEVEL
+
+
+def busy_spread(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> str:
+    """Why ``tonight``'s runs spread far beyond the history ``nights``' usual within-night
+    spread (``BUSY_SPREAD``, ``BUSY_LEVEL``), or "" when they do not or cannot be compared
+    (fewer than 2 runs tonight, no history night with 2). Such a night is not called and does
+    not join a ratio's history: a busy host that no recorded interference names reads as a
+    night whose duets scatter, and its mean is as noisy as its spread."""
+    t = np.log(np.asarray(tonight, dtype=float))
+    logs = [np.log(np.asarray(v, dtype=float)) for v in nights if len(v) >= 2]
+    df_h = sum(len(x) - 1 for x in logs)
+    if len(t) < 2 or df_h < 1:
+        return ""
+    usual = sum(((x - x.mean()) ** 2).sum() for x in logs) / df_h
+    ratio = float(t.var(ddof=1)) / usual if usual > 0 else math.inf
+    p = float(f_dist.sf(ratio, len(t) - 1, df_h))
+    if ratio < BUSY_SPREAD or p >= BUSY_LEVEL:
+        return ""
+    return (f"tonight's {len(t)} runs spread {math.sqrt(ratio):.1f} times the history's usual "
+            f"within-night sd ({math.sqrt(t.var(ddof=1)) * 100:.1f} % against "
+            f"{math.sqrt(usual) * 100:.1f} %; variance ratio {ratio:.1f}, F test p = {p:.2g}): "
+            "a night this noisy is not called and stays out of the history (rerun it on a "
+            "quieter host with the same --date)")
 
 
 @dataclass(frozen=True)
@@ -412,7 +449,17 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
              "spent over its looks)")
     more = not look.last
     suspect = p_worse < SUSPECT_LEVEL / max(rules.cells, 1) and big
-    if p_worse < look.call_level and big:
+    # a busy night calls nothing and lifts no standing regression; where its runs' recorded
+    # interference already says so (``_disturbed``), that names the processes
+    recorded = (now.busy_share or 0.0) >= rules.interference_max
+    busy = "" if recorded else busy_spread(now.values, [c.values for _, c in nights])
+    if busy:
+        name = "regressed" if hist.regressed_since else "undecided"
+        reason = (f"{against}: {seen} at {at}; {busy}"
+                  + (f"; regressed since {hist.regressed_since}" if hist.regressed_since
+                     else ""))
+        more = False
+    elif p_worse < look.call_level and big:
         name: VerdictName = "regressed"
         reason = f"{against}: {seen} at {at}; {level}"
         if hist.regressed_since:
