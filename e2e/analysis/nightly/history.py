@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis.nightly.judge import UNJUDGED, looks_changed, measured_busy, within
+from e2e.analysis.nightly.judge import (UNJUDGED, busy_spread, looks_changed, measured_busy,
+                                        within)
 from e2e.analysis.nightly.metrics import nightly_metric
 from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
@@ -97,8 +98,12 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
     against the history as it has grown since (``within``). A call (regressed or
     improved) never joins, nor a night measured beside other work (its median run's recorded
     interference at least ``interference_max`` cores; nights stored without interference are
-    kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
-    never join, so a step or a slow drift is judged against the level before it and never
+    kept), nor a night whose runs spread far beyond the history's usual within-night spread
+    (``busy_spread``, against the nights joined before it): one busy night cannot widen the
+    history's spread for good; it does not part the nights either side of it either (the
+    night before a busy one stays "the night before" for the two-night rule and for a
+    confirmed improvement). Once it holds ``limit`` nights it is full: later nights are
+    judged against it and never join, so a step or a slow drift is judged against the level before it and never
     absorbed.
 
     The history starts at the latest of: ``since`` (``changepoints.since``), the baseline
@@ -148,9 +153,9 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
     for row in sorted(mine, key=lambda r: r.date):
         day, verdict, low, high = str(row.date), str(row.verdict), row.pct_low, row.pct_high
         cell = night_cell(row)
-        if interference_max is not None and (cell.busy_share or 0.0) >= interference_max:
-            last_improved = suspect = None
-            continue
+        if (interference_max is not None and (cell.busy_share or 0.0) >= interference_max) \
+                or (len(window) >= 2 and busy_spread(cell.values, [c.values for _, c in window])):
+            continue   # a busy night says nothing: the nights either side of it stay a pair
         suspect = day if verdict == "undecided" and changed(cell) else None
         if verdict == "improved" and last_improved is not None:
             window, held, regressed = [last_improved, (day, cell)], [], None  # a new level
