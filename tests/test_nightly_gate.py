@@ -113,8 +113,13 @@ def test_a_busy_night_does_not_stop_to_measure_whether_a_regression_returned():
     from e2e.results import Looks
 
     rules = dataclasses.replace(RULES, looks=Looks(first=4, step=4, last=12))
-    wide = NightCell(REL, (0.90, 1.12, 0.92, 1.10), (2, 3, 4, 5), interference=(0.8,) * 4)
-    hist = RatioHistory(_steady(10), full=True, regressed_since="2026-01-20")
+    # tonight spreads a little more than the history's nights (sd 5 % against 3 %: not busy
+    # by its own spread), its interval reaching past half the threshold
+    wide = NightCell(REL, (0.96, 1.06, 0.97, 1.05), (2, 3, 4, 5), interference=(0.8,) * 4)
+    nights = tuple((f"2026-01-{i + 1:02d}",
+                    NightCell(REL, tuple(1 + 0.04 * math.sin(1.7 * j + i) for j in range(8))))
+                   for i in range(10))
+    hist = RatioHistory(nights, full=True, regressed_since="2026-01-20")
     quiet = dataclasses.replace(wide, interference=())
     (looking,) = judge_night("2026-02-01", [quiet], None, rules, histories={REL: hist}).verdicts
     assert looking.verdict == "undecided" and looking.more   # quiet: it measures more

@@ -558,3 +558,25 @@ def test_two_nights_in_a_row_that_look_changed_are_a_regression(p, called):
     assert (pair.verdict == "regressed") is called
     if called:
         assert "the night before (2026-01-11) looked changed too" in pair.reason
+
+
+def test_the_history_is_read_at_each_nights_first_look():
+    # nights that measured past their first look did so because their first rounds strayed;
+    # their later rounds pull their means back: read whole, the history spreads too little
+    from e2e.analysis.nightly.judge import first_look
+
+    assert first_look([(1, 2, 3), (4,)], 2) == [(1, 2), (4,)]
+    assert first_look([(1, 2, 3)], None) == [(1, 2, 3)]
+    nights = []
+    for i in range(10):
+        stray = 1.0 + 0.03 * (-1) ** i            # the first 8 rounds off by 3 %
+        runs = [stray * (1 + 0.01 * math.sin(j + i)) for j in range(8)]
+        runs += [(2.0 - stray) * (1 + 0.01 * math.sin(j)) for j in range(8)]  # pulled back
+        nights.append((f"2026-01-{i + 1:02d}", NightCell(REL, tuple(runs))))
+    hist = RatioHistory(tuple(nights), full=True)
+    tonight = _night([1.0 + 0.01 * math.sin(j) for j in range(8)], "2026-02-01")
+    rules = dataclasses.replace(RULES, looks=Looks(first=8, step=8, last=16))
+    (v,) = judge_night("2026-02-01", [tonight], None, rules, histories={REL: hist}).verdicts
+    (whole,) = judge_night("2026-02-01", [tonight], None, dataclasses.replace(rules, looks=None),
+                           histories={REL: hist}).verdicts
+    assert v.interval[1] - v.interval[0] > 2 * (whole.interval[1] - whole.interval[0])

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from e2e.analysis.nightly import (
-    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, judge_night,
+    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, first_look, judge_night,
     judgement_with_changes, judgement_with_outputs, night_changes, nightly_metric, noise_of,
     ratio_history, select_baseline, undecided_nights
 )
@@ -129,7 +129,7 @@ def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
                              threshold=rules.threshold_or_headline(c.key), since=cp.since,
                              pinned=pinned,
                              interference_max=rules.interference_max,
-                             confidence=rules.confidence)
+                             confidence=rules.confidence, first=night.looks.first)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
     undecided = {c.key: _streak(history, c.key, histories.get(c.key), rules, pinned=pinned)
                  for c in cells if c.key.kind == "load"}
@@ -230,9 +230,10 @@ def design_lines(night: Night, history) -> list[str]:
             continue
         hist = ratio_history(history, key, limit=settings.history_nights,
                              threshold=threshold, since=settings.changepoints.since,
-                             pinned=night.pinned, interference_max=rules.interference_max)
+                             pinned=night.pinned, interference_max=rules.interference_max,
+                             first=night.looks.first)
         host = HOST_ONE_AT_A_TIME if night.alone else HOST_DUETS
-        noise = noise_of([c.values for _, c in hist.nights],
+        noise = noise_of(first_look((c.values for _, c in hist.nights), night.looks.first),
                          f"the ratio's history ({len(hist.nights)} nights)") or host
         lines += resolved_lines(
             cell=f"{key.label()} {key.metric}", threshold=threshold, looks=night.looks,

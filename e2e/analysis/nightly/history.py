@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis.nightly.judge import (UNJUDGED, busy_spread, looks_changed, measured_busy,
-                                        within)
+from e2e.analysis.nightly.judge import (UNJUDGED, busy_spread, first_look, looks_changed,
+                                        measured_busy, within)
 from e2e.analysis.nightly.metrics import nightly_metric
 from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
@@ -86,7 +86,7 @@ def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: st
 def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
                   threshold: float | None = None, since: str | None = None,
                   pinned: str | None = None, interference_max: float | None = None,
-                  confidence: float = 0.95) -> RatioHistory:
+                  confidence: float = 0.95, first: int | None = None) -> RatioHistory:
     """A relative cell's history to judge tonight against: the first ``limit`` nights of
     ``history`` (the cells of the nights of tonight's experiment and config before tonight)
     since the history started that joined it.
@@ -141,20 +141,22 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
         window.append(night)
         for waiting in list(held):  # the grown history may now show a held night's level
             if len(window) < limit and threshold is not None and within(
-                    waiting[1].values, [c.values for _, c in window], threshold,
+                    waiting[1].values, first_look((c.values for _, c in window), first), threshold,
                     higher_is_better=better, confidence=confidence):
                 held.remove(waiting)
                 window.append(waiting)
 
     def changed(cell: NightCell) -> bool:
         return threshold is not None and len(window) >= 2 and looks_changed(
-            cell.values, [c.values for _, c in window], threshold, higher_is_better=better)
+            cell.values, first_look((c.values for _, c in window), first), threshold,
+            higher_is_better=better)
 
     for row in sorted(mine, key=lambda r: r.date):
         day, verdict, low, high = str(row.date), str(row.verdict), row.pct_low, row.pct_high
         cell = night_cell(row)
         if (interference_max is not None and (cell.busy_share or 0.0) >= interference_max) \
-                or (len(window) >= 2 and busy_spread(cell.values, [c.values for _, c in window])):
+                or (len(window) >= 2 and busy_spread(
+                    cell.values, first_look((c.values for _, c in window), first))):
             continue   # a busy night says nothing: the nights either side of it stay a pair
         suspect = day if verdict == "undecided" and changed(cell) else None
         if verdict == "improved" and last_improved is not None:

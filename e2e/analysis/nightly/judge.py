@@ -102,7 +102,7 @@ __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with
            "judgement_with_outputs", "paired_change_interval", "Samples", "HistoryFit",
            "history_fit", "history_interval", "within", "night_look", "MIN_HISTORY_NIGHTS",
            "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy",
-           "busy_spread", "BUSY_SPREAD"]
+           "busy_spread", "BUSY_SPREAD", "first_look"]
 
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 UNJUDGED: frozenset[str] = frozenset({"no baseline", "new cell"})
@@ -272,6 +272,18 @@ class HistoryFit:
         return math.sqrt(self.msw)
 
 
+def first_look(nights: Iterable[Sequence[float]], first: int | None) -> list[Sequence[float]]:
+    """Each history night's runs up to its first look (``first`` rounds; all of them where
+    ``first`` is None). A night measures past its first look only when that look left it
+    unresolved: a night whose first rounds strayed far from the history. Its later rounds
+    pull its mean back towards the history's, so the nights' means, read whole, spread less
+    than a night's first look does, and a night judged against them was called 3 to 5 times
+    as often as its level (bench/nightly_series_simulation.py, correlated duets). Every
+    night's first look is taken whatever it saw: the history's spread read from them is the
+    spread a night's first look has."""
+    return [v[:first] if first else v for v in nights]
+
+
 def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> HistoryFit:
     """``HistoryFit`` of tonight's values against the history nights'. Needs n ≥ 2 nights and
     within-night spread (some night with 2 runs); ValueError otherwise."""
@@ -420,7 +432,8 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
         return CellVerdict(key, "too few runs", reason="a value is zero or negative: no ratio",
                            **base)
     try:
-        fit = history_fit(now.values, [c.values for _, c in nights])
+        first = rules.looks.first if rules.looks is not None else None
+        fit = history_fit(now.values, first_look((c.values for _, c in nights), first))
     except ValueError as exc:
         return CellVerdict(key, "too few runs", reason=str(exc), **base)
     k_t = len(now.values)
@@ -452,7 +465,8 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     # a busy night calls nothing and lifts no standing regression; where its runs' recorded
     # interference already says so (``_disturbed``), that names the processes
     recorded = (now.busy_share or 0.0) >= rules.interference_max
-    busy = "" if recorded else busy_spread(now.values, [c.values for _, c in nights])
+    busy = "" if recorded else busy_spread(now.values,
+                                           first_look((c.values for _, c in nights), first))
     if busy:
         name = "regressed" if hist.regressed_since else "undecided"
         reason = (f"{against}: {seen} at {at}; {busy}"
