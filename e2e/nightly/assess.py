@@ -169,7 +169,10 @@ def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | N
     if hist is not None and not hist.full:
         return 0
     after = max(d for d, _ in hist.nights) if hist is not None else pinned
-    return undecided_nights(history, key, interference_max=rules.interference_max, after=after)
+    usual = (first_look((c.values for _, c in hist.nights), rules.looks.first if rules.looks
+                        else None) if hist is not None else ())
+    return undecided_nights(history, key, interference_max=rules.interference_max, after=after,
+                            usual=usual)
 
 
 def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | None:

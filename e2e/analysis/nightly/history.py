@@ -189,13 +189,15 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
 
 
 def undecided_nights(history: Sequence[HistoryCell], key: CellKey, *,
-                     interference_max: float, after: str | None = None) -> int:
+                     interference_max: float, after: str | None = None,
+                     usual: Sequence[Sequence[float]] = ()) -> int:
     """The nights in a row, the latest of ``history`` (the cells of this experiment and
     config's nights before tonight) last, whose verdict for ``key`` was undecided (ended
     undecided at the night's last look), counted back to the night ``after`` (exclusive: the
     last night of a full ratio history, or a pinned baseline night). A night measured beside
-    other work (``measured_busy``) is skipped, as the ratio's history skips it; any other
-    verdict ends the count."""
+    other work (``measured_busy``) is skipped, as the ratio's history skips it, and so is one
+    busy by its own spread against ``usual`` (the history nights' runs, ``busy_spread``); any
+    other verdict ends the count."""
     mine = sorted((r for r in history
                    if (r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)
                    == (key.kind, key.arm, key.concurrency, key.spec_mode, key.metric)
@@ -203,7 +205,9 @@ def undecided_nights(history: Sequence[HistoryCell], key: CellKey, *,
                   key=lambda r: str(r.date), reverse=True)
     count = 0
     for row in mine:
-        if measured_busy(night_cell(row), interference_max):
+        cell = night_cell(row)
+        if measured_busy(cell, interference_max) or (len(usual) >= 2
+                                                     and busy_spread(cell.values, usual)):
             continue
         if row.verdict != "undecided":
             break
