@@ -246,6 +246,45 @@ def lapses(r: list[str], start: int) -> bool:
     return first is not None and any(x != "regressed" for x in r[first + 1:])
 
 
+def red_stretches(runs: list[list[str]], full: int) -> str:
+    """False red stretches (maximal runs of nights called regressed) in unchanged series,
+    counted over the nights judged against a full history (nights ``full + 1`` on), per year
+    of such nights (365), with a stretch's mean length: what a nightly left on shows a team."""
+    lengths: list[int] = []
+    nights = 0
+    for r in runs:
+        tail = r[full:]
+        nights += len(tail)
+        k = 0
+        for x in [*tail, "pass"]:
+            if x == "regressed":
+                k += 1
+            elif k:
+                lengths.append(k)
+                k = 0
+    if not nights:
+        return "false red stretches: no night after the history is full"
+    per_year = len(lengths) / nights * 365.0
+    se = math.sqrt(len(lengths)) / nights * 365.0   # Poisson
+    return (f"false red stretches after the history is full: {len(lengths)} in {nights} nights, "
+            f"{per_year:.2f} ± {se:.2f} a year (365 nights), "
+            f"{np.mean(lengths) if lengths else 0:.1f} nights each on average")
+
+
+def nights_to_call(first: list[int], span: int) -> str:
+    """The nights from a change to its first call (1: called on its first night): median,
+    90th and 95th percentile over series, a series never called counted as never (the
+    percentile then reads "never")."""
+    got = sorted(f + 1 if f != 99 else math.inf for f in first)
+
+    def pct(q: float) -> str:
+        x = got[min(len(got) - 1, math.ceil(q * len(got)) - 1)]
+        return "never" if math.isinf(x) else f"{x:.0f}"
+    return (f"nights to the first call (1 = its first night; {len(got)} series, never called "
+            f"counted as never in {span}): median {pct(0.5)}, 90th percentile {pct(0.9)}, "
+            f"95th {pct(0.95)}")
+
+
 def exits(a, codes: list[list[int]], s0: int | None) -> None:
     """The nights' exit statuses (what a release gate reads): the share of nights with each
     code while the history is built (its first ``history_nights``) and after, the first night
@@ -349,6 +388,7 @@ def main() -> None:
                   f"regressed {share(nightly)} (in a series with a call: {np.mean(called) if called else 0:.1f} "
                   f"nights on average); improved "
                   f"{share([np.mean([x == 'improved' for x in r]) for r in runs])} ({tail})")
+            print("  " + red_stretches(runs, a.history_nights))
         elif scenario == "step":
             after = [np.mean([x == "regressed" for x in r[s0:]]) for r in runs]
             first = [next((i for i, x in enumerate(r[s0:]) if x == "regressed"), 99) for r in runs]
@@ -359,6 +399,7 @@ def main() -> None:
                   f"within 3 {share([f <= 2 for f in first])}; never {share([f == 99 for f in first])}; "
                   f"series whose report lapses after its first call {share([lapses(r, s0) for r in runs])}; "
                   f"false regressions before it {share(before)} ({tail})")
+            print("  " + nights_to_call(first, a.nights - s0))
             by = [np.mean([r[s0 + j] == "regressed" for r in runs]) for j in range(a.nights - s0)]
             print("  per night after the step: " + " ".join(f"{x * 100:.0f}" for x in by))
         else:

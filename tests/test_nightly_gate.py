@@ -113,8 +113,13 @@ def test_a_busy_night_does_not_stop_to_measure_whether_a_regression_returned():
     from e2e.results import Looks
 
     rules = dataclasses.replace(RULES, looks=Looks(first=4, step=4, last=12))
-    wide = NightCell(REL, (0.90, 1.12, 0.92, 1.10), (2, 3, 4, 5), interference=(0.8,) * 4)
-    hist = RatioHistory(_steady(10), full=True, regressed_since="2026-01-20")
+    # tonight spreads a little more than the history's nights (sd 5 % against 3 %: not busy
+    # by its own spread), its interval reaching past half the threshold
+    wide = NightCell(REL, (0.96, 1.06, 0.97, 1.05), (2, 3, 4, 5), interference=(0.8,) * 4)
+    nights = tuple((f"2026-01-{i + 1:02d}",
+                    NightCell(REL, tuple(1 + 0.04 * math.sin(1.7 * j + i) for j in range(8))))
+                   for i in range(10))
+    hist = RatioHistory(nights, full=True, regressed_since="2026-01-20")
     quiet = dataclasses.replace(wide, interference=())
     (looking,) = judge_night("2026-02-01", [quiet], None, rules, histories={REL: hist}).verdicts
     assert looking.verdict == "undecided" and looking.more   # quiet: it measures more
@@ -280,3 +285,21 @@ def test_a_busy_night_never_lifts_a_standing_regression(nightly, tmp_path):
     back = night("2026-01-07", 1.0)             # the second quiet night back returns it
     assert back.exit_code == 0, back.output
     assert _title(back).endswith("PASS (exit 0)")
+
+
+def test_a_night_busy_by_its_own_spread_is_skipped_when_undecided_nights_are_counted():
+    # the same nights as the stored-verdict count above, the third busy by its spread alone
+    # (no interference recorded): it neither counts nor ends the count
+    usual = [c.values for _, c in _steady(10)]
+    rows = []
+    for d, v in [("2026-01-01", "noise"), ("2026-01-02", "undecided"), ("2026-01-03", "undecided"),
+                 ("2026-01-04", "undecided")]:
+        cell = _night(1.0, d) if d != "2026-01-03" else NightCell(
+            REL, (0.85, 1.15, 0.88, 1.12, 0.86, 1.14, 0.9, 1.1), tuple(range(2, 10)))
+        j = Judgement(d, None, (CellVerdict(REL, v, cell, None, 5.0),),  # type: ignore[arg-type]
+                      status="undecided")
+        rows.append(night_rows(j, experiment="e", config_hash="h", recorded_at="t", cells=[cell],
+                               builds={}, arm_overrides={}, e2e_git_sha=None, host="x"))
+    history = history_cells(pd.concat(rows))
+    assert undecided_nights(history, REL, interference_max=0.25) == 3
+    assert undecided_nights(history, REL, interference_max=0.25, usual=usual) == 2

@@ -42,13 +42,14 @@ def _night(values, date="2026-01-01", key=REL) -> NightCell:
                      tuple(f"nightly/{date}/x/{key.arm}-r{k}" for k in range(2, 2 + len(values))))
 
 
-def _steady(n: int, start: int = 1, level: float = 1.0) -> list[tuple[str, NightCell]]:
-    """n nights of 4 runs around ``level`` (±1 %, a night part of about 0.5 %)."""
+def _steady(n: int, start: int = 1, level: float = 1.0,
+            runs: tuple[float, ...] = (1.00, 1.01, 0.99, 1.005)) -> list[tuple[str, NightCell]]:
+    """n nights of 4 runs around ``level`` (by default ±1 %, a night part of about 0.5 %)."""
     out = []
     for i in range(n):
         date = f"2026-01-{start + i:02d}"
         shift = level * (1 + 0.005 * math.sin(i + 1))
-        out.append((date, _night([shift * x for x in (1.00, 1.01, 0.99, 1.005)], date)))
+        out.append((date, _night([shift * x for x in runs], date)))
     return out
 
 
@@ -74,6 +75,52 @@ def test_the_interval_is_the_textbook_prediction_interval_of_a_new_nights_mean()
         assert est.high == pytest.approx(math.exp(d + half))
         assert est.method == "history"
     assert history_fit(tonight, nights).df(4) == 3  # n − 1: not the pooled runs' 15
+
+
+def test_a_night_whose_runs_spread_far_beyond_the_historys_is_busy():
+    history = _steady(10)   # runs about 0.8 % apart
+    assert "within-night sd" not in _judge(history, _night([1.00, 1.01, 0.99, 1.005])).reason
+    v = _judge(history, _night([1.00, 1.12, 0.90, 1.08, 0.95, 1.10, 0.93, 1.04]))
+    assert v.verdict == "undecided" and "within-night sd" in v.reason
+    assert "not called" in v.reason and "out of the history" in v.reason
+    # a spread only a little beyond the usual (sd 1.4 times) is no busy night, however
+    # many runs show it
+    calm = _night([1.0 + 0.012 * (-1) ** i for i in range(32)])
+    assert "within-night sd" not in _judge(history, calm).reason
+
+
+def test_a_busy_night_is_not_called_and_keeps_a_standing_regression():
+    history = _steady(10)
+    wild = _night([1.30, 1.05, 1.45, 1.10, 1.38, 1.02, 1.41, 1.20])   # +20 %, runs far apart
+    v = _judge(history, wild)
+    assert v.verdict == "undecided" and not v.more and v.pct > 10
+    assert "not called" in v.reason and "within-night sd" in v.reason
+    # interference may stop a new call, never lift a standing one
+    kept = _judge(history, _night([0.90, 1.05, 0.85, 1.10, 0.92, 1.08, 0.88, 1.02]),
+                  hist_kw={"regressed_since": "2026-01-15", "returning": True})
+    assert kept.verdict == "regressed" and "regressed since 2026-01-15" in kept.reason
+
+
+def test_one_busy_night_does_not_widen_the_history_for_good():
+    # a busy night judged like any other (not called: it is busy), then quiet nights: the
+    # history the later nights are judged against holds the quiet nights only, and its
+    # between-night spread is theirs
+    frame, _ = _nights([1.0, 1.0], start=11)
+    busy = _night([1.25, 0.80, 1.30, 0.75, 1.20, 0.85, 1.28, 0.78], "2026-01-13")
+    hist = ratio_history(frame, REL, date="2026-01-13", experiment="e", config_hash="h",
+                         limit=20, threshold=5.0)
+    j = judge_night("2026-01-13", [busy], None, RULES, histories={REL: hist})
+    assert j.verdicts[0].verdict == "undecided" and "not called" in j.verdicts[0].reason
+    frame = pd.concat([frame, night_rows(j, experiment="e", config_hash="h", recorded_at="t",
+                                         cells=[busy], builds={}, arm_overrides={},
+                                         e2e_git_sha=None, host="x")], ignore_index=True)
+    frame, _ = _nights([1.0, 1.0], start=14, frame=frame)
+    later = ratio_history(frame, REL, date="2026-01-16", experiment="e", config_hash="h",
+                          limit=20, threshold=5.0)
+    dates = [d for d, _ in later.nights]
+    assert "2026-01-13" not in dates and len(dates) == 14
+    quiet_only = history_fit([1.0, 1.01], [c.values for _, c in later.nights])
+    assert math.sqrt(quiet_only.s2_m) < 0.01   # the steady nights' spread, not the busy one's
 
 
 def test_too_little_to_judge_against_is_refused():
@@ -152,6 +199,8 @@ def test_without_a_call_a_night_says_no_change_beyond_the_intervals_worse_end():
     assert said(v) == f"no change beyond {v.interval[1]:+.1f} %" and v.interval[1] < 5
     assert "within the 5 % threshold" in v.reason
     # a wide night: its worse end past the threshold, and it looks again with more rounds
+    # (against nights whose runs spread about as much: far wider, it would be busy)
+    history = _steady(10, runs=(1.00, 1.06, 0.95, 1.03))
     wide = _night([1.00, 1.12, 0.92, 1.06])
     v = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS))
     assert v.verdict == "undecided" and v.more and v.interval[1] > 5
@@ -227,8 +276,9 @@ def test_a_regression_is_reported_until_two_nights_return_under_half_the_thresho
     assert _judge(history, up).verdict == "noise"
     # a night with looks left whose change is under half the threshold but whose interval is
     # not measures more to see whether the level has returned
-    wide = _night([0.99, 1.05, 0.97, 1.04])
-    looking = _judge(history, wide, rules=dataclasses.replace(RULES, looks=LOOKS),
+    wide = _night([0.99, 1.05, 0.97, 1.04])   # against nights that spread as much (not busy)
+    looking = _judge(_steady(10, runs=(1.00, 1.06, 0.95, 1.03)), wide,
+                     rules=dataclasses.replace(RULES, looks=LOOKS),
                      hist_kw={"regressed_since": "2026-01-15"})
     assert looking.verdict == "undecided" and looking.more and looking.interval[1] > 2.5
     assert "to see whether it has returned" in looking.reason
@@ -308,7 +358,11 @@ def test_a_change_measured_beside_other_work_is_undecided_not_called():
     v = _judge(history, busy)
     assert v.verdict == "undecided" and v.pct < -15
     assert "0.64 of a core" in v.reason and "up to 0.85" in v.reason
-    assert _judge(history, quiet).verdict == "improved"  # one busy run of four: median quiet
+    # one busy run of four: the median run quiet, so no interference is named; its runs
+    # spread far beyond the history's, so it is busy by its own spread instead
+    calm = _judge(history, quiet)
+    assert calm.verdict == "undecided" and "of a core" not in calm.reason
+    assert "within-night sd" in calm.reason
 
 
 def test_the_summary_names_the_history_and_says_what_each_night_saw():
@@ -447,9 +501,10 @@ def test_a_night_measured_beside_other_work_is_left_out_of_the_history():
         "2026-12-01", "2026-12-02", "2026-12-04", "2026-12-05"]   # 12-04's median run: quiet
     assert [d for d, _ in _ratio(h, "2026-12-06", limit=3, **keep).nights] == [
         "2026-12-01", "2026-12-02", "2026-12-04"]
-    assert len(_ratio(h, "2026-12-06").nights) == 5                # without the rule: all
+    # without the rule, its spread (sd 7.5 % against about 1.6 %) leaves it out all the same
+    assert "2026-12-03" not in dict(_ratio(h, "2026-12-06").nights)
     got = dict(_ratio(h, "2026-12-06", interference_max=0.9).nights)
-    assert got["2026-12-03"].interference == (0.56, 0.85, 0.72, 0.35)
+    assert got["2026-12-04"].interference == (0.3, 0.01, 0.02, None)
     assert got["2026-12-01"].interference == ()                     # none recorded
 
 
@@ -474,3 +529,25 @@ def test_two_nights_in_a_row_that_look_changed_are_a_regression(p, called):
     assert (pair.verdict == "regressed") is called
     if called:
         assert "the night before (2026-01-11) looked changed too" in pair.reason
+
+
+def test_the_history_is_read_at_each_nights_first_look():
+    # nights that measured past their first look did so because their first rounds strayed;
+    # their later rounds pull their means back: read whole, the history spreads too little
+    from e2e.analysis.nightly.judge import first_look
+
+    assert first_look([(1, 2, 3), (4,)], 2) == [(1, 2), (4,)]
+    assert first_look([(1, 2, 3)], None) == [(1, 2, 3)]
+    nights = []
+    for i in range(10):
+        stray = 1.0 + 0.03 * (-1) ** i            # the first 8 rounds off by 3 %
+        runs = [stray * (1 + 0.01 * math.sin(j + i)) for j in range(8)]
+        runs += [(2.0 - stray) * (1 + 0.01 * math.sin(j)) for j in range(8)]  # pulled back
+        nights.append((f"2026-01-{i + 1:02d}", NightCell(REL, tuple(runs))))
+    hist = RatioHistory(tuple(nights), full=True)
+    tonight = _night([1.0 + 0.01 * math.sin(j) for j in range(8)], "2026-02-01")
+    rules = dataclasses.replace(RULES, looks=Looks(first=8, step=8, last=16))
+    (v,) = judge_night("2026-02-01", [tonight], None, rules, histories={REL: hist}).verdicts
+    (whole,) = judge_night("2026-02-01", [tonight], None, dataclasses.replace(rules, looks=None),
+                           histories={REL: hist}).verdicts
+    assert v.interval[1] - v.interval[0] > 2 * (whole.interval[1] - whole.interval[0])

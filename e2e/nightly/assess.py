@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from e2e.analysis.nightly import (
-    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, judge_night,
+    BLIND_NIGHTS, HOST_DUETS, HOST_ONE_AT_A_TIME, Rules, check_outputs, first_look, judge_night,
     judgement_with_changes, judgement_with_outputs, night_changes, nightly_metric, noise_of,
     ratio_history, select_baseline, undecided_nights
 )
@@ -129,7 +129,7 @@ def assess_night(night: Night, cells: Sequence[NightCell], *, store=None,
                              threshold=rules.threshold_or_headline(c.key), since=cp.since,
                              pinned=pinned,
                              interference_max=rules.interference_max,
-                             confidence=rules.confidence)
+                             confidence=rules.confidence, first=night.looks.first)
         for c in cells if c.key.kind == "load" and rules.reference and is_relative(c.key.arm)}
     undecided = {c.key: _streak(history, c.key, histories.get(c.key), rules, pinned=pinned)
                  for c in cells if c.key.kind == "load"}
@@ -169,7 +169,10 @@ def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | N
     if hist is not None and not hist.full:
         return 0
     after = max(d for d, _ in hist.nights) if hist is not None else pinned
-    return undecided_nights(history, key, interference_max=rules.interference_max, after=after)
+    usual = (first_look((c.values for _, c in hist.nights), rules.looks.first if rules.looks
+                        else None) if hist is not None else ())
+    return undecided_nights(history, key, interference_max=rules.interference_max, after=after,
+                            usual=usual)
 
 
 def _commit_on(history: Sequence[HistoryCell], *, date: str, arm: str) -> str | None:
@@ -230,9 +233,10 @@ def design_lines(night: Night, history) -> list[str]:
             continue
         hist = ratio_history(history, key, limit=settings.history_nights,
                              threshold=threshold, since=settings.changepoints.since,
-                             pinned=night.pinned, interference_max=rules.interference_max)
+                             pinned=night.pinned, interference_max=rules.interference_max,
+                             first=night.looks.first)
         host = HOST_ONE_AT_A_TIME if night.alone else HOST_DUETS
-        noise = noise_of([c.values for _, c in hist.nights],
+        noise = noise_of(first_look((c.values for _, c in hist.nights), night.looks.first),
                          f"the ratio's history ({len(hist.nights)} nights)") or host
         lines += resolved_lines(
             cell=f"{key.label()} {key.metric}", threshold=threshold, looks=night.looks,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from e2e.analysis.nightly.judge import UNJUDGED, looks_changed, measured_busy, within
+from e2e.analysis.nightly.judge import (UNJUDGED, busy_spread, first_look, looks_changed,
+                                        measured_busy, within)
 from e2e.analysis.nightly.metrics import nightly_metric
 from e2e.errors import ConfigError
 from e2e.results import (Baseline, CellKey, HistoryCell, NightCell, NightInfo, RatioHistory,
@@ -85,7 +86,7 @@ def select_baseline(history: Sequence[HistoryCell], *, date: str, experiment: st
 def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
                   threshold: float | None = None, since: str | None = None,
                   pinned: str | None = None, interference_max: float | None = None,
-                  confidence: float = 0.95) -> RatioHistory:
+                  confidence: float = 0.95, first: int | None = None) -> RatioHistory:
     """A relative cell's history to judge tonight against: the first ``limit`` nights of
     ``history`` (the cells of the nights of tonight's experiment and config before tonight)
     since the history started that joined it.
@@ -97,8 +98,12 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
     against the history as it has grown since (``within``). A call (regressed or
     improved) never joins, nor a night measured beside other work (its median run's recorded
     interference at least ``interference_max`` cores; nights stored without interference are
-    kept). Once it holds ``limit`` nights it is full: later nights are judged against it and
-    never join, so a step or a slow drift is judged against the level before it and never
+    kept), nor a night whose runs spread far beyond the history's usual within-night spread
+    (``busy_spread``, against the nights joined before it): one busy night cannot widen the
+    history's spread for good; it does not part the nights either side of it either (the
+    night before a busy one stays "the night before" for the two-night rule and for a
+    confirmed improvement). Once it holds ``limit`` nights it is full: later nights are
+    judged against it and never join, so a step or a slow drift is judged against the level before it and never
     absorbed.
 
     The history starts at the latest of: ``since`` (``changepoints.since``), the baseline
@@ -136,21 +141,23 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
         window.append(night)
         for waiting in list(held):  # the grown history may now show a held night's level
             if len(window) < limit and threshold is not None and within(
-                    waiting[1].values, [c.values for _, c in window], threshold,
+                    waiting[1].values, first_look((c.values for _, c in window), first), threshold,
                     higher_is_better=better, confidence=confidence):
                 held.remove(waiting)
                 window.append(waiting)
 
     def changed(cell: NightCell) -> bool:
         return threshold is not None and len(window) >= 2 and looks_changed(
-            cell.values, [c.values for _, c in window], threshold, higher_is_better=better)
+            cell.values, first_look((c.values for _, c in window), first), threshold,
+            higher_is_better=better)
 
     for row in sorted(mine, key=lambda r: r.date):
         day, verdict, low, high = str(row.date), str(row.verdict), row.pct_low, row.pct_high
         cell = night_cell(row)
-        if interference_max is not None and (cell.busy_share or 0.0) >= interference_max:
-            last_improved = suspect = None
-            continue
+        if (interference_max is not None and (cell.busy_share or 0.0) >= interference_max) \
+                or (len(window) >= 2 and busy_spread(
+                    cell.values, first_look((c.values for _, c in window), first))):
+            continue   # a busy night says nothing: the nights either side of it stay a pair
         suspect = day if verdict == "undecided" and changed(cell) else None
         if verdict == "improved" and last_improved is not None:
             window, held, regressed = [last_improved, (day, cell)], [], None  # a new level
@@ -182,13 +189,15 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
 
 
 def undecided_nights(history: Sequence[HistoryCell], key: CellKey, *,
-                     interference_max: float, after: str | None = None) -> int:
+                     interference_max: float, after: str | None = None,
+                     usual: Sequence[Sequence[float]] = ()) -> int:
     """The nights in a row, the latest of ``history`` (the cells of this experiment and
     config's nights before tonight) last, whose verdict for ``key`` was undecided (ended
     undecided at the night's last look), counted back to the night ``after`` (exclusive: the
     last night of a full ratio history, or a pinned baseline night). A night measured beside
-    other work (``measured_busy``) is skipped, as the ratio's history skips it; any other
-    verdict ends the count."""
+    other work (``measured_busy``) is skipped, as the ratio's history skips it, and so is one
+    busy by its own spread against ``usual`` (the history nights' runs, ``busy_spread``); any
+    other verdict ends the count."""
     mine = sorted((r for r in history
                    if (r.kind, r.arm, int(r.concurrency), r.spec_mode, r.metric)
                    == (key.kind, key.arm, key.concurrency, key.spec_mode, key.metric)
@@ -196,7 +205,9 @@ def undecided_nights(history: Sequence[HistoryCell], key: CellKey, *,
                   key=lambda r: str(r.date), reverse=True)
     count = 0
     for row in mine:
-        if measured_busy(night_cell(row), interference_max):
+        cell = night_cell(row)
+        if measured_busy(cell, interference_max) or (len(usual) >= 2
+                                                     and busy_spread(cell.values, usual)):
             continue
         if row.verdict != "undecided":
             break

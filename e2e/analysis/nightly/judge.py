@@ -82,7 +82,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import f as f_dist, norm, t as student_t
 
 from e2e.analysis.estimators.median_ratio import RatioEstimate, compare_runs, verdict_for
 from e2e.analysis.estimators.sequential import boundaries, spending_at
@@ -101,7 +101,8 @@ from e2e.results.gsm8k import SampleVerdict
 __all__ = ["Rules", "judge_cell", "judge_night", "night_status", "judgement_with_changes",
            "judgement_with_outputs", "paired_change_interval", "Samples", "HistoryFit",
            "history_fit", "history_interval", "within", "night_look", "MIN_HISTORY_NIGHTS",
-           "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy"]
+           "SUSPECT_LEVEL", "looks_changed", "BLIND_NIGHTS", "UNJUDGED", "measured_busy",
+           "busy_spread", "BUSY_SPREAD", "first_look"]
 
 _BLOCKING: frozenset[str] = frozenset({"too few runs", "missing", "no samples"})
 UNJUDGED: frozenset[str] = frozenset({"no baseline", "new cell"})
@@ -123,6 +124,15 @@ BLIND_NIGHTS = 3
 """Nights in a row a judged cell ends undecided at its last look before the night is *blind*
 (exit 4): the history it is judged against no longer resolves its threshold, and more nights
 of the same will not (docs/how-to/nightly.md, "What a release gate reads")."""
+
+BUSY_SPREAD = 3.0
+"""A night whose duets' variance (ln scale) is at least this many times the history nights'
+pooled within-night variance, with an F test's one-sided p under ``BUSY_LEVEL``, is *busy*
+(``busy_spread``): its sd at least √3 ≈ 1.7 times the usual, where three times every noise
+part makes it nine times the variance; a quiet night of 8 duets reaches three times the
+variance with p about 0.003, so the F test at 0.001 decides the few nights and the ratio the
+many duets."""
+BUSY_LEVEL = 0.001
 
 # GSM8K verdicts per arm folder (a cell's run_dirs entry, relative to the results folder)
 Samples = Mapping[str, Sequence[SampleVerdict]]
@@ -234,13 +244,19 @@ class HistoryFit:
         return max(pred, self.msw * (1.0 / k + self.h / self.n))
 
     def df(self, k: int) -> float:
-        """n − 1, the df of s²_m: where tonight has the history nights' runs, d / √var is
-        Student's t on n − 1 df exactly (the textbook prediction interval); more runs tonight
-        subtract a well-estimated MSW term (Satterthwaite's df then stays near n − 1); where
-        the floor holds, the interval is wider than the exact one. The pooled within-night
-        variance's many df are not used: choosing them where the nights' means happen to
-        spread little read a night part of 1 % as none and called 0.19-0.46 % of unchanged
-        nights at a 0.125 % level (bench/nightly_series_simulation.py)."""
+        """n − 1, the df of s²_m: where tonight has the history nights' runs (the history is
+        read at each night's first look, ``first_look``), d / √var is Student's t on n − 1 df
+        exactly (the textbook prediction interval); fewer runs tonight add a well-estimated
+        MSW term (Satterthwaite's df, above n − 1). More runs tonight subtract an MSW term,
+        and the difference left rests on s²_m alone, so n − 1 overstates its df: one night at
+        32 rounds against nights of 8 was called 1.4-3.6 times the level. Satterthwaite's df
+        there (about 4) were measured in the nightly's own loop and not adopted: under
+        correlated duets they cut unchanged series with a false call from 7.5 % to 5.0 % (200
+        series of 40 nights) and a +5 % step called within three nights from 80.5 % to 67 %,
+        never in 24 nights 2.5 % to 6 % (docs/measurements/nightly-series.md). The pooled
+        within-night variance's many df are not used either: choosing them where the nights'
+        means happen to spread little read a night part of 1 % as none and called
+        0.19-0.46 % of unchanged nights at a 0.125 % level."""
         c1, c2 = 1.0 + 1.0 / self.n, 1.0 / k - self.h
         if c2 <= 0:
             return float(self.n - 1)
@@ -256,6 +272,18 @@ class HistoryFit:
     def run_sd(self) -> float:
         """One run's (duet's) sd around its night's level (ln scale)."""
         return math.sqrt(self.msw)
+
+
+def first_look(nights: Iterable[Sequence[float]], first: int | None) -> list[Sequence[float]]:
+    """Each history night's runs up to its first look (``first`` rounds; all of them where
+    ``first`` is None). A night measures past its first look only when that look left it
+    unresolved: a night whose first rounds strayed far from the history. Its later rounds
+    pull its mean back towards the history's, so the nights' means, read whole, spread less
+    than a night's first look does, and a night judged against them was called 3 to 5 times
+    as often as its level (bench/nightly_series_simulation.py, correlated duets). Every
+    night's first look is taken whatever it saw: the history's spread read from them is the
+    spread a night's first look has."""
+    return [v[:first] if first else v for v in nights]
 
 
 def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> HistoryFit:
@@ -323,6 +351,29 @@ def looks_changed(tonight: Sequence[float], nights: Sequence[Sequence[float]], t
     return sign * math.expm1(fit.d) * 100.0 >= threshold / 2.0 and p < SUSPECT_LEVEL
 
 
+def busy_spread(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> str:
+    """Why ``tonight``'s runs spread far beyond the history ``nights``' usual within-night
+    spread (``BUSY_SPREAD``, ``BUSY_LEVEL``), or "" when they do not or cannot be compared
+    (fewer than 2 runs tonight, no history night with 2). Such a night is not called and does
+    not join a ratio's history: a busy host that no recorded interference names reads as a
+    night whose duets scatter, and its mean is as noisy as its spread."""
+    t = np.log(np.asarray(tonight, dtype=float))
+    logs = [np.log(np.asarray(v, dtype=float)) for v in nights if len(v) >= 2]
+    df_h = sum(len(x) - 1 for x in logs)
+    if len(t) < 2 or df_h < 1:
+        return ""
+    usual = sum(((x - x.mean()) ** 2).sum() for x in logs) / df_h
+    ratio = float(t.var(ddof=1)) / usual if usual > 0 else math.inf
+    p = float(f_dist.sf(ratio, len(t) - 1, df_h))
+    if ratio < BUSY_SPREAD or p >= BUSY_LEVEL:
+        return ""
+    return (f"tonight's {len(t)} runs spread {math.sqrt(ratio):.1f} times the history's usual "
+            f"within-night sd ({math.sqrt(t.var(ddof=1)) * 100:.1f} % against "
+            f"{math.sqrt(usual) * 100:.1f} %; variance ratio {ratio:.1f}, F test p = {p:.2g}): "
+            "a night this noisy is not called and stays out of the history (rerun it on a "
+            "quieter host with the same --date)")
+
+
 @dataclass(frozen=True)
 class NightLook:
     """One look at a relative cell tonight: its nominal one-sided levels (the call's, and
@@ -383,7 +434,8 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
         return CellVerdict(key, "too few runs", reason="a value is zero or negative: no ratio",
                            **base)
     try:
-        fit = history_fit(now.values, [c.values for _, c in nights])
+        first = rules.looks.first if rules.looks is not None else None
+        fit = history_fit(now.values, first_look((c.values for _, c in nights), first))
     except ValueError as exc:
         return CellVerdict(key, "too few runs", reason=str(exc), **base)
     k_t = len(now.values)
@@ -412,7 +464,18 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
              "spent over its looks)")
     more = not look.last
     suspect = p_worse < SUSPECT_LEVEL / max(rules.cells, 1) and big
-    if p_worse < look.call_level and big:
+    # a busy night calls nothing and lifts no standing regression; where its runs' recorded
+    # interference already says so (``_disturbed``), that names the processes
+    recorded = (now.busy_share or 0.0) >= rules.interference_max
+    busy = "" if recorded else busy_spread(now.values,
+                                           first_look((c.values for _, c in nights), first))
+    if busy:
+        name = "regressed" if hist.regressed_since else "undecided"
+        reason = (f"{against}: {seen} at {at}; {busy}"
+                  + (f"; regressed since {hist.regressed_since}" if hist.regressed_since
+                     else ""))
+        more = False
+    elif p_worse < look.call_level and big:
         name: VerdictName = "regressed"
         reason = f"{against}: {seen} at {at}; {level}"
         if hist.regressed_since:
