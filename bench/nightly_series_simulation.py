@@ -337,7 +337,8 @@ def main() -> None:
     ap.add_argument("--drift", type=float, default=0.5, help="%% a night")
     ap.add_argument("--noise", default="iid", choices=NOISES, help="the noise's regime "
                     "(``noise``'s docstring)")
-    ap.add_argument("--bank", default="tests/data/noise_bank/duets.csv",
+    ap.add_argument("--bank", default=str(Path(__file__).resolve().parents[1] / "tests" / "data"
+                                          / "noise_bank" / "duets.csv"),
                     help="--noise bank: the recorded duets (bench/noise_bank.py)")
     ap.add_argument("--bank-condition", default=None, help="--noise bank: one condition only")
     ap.add_argument("--loading-sd", type=float, default=0.07)

@@ -536,8 +536,9 @@ def test_the_history_is_read_at_each_nights_first_look():
     # their later rounds pull their means back: read whole, the history spreads too little
     from e2e.analysis.nightly.judge import first_look
 
-    assert first_look([(1, 2, 3), (4,)], 2) == [(1, 2), (4,)]
-    assert first_look([(1, 2, 3)], None) == [(1, 2, 3)]
+    pairs = [("2026-01-01", _night([1.0, 1.1, 0.9])), ("2026-01-02", _night([1.2]))]
+    assert first_look(pairs, 2) == [(1.0, 1.1), (1.2,)]
+    assert first_look(pairs, None) == [(1.0, 1.1, 0.9), (1.2,)]
     nights = []
     for i in range(10):
         stray = 1.0 + 0.03 * (-1) ** i            # the first 8 rounds off by 3 %

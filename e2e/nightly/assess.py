@@ -169,8 +169,8 @@ def _streak(history: Sequence[HistoryCell], key: CellKey, hist: RatioHistory | N
     if hist is not None and not hist.full:
         return 0
     after = max(d for d, _ in hist.nights) if hist is not None else pinned
-    usual = (first_look((c.values for _, c in hist.nights), rules.looks.first if rules.looks
-                        else None) if hist is not None else ())
+    first = rules.looks.first if rules.looks is not None else None
+    usual = first_look(hist.nights, first) if hist is not None else ()
     return undecided_nights(history, key, interference_max=rules.interference_max, after=after,
                             usual=usual)
 
@@ -236,7 +236,7 @@ def design_lines(night: Night, history) -> list[str]:
                              pinned=night.pinned, interference_max=rules.interference_max,
                              first=night.looks.first)
         host = HOST_ONE_AT_A_TIME if night.alone else HOST_DUETS
-        noise = noise_of(first_look((c.values for _, c in hist.nights), night.looks.first),
+        noise = noise_of(first_look(hist.nights, night.looks.first),
                          f"the ratio's history ({len(hist.nights)} nights)") or host
         lines += resolved_lines(
             cell=f"{key.label()} {key.metric}", threshold=threshold, looks=night.looks,

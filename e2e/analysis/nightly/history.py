@@ -141,22 +141,21 @@ def ratio_history(history: Sequence[HistoryCell], key: CellKey, *, limit: int,
         window.append(night)
         for waiting in list(held):  # the grown history may now show a held night's level
             if len(window) < limit and threshold is not None and within(
-                    waiting[1].values, first_look((c.values for _, c in window), first), threshold,
+                    waiting[1].values, first_look(window, first), threshold,
                     higher_is_better=better, confidence=confidence):
                 held.remove(waiting)
                 window.append(waiting)
 
     def changed(cell: NightCell) -> bool:
         return threshold is not None and len(window) >= 2 and looks_changed(
-            cell.values, first_look((c.values for _, c in window), first), threshold,
+            cell.values, first_look(window, first), threshold,
             higher_is_better=better)
 
     for row in sorted(mine, key=lambda r: r.date):
         day, verdict, low, high = str(row.date), str(row.verdict), row.pct_low, row.pct_high
         cell = night_cell(row)
         if (interference_max is not None and (cell.busy_share or 0.0) >= interference_max) \
-                or (len(window) >= 2 and busy_spread(
-                    cell.values, first_look((c.values for _, c in window), first))):
+                or (len(window) >= 2 and busy_spread(cell.values, first_look(window, first))):
             continue   # a busy night says nothing: the nights either side of it stay a pair
         suspect = day if verdict == "undecided" and changed(cell) else None
         if verdict == "improved" and last_improved is not None:

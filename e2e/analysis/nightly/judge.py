@@ -274,8 +274,9 @@ class HistoryFit:
         return math.sqrt(self.msw)
 
 
-def first_look(nights: Iterable[Sequence[float]], first: int | None) -> list[Sequence[float]]:
-    """Each history night's runs up to its first look (``first`` rounds; all of them where
+def first_look(nights: Iterable[tuple[str, NightCell]],
+               first: int | None) -> list[Sequence[float]]:
+    """Each history night's (``(date, cell)``) runs up to its first look (``first`` rounds; all of them where
     ``first`` is None). A night measures past its first look only when that look left it
     unresolved: a night whose first rounds strayed far from the history. Its later rounds
     pull its mean back towards the history's, so the nights' means, read whole, spread less
@@ -283,7 +284,7 @@ def first_look(nights: Iterable[Sequence[float]], first: int | None) -> list[Seq
     as often as its level (bench/nightly_series_simulation.py, correlated duets). Every
     night's first look is taken whatever it saw: the history's spread read from them is the
     spread a night's first look has."""
-    return [v[:first] if first else v for v in nights]
+    return [c.values[:first] if first else c.values for _, c in nights]
 
 
 def history_fit(tonight: Sequence[float], nights: Sequence[Sequence[float]]) -> HistoryFit:
@@ -433,9 +434,10 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     if min(now.values + pooled.values) <= 0:
         return CellVerdict(key, "too few runs", reason="a value is zero or negative: no ratio",
                            **base)
+    first = rules.looks.first if rules.looks is not None else None
+    usual = first_look(nights, first)   # the history nights' runs, each at its first look
     try:
-        first = rules.looks.first if rules.looks is not None else None
-        fit = history_fit(now.values, first_look((c.values for _, c in nights), first))
+        fit = history_fit(now.values, usual)
     except ValueError as exc:
         return CellVerdict(key, "too few runs", reason=str(exc), **base)
     k_t = len(now.values)
@@ -467,8 +469,7 @@ def _judge_ratio(key: CellKey, now: NightCell, hist: RatioHistory, threshold: fl
     # a busy night calls nothing and lifts no standing regression; where its runs' recorded
     # interference already says so (``_disturbed``), that names the processes
     recorded = (now.busy_share or 0.0) >= rules.interference_max
-    busy = "" if recorded else busy_spread(now.values,
-                                           first_look((c.values for _, c in nights), first))
+    busy = "" if recorded else busy_spread(now.values, usual)
     if busy:
         name = "regressed" if hist.regressed_since else "undecided"
         reason = (f"{against}: {seen} at {at}; {busy}"
